@@ -1,0 +1,104 @@
+package raftnode
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/storage"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// applyMembership mirrors a conf change into the replicated member table,
+// using the member record the proposer put in the change's context.
+func applyMembership(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctxData []byte) error {
+	var m *dkvpb.Member
+	if len(ctxData) > 0 {
+		c := &dkvpb.ConfChangeContext{}
+		if err := proto.Unmarshal(ctxData, c); err == nil {
+			m = c.GetMember()
+		}
+	}
+	for _, ch := range cc.GetChanges() {
+		id := ch.GetNodeId()
+		switch ch.GetType() {
+		case raftpb.ConfChangeRemoveNode:
+			if err := storage.DeleteMember(b, id); err != nil {
+				return err
+			}
+		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode, raftpb.ConfChangeUpdateNode:
+			rec := &dkvpb.Member{Id: id}
+			if old, err := memberRecord(b, id); err == nil && old != nil {
+				rec = old
+			}
+			if m != nil && m.GetId() == id {
+				rec.Name, rec.PeerUrl = m.GetName(), m.GetPeerUrl()
+				if m.GetClientUrl() != "" {
+					rec.ClientUrl = m.GetClientUrl()
+				}
+			}
+			rec.IsLearner = ch.GetType() == raftpb.ConfChangeAddLearnerNode
+			data, err := proto.Marshal(rec)
+			if err != nil {
+				return err
+			}
+			if err := storage.SetMember(b, id, data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func memberRecord(r pebble.Reader, id uint64) (*dkvpb.Member, error) {
+	all, err := Members(r)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range all {
+		if m.GetId() == id {
+			return m, nil
+		}
+	}
+	return nil, nil
+}
+
+// Members reads the member table as of r's view.
+func Members(r pebble.Reader) ([]*dkvpb.Member, error) {
+	recs, err := storage.Members(r)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*dkvpb.Member, 0, len(recs))
+	for _, rec := range recs {
+		m := &dkvpb.Member{}
+		if err := proto.Unmarshal(rec, m); err != nil {
+			return nil, fmt.Errorf("decode member: %w", err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// raftLogger adapts slog to raft.Logger; raft's chatty info goes to debug.
+type raftLogger struct{ l *slog.Logger }
+
+func (r *raftLogger) Debug(v ...any)                 { r.l.Debug(fmt.Sprint(v...)) }
+func (r *raftLogger) Debugf(format string, v ...any) { r.l.Debug(fmt.Sprintf(format, v...)) }
+func (r *raftLogger) Info(v ...any)                  { r.l.Debug(fmt.Sprint(v...)) }
+func (r *raftLogger) Infof(format string, v ...any)  { r.l.Debug(fmt.Sprintf(format, v...)) }
+func (r *raftLogger) Warning(v ...any)               { r.l.Warn(fmt.Sprint(v...)) }
+func (r *raftLogger) Warningf(format string, v ...any) {
+	r.l.Warn(fmt.Sprintf(format, v...))
+}
+func (r *raftLogger) Error(v ...any)                 { r.l.Error(fmt.Sprint(v...)) }
+func (r *raftLogger) Errorf(format string, v ...any) { r.l.Error(fmt.Sprintf(format, v...)) }
+func (r *raftLogger) Fatal(v ...any)                 { r.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
+func (r *raftLogger) Fatalf(format string, v ...any) {
+	r.l.Error(fmt.Sprintf(format, v...))
+	panic(fmt.Sprintf(format, v...))
+}
+func (r *raftLogger) Panic(v ...any)                 { panic(fmt.Sprint(v...)) }
+func (r *raftLogger) Panicf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }

@@ -1,0 +1,789 @@
+package raftnode
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/storage"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// StateMachine is what committed entries are applied to.
+type StateMachine interface {
+	// Apply applies one committed command into b and returns the result
+	// handed to the proposer. It must be deterministic.
+	Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequest) any
+	// Committed is called, in log order, after the batch holding the
+	// entries up to index has been committed, with their results (the
+	// watch hub's hook). It must not block for long.
+	Committed(index uint64, results []any)
+	// Restored is called after a snapshot replaced the state underneath.
+	Restored() error
+}
+
+// Transport carries raft messages to peers. Send must not block.
+type Transport interface {
+	Send(msgs []*raftpb.Message)
+}
+
+// Config configures a Node.
+type Config struct {
+	ID            uint64
+	Storage       *storage.Storage
+	StateMachine  StateMachine
+	Transport     Transport
+	TickInterval  time.Duration
+	ElectionTicks int
+	// Peers bootstraps a new cluster; ignored when the storage already
+	// holds raft state.
+	Peers []raft.Peer
+	// Join starts a member with empty state that waits to be sent the log
+	// by the leader of an existing cluster.
+	Join bool
+	// SnapshotCount is how many applied entries trigger a log compaction.
+	SnapshotCount uint64
+	// CatchUpEntries are kept in the log below a compaction, so slightly
+	// lagging followers catch up without a snapshot.
+	CatchUpEntries uint64
+	Logger         *slog.Logger
+}
+
+// Node is one running raft member.
+type Node struct {
+	cfg   Config
+	rn    *raft.RawNode
+	log   *slog.Logger
+	db    *pebble.DB
+	store *storage.Storage
+
+	propc    chan *proposal
+	confc    chan *confProposal
+	readc    chan *readWaiter
+	recvc    chan *raftpb.Message
+	transfc  chan uint64
+	reportc  chan func(*raft.RawNode)
+	stopc    chan struct{}
+	donec    chan struct{}
+	stopOnce sync.Once
+
+	idPrefix uint64
+	idSeq    atomic.Uint64
+
+	mu      sync.Mutex
+	waiters map[uint64]chan any
+
+	applied   atomic.Uint64
+	committed atomic.Uint64
+	term      atomic.Uint64
+	lead      atomic.Uint64
+	isLeader  atomic.Bool
+	leaderCh  atomic.Pointer[chan struct{}] // closed and replaced on each leader change
+	appliedCh atomic.Pointer[chan struct{}] // closed and replaced after each apply batch
+	confState atomic.Pointer[raftpb.ConfState]
+
+	stats Stats
+}
+
+// Stats are counters exported as metrics.
+type Stats struct {
+	Proposals     atomic.Uint64
+	ProposalsDrop atomic.Uint64
+	ReadRounds    atomic.Uint64
+	AppliedBatch  atomic.Uint64
+	PendingProps  atomic.Int64
+	LeaderChanges atomic.Uint64
+}
+
+type proposal struct {
+	data []byte
+	errc chan error
+}
+
+type confProposal struct {
+	cc   raftpb.ConfChangeI
+	errc chan error
+}
+
+type readWaiter struct {
+	done chan struct{}
+}
+
+// ErrStopped is returned by calls on a stopped node.
+var ErrStopped = dkverr.New(dkverr.Unavailable, "node is shutting down")
+
+// New creates the raft member from storage (restarting if it has state,
+// bootstrapping cfg.Peers otherwise). Run starts it.
+func New(cfg Config) (*Node, error) {
+	if cfg.SnapshotCount == 0 {
+		cfg.SnapshotCount = 10000
+	}
+	if cfg.CatchUpEntries == 0 {
+		cfg.CatchUpEntries = 5000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	db := cfg.Storage.DB()
+	applied, err := storage.AppliedIndex(db)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := storage.ConfState(db)
+	if err != nil {
+		return nil, err
+	}
+	rc := &raft.Config{
+		ID:                        cfg.ID,
+		ElectionTick:              cfg.ElectionTicks,
+		HeartbeatTick:             1,
+		Storage:                   cfg.Storage,
+		Applied:                   applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  64 << 20,
+		MaxUncommittedEntriesSize: 256 << 20,
+		MaxInflightMsgs:           256,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		StepDownOnRemoval:         true,
+		Logger:                    &raftLogger{cfg.Logger.With("component", "raft")},
+	}
+	rn, err := raft.NewRawNode(rc)
+	if err != nil {
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	if !cfg.Storage.HasRaftState() && !cfg.Join {
+		if len(cfg.Peers) == 0 {
+			return nil, errors.New("raft: a new node needs bootstrap peers or Join")
+		}
+		if err := rn.Bootstrap(cfg.Peers); err != nil {
+			return nil, fmt.Errorf("raft bootstrap: %w", err)
+		}
+	}
+	n := &Node{
+		cfg:      cfg,
+		rn:       rn,
+		log:      cfg.Logger,
+		db:       db,
+		store:    cfg.Storage,
+		propc:    make(chan *proposal, 4096),
+		confc:    make(chan *confProposal),
+		readc:    make(chan *readWaiter, 4096),
+		recvc:    make(chan *raftpb.Message, 4096),
+		transfc:  make(chan uint64, 1),
+		reportc:  make(chan func(*raft.RawNode), 256),
+		stopc:    make(chan struct{}),
+		donec:    make(chan struct{}),
+		waiters:  make(map[uint64]chan any),
+		idPrefix: (cfg.ID & 0xffff) << 48,
+	}
+	n.idSeq.Store(uint64(time.Now().UnixMilli()) << 8 & (1<<48 - 1))
+	n.applied.Store(applied)
+	n.confState.Store(cs)
+	lc := make(chan struct{})
+	n.leaderCh.Store(&lc)
+	ac := make(chan struct{})
+	n.appliedCh.Store(&ac)
+	return n, nil
+}
+
+// Run starts the Ready loop and returns at once.
+func (n *Node) Run() { go n.run() }
+
+// Stop stops the loop and fails pending callers with ErrStopped.
+func (n *Node) Stop() {
+	n.stopOnce.Do(func() { close(n.stopc) })
+	<-n.donec
+}
+
+// NextID returns a request id unique across the cluster and restarts.
+func (n *Node) NextID() uint64 { return n.idPrefix | (n.idSeq.Add(1) & (1<<48 - 1)) }
+
+// Propose replicates req and waits for its result. While there is no
+// leader the proposal is retried until ctx ends (Unavailable). A ctx that
+// ends after the proposal was handed to raft leaves the outcome unknown.
+func (n *Node) Propose(ctx context.Context, req *dkvpb.InternalRequest) (any, error) {
+	if req.Id == 0 {
+		req.Id = n.NextID()
+	}
+	data, err := proto.Marshal(req)
+	if err != nil {
+		return nil, dkverr.New(dkverr.InvalidInput, "encode request: %v", err)
+	}
+	ch := make(chan any, 1)
+	n.mu.Lock()
+	n.waiters[req.Id] = ch
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.waiters, req.Id)
+		n.mu.Unlock()
+	}()
+	n.stats.Proposals.Add(1)
+	for {
+		p := &proposal{data: data, errc: make(chan error, 1)}
+		n.stats.PendingProps.Add(1)
+		select {
+		case n.propc <- p:
+		case <-ctx.Done():
+			n.stats.PendingProps.Add(-1)
+			return nil, ctxErr(ctx, false)
+		case <-n.stopc:
+			n.stats.PendingProps.Add(-1)
+			return nil, ErrStopped
+		}
+		var perr error
+		select {
+		case perr = <-p.errc:
+		case <-ctx.Done():
+			return nil, ctxErr(ctx, true)
+		case <-n.stopc:
+			return nil, ErrStopped
+		}
+		if perr == nil {
+			break
+		}
+		if !errors.Is(perr, raft.ErrProposalDropped) {
+			return nil, perr
+		}
+		// Dropped: no leader known right now. Wait for one, then retry.
+		n.stats.ProposalsDrop.Add(1)
+		if err := n.waitLeaderChange(ctx); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case res := <-ch:
+		return res, nil
+	case <-ctx.Done():
+		return nil, ctxErr(ctx, true)
+	case <-n.stopc:
+		return nil, ErrStopped
+	}
+}
+
+func (n *Node) waitLeaderChange(ctx context.Context) error {
+	ch := *n.leaderCh.Load()
+	if n.lead.Load() != raft.None {
+		// A leader is known but dropped it (e.g. transferring): back off.
+		t := time.NewTimer(n.cfg.TickInterval)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctxErr(ctx, false)
+		case <-n.stopc:
+			return ErrStopped
+		}
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx, false)
+	case <-n.stopc:
+		return ErrStopped
+	}
+}
+
+// ErrUnknownOutcome marks a write whose deadline passed after it was handed
+// to raft: it may or may not have been applied.
+var ErrUnknownOutcome = errors.New("outcome unknown: the request may or may not have been applied")
+
+func ctxErr(ctx context.Context, sent bool) error {
+	if sent {
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return dkverr.New(dkverr.Unavailable, "no raft leader before the deadline")
+	}
+	return ctx.Err()
+}
+
+// ProposeConfChange proposes a membership change and waits until it is
+// applied (ConfState reflects it).
+func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error {
+	before := n.applied.Load()
+	for {
+		p := &confProposal{cc: cc, errc: make(chan error, 1)}
+		select {
+		case n.confc <- p:
+		case <-ctx.Done():
+			return ctxErr(ctx, false)
+		case <-n.stopc:
+			return ErrStopped
+		}
+		var err error
+		select {
+		case err = <-p.errc:
+		case <-ctx.Done():
+			return ctxErr(ctx, true)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, raft.ErrProposalDropped) {
+			return err
+		}
+		if err := n.waitLeaderChange(ctx); err != nil {
+			return err
+		}
+	}
+	// The conf change entry lands after the current last index; a
+	// linearizable wait on a fresh read index covers it.
+	_ = before
+	return n.WaitLinearizable(ctx)
+}
+
+// TransferLeadership asks the leader to hand leadership to id.
+func (n *Node) TransferLeadership(ctx context.Context, id uint64) error {
+	select {
+	case n.transfc <- id:
+	case <-ctx.Done():
+		return ctxErr(ctx, false)
+	case <-n.stopc:
+		return ErrStopped
+	}
+	for n.lead.Load() != id {
+		ch := *n.leaderCh.Load()
+		if n.lead.Load() == id {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return dkverr.New(dkverr.Unavailable, "leadership did not move to %x before the deadline", id)
+		case <-n.stopc:
+			return ErrStopped
+		}
+	}
+	return nil
+}
+
+// WaitLinearizable returns once this node has applied everything committed
+// before the call: a read of local state after it is linearizable.
+func (n *Node) WaitLinearizable(ctx context.Context) error {
+	w := &readWaiter{done: make(chan struct{})}
+	select {
+	case n.readc <- w:
+	case <-ctx.Done():
+		return ctxErr(ctx, false)
+	case <-n.stopc:
+		return ErrStopped
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return dkverr.New(dkverr.Unavailable, "linearizable read: no quorum confirmed before the deadline")
+	case <-n.stopc:
+		return ErrStopped
+	}
+}
+
+// WaitApplied returns once index has been applied locally.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	for n.applied.Load() < index {
+		ch := *n.appliedCh.Load()
+		if n.applied.Load() >= index {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.stopc:
+			return ErrStopped
+		}
+	}
+	return nil
+}
+
+// Step hands a message received from a peer to raft.
+func (n *Node) Step(ctx context.Context, m *raftpb.Message) error {
+	select {
+	case n.recvc <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return ErrStopped
+	}
+}
+
+// ReportUnreachable tells raft a peer could not be reached.
+func (n *Node) ReportUnreachable(id uint64) {
+	n.report(func(rn *raft.RawNode) { rn.ReportUnreachable(id) })
+}
+
+// ReportSnapshot tells raft how sending a snapshot to id ended.
+func (n *Node) ReportSnapshot(id uint64, st raft.SnapshotStatus) {
+	n.report(func(rn *raft.RawNode) { rn.ReportSnapshot(id, st) })
+}
+
+func (n *Node) report(f func(*raft.RawNode)) {
+	select {
+	case n.reportc <- f:
+	case <-n.stopc:
+	}
+}
+
+// Status is a snapshot of raft's view, for Status calls and metrics.
+type Status struct {
+	ID, Lead, Term, Commit, Applied uint64
+	IsLeader                        bool
+	ConfState                       *raftpb.ConfState
+}
+
+// Status reports the node's raft state without touching the loop.
+func (n *Node) Status() Status {
+	return Status{
+		ID: n.cfg.ID, Lead: n.lead.Load(), Term: n.term.Load(),
+		Commit: n.committed.Load(), Applied: n.applied.Load(),
+		IsLeader: n.isLeader.Load(), ConfState: n.confState.Load(),
+	}
+}
+
+// Stats exposes counters.
+func (n *Node) Stats() *Stats { return &n.stats }
+
+// LeaderChanged returns a channel closed at the next leader change.
+func (n *Node) LeaderChanged() <-chan struct{} { return *n.leaderCh.Load() }
+
+// readRound is one in-flight ReadIndex request and the readers it serves.
+type readRound struct {
+	id      []byte
+	readers []*readWaiter
+	sentAt  time.Time
+}
+
+type pendingRead struct {
+	index   uint64
+	readers []*readWaiter
+}
+
+func (n *Node) run() {
+	defer close(n.donec)
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+
+	var (
+		queued   []*readWaiter // readers waiting for the next round
+		inflight *readRound    // the round raft is working on
+		waiting  []pendingRead // rounds answered, waiting for apply
+		readSeq  uint64        // fresh id per round
+		props    []*raftpb.Entry
+		perrs    []chan error
+	)
+	retryAfter := time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
+
+	startRound := func() {
+		if inflight != nil || len(queued) == 0 {
+			return
+		}
+		readSeq++
+		id := make([]byte, 16)
+		binary.BigEndian.PutUint64(id, n.NextID())
+		binary.BigEndian.PutUint64(id[8:], readSeq)
+		inflight = &readRound{id: id, readers: queued, sentAt: time.Now()}
+		queued = nil
+		n.stats.ReadRounds.Add(1)
+		n.rn.ReadIndex(id)
+	}
+	releaseReads := func() {
+		applied := n.applied.Load()
+		kept := waiting[:0]
+		for _, pr := range waiting {
+			if pr.index <= applied {
+				for _, r := range pr.readers {
+					close(r.done)
+				}
+				continue
+			}
+			kept = append(kept, pr)
+		}
+		waiting = kept
+	}
+
+	for {
+		select {
+		case <-ticker.C:
+			n.rn.Tick()
+			if inflight != nil && time.Since(inflight.sentAt) > retryAfter {
+				// Lost (no leader, dropped message): retry with a new id.
+				queued = append(inflight.readers, queued...)
+				inflight = nil
+			}
+			startRound()
+		case p := <-n.propc:
+			props, perrs = props[:0], perrs[:0]
+			props = append(props, &raftpb.Entry{Data: p.data})
+			perrs = append(perrs, p.errc)
+		drain:
+			for len(props) < 4096 {
+				select {
+				case p := <-n.propc:
+					props = append(props, &raftpb.Entry{Data: p.data})
+					perrs = append(perrs, p.errc)
+				default:
+					break drain
+				}
+			}
+			n.stats.PendingProps.Add(-int64(len(props)))
+			err := n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.ID), Entries: props})
+			for _, c := range perrs {
+				c <- err
+			}
+		case p := <-n.confc:
+			p.errc <- n.rn.ProposeConfChange(p.cc)
+		case r := <-n.readc:
+			queued = append(queued, r)
+		drainReads:
+			for {
+				select {
+				case r := <-n.readc:
+					queued = append(queued, r)
+				default:
+					break drainReads
+				}
+			}
+			startRound()
+		case m := <-n.recvc:
+			if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+				n.log.Debug("raft step", "type", m.GetType(), "err", err)
+			}
+		case id := <-n.transfc:
+			n.rn.TransferLeader(id)
+		case f := <-n.reportc:
+			f(n.rn)
+		case <-n.stopc:
+			return
+		}
+
+		for n.rn.HasReady() {
+			rd := n.rn.Ready()
+			if err := n.handleReady(&rd); err != nil {
+				n.log.Error("raft ready loop failed; stopping node", "err", err)
+				panic(fmt.Sprintf("dkv: raft ready loop: %v", err))
+			}
+			for _, rs := range rd.ReadStates {
+				if inflight != nil && string(rs.RequestCtx) == string(inflight.id) {
+					waiting = append(waiting, pendingRead{index: rs.Index, readers: inflight.readers})
+					inflight = nil
+				}
+			}
+			n.rn.Advance(rd)
+			releaseReads()
+			startRound()
+		}
+	}
+}
+
+func (n *Node) handleReady(rd *raft.Ready) error {
+	if rd.SoftState != nil {
+		old := n.lead.Swap(rd.SoftState.Lead)
+		n.isLeader.Store(rd.SoftState.RaftState == raft.StateLeader)
+		if old != rd.SoftState.Lead {
+			n.stats.LeaderChanges.Add(1)
+			nc := make(chan struct{})
+			oc := n.leaderCh.Swap(&nc)
+			close(*oc)
+			n.log.Info("raft leader changed", "member", fmt.Sprintf("%x", n.cfg.ID), "leader", fmt.Sprintf("%x", rd.SoftState.Lead))
+		}
+	}
+	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+		n.term.Store(rd.HardState.GetTerm())
+		n.committed.Store(rd.HardState.GetCommit())
+	}
+	// 1. Persist before sending anything of this Ready.
+	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.installSnapshot(rd.Snapshot); err != nil {
+			return fmt.Errorf("install snapshot: %w", err)
+		}
+	}
+	if err := n.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
+		return err
+	}
+	// 2. Send.
+	if len(rd.Messages) > 0 && n.cfg.Transport != nil {
+		n.cfg.Transport.Send(rd.Messages)
+	}
+	// 3. Apply.
+	if len(rd.CommittedEntries) > 0 {
+		if err := n.apply(rd.CommittedEntries); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) installSnapshot(snap *raftpb.Snapshot) error {
+	// The transport has already written the sender's state under the "s"
+	// prefix; it may be ahead of snap's index (it was read later), which is
+	// why apply skips entries at or below the persisted applied index.
+	if err := n.store.InstallSnapshot(snap); err != nil {
+		return err
+	}
+	applied, err := storage.AppliedIndex(n.db)
+	if err != nil {
+		return err
+	}
+	if idx := snap.GetMetadata().GetIndex(); applied < idx {
+		return fmt.Errorf("snapshot state at applied index %d is behind snapshot index %d", applied, idx)
+	}
+	cs, err := storage.ConfState(n.db)
+	if err != nil {
+		return err
+	}
+	n.confState.Store(cs)
+	if err := n.cfg.StateMachine.Restored(); err != nil {
+		return err
+	}
+	n.applied.Store(applied)
+	n.notifyApplied()
+	return nil
+}
+
+func (n *Node) notifyApplied() {
+	nc := make(chan struct{})
+	oc := n.appliedCh.Swap(&nc)
+	close(*oc)
+}
+
+type applied struct {
+	id  uint64
+	res any
+}
+
+func (n *Node) apply(ents []*raftpb.Entry) error {
+	b := n.db.NewIndexedBatch()
+	defer b.Close()
+	appliedIdx := n.applied.Load()
+	var (
+		done    []applied
+		results []any
+		last    uint64
+	)
+	for _, e := range ents {
+		idx := e.GetIndex()
+		if idx <= appliedIdx {
+			// Already in the state (restored from a snapshot taken later
+			// than its index). Conf changes must still reach raft.
+			if e.GetType() != raftpb.EntryNormal {
+				if _, err := n.applyConfChange(nil, e); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		last = idx
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				continue // leader's empty entry at the start of its term
+			}
+			req := &dkvpb.InternalRequest{}
+			if err := proto.Unmarshal(e.GetData(), req); err != nil {
+				// Every replica sees the same bytes and skips the same
+				// entry, so state stays identical.
+				n.log.Error("undecodable raft entry skipped", "index", idx, "err", err)
+				continue
+			}
+			res := n.cfg.StateMachine.Apply(b, idx, req)
+			done = append(done, applied{id: req.Id, res: res})
+			results = append(results, res)
+		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+			res, err := n.applyConfChange(b, e)
+			if err != nil {
+				return err
+			}
+			if res != nil {
+				done = append(done, *res)
+			}
+		}
+	}
+	if last == 0 {
+		return nil
+	}
+	if err := storage.SetAppliedIndex(b, last); err != nil {
+		return err
+	}
+	// Not synced: the raft log is, and a restart re-applies from the
+	// durable applied index.
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("commit applied batch: %w", err)
+	}
+	n.stats.AppliedBatch.Add(1)
+	n.applied.Store(last)
+	n.cfg.StateMachine.Committed(last, results)
+	n.mu.Lock()
+	for _, d := range done {
+		if ch, ok := n.waiters[d.id]; ok {
+			ch <- d.res
+		}
+	}
+	n.mu.Unlock()
+	n.notifyApplied()
+	return n.maybeCompactLog(last)
+}
+
+// ConfChangeResult is what a conf change entry's proposer receives.
+type ConfChangeResult struct {
+	ConfState *raftpb.ConfState
+}
+
+func (n *Node) applyConfChange(b *pebble.Batch, e *raftpb.Entry) (*applied, error) {
+	var cc raftpb.ConfChangeI
+	var ctxData []byte
+	if e.GetType() == raftpb.EntryConfChange {
+		c := &raftpb.ConfChange{}
+		if err := proto.Unmarshal(e.GetData(), c); err != nil {
+			return nil, err
+		}
+		cc, ctxData = c, c.GetContext()
+	} else {
+		c := &raftpb.ConfChangeV2{}
+		if err := proto.Unmarshal(e.GetData(), c); err != nil {
+			return nil, err
+		}
+		cc, ctxData = c, c.GetContext()
+	}
+	cs := n.rn.ApplyConfChange(cc)
+	n.confState.Store(cs)
+	if b == nil {
+		return nil, nil
+	}
+	if err := storage.SetConfState(b, cs); err != nil {
+		return nil, err
+	}
+	if err := applyMembership(b, cc.AsV2(), ctxData); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+func (n *Node) maybeCompactLog(applied uint64) error {
+	first, err := n.store.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if applied < first || applied-first < n.cfg.SnapshotCount+n.cfg.CatchUpEntries {
+		return nil
+	}
+	compactTo := applied - n.cfg.CatchUpEntries
+	return n.store.CompactLog(applied, compactTo, n.confState.Load())
+}

@@ -1,0 +1,408 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+var (
+	keyHardState = []byte("r/hs")
+	keySnapMeta  = []byte("r/snap")
+	entryPrefix  = []byte("r/e/")
+	metaPrefix   = []byte("r/meta/")
+
+	keyApplied   = []byte("s/raft/applied")
+	keyConfState = []byte("s/raft/confstate")
+
+	// StatePrefix bounds the replicated state machine: [StateStart, StateEnd).
+	StateStart = []byte("s")
+	StateEnd   = []byte("t")
+)
+
+// Options configure Open.
+type Options struct {
+	// FS, when set, replaces the OS filesystem (tests use vfs.NewMem()).
+	FS vfs.FS
+	// NoSync skips fsync on raft log appends. Unsafe; tests and CPU
+	// benchmarks only.
+	NoSync bool
+	// CacheBytes is Pebble's block cache size (default 64 MiB).
+	CacheBytes int64
+}
+
+// Storage owns the node's Pebble database.
+type Storage struct {
+	*raft.MemoryStorage
+
+	db   *pebble.DB
+	sync bool
+
+	mu        sync.Mutex
+	lastIndex uint64 // last log index persisted to Pebble
+}
+
+// Open opens (or creates) the database in dir and loads the raft log tail.
+func Open(dir string, opts Options) (*Storage, error) {
+	cache := opts.CacheBytes
+	if cache == 0 {
+		cache = 64 << 20
+	}
+	c := pebble.NewCache(cache)
+	defer c.Unref()
+	po := &pebble.Options{
+		Cache:                       c,
+		FS:                          opts.FS,
+		MemTableSize:                64 << 20,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		Logger:                      quietLogger{},
+	}
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
+	}
+	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), db: db, sync: !opts.NoSync}
+	if err := s.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// DB is the underlying database, for the state machine.
+func (s *Storage) DB() *pebble.DB { return s.db }
+
+// Close closes the database.
+func (s *Storage) Close() error { return s.db.Close() }
+
+func (s *Storage) writeOpts() *pebble.WriteOptions {
+	if s.sync {
+		return pebble.Sync
+	}
+	return pebble.NoSync
+}
+
+// load fills the MemoryStorage from Pebble: compaction snapshot, HardState,
+// then the entries after the snapshot.
+func (s *Storage) load() error {
+	if b, ok, err := get(s.db, keySnapMeta); err != nil {
+		return err
+	} else if ok {
+		snap := &raftpb.Snapshot{}
+		if err := proto.Unmarshal(b, snap); err != nil {
+			return fmt.Errorf("decode snapshot metadata: %w", err)
+		}
+		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
+			return err
+		}
+		s.lastIndex = snap.GetMetadata().GetIndex()
+	}
+	if b, ok, err := get(s.db, keyHardState); err != nil {
+		return err
+	} else if ok {
+		hs := &raftpb.HardState{}
+		if err := proto.Unmarshal(b, hs); err != nil {
+			return fmt.Errorf("decode hard state: %w", err)
+		}
+		if err := s.MemoryStorage.SetHardState(hs); err != nil {
+			return err
+		}
+	}
+	first, _ := s.MemoryStorage.FirstIndex()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(first), UpperBound: entryKey(^uint64(0))})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	var ents []*raftpb.Entry
+	for it.First(); it.Valid(); it.Next() {
+		e := &raftpb.Entry{}
+		if err := proto.Unmarshal(it.Value(), e); err != nil {
+			return fmt.Errorf("decode entry %x: %w", it.Key(), err)
+		}
+		ents = append(ents, e)
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		if err := s.MemoryStorage.Append(ents); err != nil {
+			return fmt.Errorf("reload log: %w", err)
+		}
+		s.lastIndex = ents[len(ents)-1].GetIndex()
+	}
+	return nil
+}
+
+// InitialState is raft.Storage's: the persisted HardState, and the
+// ConfState as of the applied index (which is what raft restarts from: it
+// re-delivers only entries above the applied index).
+func (s *Storage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+	hs, cs, err := s.MemoryStorage.InitialState()
+	if err != nil {
+		return nil, nil, err
+	}
+	applied, err := ConfState(s.db)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(applied.GetVoters()) > 0 || len(applied.GetLearners()) > 0 {
+		cs = applied
+	}
+	return hs, cs, nil
+}
+
+// HasRaftState reports whether the node has ever persisted raft state, i.e.
+// whether to restart rather than bootstrap.
+func (s *Storage) HasRaftState() bool {
+	hs, _, _ := s.MemoryStorage.InitialState()
+	li, _ := s.MemoryStorage.LastIndex()
+	return !raft.IsEmptyHardState(hs) || li > 0
+}
+
+// Save persists a Ready's HardState and entries (and, for an installed
+// snapshot, its metadata), synced when mustSync, then exposes them to raft
+// through the MemoryStorage. Per raft's contract, entries at index >= the
+// first new entry's index are replaced.
+func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool) error {
+	if raft.IsEmptyHardState(hs) && len(ents) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	if len(ents) > 0 {
+		first := ents[0].GetIndex()
+		if first <= s.lastIndex {
+			if err := b.DeleteRange(entryKey(first), entryKey(s.lastIndex+1), nil); err != nil {
+				return err
+			}
+		}
+		for _, e := range ents {
+			data, err := proto.Marshal(e)
+			if err != nil {
+				return err
+			}
+			if err := b.Set(entryKey(e.GetIndex()), data, nil); err != nil {
+				return err
+			}
+		}
+	}
+	if !raft.IsEmptyHardState(hs) {
+		data, err := proto.Marshal(hs)
+		if err != nil {
+			return err
+		}
+		if err := b.Set(keyHardState, data, nil); err != nil {
+			return err
+		}
+	}
+	wo := pebble.NoSync
+	if mustSync {
+		wo = s.writeOpts()
+	}
+	if err := b.Commit(wo); err != nil {
+		return fmt.Errorf("persist raft log: %w", err)
+	}
+	if len(ents) > 0 {
+		s.lastIndex = ents[len(ents)-1].GetIndex()
+		if err := s.MemoryStorage.Append(ents); err != nil {
+			return err
+		}
+	}
+	if !raft.IsEmptyHardState(hs) {
+		if err := s.MemoryStorage.SetHardState(hs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CompactLog records a compaction snapshot marker at snapIndex (which must
+// be applied; cs is the ConfState as of it) and discards log entries up to
+// and including compactTo (<= snapIndex); the entries in between stay for
+// followers that are only slightly behind. The commit is synced: that also
+// makes every earlier unsynced state write durable (Pebble has one WAL), so
+// the log never loses entries that durable state does not cover.
+func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap, err := s.MemoryStorage.CreateSnapshot(snapIndex, cs, nil)
+	if err != nil {
+		if errors.Is(err, raft.ErrSnapOutOfDate) {
+			return nil
+		}
+		return err
+	}
+	data, err := proto.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(entryKey(0), entryKey(compactTo+1), nil); err != nil {
+		return err
+	}
+	if err := b.Set(keySnapMeta, data, nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
+		return err
+	}
+	return nil
+}
+
+// InstallSnapshot records that the state machine now holds the state of
+// snap (already written under the "s" prefix): the raft log is reset to
+// start after it.
+func (s *Storage) InstallSnapshot(snap *raftpb.Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, err := proto.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(entryKey(0), entryKey(^uint64(0)), nil); err != nil {
+		return err
+	}
+	if err := b.Set(keySnapMeta, data, nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	if err := s.MemoryStorage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		return err
+	}
+	s.lastIndex = snap.GetMetadata().GetIndex()
+	return nil
+}
+
+// AppliedIndex reads the applied index as of r's view.
+func AppliedIndex(r pebble.Reader) (uint64, error) {
+	b, ok, err := get(r, keyApplied)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// SetAppliedIndex records index as applied, in the same batch as the state
+// changes of that entry.
+func SetAppliedIndex(b *pebble.Batch, index uint64) error {
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], index)
+	return b.Set(keyApplied, v[:], nil)
+}
+
+// ConfState reads the applied ConfState as of r's view.
+func ConfState(r pebble.Reader) (*raftpb.ConfState, error) {
+	b, ok, err := get(r, keyConfState)
+	if err != nil || !ok {
+		return &raftpb.ConfState{}, err
+	}
+	cs := &raftpb.ConfState{}
+	return cs, proto.Unmarshal(b, cs)
+}
+
+// SetConfState records the ConfState produced by applying a conf change.
+func SetConfState(b *pebble.Batch, cs *raftpb.ConfState) error {
+	data, err := proto.Marshal(cs)
+	if err != nil {
+		return err
+	}
+	return b.Set(keyConfState, data, nil)
+}
+
+// SetMember records a cluster member in the replicated state.
+func SetMember(b *pebble.Batch, id uint64, data []byte) error {
+	return b.Set(memberKey(id), data, nil)
+}
+
+// DeleteMember removes a member from the replicated state.
+func DeleteMember(b *pebble.Batch, id uint64) error {
+	return b.Delete(memberKey(id), nil)
+}
+
+// Members returns every recorded member's encoded record, in id order.
+func Members(r pebble.Reader) ([][]byte, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: memberPrefix, UpperBound: []byte("s/raft/members0")})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out [][]byte
+	for it.First(); it.Valid(); it.Next() {
+		out = append(out, append([]byte(nil), it.Value()...))
+	}
+	return out, it.Error()
+}
+
+var memberPrefix = []byte("s/raft/members/")
+
+func memberKey(id uint64) []byte {
+	k := make([]byte, len(memberPrefix)+8)
+	copy(k, memberPrefix)
+	binary.BigEndian.PutUint64(k[len(memberPrefix):], id)
+	return k
+}
+
+// Meta reads a node-identity value (not replicated).
+func (s *Storage) Meta(name string) ([]byte, bool, error) {
+	return get(s.db, append(append([]byte{}, metaPrefix...), name...))
+}
+
+// SetMeta writes a node-identity value, synced.
+func (s *Storage) SetMeta(name string, value []byte) error {
+	return s.db.Set(append(append([]byte{}, metaPrefix...), name...), value, pebble.Sync)
+}
+
+// Sync makes every write so far durable.
+func (s *Storage) Sync() error { return s.db.LogData(nil, pebble.Sync) }
+
+func entryKey(index uint64) []byte {
+	k := make([]byte, len(entryPrefix)+8)
+	copy(k, entryPrefix)
+	binary.BigEndian.PutUint64(k[len(entryPrefix):], index)
+	return k
+}
+
+func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte(nil), v...)
+	closer.Close()
+	return out, true, nil
+}
+
+// quietLogger drops Pebble's informational chatter and keeps errors.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}

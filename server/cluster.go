@@ -1,0 +1,73 @@
+package server
+
+import (
+	"context"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/raftnode"
+)
+
+// clusterService implements dkvpb.ClusterServer.
+type clusterService struct {
+	dkvpb.UnimplementedClusterServer
+	s *Server
+}
+
+func (c *clusterService) Status(ctx context.Context, _ *dkvpb.StatusRequest) (*dkvpb.StatusResponse, error) {
+	s := c.s
+	st := s.node.Status()
+	isLearner := false
+	if cs := st.ConfState; cs != nil {
+		for _, id := range cs.GetLearners() {
+			if id == s.memberID {
+				isLearner = true
+			}
+		}
+	}
+	return &dkvpb.StatusResponse{
+		Header:           s.header(),
+		Name:             s.cfg.Name,
+		MemberId:         s.memberID,
+		LeaderId:         st.Lead,
+		RaftTerm:         st.Term,
+		RaftIndex:        st.Commit,
+		RaftAppliedIndex: st.Applied,
+		Revision:         s.kv.Revision(),
+		CompactRevision:  s.kv.CompactRevision(),
+		DbSize:           s.dbSize(),
+		IsLearner:        isLearner,
+		Version:          Version,
+	}, nil
+}
+
+func (c *clusterService) HashKV(ctx context.Context, req *dkvpb.HashKVRequest) (*dkvpb.HashKVResponse, error) {
+	if req.GetRevision() < 0 {
+		return nil, dkverr.New(dkverr.InvalidInput, "revision %d is negative", req.GetRevision())
+	}
+	snap := c.s.store.DB().NewSnapshot()
+	defer snap.Close()
+	h, rev, comp, err := c.s.kv.HashKV(snap, req.GetRevision())
+	if err != nil {
+		return nil, wireErr(err)
+	}
+	return &dkvpb.HashKVResponse{Header: c.s.header(), Hash: h, Revision: rev, CompactRevision: comp}, nil
+}
+
+func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRequest) (*dkvpb.MemberListResponse, error) {
+	if req.GetLinearizable() {
+		if err := c.s.node.WaitLinearizable(ctx); err != nil {
+			return nil, wireErr(err)
+		}
+	}
+	ms, err := raftnode.Members(c.s.store.DB())
+	if err != nil {
+		return nil, wireErr(err)
+	}
+	return &dkvpb.MemberListResponse{Header: c.s.header(), Members: ms, LeaderId: c.s.node.Status().Lead}, nil
+}
+
+func (s *Server) dbSize() int64 {
+	m := s.store.DB().Metrics()
+	return int64(m.DiskSpaceUsage())
+}

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Config configures one DKV node. The zero value, after EnsureDefaults, is
+// a single-node store with its data in ./dkv-data listening on the default
+// loopback ports.
+type Config struct {
+	// Name is this member's name; it must be unique in the cluster.
+	Name string
+	// DataDir holds the Pebble database (raft log and state).
+	DataDir string
+	// ClientAddr is the gRPC listen address. Empty means no gRPC listener
+	// (an embedded node reached only in-process).
+	ClientAddr string
+	// PeerAddr is the raft peer transport listen address. Empty means no
+	// peer listener: a single node that will never have peers (embedded).
+	PeerAddr string
+	// HTTPAddr is the HTTP/JSON gateway, /metrics, /livez and /readyz
+	// listen address. Empty means none.
+	HTTPAddr string
+	// InitialCluster is "name=peerAddr,..." for a new cluster; empty means
+	// a single node named Name at PeerAddr.
+	InitialCluster string
+	// MaxValueBytes is the largest value accepted (default 1 MiB).
+	MaxValueBytes int
+	// MaxTxnOps is the most ops one txn may hold (default 128).
+	MaxTxnOps int
+	// AutoCompactRevisions, when > 0, keeps only the last N revisions.
+	AutoCompactRevisions int64
+	// AutoCompactPeriod, when > 0, keeps only the revisions of the last
+	// period.
+	AutoCompactPeriod time.Duration
+	// TickInterval is the raft tick (default 100ms); elections happen
+	// after ElectionTicks ticks without a leader (default 10).
+	TickInterval  time.Duration
+	ElectionTicks int
+	// Pprof serves /debug/pprof on the HTTP address.
+	Pprof bool
+	// NoSync skips fsync of the raft log. Only for tests and benchmarks
+	// of the CPU path: an acknowledged write may be lost on power loss.
+	NoSync bool
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills unset fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.Name == "" {
+		c.Name = "default"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "dkv-data"
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = 1 << 20
+	}
+	if c.MaxTxnOps == 0 {
+		c.MaxTxnOps = 128
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c *Config) Validate() error {
+	if c.MaxValueBytes < 0 || c.MaxValueBytes > 64<<20 {
+		return fmt.Errorf("max value bytes %d out of range (0, 64 MiB]", c.MaxValueBytes)
+	}
+	if c.MaxTxnOps < 0 || c.MaxTxnOps > 10000 {
+		return fmt.Errorf("max txn ops %d out of range (0, 10000]", c.MaxTxnOps)
+	}
+	if c.AutoCompactRevisions < 0 || c.AutoCompactPeriod < 0 {
+		return fmt.Errorf("auto-compaction settings must not be negative")
+	}
+	if c.ElectionTicks < 2 {
+		return fmt.Errorf("election ticks %d must be at least 2", c.ElectionTicks)
+	}
+	if strings.ContainsAny(c.Name, "=,") {
+		return fmt.Errorf("name %q must not contain '=' or ','", c.Name)
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// startHTTP serves the HTTP/JSON gateway (/v1/...), the plain-value key
+// endpoint (/v1/keys/KEY), /metrics, /livez, /readyz and, with Pprof,
+// /debug/pprof. The gateway reaches the gRPC services in-process.
+func (s *Server) startHTTP(ctx context.Context) error {
+	if s.cfg.HTTPAddr == "" {
+		return nil
+	}
+	conn, err := s.DialInProcess(ctx)
+	if err != nil {
+		return err
+	}
+	s.gwConn = conn
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: false, UseProtoNames: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+	}))
+	bg := context.Background()
+	if err := dkvpb.RegisterKVHandler(bg, gw, conn); err != nil {
+		return err
+	}
+	if err := dkvpb.RegisterClusterHandler(bg, gw, conn); err != nil {
+		return err
+	}
+	if err := dkvpb.RegisterMaintenanceHandler(bg, gw, conn); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", gw)
+	mux.HandleFunc("/v1/keys/", s.handleKey)
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", s.handleReadyz)
+	if s.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	lis, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http listener: %w", err)
+	}
+	s.httpLis = lis
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server", "err", err)
+		}
+	}()
+	return nil
+}
+
+// handleReadyz answers 200 when a linearizable read succeeds within a
+// second: the node has a leader and is caught up.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if err := s.node.WaitLinearizable(ctx); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// handleKey is the plain-value convenience API: GET returns the raw value
+// (404 if absent), PUT stores the request body, DELETE deletes. The key is
+// the rest of the path.
+func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
+	key := strings.TrimPrefix(r.URL.Path, "/v1/keys/")
+	kv := &kvService{s: s}
+	var err error
+	switch r.Method {
+	case http.MethodGet:
+		var resp *dkvpb.RangeResponse
+		resp, err = kv.Range(r.Context(), &dkvpb.RangeRequest{Key: []byte(key), Serializable: r.URL.Query().Get("serializable") == "true"})
+		if err == nil {
+			if len(resp.Kvs) == 0 {
+				http.Error(w, fmt.Sprintf("key %q not found", key), http.StatusNotFound)
+				return
+			}
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set("X-Dkv-Mod-Revision", fmt.Sprint(resp.Kvs[0].ModRevision))
+			w.Header().Set("X-Dkv-Version", fmt.Sprint(resp.Kvs[0].Version))
+			w.Write(resp.Kvs[0].Value)
+			return
+		}
+	case http.MethodPut, http.MethodPost:
+		body, rerr := io.ReadAll(io.LimitReader(r.Body, int64(s.cfg.MaxValueBytes)+1))
+		if rerr != nil {
+			http.Error(w, rerr.Error(), http.StatusBadRequest)
+			return
+		}
+		var resp *dkvpb.PutResponse
+		resp, err = kv.Put(r.Context(), &dkvpb.PutRequest{Key: []byte(key), Value: body})
+		if err == nil {
+			w.Header().Set("X-Dkv-Revision", fmt.Sprint(resp.Header.Revision))
+			fmt.Fprintln(w, "OK")
+			return
+		}
+	case http.MethodDelete:
+		var resp *dkvpb.DeleteRangeResponse
+		resp, err = kv.DeleteRange(r.Context(), &dkvpb.DeleteRangeRequest{Key: []byte(key)})
+		if err == nil {
+			fmt.Fprintln(w, resp.Deleted)
+			return
+		}
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	httpError(w, err)
+}
+
+func httpError(w http.ResponseWriter, err error) {
+	code := dkverr.CodeOf(err)
+	st := map[dkverr.Code]int{
+		dkverr.NotFound: 404, dkverr.Conflict: 409, dkverr.InvalidInput: 400,
+		dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
+		dkverr.Compacted: 410,
+	}[code]
+	if st == 0 {
+		st = http.StatusInternalServerError
+	}
+	w.Header().Set("X-Dkv-Status", code.Reason())
+	http.Error(w, err.Error(), st)
+}

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+)
+
+// metrics is the node's Prometheus registry (one per Server, so several
+// nodes can run in one process).
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dkv", Name: "requests_total",
+			Help: "Client requests by gRPC method and DKV status code.",
+		}, []string{"method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "dkv", Name: "request_duration_seconds",
+			Help:    "Client request latency by gRPC method.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}, []string{"method"}),
+	}
+	gauge := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "dkv", Name: name, Help: help}, f))
+	}
+	counter := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "dkv", Name: name, Help: help}, f))
+	}
+	n := s.node
+	gauge("raft_commit_index", "Highest raft log index known committed.", func() float64 { return float64(n.Status().Commit) })
+	gauge("raft_applied_index", "Highest raft log index applied to the state machine.", func() float64 { return float64(n.Status().Applied) })
+	gauge("raft_term", "Current raft term.", func() float64 { return float64(n.Status().Term) })
+	gauge("raft_is_leader", "1 when this member is the raft leader.", func() float64 {
+		if n.Status().IsLeader {
+			return 1
+		}
+		return 0
+	})
+	gauge("raft_has_leader", "1 when this member knows a leader.", func() float64 {
+		if n.Status().Lead != 0 {
+			return 1
+		}
+		return 0
+	})
+	gauge("proposals_pending", "Proposals queued for the raft loop.", func() float64 { return float64(n.Stats().PendingProps.Load()) })
+	counter("proposals_total", "Proposals made by this member.", func() float64 { return float64(n.Stats().Proposals.Load()) })
+	counter("proposals_dropped_total", "Proposals dropped for lack of a leader (and retried).", func() float64 { return float64(n.Stats().ProposalsDrop.Load()) })
+	counter("read_index_rounds_total", "ReadIndex rounds; each serves every read waiting at that moment.", func() float64 { return float64(n.Stats().ReadRounds.Load()) })
+	counter("raft_leader_changes_total", "Leader changes seen by this member.", func() float64 { return float64(n.Stats().LeaderChanges.Load()) })
+	gauge("mvcc_revision", "Current store revision.", func() float64 { return float64(s.kv.Revision()) })
+	gauge("mvcc_compact_revision", "Revision below which history is compacted.", func() float64 { return float64(s.kv.CompactRevision()) })
+	gauge("db_size_bytes", "Pebble disk space used.", func() float64 { return float64(s.dbSize()) })
+	m.reg.MustRegister(m.requests, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(method string, start time.Time, err error) {
+	m.requests.WithLabelValues(method, dkverr.CodeOf(err).String()).Inc()
+	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	m.observe(info.FullMethod, start, err)
+	return resp, err
+}
+
+func (m *metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	err := handler(srv, ss)
+	m.observe(info.FullMethod, start, err)
+	return err
+}

@@ -1,0 +1,376 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/raftnode"
+	"github.com/dkv-io/dkv/internal/storage"
+	"go.etcd.io/raft/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+)
+
+// Version is the server's version string.
+const Version = "0.1.0"
+
+// Server is one DKV node.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	store   *storage.Storage
+	kv      *mvcc.Store
+	node    *raftnode.Node
+	limits  mvcc.Limits
+	metrics *metrics
+
+	memberID  uint64
+	clusterID uint64
+
+	grpcSrv   *grpc.Server
+	clientLis net.Listener
+	inproc    *bufconn.Listener
+	httpSrv   *http.Server
+	httpLis   net.Listener
+	gwConn    *grpc.ClientConn
+
+	ready     chan struct{}
+	stopc     chan struct{}
+	stopOnce  sync.Once
+	stopErr   error
+	wg        sync.WaitGroup
+	purgeKick chan struct{}
+}
+
+// New validates cfg and returns a Server that is not yet started.
+func New(cfg Config) (*Server, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Server{
+		cfg:       cfg,
+		log:       cfg.Logger.With("member", cfg.Name),
+		ready:     make(chan struct{}),
+		stopc:     make(chan struct{}),
+		purgeKick: make(chan struct{}, 1),
+	}, nil
+}
+
+// member is one entry of --initial-cluster.
+type member struct{ name, peerURL string }
+
+func parseInitialCluster(cfg *Config) ([]member, error) {
+	if cfg.InitialCluster == "" {
+		return []member{{cfg.Name, cfg.PeerAddr}}, nil
+	}
+	var ms []member
+	seen := map[string]bool{}
+	for _, part := range strings.Split(cfg.InitialCluster, ",") {
+		name, url, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || name == "" || url == "" {
+			return nil, fmt.Errorf("initial cluster entry %q is not name=host:port", part)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("initial cluster names %q twice", name)
+		}
+		seen[name] = true
+		ms = append(ms, member{name, url})
+	}
+	if !seen[cfg.Name] {
+		return nil, fmt.Errorf("initial cluster %q does not contain this member's name %q", cfg.InitialCluster, cfg.Name)
+	}
+	return ms, nil
+}
+
+// MemberID derives a member's raft id from its name and peer URL, so ids
+// are stable across restarts and the same on every node.
+func MemberID(name, peerURL string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte("dkv-member\x00" + name + "\x00" + peerURL))
+	id := h.Sum64()
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+func clusterIDOf(ms []member) uint64 {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = m.name + "=" + m.peerURL
+	}
+	sort.Strings(parts)
+	h := fnv.New64a()
+	h.Write([]byte("dkv-cluster\x00" + strings.Join(parts, ",")))
+	return h.Sum64()
+}
+
+// Start opens the data directory, starts raft and the listeners. It returns
+// once the listeners are bound; Ready is closed once the node can serve.
+func (s *Server) Start(ctx context.Context) error {
+	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	st, err := storage.Open(s.cfg.DataDir, storage.Options{NoSync: s.cfg.NoSync})
+	if err != nil {
+		return err
+	}
+	s.store = st
+	if err := s.startNode(); err != nil {
+		st.Close()
+		return err
+	}
+	s.metrics = newMetrics(s)
+	if err := s.startGRPC(); err != nil {
+		s.Stop()
+		return err
+	}
+	if err := s.startHTTP(ctx); err != nil {
+		s.Stop()
+		return err
+	}
+	s.wg.Add(3)
+	go s.waitReady()
+	go s.autoCompactLoop()
+	go s.purgeLoop()
+	return nil
+}
+
+func (s *Server) startNode() error {
+	s.limits = mvcc.Limits{MaxValueBytes: s.cfg.MaxValueBytes, MaxTxnOps: s.cfg.MaxTxnOps}
+	s.limits.EnsureDefaults()
+	kv, err := mvcc.Open(s.store.DB(), s.limits)
+	if err != nil {
+		return err
+	}
+	s.kv = kv
+
+	var peers []raft.Peer
+	if s.store.HasRaftState() {
+		if s.memberID, err = s.metaUint("member_id"); err != nil {
+			return err
+		}
+		if s.clusterID, err = s.metaUint("cluster_id"); err != nil {
+			return err
+		}
+	} else {
+		ms, err := parseInitialCluster(&s.cfg)
+		if err != nil {
+			return err
+		}
+		s.clusterID = clusterIDOf(ms)
+		for _, m := range ms {
+			id := MemberID(m.name, m.peerURL)
+			if m.name == s.cfg.Name {
+				s.memberID = id
+			}
+			rec := &dkvpb.Member{Id: id, Name: m.name, PeerUrl: m.peerURL}
+			if m.name == s.cfg.Name {
+				rec.ClientUrl = s.cfg.ClientAddr
+			}
+			ctxData, err := proto.Marshal(&dkvpb.ConfChangeContext{Member: rec})
+			if err != nil {
+				return err
+			}
+			peers = append(peers, raft.Peer{ID: id, Context: ctxData})
+		}
+		if err := s.setMetaUint("member_id", s.memberID); err != nil {
+			return err
+		}
+		if err := s.setMetaUint("cluster_id", s.clusterID); err != nil {
+			return err
+		}
+	}
+	s.node, err = raftnode.New(raftnode.Config{
+		ID:            s.memberID,
+		Storage:       s.store,
+		StateMachine:  &stateMachine{s: s},
+		TickInterval:  s.cfg.TickInterval,
+		ElectionTicks: s.cfg.ElectionTicks,
+		Peers:         peers,
+		Logger:        s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.node.Run()
+	return nil
+}
+
+func (s *Server) metaUint(name string) (uint64, error) {
+	b, ok, err := s.store.Meta(name)
+	if err != nil {
+		return 0, err
+	}
+	if !ok || len(b) != 8 {
+		return 0, fmt.Errorf("data dir %s has raft state but no %s: not a DKV data dir?", s.cfg.DataDir, name)
+	}
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return v, nil
+}
+
+func (s *Server) setMetaUint(name string, v uint64) error {
+	b := make([]byte, 8)
+	for i := 7; i >= 0; i-- {
+		b[i] = byte(v)
+		v >>= 8
+	}
+	return s.store.SetMeta(name, b)
+}
+
+func (s *Server) startGRPC() error {
+	maxMsg := s.cfg.MaxValueBytes + 4<<20
+	s.grpcSrv = grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxMsg),
+		grpc.MaxSendMsgSize(64<<20),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
+	)
+	dkvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
+	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
+	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
+
+	s.inproc = bufconn.Listen(1 << 20)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.grpcSrv.Serve(s.inproc)
+	}()
+	if s.cfg.ClientAddr != "" {
+		lis, err := net.Listen("tcp", s.cfg.ClientAddr)
+		if err != nil {
+			return fmt.Errorf("client listener: %w", err)
+		}
+		s.clientLis = lis
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			_ = s.grpcSrv.Serve(lis)
+		}()
+	}
+	return nil
+}
+
+// Stop shuts the node down and closes the database. It is idempotent.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		close(s.stopc)
+		if s.httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.httpSrv.Shutdown(ctx)
+			cancel()
+		}
+		if s.gwConn != nil {
+			_ = s.gwConn.Close()
+		}
+		if s.grpcSrv != nil {
+			done := make(chan struct{})
+			go func() { s.grpcSrv.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Second):
+				s.grpcSrv.Stop()
+			}
+		}
+		if s.node != nil {
+			s.node.Stop()
+		}
+		s.wg.Wait()
+		if s.store != nil {
+			if err := s.store.Sync(); err != nil {
+				s.stopErr = err
+			}
+			if err := s.store.Close(); err != nil && s.stopErr == nil {
+				s.stopErr = err
+			}
+		}
+	})
+	return s.stopErr
+}
+
+// waitReady closes Ready once a linearizable read succeeds: there is a
+// leader and this node has applied everything committed before it.
+func (s *Server) waitReady() {
+	defer s.wg.Done()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := s.node.WaitLinearizable(ctx)
+		cancel()
+		if err == nil {
+			close(s.ready)
+			s.log.Info("dkv node ready", "member_id", fmt.Sprintf("%x", s.memberID), "revision", s.kv.Revision())
+			return
+		}
+		select {
+		case <-s.stopc:
+			return
+		default:
+		}
+	}
+}
+
+// Ready is closed once the node has a leader and has applied its log up to
+// what was committed at that point.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// ClientAddr is the bound gRPC address ("" without a listener).
+func (s *Server) ClientAddr() string {
+	if s.clientLis == nil {
+		return ""
+	}
+	return s.clientLis.Addr().String()
+}
+
+// HTTPAddr is the bound HTTP address ("" without a listener).
+func (s *Server) HTTPAddr() string {
+	if s.httpLis == nil {
+		return ""
+	}
+	return s.httpLis.Addr().String()
+}
+
+// MemberID is this node's raft id.
+func (s *Server) MemberID() uint64 { return s.memberID }
+
+// DialInProcess returns a gRPC connection to this server over an in-memory
+// pipe: the embedded client's transport. Close it before Stop.
+func (s *Server) DialInProcess(ctx context.Context) (*grpc.ClientConn, error) {
+	if s.inproc == nil {
+		return nil, errors.New("server not started")
+	}
+	return grpc.NewClient("passthrough:///inprocess",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return s.inproc.DialContext(ctx)
+		}),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+	)
+}
+
+func (s *Server) header() *dkvpb.ResponseHeader {
+	return &dkvpb.ResponseHeader{
+		ClusterId: s.clusterID,
+		MemberId:  s.memberID,
+		Revision:  s.kv.Revision(),
+		RaftTerm:  s.node.Status().Term,
+	}
+}

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+)
+
+func startTestServer(t *testing.T, dir string) (*Server, dkvpb.KVClient) {
+	t.Helper()
+	s, err := New(Config{DataDir: dir, ClientAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Ready():
+	case <-ctx.Done():
+		t.Fatal("server not ready")
+	}
+	conn, err := s.DialInProcess(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); s.Stop() })
+	return s, dkvpb.NewKVClient(conn)
+}
+
+func TestPutGetSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, kv := startTestServer(t, dir)
+	ctx := context.Background()
+	var lastRev int64
+	for i := 0; i < 100; i++ {
+		resp, err := kv.Put(ctx, &dkvpb.PutRequest{Key: []byte("k"), Value: []byte{byte(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Header.Revision != lastRev+1 {
+			t.Fatalf("put %d: revision %d, want %d", i, resp.Header.Revision, lastRev+1)
+		}
+		lastRev = resp.Header.Revision
+	}
+	s.Stop()
+
+	_, kv = startTestServer(t, dir)
+	got, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Kvs) != 1 || got.Kvs[0].Value[0] != 99 || got.Kvs[0].Version != 100 || got.Header.Revision != 100 {
+		t.Fatalf("after restart got %v", got)
+	}
+	old, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: []byte("k"), Revision: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Kvs[0].Value[0] != 9 {
+		t.Fatalf("history at rev 10: %v", old.Kvs)
+	}
+}
+
+func TestErrorsCarryDKVCodes(t *testing.T) {
+	_, kv := startTestServer(t, t.TempDir())
+	ctx := context.Background()
+	_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: nil, Value: []byte("x")})
+	if dkverr.CodeOf(err) != dkverr.InvalidInput {
+		t.Fatalf("empty key: %v", err)
+	}
+	if _, err := kv.Put(ctx, &dkvpb.PutRequest{Key: []byte("a"), Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = kv.Put(ctx, &dkvpb.PutRequest{Key: []byte("a"), Value: []byte("2"), IfAbsent: true})
+	if !errors.Is(dkverr.FromGRPC(err), dkverr.Sentinel(dkverr.Conflict)) {
+		t.Fatalf("if-absent on existing key: %v", err)
+	}
+}

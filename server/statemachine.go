@@ -1,0 +1,34 @@
+package server
+
+import (
+	"github.com/cockroachdb/pebble/v2"
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+)
+
+// stateMachine adapts the mvcc store to raftnode.StateMachine.
+type stateMachine struct {
+	s         *Server
+	compacted bool // a compaction was applied in the current batch
+}
+
+func (m *stateMachine) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequest) any {
+	res := m.s.kv.Apply(b, req)
+	if req.GetCompact() != nil && res.Err == nil {
+		m.compacted = true
+	}
+	return res
+}
+
+// Committed kicks the history purge only once the compaction is durable in
+// the state, so a purge never races a batch that still allows older reads.
+func (m *stateMachine) Committed(index uint64, results []any) {
+	if m.compacted {
+		m.compacted = false
+		select {
+		case m.s.purgeKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (m *stateMachine) Restored() error { return m.s.kv.Reload(m.s.store.DB()) }
