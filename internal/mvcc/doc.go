@@ -1,0 +1,59 @@
+// Package mvcc is DKV's deterministic, multi-version key-value state
+// machine: it applies committed commands (put, delete range, txn,
+// counter, compact) and serves reads at the current or a past revision.
+//
+// # Who calls it
+//
+// The raft node's apply loop calls Apply for each committed entry, into an
+// indexed Pebble batch it created with NewIndexedBatch; several entries may
+// be applied into one batch before it commits the batch together with the
+// applied index. The server calls Validate before proposing, Range for
+// reads (on a snapshot, the DB or a batch), HashKV for consistency checks
+// and PurgeHistory in the background after a compaction. The watch hub
+// consumes Result.Events and, for catch-up, the change log.
+//
+// The package knows nothing of raft, gRPC or files: it reads through
+// pebble.Reader and writes into a *pebble.Batch.
+//
+// # Key layout
+//
+// Every key starts with "s/m"; other prefixes belong to other packages.
+//
+//	s/mk/<key>                      latest record of a live key:
+//	                                uvarint create, mod, version; varint lease; value
+//	s/mh/<esc(key)>\x00\x01<^rev>   one history record per (key, revision):
+//	                                kind (1 put, 2 tombstone); for a put
+//	                                uvarint create, version; varint lease; value
+//	s/mr/<rev>                      change log: the keys written at rev, in order
+//	                                (uvarint n; n × kind, uvarint len, key); see DecodeChanges
+//	s/mm/rev                        current revision, 8 bytes big-endian
+//	s/mm/compact                    compact revision, 8 bytes big-endian
+//
+// esc maps 0x00 to 0x00 0xFF, so "\x00\x01" ends the key unambiguously and
+// history keys sort by user key; the revision is big-endian and bitwise
+// inverted, so a key's newest version comes first and SeekGE(key, R)
+// finds the newest version at or below R. <rev> in s/mr is big-endian.
+//
+// # Invariants
+//
+//   - Determinism: the writes Apply makes depend only on the command and
+//     the state read through the batch: no clock, randomness, map order or
+//     node configuration (size limits are enforced before proposing, not at
+//     apply, so nodes with different flags cannot diverge). Replicas fed
+//     the same commands hold byte-identical s/m keyspaces.
+//   - An empty store has revision 0; the first write is revision 1. Each
+//     command that changes at least one key advances the revision by
+//     exactly one, and all its writes share it. Refused commands, failed
+//     conditions, deletes that delete nothing and read-only txns write
+//     nothing.
+//   - A refused command writes nothing: txn conditions are all checked
+//     before the first write (ValidateTxn forbids a branch to write a key
+//     twice, which makes that check exact).
+//   - s/mk/<k> exists iff k is live, and equals k's newest history record.
+//   - Every put and delete writes a history record, so reads at any
+//     revision in [compact, current] are exact. PurgeHistory removes only
+//     records no such read can reach.
+//   - Revision and CompactRevision are atomics updated by Apply; Range and
+//     HashKV take their revisions from the reader's view of s/mm, never
+//     from memory.
+package mvcc

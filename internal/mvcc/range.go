@@ -1,0 +1,279 @@
+package mvcc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/fnv"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+)
+
+// visitFn receives each visible key in key order. key and rec.value are
+// only valid during the call. Returning false stops the scan.
+type visitFn func(key []byte, rec *record) bool
+
+// scanLatest visits the live keys in sp through the s/mk records.
+func scanLatest(r pebble.Reader, sp span, fn visitFn) error {
+	if sp.single {
+		v, c, err := r.Get(latestKey(nil, sp.start))
+		if err == pebble.ErrNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		var rec record
+		if err := decodeLatest(v, &rec); err != nil {
+			return err
+		}
+		fn(sp.start, &rec)
+		return nil
+	}
+	if isEmpty(sp) {
+		return nil
+	}
+	opts := &pebble.IterOptions{LowerBound: latestKey(nil, sp.start)}
+	if sp.end == nil {
+		opts.UpperBound = prefixEnd(prefixLatest)
+	} else {
+		opts.UpperBound = latestKey(nil, sp.end)
+	}
+	it, err := r.NewIter(opts)
+	if err != nil {
+		return err
+	}
+	var rec record
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if err := decodeLatest(v, &rec); err != nil {
+			it.Close()
+			return err
+		}
+		if !fn(it.Key()[len(prefixLatest):], &rec) {
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return err
+	}
+	return it.Close()
+}
+
+// scanHistory visits the keys in sp that were live at revision rev, as
+// recorded in the s/mh history. Per key it seeks to the newest version
+// at or below rev, then jumps past the key's remaining versions.
+func scanHistory(r pebble.Reader, sp span, rev int64, fn visitFn) error {
+	if isEmpty(sp) {
+		return nil
+	}
+	opts := &pebble.IterOptions{LowerBound: histGroup(nil, sp.start)}
+	switch {
+	case sp.single:
+		opts.UpperBound = prefixEnd(opts.LowerBound)
+	default:
+		opts.UpperBound = histBound(sp.end)
+	}
+	it, err := r.NewIter(opts)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	var rec record
+	var group, seek []byte
+	for valid := it.First(); valid; {
+		k := it.Key()
+		group = append(group[:0], k[:len(k)-8]...)
+		seek = binary.BigEndian.AppendUint64(append(seek[:0], group...), ^uint64(rev))
+		if it.SeekGE(seek) {
+			k = it.Key()
+			if len(k) == len(group)+8 && bytes.HasPrefix(k, group) {
+				v, err := it.ValueAndErr()
+				if err != nil {
+					return err
+				}
+				key, mod, err := decodeHistKey(k)
+				if err != nil {
+					return err
+				}
+				live, err := decodeHist(v, mod, &rec)
+				if err != nil {
+					return err
+				}
+				if live {
+					if !fn(key, &rec) {
+						return it.Error()
+					}
+				}
+			}
+		}
+		// group ends with the terminator 0x00 0x01; 0x00 0x02 sorts after
+		// every version of this key and before any other key.
+		seek = append(seek[:0], group...)
+		seek[len(seek)-1] = 0x02
+		valid = it.SeekGE(seek)
+	}
+	return it.Error()
+}
+
+// checkReadRevision checks a read revision against the store's current
+// and compact revisions; 0 means current.
+func checkReadRevision(rev, cur, comp int64) error {
+	if rev > cur {
+		return invalid("revision %d is in the future (current %d)", rev, cur)
+	}
+	if rev != 0 && rev < comp {
+		return compactedErr(rev, comp)
+	}
+	return nil
+}
+
+// Range serves a read from r (a snapshot, the DB or a batch). The header
+// revision is the revision stored in r, or the requested revision.
+func (s *Store) Range(r pebble.Reader, req *dkvpb.RangeRequest) (*dkvpb.RangeResponse, error) {
+	if err := ValidateRange(req, s.limits); err != nil {
+		return nil, err
+	}
+	cur, comp, err := readCounters(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.rangeAt(r, req, cur, comp, true)
+}
+
+// rangeAt reads req through r where the revision before any pending
+// writes is cur. A revision-0 read uses the latest records (which, in a
+// txn, include the txn's own writes); an explicit revision reads history,
+// unless latestIsCur says the latest records are exactly revision cur.
+func (s *Store) rangeAt(r pebble.Reader, req *dkvpb.RangeRequest, cur, comp int64, latestIsCur bool) (*dkvpb.RangeResponse, error) {
+	if err := checkReadRevision(req.Revision, cur, comp); err != nil {
+		return nil, err
+	}
+	rev := req.Revision
+	latest := rev == 0 || (latestIsCur && rev == cur)
+	if rev == 0 {
+		rev = cur
+	}
+	sp := makeSpan(req.Key, req.RangeEnd, req.Prefix)
+
+	order, target := req.SortOrder, req.SortTarget
+	if order == dkvpb.RangeRequest_NONE && target != dkvpb.RangeRequest_KEY {
+		order = dkvpb.RangeRequest_ASCEND
+	}
+	sorted := order == dkvpb.RangeRequest_DESCEND || target != dkvpb.RangeRequest_KEY
+	keepValue := !req.KeysOnly || (sorted && target == dkvpb.RangeRequest_VALUE)
+
+	resp := &dkvpb.RangeResponse{Header: &dkvpb.ResponseHeader{Revision: rev}}
+	var count int64
+	visit := func(key []byte, rec *record) bool {
+		count++
+		if req.CountOnly || (!sorted && req.Limit > 0 && int64(len(resp.Kvs)) >= req.Limit) {
+			return true
+		}
+		kv := &dkvpb.KeyValue{
+			Key:            append([]byte(nil), key...),
+			CreateRevision: rec.create, ModRevision: rec.mod, Version: rec.version, Lease: rec.lease,
+		}
+		if keepValue {
+			kv.Value = append([]byte(nil), rec.value...)
+		}
+		resp.Kvs = append(resp.Kvs, kv)
+		return true
+	}
+	var err error
+	if latest {
+		err = scanLatest(r, sp, visit)
+	} else {
+		err = scanHistory(r, sp, rev, visit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp.Count = count
+	if sorted {
+		sortKVs(resp.Kvs, order, target)
+		if req.KeysOnly {
+			for _, kv := range resp.Kvs {
+				kv.Value = nil
+			}
+		}
+	}
+	if req.Limit > 0 && int64(len(resp.Kvs)) > req.Limit {
+		resp.Kvs = resp.Kvs[:req.Limit]
+	}
+	resp.More = !req.CountOnly && req.Limit > 0 && count > req.Limit
+	return resp, nil
+}
+
+// sortKVs sorts kvs (which arrive in key order) stably, so that equal
+// targets stay in ascending key order.
+func sortKVs(kvs []*dkvpb.KeyValue, order dkvpb.RangeRequest_SortOrder, target dkvpb.RangeRequest_SortTarget) {
+	cmp := func(a, b *dkvpb.KeyValue) int {
+		switch target {
+		case dkvpb.RangeRequest_VERSION:
+			return cmpInt(a.Version, b.Version)
+		case dkvpb.RangeRequest_CREATE:
+			return cmpInt(a.CreateRevision, b.CreateRevision)
+		case dkvpb.RangeRequest_MOD:
+			return cmpInt(a.ModRevision, b.ModRevision)
+		case dkvpb.RangeRequest_VALUE:
+			return bytes.Compare(a.Value, b.Value)
+		}
+		return bytes.Compare(a.Key, b.Key)
+	}
+	if order == dkvpb.RangeRequest_DESCEND {
+		sort.SliceStable(kvs, func(i, j int) bool { return cmp(kvs[i], kvs[j]) > 0 })
+	} else {
+		sort.SliceStable(kvs, func(i, j int) bool { return cmp(kvs[i], kvs[j]) < 0 })
+	}
+}
+
+// HashKV hashes (FNV-64a) the visible state at rev (0 = current): each
+// live key's key, value, create and mod revision, version and lease, in
+// key order. Replicas with equal state have equal hashes.
+func (s *Store) HashKV(r pebble.Reader, rev int64) (hash uint64, atRev int64, compactRev int64, err error) {
+	cur, comp, err := readCounters(r)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if rev < 0 {
+		return 0, 0, 0, invalid("revision is %d; it must not be negative", rev)
+	}
+	if err := checkReadRevision(rev, cur, comp); err != nil {
+		return 0, 0, 0, err
+	}
+	if rev == 0 {
+		rev = cur
+	}
+	h := fnv.New64a()
+	var buf []byte
+	visit := func(key []byte, rec *record) bool {
+		buf = binary.AppendUvarint(buf[:0], uint64(len(key)))
+		buf = append(buf, key...)
+		buf = binary.AppendUvarint(buf, uint64(len(rec.value)))
+		buf = append(buf, rec.value...)
+		buf = binary.AppendVarint(buf, rec.create)
+		buf = binary.AppendVarint(buf, rec.mod)
+		buf = binary.AppendVarint(buf, rec.version)
+		buf = binary.AppendVarint(buf, rec.lease)
+		h.Write(buf)
+		return true
+	}
+	all := span{}
+	if rev == cur {
+		err = scanLatest(r, all, visit)
+	} else {
+		err = scanHistory(r, all, rev, visit)
+	}
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return h.Sum64(), rev, comp, nil
+}

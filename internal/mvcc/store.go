@@ -1,0 +1,442 @@
+package mvcc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"google.golang.org/protobuf/proto"
+)
+
+// EventType says what happened to a key.
+type EventType int
+
+const (
+	EventPut EventType = iota
+	EventDelete
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventPut:
+		return "PUT"
+	case EventDelete:
+		return "DELETE"
+	}
+	return fmt.Sprintf("EventType(%d)", int(t))
+}
+
+// Event is one key change made by an applied command, for the watch hub.
+// For a delete, KV holds the key and ModRevision = the delete's revision.
+// PrevKV is the key's previous version, nil if it did not exist.
+type Event struct {
+	Type   EventType
+	KV     *dkvpb.KeyValue
+	PrevKV *dkvpb.KeyValue
+}
+
+// Result is the outcome of applying one command.
+type Result struct {
+	// Resp is the command's response (*dkvpb.PutResponse, ...); nil when
+	// Err is set.
+	Resp proto.Message
+	// Err is the refusal (a *dkverr.Error), nil on success. A txn whose
+	// compares failed is a success with Succeeded=false.
+	Err error
+	// Events are the key changes, in the order they were made.
+	Events []Event
+	// Revision is the store revision after the command.
+	Revision int64
+}
+
+// Store is the MVCC state machine. Apply, Reload and PurgeHistory's
+// callers own the write side; Range, HashKV, Revision and CompactRevision
+// may be called from any goroutine.
+type Store struct {
+	limits  Limits
+	rev     atomic.Int64
+	compact atomic.Int64
+
+	// Scratch buffers, used by the apply goroutine only. Pebble copies keys
+	// and values on Set, so they can be reused across writes.
+	kbuf, vbuf []byte
+}
+
+// Open reads the persisted revision and compact revision.
+func Open(r pebble.Reader, l Limits) (*Store, error) {
+	l.EnsureDefaults()
+	s := &Store{limits: l}
+	if err := s.Reload(r); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Reload re-reads the revision counters from r (after a snapshot is
+// installed underneath).
+func (s *Store) Reload(r pebble.Reader) error {
+	rev, comp, err := readCounters(r)
+	if err != nil {
+		return err
+	}
+	s.rev.Store(rev)
+	s.compact.Store(comp)
+	return nil
+}
+
+// Limits returns the limits the store was opened with.
+func (s *Store) Limits() Limits { return s.limits }
+
+// Revision is the store revision as of the last Apply.
+func (s *Store) Revision() int64 { return s.rev.Load() }
+
+// CompactRevision is the compact revision as of the last Apply.
+func (s *Store) CompactRevision() int64 { return s.compact.Load() }
+
+func readCounters(r pebble.Reader) (rev, comp int64, err error) {
+	if rev, err = readInt(r, keyRevision); err != nil {
+		return 0, 0, err
+	}
+	if comp, err = readInt(r, keyCompact); err != nil {
+		return 0, 0, err
+	}
+	return rev, comp, nil
+}
+
+func readInt(r pebble.Reader, k []byte) (int64, error) {
+	v, c, err := r.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("mvcc: %s is %d bytes, want 8", k, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// getLatest reads the current record of key through r. The value is
+// copied.
+func getLatest(r pebble.Reader, kbuf, key []byte) (rec record, ok bool, err error) {
+	v, c, err := r.Get(latestKey(kbuf, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, err
+	}
+	defer c.Close()
+	if err := decodeLatest(v, &rec); err != nil {
+		return rec, false, err
+	}
+	rec.value = append([]byte(nil), rec.value...)
+	return rec, true, nil
+}
+
+func (r *record) kv(key []byte) *dkvpb.KeyValue {
+	return &dkvpb.KeyValue{
+		Key: key, Value: r.value,
+		CreateRevision: r.create, ModRevision: r.mod, Version: r.version, Lease: r.lease,
+	}
+}
+
+func must(err error) {
+	if err != nil {
+		panic(fmt.Sprintf("mvcc: storage failure during apply: %v", err))
+	}
+}
+
+// Apply applies one committed command into b, an indexed batch: reads go
+// through b, so they see earlier commands applied into the same batch.
+// A refused command is reported in Result.Err and writes nothing. Apply
+// panics on storage errors, since a node that cannot apply must stop
+// rather than diverge.
+func (s *Store) Apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+	if err := Validate(req, applyLimits); err != nil {
+		return Result{Err: err, Revision: s.rev.Load()}
+	}
+	w := s.newWriter(b)
+	var resp proto.Message
+	var err error
+	switch r := req.Request.(type) {
+	case *dkvpb.InternalRequest_Put:
+		if err = w.checkPut(r.Put); err == nil {
+			resp = w.put(r.Put)
+		}
+	case *dkvpb.InternalRequest_DeleteRange:
+		if err = w.checkDelete(r.DeleteRange); err == nil {
+			resp = w.deleteRange(r.DeleteRange)
+		}
+	case *dkvpb.InternalRequest_Txn:
+		resp, err = w.txn(r.Txn)
+	case *dkvpb.InternalRequest_Counter:
+		resp, err = w.counter(r.Counter)
+	case *dkvpb.InternalRequest_Compact:
+		resp, err = w.compact(r.Compact)
+	}
+	if err != nil {
+		return Result{Err: err, Revision: s.rev.Load()}
+	}
+	rev := w.finish()
+	setHeader(resp, rev)
+	return Result{Resp: resp, Events: w.events, Revision: rev}
+}
+
+// writer carries one command's writes: they all happen at revision rev,
+// which becomes the store's revision only if something was written.
+type writer struct {
+	s       *Store
+	b       *pebble.Batch
+	cur     int64 // revision before the command
+	comp    int64
+	rev     int64 // revision of the command's writes
+	changes []change
+	events  []Event
+}
+
+func (s *Store) newWriter(b *pebble.Batch) *writer {
+	cur := s.rev.Load()
+	return &writer{s: s, b: b, cur: cur, comp: s.compact.Load(), rev: cur + 1}
+}
+
+func (w *writer) get(key []byte) (record, bool) {
+	rec, ok, err := getLatest(w.b, w.s.kbuf[:0], key)
+	must(err)
+	return rec, ok
+}
+
+// finish writes the change log and the revision if the command changed
+// anything, and returns the store revision after the command.
+func (w *writer) finish() int64 {
+	if len(w.changes) == 0 {
+		return w.cur
+	}
+	s := w.s
+	s.vbuf = appendChanges(s.vbuf[:0], w.changes)
+	must(w.b.Set(changeKey(w.rev), s.vbuf, nil))
+	s.vbuf = binary.BigEndian.AppendUint64(s.vbuf[:0], uint64(w.rev))
+	must(w.b.Set(keyRevision, s.vbuf, nil))
+	s.rev.Store(w.rev)
+	return w.rev
+}
+
+func (w *writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
+	s := w.s
+	s.kbuf = latestKey(s.kbuf, key)
+	s.vbuf = appendLatest(s.vbuf[:0], rec)
+	must(w.b.Set(s.kbuf, s.vbuf, nil))
+	s.kbuf = histKey(s.kbuf, key, w.rev)
+	s.vbuf = appendHistPut(s.vbuf[:0], rec)
+	must(w.b.Set(s.kbuf, s.vbuf, nil))
+	w.changes = append(w.changes, change{kind: kindPut, key: key})
+	w.events = append(w.events, Event{Type: EventPut, KV: rec.kv(key), PrevKV: prev})
+}
+
+func (w *writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
+	s := w.s
+	s.kbuf = latestKey(s.kbuf, key)
+	must(w.b.Delete(s.kbuf, nil))
+	s.kbuf = histKey(s.kbuf, key, w.rev)
+	must(w.b.Set(s.kbuf, []byte{kindTombstone}, nil))
+	w.changes = append(w.changes, change{kind: kindTombstone, key: key})
+	w.events = append(w.events, Event{
+		Type:   EventDelete,
+		KV:     &dkvpb.KeyValue{Key: key, ModRevision: w.rev},
+		PrevKV: prev,
+	})
+}
+
+func conflict(format string, args ...any) error {
+	return dkverr.New(dkverr.Conflict, format, args...)
+}
+
+// checkPut checks a put's conditions against the current state.
+func (w *writer) checkPut(p *dkvpb.PutRequest) error {
+	if !p.IfAbsent && p.IfVersion == 0 && p.IfModRevision == 0 && !p.IgnoreValue {
+		return nil
+	}
+	prev, ok := w.get(p.Key)
+	return checkPutAgainst(p, prev, ok)
+}
+
+func checkPutAgainst(p *dkvpb.PutRequest, prev record, exists bool) error {
+	if p.IfAbsent && exists {
+		return conflict("key %q already exists (if_absent)", p.Key)
+	}
+	if p.IfVersion > 0 {
+		if !exists {
+			return conflict("key %q does not exist (if_version %d)", p.Key, p.IfVersion)
+		}
+		if prev.version != p.IfVersion {
+			return conflict("key %q has version %d, not %d (if_version)", p.Key, prev.version, p.IfVersion)
+		}
+	}
+	if p.IfModRevision > 0 {
+		if !exists {
+			return conflict("key %q does not exist (if_mod_revision %d)", p.Key, p.IfModRevision)
+		}
+		if prev.mod != p.IfModRevision {
+			return conflict("key %q has mod_revision %d, not %d (if_mod_revision)", p.Key, prev.mod, p.IfModRevision)
+		}
+	}
+	if p.IgnoreValue && !exists {
+		return invalid("key %q does not exist; ignore_value needs an existing key", p.Key)
+	}
+	return nil
+}
+
+// put writes p; its conditions have been checked.
+func (w *writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
+	prev, exists := w.get(p.Key)
+	rec := record{create: w.rev, mod: w.rev, version: 1, lease: p.Lease, value: p.Value}
+	var prevKV *dkvpb.KeyValue
+	if exists {
+		prevKV = prev.kv(p.Key)
+		rec.create = prev.create
+		rec.version = prev.version + 1
+		if p.IgnoreValue {
+			rec.value = prev.value
+		}
+	}
+	w.writePut(p.Key, &rec, prevKV)
+	resp := &dkvpb.PutResponse{}
+	if p.PrevKv {
+		resp.PrevKv = prevKV
+	}
+	return resp
+}
+
+func (w *writer) checkDelete(d *dkvpb.DeleteRangeRequest) error {
+	if d.IfVersion == 0 {
+		return nil
+	}
+	prev, ok := w.get(d.Key)
+	if !ok {
+		return conflict("key %q does not exist (if_version %d)", d.Key, d.IfVersion)
+	}
+	if prev.version != d.IfVersion {
+		return conflict("key %q has version %d, not %d (if_version)", d.Key, prev.version, d.IfVersion)
+	}
+	return nil
+}
+
+// deleteRange deletes every live key d names; its condition has been
+// checked.
+func (w *writer) deleteRange(d *dkvpb.DeleteRangeRequest) *dkvpb.DeleteRangeResponse {
+	var prevs []*dkvpb.KeyValue
+	// Collect first: an iterator over the batch must not see its own
+	// deletes half-way.
+	must(scanLatest(w.b, makeSpan(d.Key, d.RangeEnd, d.Prefix), func(key []byte, rec *record) bool {
+		r := *rec
+		r.value = append([]byte(nil), rec.value...)
+		prevs = append(prevs, r.kv(append([]byte(nil), key...)))
+		return true
+	}))
+	for _, p := range prevs {
+		w.writeDelete(p.Key, p)
+	}
+	resp := &dkvpb.DeleteRangeResponse{Deleted: int64(len(prevs))}
+	if d.PrevKv {
+		resp.PrevKvs = prevs
+	}
+	return resp
+}
+
+func (w *writer) counter(c *dkvpb.CounterRequest) (*dkvpb.CounterResponse, error) {
+	prev, exists := w.get(c.Key)
+	var cur int64
+	if exists {
+		n, err := strconv.ParseInt(string(prev.value), 10, 64)
+		if err != nil {
+			return nil, invalid("counter key %q holds %q, which is not a 64-bit integer", c.Key, truncate(prev.value, 64))
+		}
+		cur = n
+	}
+	if (c.Delta > 0 && cur > math.MaxInt64-c.Delta) || (c.Delta < 0 && cur < math.MinInt64-c.Delta) {
+		return nil, invalid("counter %q would overflow: %d + %d is outside the int64 range", c.Key, cur, c.Delta)
+	}
+	next := cur + c.Delta
+	if (c.Min != nil && next < *c.Min) || (c.Max != nil && next > *c.Max) {
+		lo, hi := "-inf", "+inf"
+		if c.Min != nil {
+			lo = strconv.FormatInt(*c.Min, 10)
+		}
+		if c.Max != nil {
+			hi = strconv.FormatInt(*c.Max, 10)
+		}
+		return nil, conflict("counter %q would become %d, outside [%s,%s]", c.Key, next, lo, hi)
+	}
+	rec := record{create: w.rev, mod: w.rev, version: 1, lease: c.Lease, value: strconv.AppendInt(nil, next, 10)}
+	var prevKV *dkvpb.KeyValue
+	if exists {
+		prevKV = prev.kv(c.Key)
+		rec.create = prev.create
+		rec.version = prev.version + 1
+	}
+	w.writePut(c.Key, &rec, prevKV)
+	return &dkvpb.CounterResponse{Value: next}, nil
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+func compactedErr(rev, comp int64) error {
+	e := dkverr.New(dkverr.Compacted, "revision %d has been compacted (compact revision %d)", rev, comp)
+	e.Metadata = map[string]string{"compact_revision": strconv.FormatInt(comp, 10)}
+	return e
+}
+
+func (w *writer) compact(c *dkvpb.CompactRequest) (*dkvpb.CompactResponse, error) {
+	if c.Revision <= w.comp {
+		return nil, compactedErr(c.Revision, w.comp)
+	}
+	if c.Revision > w.cur {
+		return nil, invalid("compact revision %d is in the future (current %d)", c.Revision, w.cur)
+	}
+	w.s.vbuf = binary.BigEndian.AppendUint64(w.s.vbuf[:0], uint64(c.Revision))
+	must(w.b.Set(keyCompact, w.s.vbuf, nil))
+	w.s.compact.Store(c.Revision)
+	return &dkvpb.CompactResponse{}, nil
+}
+
+func setHeader(m proto.Message, rev int64) {
+	h := &dkvpb.ResponseHeader{Revision: rev}
+	switch r := m.(type) {
+	case *dkvpb.PutResponse:
+		r.Header = h
+	case *dkvpb.DeleteRangeResponse:
+		r.Header = h
+	case *dkvpb.TxnResponse:
+		r.Header = h
+		for _, op := range r.Responses {
+			switch o := op.Response.(type) {
+			case *dkvpb.ResponseOp_ResponsePut:
+				o.ResponsePut.Header = h
+			case *dkvpb.ResponseOp_ResponseDeleteRange:
+				o.ResponseDeleteRange.Header = h
+			case *dkvpb.ResponseOp_ResponseRange:
+				// A read at an explicit past revision keeps it.
+				if o.ResponseRange.Header == nil {
+					o.ResponseRange.Header = h
+				}
+			}
+		}
+	case *dkvpb.CounterResponse:
+		r.Header = h
+	case *dkvpb.CompactResponse:
+		r.Header = h
+	}
+}

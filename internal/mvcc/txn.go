@@ -1,0 +1,101 @@
+package mvcc
+
+import (
+	"bytes"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+)
+
+// txn runs a transaction in two phases. Phase one evaluates the compares
+// and then every condition of the chosen branch (if_absent, if_version,
+// ignore_value, read revisions) against the state before the txn; it may
+// refuse, and then nothing has been written. Phase two runs the ops in
+// order and cannot fail. Checking conditions up front is sound because
+// ValidateTxn forbids a branch to write the same key twice, so no op's
+// condition can depend on an earlier op of the same branch.
+func (w *writer) txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
+	ok := true
+	for _, c := range t.Compare {
+		if !w.compare(c) {
+			ok = false
+			break
+		}
+	}
+	ops := t.Success
+	if !ok {
+		ops = t.Failure
+	}
+	for _, op := range ops {
+		var err error
+		switch r := op.Request.(type) {
+		case *dkvpb.RequestOp_RequestRange:
+			err = checkReadRevision(r.RequestRange.Revision, w.cur, w.comp)
+		case *dkvpb.RequestOp_RequestPut:
+			err = w.checkPut(r.RequestPut)
+		case *dkvpb.RequestOp_RequestDeleteRange:
+			err = w.checkDelete(r.RequestDeleteRange)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	resp := &dkvpb.TxnResponse{Succeeded: ok, Responses: make([]*dkvpb.ResponseOp, 0, len(ops))}
+	for _, op := range ops {
+		switch r := op.Request.(type) {
+		case *dkvpb.RequestOp_RequestRange:
+			rr, err := w.s.rangeAt(w.b, r.RequestRange, w.cur, w.comp, false)
+			must(err) // the revision was checked above, so only I/O can fail
+			if r.RequestRange.Revision == 0 {
+				rr.Header = nil // set to the txn's revision by setHeader
+			}
+			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponseRange{ResponseRange: rr}})
+		case *dkvpb.RequestOp_RequestPut:
+			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponsePut{ResponsePut: w.put(r.RequestPut)}})
+		case *dkvpb.RequestOp_RequestDeleteRange:
+			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: w.deleteRange(r.RequestDeleteRange)}})
+		}
+	}
+	return resp, nil
+}
+
+// compare evaluates c against the current state. A missing key has
+// version, create and mod revision 0 and an empty value.
+func (w *writer) compare(c *dkvpb.Compare) bool {
+	rec, exists := w.get(c.Key)
+	var cmp int
+	switch c.Target {
+	case dkvpb.Compare_VERSION:
+		cmp = cmpInt(rec.version, c.GetVersion())
+	case dkvpb.Compare_CREATE:
+		cmp = cmpInt(rec.create, c.GetCreateRevision())
+	case dkvpb.Compare_MOD:
+		cmp = cmpInt(rec.mod, c.GetModRevision())
+	case dkvpb.Compare_VALUE:
+		cmp = bytes.Compare(rec.value, c.GetValue())
+	case dkvpb.Compare_EXISTS:
+		if exists != c.GetExists() {
+			cmp = 1
+		}
+	}
+	switch c.Result {
+	case dkvpb.Compare_EQUAL:
+		return cmp == 0
+	case dkvpb.Compare_NOT_EQUAL:
+		return cmp != 0
+	case dkvpb.Compare_GREATER:
+		return cmp > 0
+	case dkvpb.Compare_LESS:
+		return cmp < 0
+	}
+	return false
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

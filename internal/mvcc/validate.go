@@ -1,0 +1,389 @@
+package mvcc
+
+import (
+	"bytes"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+)
+
+// Limits bounds the size of requests. The server validates proposals
+// against them before proposing.
+type Limits struct {
+	MaxKeyBytes   int
+	MaxValueBytes int
+	MaxTxnOps     int
+}
+
+// Default limits.
+const (
+	DefaultMaxKeyBytes   = 4096
+	DefaultMaxValueBytes = 1 << 20
+	DefaultMaxTxnOps     = 128
+)
+
+// EnsureDefaults fills zero fields with the defaults.
+func (l *Limits) EnsureDefaults() {
+	if l.MaxKeyBytes <= 0 {
+		l.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if l.MaxValueBytes <= 0 {
+		l.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if l.MaxTxnOps <= 0 {
+		l.MaxTxnOps = DefaultMaxTxnOps
+	}
+}
+
+// applyLimits is what Apply checks against. Apply must not depend on a
+// node's configuration (a node restarted with a smaller --max-value-bytes
+// would refuse an entry its peers accepted, and diverge), so at apply time
+// only the structure of a request is checked; sizes are enforced once,
+// before proposing.
+var applyLimits = Limits{MaxKeyBytes: 1 << 62, MaxValueBytes: 1 << 62, MaxTxnOps: 1 << 62}
+
+func invalid(format string, args ...any) error {
+	return dkverr.New(dkverr.InvalidInput, format, args...)
+}
+
+// Validate checks a command before it is proposed: every InvalidInput a
+// command can earn without looking at the store's state.
+func Validate(req *dkvpb.InternalRequest, l Limits) error {
+	l.EnsureDefaults()
+	if req == nil {
+		return invalid("request is empty")
+	}
+	switch r := req.Request.(type) {
+	case *dkvpb.InternalRequest_Put:
+		return ValidatePut(r.Put, l)
+	case *dkvpb.InternalRequest_DeleteRange:
+		return ValidateDeleteRange(r.DeleteRange, l)
+	case *dkvpb.InternalRequest_Txn:
+		return ValidateTxn(r.Txn, l)
+	case *dkvpb.InternalRequest_Counter:
+		return ValidateCounter(r.Counter, l)
+	case *dkvpb.InternalRequest_Compact:
+		return ValidateCompact(r.Compact)
+	case nil:
+		return invalid("request has no command")
+	default:
+		return invalid("unknown command %T", r)
+	}
+}
+
+func checkKey(what string, key []byte, l Limits) error {
+	if len(key) == 0 {
+		return invalid("%s is empty", what)
+	}
+	if len(key) > l.MaxKeyBytes {
+		return invalid("%s is %d bytes; the limit is %d", what, len(key), l.MaxKeyBytes)
+	}
+	return nil
+}
+
+func checkValue(what string, v []byte, l Limits) error {
+	if len(v) > l.MaxValueBytes {
+		return invalid("%s is %d bytes; the limit is %d (--max-value-bytes)", what, len(v), l.MaxValueBytes)
+	}
+	return nil
+}
+
+func checkNonNegative(what string, v int64) error {
+	if v < 0 {
+		return invalid("%s is %d; it must not be negative", what, v)
+	}
+	return nil
+}
+
+// ValidatePut checks a put request.
+func ValidatePut(p *dkvpb.PutRequest, l Limits) error {
+	l.EnsureDefaults()
+	if p == nil {
+		return invalid("put request is empty")
+	}
+	if err := checkKey("key", p.Key, l); err != nil {
+		return err
+	}
+	if err := checkValue("value", p.Value, l); err != nil {
+		return err
+	}
+	if err := checkNonNegative("lease", p.Lease); err != nil {
+		return err
+	}
+	if err := checkNonNegative("if_version", p.IfVersion); err != nil {
+		return err
+	}
+	if err := checkNonNegative("if_mod_revision", p.IfModRevision); err != nil {
+		return err
+	}
+	if p.IgnoreValue && len(p.Value) > 0 {
+		return invalid("value must be empty when ignore_value is set")
+	}
+	if p.IfAbsent && (p.IfVersion > 0 || p.IfModRevision > 0) {
+		return invalid("if_absent cannot be combined with if_version or if_mod_revision")
+	}
+	return nil
+}
+
+// checkRange checks the key / range_end / prefix triple shared by range
+// and delete requests.
+func checkRange(key, rangeEnd []byte, prefix bool, l Limits) error {
+	if prefix && len(rangeEnd) > 0 {
+		return invalid("range_end must be empty when prefix is set")
+	}
+	if len(key) == 0 && !prefix && len(rangeEnd) == 0 {
+		return invalid("key is empty")
+	}
+	if len(key) > l.MaxKeyBytes {
+		return invalid("key is %d bytes; the limit is %d", len(key), l.MaxKeyBytes)
+	}
+	if len(rangeEnd) > l.MaxKeyBytes {
+		return invalid("range_end is %d bytes; the limit is %d", len(rangeEnd), l.MaxKeyBytes)
+	}
+	if len(rangeEnd) > 0 && !isAllKeys(rangeEnd) && bytes.Compare(rangeEnd, key) < 0 {
+		return invalid("range_end %q sorts before key %q", rangeEnd, key)
+	}
+	return nil
+}
+
+func isAllKeys(rangeEnd []byte) bool { return len(rangeEnd) == 1 && rangeEnd[0] == 0 }
+
+// ValidateRange checks a range request.
+func ValidateRange(r *dkvpb.RangeRequest, l Limits) error {
+	l.EnsureDefaults()
+	if r == nil {
+		return invalid("range request is empty")
+	}
+	if err := checkRange(r.Key, r.RangeEnd, r.Prefix, l); err != nil {
+		return err
+	}
+	if err := checkNonNegative("limit", r.Limit); err != nil {
+		return err
+	}
+	if err := checkNonNegative("revision", r.Revision); err != nil {
+		return err
+	}
+	if _, ok := dkvpb.RangeRequest_SortOrder_name[int32(r.SortOrder)]; !ok {
+		return invalid("unknown sort_order %d", r.SortOrder)
+	}
+	if _, ok := dkvpb.RangeRequest_SortTarget_name[int32(r.SortTarget)]; !ok {
+		return invalid("unknown sort_target %d", r.SortTarget)
+	}
+	return nil
+}
+
+// ValidateDeleteRange checks a delete request.
+func ValidateDeleteRange(d *dkvpb.DeleteRangeRequest, l Limits) error {
+	l.EnsureDefaults()
+	if d == nil {
+		return invalid("delete_range request is empty")
+	}
+	if err := checkRange(d.Key, d.RangeEnd, d.Prefix, l); err != nil {
+		return err
+	}
+	if err := checkNonNegative("if_version", d.IfVersion); err != nil {
+		return err
+	}
+	if d.IfVersion > 0 && (d.Prefix || len(d.RangeEnd) > 0) {
+		return invalid("if_version applies to a single key; it cannot be used with range_end or prefix")
+	}
+	return nil
+}
+
+// ValidateCounter checks a counter request.
+func ValidateCounter(c *dkvpb.CounterRequest, l Limits) error {
+	l.EnsureDefaults()
+	if c == nil {
+		return invalid("counter request is empty")
+	}
+	if err := checkKey("key", c.Key, l); err != nil {
+		return err
+	}
+	if err := checkNonNegative("lease", c.Lease); err != nil {
+		return err
+	}
+	if c.Min != nil && c.Max != nil && *c.Min > *c.Max {
+		return invalid("counter min %d is greater than max %d", *c.Min, *c.Max)
+	}
+	return nil
+}
+
+// ValidateCompact checks a compact request.
+func ValidateCompact(c *dkvpb.CompactRequest) error {
+	if c == nil {
+		return invalid("compact request is empty")
+	}
+	if c.Revision <= 0 {
+		return invalid("compact revision is %d; it must be positive", c.Revision)
+	}
+	return nil
+}
+
+// ValidateTxn checks a transaction: its size, every compare and op, and
+// that no branch writes a key twice. The no-overlap rule is what lets a
+// branch's conditional ops be checked against the state before the txn,
+// and is what makes "put k then delete k" an error instead of a puzzle.
+func ValidateTxn(t *dkvpb.TxnRequest, l Limits) error {
+	l.EnsureDefaults()
+	if t == nil {
+		return invalid("txn request is empty")
+	}
+	if n := len(t.Success) + len(t.Failure); n > l.MaxTxnOps {
+		return invalid("txn has %d ops; the limit is %d", n, l.MaxTxnOps)
+	}
+	if n := len(t.Compare); n > l.MaxTxnOps {
+		return invalid("txn has %d compares; the limit is %d", n, l.MaxTxnOps)
+	}
+	for i, c := range t.Compare {
+		if err := validateCompare(c, l); err != nil {
+			return prefixErr(err, "compare %d: ", i)
+		}
+	}
+	if err := validateBranch("success", t.Success, l); err != nil {
+		return err
+	}
+	return validateBranch("failure", t.Failure, l)
+}
+
+func prefixErr(err error, format string, args ...any) error {
+	if e, ok := err.(*dkverr.Error); ok {
+		p := dkverr.New(e.Code, format, args...)
+		return &dkverr.Error{Code: e.Code, Msg: p.Msg + e.Msg, Metadata: e.Metadata}
+	}
+	return err
+}
+
+func validateCompare(c *dkvpb.Compare, l Limits) error {
+	if c == nil {
+		return invalid("compare is empty")
+	}
+	if err := checkKey("key", c.Key, l); err != nil {
+		return err
+	}
+	if _, ok := dkvpb.Compare_CompareResult_name[int32(c.Result)]; !ok {
+		return invalid("unknown compare result %d", c.Result)
+	}
+	ok := true
+	switch c.Target {
+	case dkvpb.Compare_VERSION:
+		_, ok = c.TargetUnion.(*dkvpb.Compare_Version)
+	case dkvpb.Compare_CREATE:
+		_, ok = c.TargetUnion.(*dkvpb.Compare_CreateRevision)
+	case dkvpb.Compare_MOD:
+		_, ok = c.TargetUnion.(*dkvpb.Compare_ModRevision)
+	case dkvpb.Compare_VALUE:
+		var v *dkvpb.Compare_Value
+		if v, ok = c.TargetUnion.(*dkvpb.Compare_Value); ok {
+			if err := checkValue("compare value", v.Value, l); err != nil {
+				return err
+			}
+		}
+	case dkvpb.Compare_EXISTS:
+		_, ok = c.TargetUnion.(*dkvpb.Compare_Exists)
+		if c.Result != dkvpb.Compare_EQUAL && c.Result != dkvpb.Compare_NOT_EQUAL {
+			return invalid("compare on EXISTS takes EQUAL or NOT_EQUAL, not %s", c.Result)
+		}
+	default:
+		return invalid("unknown compare target %d", c.Target)
+	}
+	// An unset operand means the zero value of the target's type.
+	if !ok && c.TargetUnion != nil {
+		return invalid("compare on %s has an operand of the wrong type %T", c.Target, c.TargetUnion)
+	}
+	return nil
+}
+
+// span is a key range [start, end); end nil means unbounded; single means
+// exactly start.
+type span struct {
+	start, end []byte
+	single     bool
+}
+
+func makeSpan(key, rangeEnd []byte, prefix bool) span {
+	switch {
+	case prefix:
+		return span{start: key, end: prefixEnd(key)}
+	case len(rangeEnd) == 0:
+		return span{start: key, single: true}
+	case isAllKeys(rangeEnd):
+		return span{start: key}
+	default:
+		return span{start: key, end: rangeEnd}
+	}
+}
+
+func (s span) contains(k []byte) bool {
+	if s.single {
+		return bytes.Equal(k, s.start)
+	}
+	return bytes.Compare(k, s.start) >= 0 && (s.end == nil || bytes.Compare(k, s.end) < 0)
+}
+
+func (s span) overlaps(o span) bool {
+	if s.single {
+		return o.contains(s.start)
+	}
+	if o.single {
+		return s.contains(o.start)
+	}
+	// [a,b) and [c,d) overlap iff a < d and c < b (nil = +inf).
+	less := func(x, end []byte) bool { return end == nil || bytes.Compare(x, end) < 0 }
+	return less(s.start, o.end) && less(o.start, s.end) &&
+		!isEmpty(s) && !isEmpty(o)
+}
+
+func isEmpty(s span) bool { return !s.single && s.end != nil && bytes.Compare(s.start, s.end) >= 0 }
+
+func validateBranch(name string, ops []*dkvpb.RequestOp, l Limits) error {
+	var puts []span
+	var dels []span
+	var condDel []bool
+	for i, op := range ops {
+		if op == nil {
+			return invalid("%s op %d is empty", name, i)
+		}
+		var err error
+		switch r := op.Request.(type) {
+		case *dkvpb.RequestOp_RequestRange:
+			err = ValidateRange(r.RequestRange, l)
+		case *dkvpb.RequestOp_RequestPut:
+			if err = ValidatePut(r.RequestPut, l); err == nil {
+				puts = append(puts, span{start: r.RequestPut.Key, single: true})
+			}
+		case *dkvpb.RequestOp_RequestDeleteRange:
+			d := r.RequestDeleteRange
+			if err = ValidateDeleteRange(d, l); err == nil {
+				dels = append(dels, makeSpan(d.Key, d.RangeEnd, d.Prefix))
+				condDel = append(condDel, d.IfVersion > 0)
+			}
+		case nil:
+			err = invalid("op has no request")
+		default:
+			err = invalid("unknown op %T", r)
+		}
+		if err != nil {
+			return prefixErr(err, "%s op %d: ", name, i)
+		}
+	}
+	for i := range puts {
+		for j := i + 1; j < len(puts); j++ {
+			if puts[i].overlaps(puts[j]) {
+				return invalid("txn %s branch puts key %q twice", name, puts[i].start)
+			}
+		}
+		for _, d := range dels {
+			if d.overlaps(puts[i]) {
+				return invalid("txn %s branch both puts and deletes key %q", name, puts[i].start)
+			}
+		}
+	}
+	for i := range dels {
+		for j := i + 1; j < len(dels); j++ {
+			if (condDel[i] || condDel[j]) && dels[i].overlaps(dels[j]) {
+				return invalid("txn %s branch has a delete with if_version that overlaps another delete", name)
+			}
+		}
+	}
+	return nil
+}
