@@ -1,0 +1,169 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Sentinel errors. Every error a Client returns for a DKV status matches
+// exactly one of them with errors.Is.
+var (
+	// ErrNotFound: the key (Get) or the member does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a condition did not hold (IfAbsent, IfVersion,
+	// IfModRevision, a counter bound); nothing was written.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalidInput: the request was malformed or over a limit (empty or
+	// oversized key, oversized value or txn, bad range). The message says
+	// what and which limit.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrLocked: the key is locked and the write did not carry the current
+	// lock handle.
+	ErrLocked = errors.New("locked")
+	// ErrLeaseNotFound: the lease does not exist (never granted, revoked or
+	// expired).
+	ErrLeaseNotFound = errors.New("lease not found")
+	// ErrUnavailable: the store could not serve the request (no reachable
+	// endpoint, no leader, no quorum, shutting down). A write failing with
+	// ErrUnavailable (and not ErrUnknownOutcome) was not applied.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrCompacted: the requested revision has been compacted away.
+	ErrCompacted = errors.New("revision compacted")
+	// ErrUnknownOutcome: a write was sent but its result was lost (the
+	// connection broke, or ctx expired, before the reply). It may or may not
+	// have been applied. The error wraps the cause, so errors.Is(err,
+	// context.DeadlineExceeded) also works. It never also matches
+	// ErrUnavailable: retrying a write blindly on ErrUnknownOutcome can apply
+	// it twice.
+	ErrUnknownOutcome = errors.New("outcome unknown: the write may or may not have been applied")
+	// ErrInternal: the server failed (a bug or an I/O error).
+	ErrInternal = errors.New("internal server error")
+)
+
+// codeErrors is the one table from wire status codes to client errors.
+var codeErrors = map[dkverr.Code]error{
+	dkverr.NotFound:      ErrNotFound,
+	dkverr.Conflict:      ErrConflict,
+	dkverr.InvalidInput:  ErrInvalidInput,
+	dkverr.Locked:        ErrLocked,
+	dkverr.LeaseNotFound: ErrLeaseNotFound,
+	dkverr.Unavailable:   ErrUnavailable,
+	dkverr.Compacted:     ErrCompacted,
+	dkverr.Internal:      ErrInternal,
+}
+
+// Error is a failure with a DKV status. errors.Is(err, Kind) holds, so
+// callers normally match the sentinels rather than this type; use
+// errors.As to read the server's message or metadata.
+type Error struct {
+	// Kind is the sentinel: ErrNotFound, ErrConflict, ...
+	Kind error
+	// Msg is the human-readable detail, usually the server's message.
+	Msg string
+	// Metadata is structured detail from the server, e.g.
+	// "compact_revision" for ErrCompacted.
+	Metadata map[string]string
+}
+
+func (e *Error) Error() string {
+	if e.Msg == "" {
+		return e.Kind.Error()
+	}
+	return e.Kind.Error() + ": " + e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Kind }
+
+func newError(kind error, format string, args ...any) *Error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// failure classifies one failed RPC attempt.
+type failure struct {
+	err error
+	// retryable: the request certainly did not apply (refused by the
+	// server, or never sent), so it may be sent again.
+	retryable bool
+	// readRetryable: for reads, any unavailability may be retried.
+	readRetryable bool
+}
+
+// classify turns the error of one RPC attempt into a client error. sent
+// reports whether the request reached a transport; write whether it was a
+// mutation.
+func classify(ctx context.Context, err error, sent, write bool) failure {
+	if err == nil {
+		return failure{}
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		if ctx.Err() != nil && write && sent {
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())}
+		}
+		return failure{err: err}
+	}
+	if hasDKVDetail(st) {
+		var de *dkverr.Error
+		if errors.As(dkverr.FromGRPC(err), &de) {
+			kind, ok := codeErrors[de.Code]
+			if !ok {
+				kind = ErrInternal
+			}
+			e := &Error{Kind: kind, Msg: de.Msg, Metadata: de.Metadata}
+			// The server refused with Unavailable: it did not apply.
+			unavail := de.Code == dkverr.Unavailable
+			return failure{err: e, retryable: unavail, readRetryable: unavail}
+		}
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		if write && sent {
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err)}
+		}
+		return failure{
+			err:           &Error{Kind: ErrUnavailable, Msg: st.Message()},
+			retryable:     !sent,
+			readRetryable: true,
+		}
+	case codes.DeadlineExceeded, codes.Canceled:
+		// The deadline may fire on the server's side first; report it as
+		// the context error either way so errors.Is works.
+		cause := ctx.Err()
+		if cause == nil {
+			base := context.DeadlineExceeded
+			if st.Code() == codes.Canceled {
+				base = context.Canceled
+			}
+			cause = fmt.Errorf("%w (%s)", base, st.Message())
+		}
+		if write && sent {
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)}
+		}
+		return failure{err: cause}
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		// Without a DKV detail these come from gRPC itself, e.g. a
+		// message over the transport's size limit.
+		return failure{err: &Error{Kind: ErrInvalidInput, Msg: st.Message()}}
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		if write && sent {
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err)}
+		}
+		return failure{err: &Error{Kind: ErrInternal, Msg: st.Message()}}
+	}
+	return failure{err: err}
+}
+
+func hasDKVDetail(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == dkverr.Domain {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,6 @@
+// Command dkv is the DKV server and command-line client. See docs/cli.md.
+package main
+
+import "github.com/dkv-io/dkv/internal/cli"
+
+func main() { cli.Main() }

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) delCmd() *cobra.Command {
+	var prefix, prev bool
+	cmd := &cobra.Command{
+		Use:     "del KEY",
+		Aliases: []string{"delete", "rm"},
+		Short:   "Delete a key, or every key with a prefix",
+		Long: `Delete KEY (with --prefix, every key starting with KEY) and print the
+number of keys deleted; deleting a missing key prints 0 and succeeds. With
+--prev, the deleted keys and values follow, two lines each.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			var opts []client.OpOption
+			if prefix {
+				opts = append(opts, client.WithPrefix())
+			}
+			if prev {
+				opts = append(opts, client.WithPrevKV())
+			}
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				r, err := c.Delete(ctx, argv[0], opts...)
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return writeJSON(a.stdout, jsonDelete{Revision: r.Revision, Deleted: r.Deleted, PrevKVs: toJSONKVs(r.PrevKVs)})
+				}
+				fmt.Fprintln(a.stdout, r.Deleted)
+				writeKVs(a.stdout, r.PrevKVs, false)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&prefix, "prefix", false, "delete every key starting with KEY")
+	cmd.Flags().BoolVar(&prev, "prev", false, "print the deleted keys and values")
+	return cmd
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/dkv-io/dkv/client"
+)
+
+// jsonKV is a key-value in -o json output. Values that are valid UTF-8
+// appear as "value"; others as "value_base64".
+type jsonKV struct {
+	Key            string  `json:"key"`
+	Value          *string `json:"value,omitempty"`
+	ValueBase64    string  `json:"value_base64,omitempty"`
+	CreateRevision int64   `json:"create_revision"`
+	ModRevision    int64   `json:"mod_revision"`
+	Version        int64   `json:"version"`
+	Lease          int64   `json:"lease,omitempty"`
+}
+
+func toJSONKV(kv *client.KeyValue) *jsonKV {
+	if kv == nil {
+		return nil
+	}
+	j := &jsonKV{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
+	if utf8.Valid(kv.Value) {
+		s := string(kv.Value)
+		j.Value = &s
+	} else {
+		j.ValueBase64 = base64.StdEncoding.EncodeToString(kv.Value)
+	}
+	return j
+}
+
+func toJSONKVs(kvs []*client.KeyValue) []*jsonKV {
+	out := make([]*jsonKV, 0, len(kvs))
+	for _, kv := range kvs {
+		out = append(out, toJSONKV(kv))
+	}
+	return out
+}
+
+type jsonRange struct {
+	Revision int64     `json:"revision"`
+	Count    int64     `json:"count"`
+	More     bool      `json:"more"`
+	KVs      []*jsonKV `json:"kvs"`
+}
+
+func toJSONRange(r *client.RangeResult) *jsonRange {
+	return &jsonRange{Revision: r.Revision, Count: r.Count, More: r.More, KVs: toJSONKVs(r.KVs)}
+}
+
+type jsonPut struct {
+	Revision int64   `json:"revision"`
+	PrevKV   *jsonKV `json:"prev_kv,omitempty"`
+}
+
+type jsonDelete struct {
+	Revision int64     `json:"revision"`
+	Deleted  int64     `json:"deleted"`
+	PrevKVs  []*jsonKV `json:"prev_kvs,omitempty"`
+}
+
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// writeKVs prints key and value lines, the text form of several keys.
+func writeKVs(w io.Writer, kvs []*client.KeyValue, keysOnly bool) {
+	for _, kv := range kvs {
+		if keysOnly {
+			fmt.Fprintln(w, kv.Key)
+			continue
+		}
+		fmt.Fprintf(w, "%s\n%s\n", kv.Key, kv.Value)
+	}
+}

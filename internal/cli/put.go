@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) putCmd() *cobra.Command {
+	var (
+		ifAbsent  bool
+		ifVersion int64
+		prev      bool
+		lease     int64
+	)
+	cmd := &cobra.Command{
+		Use:   "put KEY VALUE",
+		Short: "Write a key (VALUE - reads the value from stdin)",
+		Long: `Write VALUE under KEY. VALUE "-" reads the value from stdin, byte for byte
+(a trailing newline is kept). Prints OK; with -o json, the revision.
+--if-absent and --if-version make the put conditional: when the condition
+fails nothing is written and dkv exits with 4 (Conflict).`,
+		Args: args(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			value := []byte(argv[1])
+			if argv[1] == "-" {
+				b, err := io.ReadAll(a.stdin)
+				if err != nil {
+					return fmt.Errorf("reading value from stdin: %w", err)
+				}
+				value = b
+			}
+			var opts []client.OpOption
+			if ifAbsent {
+				opts = append(opts, client.IfAbsent())
+			}
+			if ifVersion != 0 {
+				opts = append(opts, client.IfVersion(ifVersion))
+			}
+			if prev {
+				opts = append(opts, client.WithPrevKV())
+			}
+			if lease != 0 {
+				opts = append(opts, client.WithLease(lease))
+			}
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				r, err := c.Put(ctx, argv[0], value, opts...)
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return writeJSON(a.stdout, jsonPut{Revision: r.Revision, PrevKV: toJSONKV(r.PrevKV)})
+				}
+				fmt.Fprintln(a.stdout, "OK")
+				if r.PrevKV != nil {
+					writeKVs(a.stdout, []*client.KeyValue{r.PrevKV}, false)
+				}
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&ifAbsent, "if-absent", false, "write only if the key does not exist")
+	f.Int64Var(&ifVersion, "if-version", 0, "write only if the key's version is N")
+	f.BoolVar(&prev, "prev", false, "also print the previous key and value")
+	f.Int64Var(&lease, "lease", 0, "attach the key to lease ID")
+	return cmd
+}

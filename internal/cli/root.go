@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/spf13/cobra"
+)
+
+const exitCodeHelp = `Exit codes:
+  0  OK
+  1  other error
+  2  usage error (bad command, flag or argument)
+  3  NotFound (get of a missing key)
+  4  Conflict (a condition such as --if-absent or --if-version failed)
+  5  Locked
+  6  InvalidInput (rejected by the store, e.g. oversized key or value)
+  7  Unavailable (no reachable endpoint, no leader, timeout, or a write
+     whose outcome is unknown)
+  8  Compacted (the revision was compacted away)
+  9  LeaseNotFound`
+
+// Main runs the dkv command with the process's arguments and exits.
+func Main() {
+	os.Exit(Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// app holds the global flags and the I/O streams every command uses.
+type app struct {
+	endpoints string
+	timeout   time.Duration
+	output    string
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// Run runs dkv with args and returns its exit code.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitOK
+	}
+	if isUsage(err) {
+		fmt.Fprintf(stderr, "Error: usage: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+		return exitUsage
+	}
+	fmt.Fprintln(stderr, errorLine(err))
+	return exitCode(err)
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dkv",
+		Short: "DKV: a replicated key-value and coordination store",
+		Long: `dkv runs a DKV node (dkv serve) and talks to a DKV cluster.
+
+Client commands connect to --endpoints (env DKV_ENDPOINTS, comma separated)
+and give up after --timeout. Output is text for scripts and humans, or one
+JSON object per command with -o json.
+
+` + exitCodeHelp,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if a.output != "text" && a.output != "json" {
+				return usagef("-o must be text or json, not %q", a.output)
+			}
+			if a.timeout <= 0 {
+				return usagef("--timeout must be positive")
+			}
+			return nil
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	defEndpoints := os.Getenv("DKV_ENDPOINTS")
+	if defEndpoints == "" {
+		defEndpoints = "127.0.0.1:7861"
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.endpoints, "endpoints", defEndpoints, "comma-separated gRPC endpoints (env DKV_ENDPOINTS)")
+	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "time limit for the command, including connecting")
+	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	root.AddCommand(
+		a.serveCmd(),
+		a.putCmd(),
+		a.getCmd(),
+		a.delCmd(),
+		a.txnCmd(),
+		a.counterCmd(),
+		a.compactCmd(),
+		a.statusCmd(),
+		a.memberCmd(),
+	)
+	return root
+}
+
+// run connects, runs fn within --timeout and closes the client.
+func (a *app) run(fn func(ctx context.Context, c *client.Client) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	var eps []string
+	for _, e := range strings.Split(a.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return usagef("--endpoints is empty")
+	}
+	c, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+func (a *app) json() bool { return a.output == "json" }
+
+// args wraps a cobra argument validator so its errors are usage errors.
+func args(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := v(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/dkv-io/dkv/server"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) serveCmd() *cobra.Command {
+	var cfg server.Config
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a DKV node until SIGINT or SIGTERM",
+		Long: `Run a DKV node. With no flags it is a single-node store with its data in
+./dkv-data. For a cluster, start every member with its own --name and
+--peer-addr and the same --initial-cluster n1=host:port,n2=...
+
+An empty address (--http-addr "") disables that listener. Once listening,
+serve prints its addresses on stdout; logs go to stderr. SIGINT or SIGTERM
+stops the node cleanly.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
+			return a.serve(cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", "./dkv-data", "directory for the database")
+	f.StringVar(&cfg.ClientAddr, "client-addr", "127.0.0.1:7861", "gRPC listen address for clients")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7863", "HTTP listen address: JSON API, /metrics, /livez, /readyz")
+	f.StringVar(&cfg.PeerAddr, "peer-addr", "127.0.0.1:7862", "raft peer listen address")
+	f.StringVar(&cfg.Name, "name", "default", "this member's name, unique in the cluster")
+	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "name=peerAddr,... of a new cluster (default: this node alone)")
+	f.IntVar(&cfg.MaxValueBytes, "max-value-bytes", 1<<20, "largest value accepted")
+	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", 128, "most operations in one transaction")
+	f.Int64Var(&cfg.AutoCompactRevisions, "auto-compact-revisions", 0, "keep only the last N revisions (0: off)")
+	f.DurationVar(&cfg.AutoCompactPeriod, "auto-compact-period", 0, "keep only the revisions of this last period (0: off)")
+	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
+	return cmd
+}
+
+func (a *app) serve(cfg server.Config) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.New(cfg)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		srv.Stop()
+		return fmt.Errorf("starting: %w", err)
+	}
+	show := func(addr string) string {
+		if addr == "" {
+			return "(off)"
+		}
+		return addr
+	}
+	fmt.Fprintf(a.stdout, "dkv member %q listening\n  client gRPC: %s\n  HTTP:        %s\n  peer:        %s\n  data dir:    %s\n",
+		cfg.Name, show(srv.ClientAddr()), show(srv.HTTPAddr()), show(cfg.PeerAddr), cfg.DataDir)
+	select {
+	case <-srv.Ready():
+		fmt.Fprintln(a.stdout, "ready")
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+	fmt.Fprintln(a.stdout, "shutting down")
+	done := make(chan error, 1)
+	go func() { done <- srv.Stop() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("stopping: %w", err)
+		}
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("stopping: still not stopped after 30s")
+	}
+	fmt.Fprintln(a.stdout, "stopped")
+	return nil
+}
