@@ -16,3 +16,8 @@ protoc -I . \
   --grpc-gateway_out=. --grpc-gateway_opt=paths=source_relative \
   --grpc-gateway_opt=grpc_api_configuration=gateway.yaml \
   ./*.proto
+cd ../../../internal/transport/transportpb
+protoc -I . \
+  --go_out=. --go_opt=paths=source_relative \
+  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
+  ./peer.proto

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/transport"
 )
 
 // Config configures one DKV node. The zero value, after EnsureDefaults, is
@@ -27,6 +29,18 @@ type Config struct {
 	// InitialCluster is "name=peerAddr,..." for a new cluster; empty means
 	// a single node named Name at PeerAddr.
 	InitialCluster string
+	// InitialClusterState is "new" (bootstrap InitialCluster) or
+	// "existing" (join a running cluster; needs Join).
+	InitialClusterState string
+	// Join lists client endpoints of a running cluster. A new member
+	// asks them to add it (as a learner) and learns the cluster from them.
+	Join []string
+	// AdvertiseClientAddr is the client URL other members and clients use
+	// to reach this node (default ClientAddr).
+	AdvertiseClientAddr string
+	// PeerFaults, when set, injects network faults into the peer
+	// transport (tests only).
+	PeerFaults *transport.Faults
 	// MaxValueBytes is the largest value accepted (default 1 MiB).
 	MaxValueBytes int
 	// MaxTxnOps is the most ops one txn may hold (default 128).
@@ -68,6 +82,15 @@ func (c *Config) EnsureDefaults() {
 	if c.ElectionTicks == 0 {
 		c.ElectionTicks = 10
 	}
+	if c.InitialClusterState == "" {
+		c.InitialClusterState = "new"
+		if len(c.Join) > 0 {
+			c.InitialClusterState = "existing"
+		}
+	}
+	if c.AdvertiseClientAddr == "" {
+		c.AdvertiseClientAddr = c.ClientAddr
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -86,6 +109,18 @@ func (c *Config) Validate() error {
 	}
 	if c.ElectionTicks < 2 {
 		return fmt.Errorf("election ticks %d must be at least 2", c.ElectionTicks)
+	}
+	switch c.InitialClusterState {
+	case "new":
+	case "existing":
+		if len(c.Join) == 0 {
+			return fmt.Errorf("initial cluster state \"existing\" needs --join with the client endpoints of a running member")
+		}
+	default:
+		return fmt.Errorf("initial cluster state %q must be \"new\" or \"existing\"", c.InitialClusterState)
+	}
+	if c.InitialCluster != "" && c.PeerAddr == "" {
+		return fmt.Errorf("a cluster member needs a peer address")
 	}
 	if strings.ContainsAny(c.Name, "=,") {
 		return fmt.Errorf("name %q must not contain '=' or ','", c.Name)

@@ -72,6 +72,8 @@ func (m *metrics) observe(method string, start time.Time, err error) {
 
 func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
+	ctx, cancel := shaveDeadline(ctx)
+	defer cancel()
 	resp, err := handler(ctx, req)
 	m.observe(info.FullMethod, start, err)
 	return resp, err
@@ -82,4 +84,23 @@ func (m *metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 	err := handler(srv, ss)
 	m.observe(info.FullMethod, start, err)
 	return err
+}
+
+// DefaultRequestTimeout bounds requests that carry no deadline.
+const DefaultRequestTimeout = 30 * time.Second
+
+// shaveDeadline ends the server's work slightly before the client's
+// deadline, so that a request that cannot be served (no leader, no quorum)
+// gets a definite answer (Unavailable) instead of racing the client's own
+// DeadlineExceeded, which would leave the caller unsure of the outcome.
+//
+// A request without a deadline gets DefaultRequestTimeout: a proposal lost
+// in a leader change would otherwise wait forever.
+func shaveDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithTimeout(ctx, DefaultRequestTimeout)
+	}
+	margin := min(time.Until(dl)/10, 50*time.Millisecond)
+	return context.WithDeadline(ctx, dl.Add(-margin))
 }

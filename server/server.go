@@ -18,6 +18,7 @@ import (
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/raftnode"
 	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/transport"
 	"go.etcd.io/raft/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -44,6 +45,9 @@ type Server struct {
 
 	grpcSrv   *grpc.Server
 	clientLis net.Listener
+	transport *transport.GRPC
+	peerSrv   *grpc.Server
+	peerLis   net.Listener
 	inproc    *bufconn.Listener
 	httpSrv   *http.Server
 	httpLis   net.Listener
@@ -161,15 +165,25 @@ func (s *Server) startNode() error {
 	}
 	s.kv = kv
 
-	var peers []raft.Peer
-	if s.store.HasRaftState() {
+	var (
+		peers   []raft.Peer
+		join    bool
+		initial []*dkvpb.Member // peer addresses known before the member table
+	)
+	switch {
+	case s.store.HasRaftState():
 		if s.memberID, err = s.metaUint("member_id"); err != nil {
 			return err
 		}
 		if s.clusterID, err = s.metaUint("cluster_id"); err != nil {
 			return err
 		}
-	} else {
+	case s.cfg.InitialClusterState == "existing":
+		if s.memberID, s.clusterID, initial, err = s.joinCluster(); err != nil {
+			return err
+		}
+		join = true
+	default:
 		ms, err := parseInitialCluster(&s.cfg)
 		if err != nil {
 			return err
@@ -177,19 +191,22 @@ func (s *Server) startNode() error {
 		s.clusterID = clusterIDOf(ms)
 		for _, m := range ms {
 			id := MemberID(m.name, m.peerURL)
+			rec := &dkvpb.Member{Id: id, Name: m.name, PeerUrl: m.peerURL}
+			// Bootstrap entries must be byte-identical on every member,
+			// so they carry only what all members know; each member
+			// publishes its client URL once it is ready.
 			if m.name == s.cfg.Name {
 				s.memberID = id
 			}
-			rec := &dkvpb.Member{Id: id, Name: m.name, PeerUrl: m.peerURL}
-			if m.name == s.cfg.Name {
-				rec.ClientUrl = s.cfg.ClientAddr
-			}
+			initial = append(initial, rec)
 			ctxData, err := proto.Marshal(&dkvpb.ConfChangeContext{Member: rec})
 			if err != nil {
 				return err
 			}
 			peers = append(peers, raft.Peer{ID: id, Context: ctxData})
 		}
+	}
+	if !s.store.HasRaftState() {
 		if err := s.setMetaUint("member_id", s.memberID); err != nil {
 			return err
 		}
@@ -197,17 +214,39 @@ func (s *Server) startNode() error {
 			return err
 		}
 	}
-	s.node, err = raftnode.New(raftnode.Config{
+	if s.cfg.PeerAddr != "" {
+		s.transport = transport.New(transport.Config{
+			ID: s.memberID, ClusterID: s.clusterID, Storage: s.store,
+			Logger: s.log, Faults: s.cfg.PeerFaults,
+		})
+	}
+	rc := raftnode.Config{
 		ID:            s.memberID,
 		Storage:       s.store,
 		StateMachine:  &stateMachine{s: s},
 		TickInterval:  s.cfg.TickInterval,
 		ElectionTicks: s.cfg.ElectionTicks,
 		Peers:         peers,
+		Join:          join,
+		ConfChanged:   s.syncPeers,
 		Logger:        s.log,
-	})
+	}
+	if s.transport != nil {
+		rc.Transport = s.transport
+	}
+	s.node, err = raftnode.New(rc)
 	if err != nil {
 		return err
+	}
+	if s.transport != nil {
+		s.transport.SetRaft(s.node)
+		if err := s.startPeerListener(); err != nil {
+			return err
+		}
+		for _, m := range initial {
+			s.transport.AddPeer(m.GetId(), m.GetPeerUrl())
+		}
+		s.syncPeers()
 	}
 	s.node.Run()
 	return nil
@@ -291,8 +330,14 @@ func (s *Server) Stop() error {
 				s.grpcSrv.Stop()
 			}
 		}
+		if s.peerSrv != nil {
+			s.peerSrv.Stop()
+		}
 		if s.node != nil {
 			s.node.Stop()
+		}
+		if s.transport != nil {
+			s.transport.Close()
 		}
 		s.wg.Wait()
 		if s.store != nil {
@@ -317,6 +362,7 @@ func (s *Server) waitReady() {
 		cancel()
 		if err == nil {
 			close(s.ready)
+			s.publishClientURL()
 			s.log.Info("dkv node ready", "member_id", fmt.Sprintf("%x", s.memberID), "revision", s.kv.Revision())
 			return
 		}
@@ -374,3 +420,15 @@ func (s *Server) header() *dkvpb.ResponseHeader {
 		RaftTerm:  s.node.Status().Term,
 	}
 }
+
+// IsLeader reports whether this node is the raft leader.
+func (s *Server) IsLeader() bool { return s.node.Status().IsLeader }
+
+// LeaderID is the leader this node knows (0 for none).
+func (s *Server) LeaderID() uint64 { return s.node.Status().Lead }
+
+// AppliedIndex is the raft index applied to the state machine.
+func (s *Server) AppliedIndex() uint64 { return s.node.Status().Applied }
+
+// CommitIndex is the raft index known committed.
+func (s *Server) CommitIndex() uint64 { return s.node.Status().Commit }

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/raftnode"
 )
 
 // stateMachine adapts the mvcc store to raftnode.StateMachine.
@@ -12,6 +13,12 @@ type stateMachine struct {
 }
 
 func (m *stateMachine) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequest) any {
+	if ma := req.GetMemberAttrs(); ma != nil {
+		if err := raftnode.SetMemberClientURL(b, ma.GetId(), ma.GetClientUrl()); err != nil {
+			panic(err)
+		}
+		return nil
+	}
 	res := m.s.kv.Apply(b, req)
 	if req.GetCompact() != nil && res.Err == nil {
 		m.compacted = true

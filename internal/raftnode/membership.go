@@ -52,6 +52,20 @@ func applyMembership(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctxData []byte) e
 	return nil
 }
 
+// SetMemberClientURL records a member's client URL in the member table.
+func SetMemberClientURL(b *pebble.Batch, id uint64, url string) error {
+	m, err := memberRecord(b, id)
+	if err != nil || m == nil {
+		return err
+	}
+	m.ClientUrl = url
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return storage.SetMember(b, id, data)
+}
+
 func memberRecord(r pebble.Reader, id uint64) (*dkvpb.Member, error) {
 	all, err := Members(r)
 	if err != nil {

@@ -56,7 +56,10 @@ type Config struct {
 	// CatchUpEntries are kept in the log below a compaction, so slightly
 	// lagging followers catch up without a snapshot.
 	CatchUpEntries uint64
-	Logger         *slog.Logger
+	// ConfChanged, when set, is called after a batch that changed the
+	// membership has been committed, or a snapshot was installed.
+	ConfChanged func()
+	Logger      *slog.Logger
 }
 
 // Node is one running raft member.
@@ -111,8 +114,9 @@ type proposal struct {
 }
 
 type confProposal struct {
-	cc   raftpb.ConfChangeI
-	errc chan error
+	cc    raftpb.ConfChangeI
+	errc  chan error
+	index uint64 // where the leader appended it (set before errc fires)
 }
 
 type readWaiter struct {
@@ -317,9 +321,9 @@ func ctxErr(ctx context.Context, sent bool) error {
 // ProposeConfChange proposes a membership change and waits until it is
 // applied (ConfState reflects it).
 func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error {
-	before := n.applied.Load()
+	var p *confProposal
 	for {
-		p := &confProposal{cc: cc, errc: make(chan error, 1)}
+		p = &confProposal{cc: cc, errc: make(chan error, 1)}
 		select {
 		case n.confc <- p:
 		case <-ctx.Done():
@@ -343,9 +347,12 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) err
 			return err
 		}
 	}
-	// The conf change entry lands after the current last index; a
-	// linearizable wait on a fresh read index covers it.
-	_ = before
+	if p.index > 0 {
+		// Proposed on the leader at a known index: wait for it to apply
+		// here (this works even when the change removes this member).
+		return n.WaitApplied(ctx, p.index)
+	}
+	// Forwarded from a follower: a fresh read index covers it.
 	return n.WaitLinearizable(ctx)
 }
 
@@ -433,6 +440,27 @@ func (n *Node) ReportUnreachable(id uint64) {
 // ReportSnapshot tells raft how sending a snapshot to id ended.
 func (n *Node) ReportSnapshot(id uint64, st raft.SnapshotStatus) {
 	n.report(func(rn *raft.RawNode) { rn.ReportSnapshot(id, st) })
+}
+
+// Inspect runs f on the raft loop's goroutine (f must not block) and
+// waits for it: the way to read leader-only state such as progress.
+func (n *Node) Inspect(ctx context.Context, f func(rn *raft.RawNode)) error {
+	done := make(chan struct{})
+	select {
+	case n.reportc <- func(rn *raft.RawNode) { f(rn); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return ErrStopped
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return ErrStopped
+	}
 }
 
 func (n *Node) report(f func(*raft.RawNode)) {
@@ -549,7 +577,12 @@ func (n *Node) run() {
 				c <- err
 			}
 		case p := <-n.confc:
-			p.errc <- n.rn.ProposeConfChange(p.cc)
+			err := n.rn.ProposeConfChange(p.cc)
+			if err == nil && n.rn.BasicStatus().RaftState == raft.StateLeader {
+				// The entry is in raft's unstable log, not yet in storage.
+				p.index = n.lastIndexAfterPropose()
+			}
+			p.errc <- err
 		case r := <-n.readc:
 			queued = append(queued, r)
 		drainReads:
@@ -655,6 +688,9 @@ func (n *Node) installSnapshot(snap *raftpb.Snapshot) error {
 	}
 	n.applied.Store(applied)
 	n.notifyApplied()
+	if n.cfg.ConfChanged != nil {
+		n.cfg.ConfChanged()
+	}
 	return nil
 }
 
@@ -674,9 +710,10 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	defer b.Close()
 	appliedIdx := n.applied.Load()
 	var (
-		done    []applied
-		results []any
-		last    uint64
+		done        []applied
+		results     []any
+		last        uint64
+		confChanged bool
 	)
 	for _, e := range ents {
 		idx := e.GetIndex()
@@ -707,13 +744,10 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 			done = append(done, applied{id: req.Id, res: res})
 			results = append(results, res)
 		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
-			res, err := n.applyConfChange(b, e)
-			if err != nil {
+			if _, err := n.applyConfChange(b, e); err != nil {
 				return err
 			}
-			if res != nil {
-				done = append(done, *res)
-			}
+			confChanged = true
 		}
 	}
 	if last == 0 {
@@ -738,6 +772,9 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	}
 	n.mu.Unlock()
 	n.notifyApplied()
+	if confChanged && n.cfg.ConfChanged != nil {
+		n.cfg.ConfChanged()
+	}
 	return n.maybeCompactLog(last)
 }
 
@@ -774,6 +811,18 @@ func (n *Node) applyConfChange(b *pebble.Batch, e *raftpb.Entry) (*applied, erro
 		return nil, err
 	}
 	return nil, nil
+}
+
+// lastIndexAfterPropose is the index of the entry just proposed on the
+// leader: the last index of raft's log, unstable part included.
+func (n *Node) lastIndexAfterPropose() uint64 {
+	st := n.rn.Status()
+	for id, pr := range st.Progress {
+		if id == n.cfg.ID {
+			return pr.Next - 1
+		}
+	}
+	return 0
 }
 
 func (n *Node) maybeCompactLog(applied uint64) error {

@@ -44,6 +44,7 @@ type Storage struct {
 	*raft.MemoryStorage
 
 	db   *pebble.DB
+	dir  string
 	sync bool
 
 	mu        sync.Mutex
@@ -71,7 +72,11 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), db: db, sync: !opts.NoSync}
+	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), db: db, dir: dir, sync: !opts.NoSync}
+	if err := s.finishInstall(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.load(); err != nil {
 		db.Close()
 		return nil, err
@@ -263,34 +268,6 @@ func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) 
 	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
 		return err
 	}
-	return nil
-}
-
-// InstallSnapshot records that the state machine now holds the state of
-// snap (already written under the "s" prefix): the raft log is reset to
-// start after it.
-func (s *Storage) InstallSnapshot(snap *raftpb.Snapshot) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	data, err := proto.Marshal(snap)
-	if err != nil {
-		return err
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := b.DeleteRange(entryKey(0), entryKey(^uint64(0)), nil); err != nil {
-		return err
-	}
-	if err := b.Set(keySnapMeta, data, nil); err != nil {
-		return err
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return err
-	}
-	if err := s.MemoryStorage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-		return err
-	}
-	s.lastIndex = snap.GetMetadata().GetIndex()
 	return nil
 }
 

@@ -39,6 +39,7 @@ type InternalRequest struct {
 	//	*InternalRequest_Txn
 	//	*InternalRequest_Counter
 	//	*InternalRequest_Compact
+	//	*InternalRequest_MemberAttrs
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -140,6 +141,15 @@ func (x *InternalRequest) GetCompact() *CompactRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetMemberAttrs() *MemberAttrsRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_MemberAttrs); ok {
+			return x.MemberAttrs
+		}
+	}
+	return nil
+}
+
 type isInternalRequest_Request interface {
 	isInternalRequest_Request()
 }
@@ -164,6 +174,10 @@ type InternalRequest_Compact struct {
 	Compact *CompactRequest `protobuf:"bytes,14,opt,name=compact,proto3,oneof"`
 }
 
+type InternalRequest_MemberAttrs struct {
+	MemberAttrs *MemberAttrsRequest `protobuf:"bytes,20,opt,name=member_attrs,json=memberAttrs,proto3,oneof"`
+}
+
 func (*InternalRequest_Put) isInternalRequest_Request() {}
 
 func (*InternalRequest_DeleteRange) isInternalRequest_Request() {}
@@ -173,6 +187,62 @@ func (*InternalRequest_Txn) isInternalRequest_Request() {}
 func (*InternalRequest_Counter) isInternalRequest_Request() {}
 
 func (*InternalRequest_Compact) isInternalRequest_Request() {}
+
+func (*InternalRequest_MemberAttrs) isInternalRequest_Request() {}
+
+// MemberAttrsRequest publishes a member's client URL so clients and other
+// members can find it (raft conf changes only carry peer URLs).
+type MemberAttrsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	ClientUrl     string                 `protobuf:"bytes,2,opt,name=client_url,json=clientUrl,proto3" json:"client_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberAttrsRequest) Reset() {
+	*x = MemberAttrsRequest{}
+	mi := &file_raft_internal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberAttrsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberAttrsRequest) ProtoMessage() {}
+
+func (x *MemberAttrsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raft_internal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberAttrsRequest.ProtoReflect.Descriptor instead.
+func (*MemberAttrsRequest) Descriptor() ([]byte, []int) {
+	return file_raft_internal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MemberAttrsRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *MemberAttrsRequest) GetClientUrl() string {
+	if x != nil {
+		return x.ClientUrl
+	}
+	return ""
+}
 
 // ConfChangeContext rides in a raft ConfChange's context: who the member is.
 type ConfChangeContext struct {
@@ -184,7 +254,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_raft_internal_proto_msgTypes[1]
+	mi := &file_raft_internal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +266,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_internal_proto_msgTypes[1]
+	mi := &file_raft_internal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +279,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_raft_internal_proto_rawDescGZIP(), []int{1}
+	return file_raft_internal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ConfChangeContext) GetMember() *Member {
@@ -223,7 +293,7 @@ var File_raft_internal_proto protoreflect.FileDescriptor
 
 const file_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x13raft_internal.proto\x12\x06dkv.v1\x1a\bkv.proto\x1a\rcluster.proto\"\xcb\x02\n" +
+	"\x13raft_internal.proto\x12\x06dkv.v1\x1a\bkv.proto\x1a\rcluster.proto\"\x8c\x03\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12&\n" +
@@ -232,8 +302,13 @@ const file_raft_internal_proto_rawDesc = "" +
 	"\fdelete_range\x18\v \x01(\v2\x1a.dkv.v1.DeleteRangeRequestH\x00R\vdeleteRange\x12&\n" +
 	"\x03txn\x18\f \x01(\v2\x12.dkv.v1.TxnRequestH\x00R\x03txn\x122\n" +
 	"\acounter\x18\r \x01(\v2\x16.dkv.v1.CounterRequestH\x00R\acounter\x122\n" +
-	"\acompact\x18\x0e \x01(\v2\x16.dkv.v1.CompactRequestH\x00R\acompactB\t\n" +
-	"\arequest\";\n" +
+	"\acompact\x18\x0e \x01(\v2\x16.dkv.v1.CompactRequestH\x00R\acompact\x12?\n" +
+	"\fmember_attrs\x18\x14 \x01(\v2\x1a.dkv.v1.MemberAttrsRequestH\x00R\vmemberAttrsB\t\n" +
+	"\arequest\"C\n" +
+	"\x12MemberAttrsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"client_url\x18\x02 \x01(\tR\tclientUrl\";\n" +
 	"\x11ConfChangeContext\x12&\n" +
 	"\x06member\x18\x01 \x01(\v2\x0e.dkv.v1.MemberR\x06memberB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
@@ -249,29 +324,31 @@ func file_raft_internal_proto_rawDescGZIP() []byte {
 	return file_raft_internal_proto_rawDescData
 }
 
-var file_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_raft_internal_proto_goTypes = []any{
 	(*InternalRequest)(nil),    // 0: dkv.v1.InternalRequest
-	(*ConfChangeContext)(nil),  // 1: dkv.v1.ConfChangeContext
-	(*PutRequest)(nil),         // 2: dkv.v1.PutRequest
-	(*DeleteRangeRequest)(nil), // 3: dkv.v1.DeleteRangeRequest
-	(*TxnRequest)(nil),         // 4: dkv.v1.TxnRequest
-	(*CounterRequest)(nil),     // 5: dkv.v1.CounterRequest
-	(*CompactRequest)(nil),     // 6: dkv.v1.CompactRequest
-	(*Member)(nil),             // 7: dkv.v1.Member
+	(*MemberAttrsRequest)(nil), // 1: dkv.v1.MemberAttrsRequest
+	(*ConfChangeContext)(nil),  // 2: dkv.v1.ConfChangeContext
+	(*PutRequest)(nil),         // 3: dkv.v1.PutRequest
+	(*DeleteRangeRequest)(nil), // 4: dkv.v1.DeleteRangeRequest
+	(*TxnRequest)(nil),         // 5: dkv.v1.TxnRequest
+	(*CounterRequest)(nil),     // 6: dkv.v1.CounterRequest
+	(*CompactRequest)(nil),     // 7: dkv.v1.CompactRequest
+	(*Member)(nil),             // 8: dkv.v1.Member
 }
 var file_raft_internal_proto_depIdxs = []int32{
-	2, // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
-	3, // 1: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
-	4, // 2: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
-	5, // 3: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
-	6, // 4: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
-	7, // 5: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	3, // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
+	4, // 1: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
+	5, // 2: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
+	6, // 3: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
+	7, // 4: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
+	1, // 5: dkv.v1.InternalRequest.member_attrs:type_name -> dkv.v1.MemberAttrsRequest
+	8, // 6: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_raft_internal_proto_init() }
@@ -287,6 +364,7 @@ func file_raft_internal_proto_init() {
 		(*InternalRequest_Txn)(nil),
 		(*InternalRequest_Counter)(nil),
 		(*InternalRequest_Compact)(nil),
+		(*InternalRequest_MemberAttrs)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -294,7 +372,7 @@ func file_raft_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raft_internal_proto_rawDesc), len(file_raft_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

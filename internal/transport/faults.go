@@ -1,0 +1,78 @@
+package transport
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Faults injects network faults into a transport, for tests. The zero
+// value injects none. Links are directed: (from, to).
+type Faults struct {
+	mu       sync.Mutex
+	cut      map[[2]uint64]bool
+	dropRate map[[2]uint64]float64
+	delays   map[[2]uint64]time.Duration
+}
+
+// Cut drops every message from -> to until Heal.
+func (f *Faults) Cut(from, to uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cut == nil {
+		f.cut = map[[2]uint64]bool{}
+	}
+	f.cut[[2]uint64{from, to}] = true
+}
+
+// SetDropRate drops each message from -> to with probability p.
+func (f *Faults) SetDropRate(from, to uint64, p float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dropRate == nil {
+		f.dropRate = map[[2]uint64]float64{}
+	}
+	f.dropRate[[2]uint64{from, to}] = p
+}
+
+// SetDelay delays each batch from -> to by d.
+func (f *Faults) SetDelay(from, to uint64, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.delays == nil {
+		f.delays = map[[2]uint64]time.Duration{}
+	}
+	f.delays[[2]uint64{from, to}] = d
+}
+
+// Heal removes every fault.
+func (f *Faults) Heal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut, f.dropRate, f.delays = nil, nil, nil
+}
+
+func (f *Faults) drop(from, to uint64) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := [2]uint64{from, to}
+	if f.cut[k] {
+		return true
+	}
+	if p := f.dropRate[k]; p > 0 {
+		return rand.Float64() < p
+	}
+	return false
+}
+
+func (f *Faults) delay(from, to uint64) time.Duration {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.delays[[2]uint64{from, to}]
+}

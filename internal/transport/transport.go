@@ -1,0 +1,442 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/transport/transportpb"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Raft is the local member the transport delivers to and reports to.
+type Raft interface {
+	Step(ctx context.Context, m *raftpb.Message) error
+	ReportUnreachable(id uint64)
+	ReportSnapshot(id uint64, st raft.SnapshotStatus)
+}
+
+// Config configures a GRPC transport.
+type Config struct {
+	ID        uint64
+	ClusterID uint64
+	Raft      Raft
+	Storage   *storage.Storage
+	Logger    *slog.Logger
+	// QueueSize bounds each peer's outgoing queue (default 4096).
+	QueueSize int
+	Faults    *Faults
+}
+
+// GRPC is the gRPC peer transport.
+type GRPC struct {
+	transportpb.UnimplementedPeerServer
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.RWMutex
+	peers map[uint64]*peer
+	stopc chan struct{}
+	wg    sync.WaitGroup
+}
+
+// New returns a transport with no peers; AddPeer adds them.
+func New(cfg Config) *GRPC {
+	if cfg.QueueSize == 0 {
+		cfg.QueueSize = 4096
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Faults == nil {
+		cfg.Faults = &Faults{}
+	}
+	return &GRPC{cfg: cfg, log: cfg.Logger, peers: map[uint64]*peer{}, stopc: make(chan struct{})}
+}
+
+// Register adds the Peer service to a gRPC server (the peer listener's).
+func (t *GRPC) Register(s *grpc.Server) { transportpb.RegisterPeerServer(s, t) }
+
+// SetRaft sets the local member after construction (the node and its
+// transport refer to each other).
+func (t *GRPC) SetRaft(r Raft) { t.cfg.Raft = r }
+
+// AddPeer starts (or re-points) the sender to member id at addr.
+func (t *GRPC) AddPeer(id uint64, addr string) {
+	if id == t.cfg.ID || addr == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.peers[id]; ok {
+		if p.addr == addr {
+			return
+		}
+		p.stop()
+	}
+	p := &peer{t: t, id: id, addr: addr, q: make(chan *raftpb.Message, t.cfg.QueueSize), snapq: make(chan *raftpb.Message, 1), stopc: make(chan struct{})}
+	t.peers[id] = p
+	t.wg.Add(2)
+	go p.run()
+	go p.runSnapshots()
+}
+
+// RemovePeer stops sending to member id.
+func (t *GRPC) RemovePeer(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.peers[id]; ok {
+		p.stop()
+		delete(t.peers, id)
+	}
+}
+
+// Peers returns the ids currently known.
+func (t *GRPC) Peers() map[uint64]string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[uint64]string, len(t.peers))
+	for id, p := range t.peers {
+		out[id] = p.addr
+	}
+	return out
+}
+
+// Close stops every sender.
+func (t *GRPC) Close() {
+	t.mu.Lock()
+	select {
+	case <-t.stopc:
+	default:
+		close(t.stopc)
+	}
+	for id, p := range t.peers {
+		p.stop()
+		delete(t.peers, id)
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+// Send queues msgs for their peers without blocking.
+func (t *GRPC) Send(msgs []*raftpb.Message) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, m := range msgs {
+		to := m.GetTo()
+		p, ok := t.peers[to]
+		if !ok {
+			continue
+		}
+		if m.GetType() == raftpb.MsgSnap {
+			select {
+			case p.snapq <- m:
+			default:
+				// One snapshot at a time per peer; raft will ask again.
+				go t.cfg.Raft.ReportSnapshot(to, raft.SnapshotFailure)
+			}
+			continue
+		}
+		select {
+		case p.q <- m:
+		default:
+			go t.cfg.Raft.ReportUnreachable(to)
+		}
+	}
+}
+
+type peer struct {
+	t        *GRPC
+	id       uint64
+	addr     string
+	q        chan *raftpb.Message
+	snapq    chan *raftpb.Message
+	stopc    chan struct{}
+	stopOnce sync.Once
+	connMu   sync.Mutex
+	conn     *grpc.ClientConn
+}
+
+func (p *peer) stop() { p.stopOnce.Do(func() { close(p.stopc) }) }
+
+func (p *peer) client() (transportpb.PeerClient, error) {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	if p.conn == nil {
+		c, err := grpc.NewClient("passthrough:///"+p.addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(256<<20)),
+		)
+		if err != nil {
+			return nil, err
+		}
+		p.conn = c
+	}
+	return transportpb.NewPeerClient(p.conn), nil
+}
+
+func (p *peer) closeConn() {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	if p.conn != nil {
+		p.conn.Close()
+		p.conn = nil
+	}
+}
+
+// run keeps one Messages stream open and batches the queue into it.
+func (p *peer) run() {
+	defer p.t.wg.Done()
+	defer p.closeConn()
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-p.stopc:
+			return
+		default:
+		}
+		err := p.stream()
+		if err == nil {
+			return
+		}
+		p.t.cfg.Raft.ReportUnreachable(p.id)
+		p.t.log.Debug("peer stream broke", "peer", fmt.Sprintf("%x", p.id), "err", err)
+		// Drop what is queued: raft resends after it learns the peer is
+		// unreachable, and stale heartbeats only add load.
+		p.drain()
+		select {
+		case <-p.stopc:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+func (p *peer) drain() {
+	for {
+		select {
+		case <-p.q:
+		default:
+			return
+		}
+	}
+}
+
+const maxBatchBytes = 4 << 20
+
+func (p *peer) stream() error {
+	c, err := p.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := c.Messages(ctx)
+	if err != nil {
+		return err
+	}
+	faults := p.t.cfg.Faults
+	for {
+		var m *raftpb.Message
+		select {
+		case <-p.stopc:
+			st.CloseAndRecv()
+			return nil
+		case m = <-p.q:
+		}
+		batch := &transportpb.MessageBatch{ClusterId: p.t.cfg.ClusterID, From: p.t.cfg.ID, To: p.id}
+		size := 0
+		for m != nil {
+			if !faults.drop(p.t.cfg.ID, p.id) {
+				b, err := proto.Marshal(m)
+				if err != nil {
+					return err
+				}
+				batch.Messages = append(batch.Messages, b)
+				size += len(b)
+			}
+			m = nil
+			if size < maxBatchBytes {
+				select {
+				case m = <-p.q:
+				default:
+				}
+			}
+		}
+		if len(batch.Messages) == 0 {
+			continue
+		}
+		if d := faults.delay(p.t.cfg.ID, p.id); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-p.stopc:
+				return nil
+			}
+		}
+		if err := st.Send(batch); err != nil {
+			if errors.Is(err, io.EOF) {
+				_, err = st.CloseAndRecv()
+			}
+			return fmt.Errorf("send to %s: %w", p.addr, err)
+		}
+	}
+}
+
+// runSnapshots sends snapshots one at a time on their own stream.
+func (p *peer) runSnapshots() {
+	defer p.t.wg.Done()
+	for {
+		select {
+		case <-p.stopc:
+			return
+		case m := <-p.snapq:
+			err := p.sendSnapshot(m)
+			st := raft.SnapshotFinish
+			if err != nil {
+				st = raft.SnapshotFailure
+				p.t.log.Warn("snapshot send failed", "peer", fmt.Sprintf("%x", p.id), "err", err)
+			} else {
+				p.t.log.Info("snapshot sent", "peer", fmt.Sprintf("%x", p.id), "index", m.GetSnapshot().GetMetadata().GetIndex())
+			}
+			p.t.cfg.Raft.ReportSnapshot(p.id, st)
+		}
+	}
+}
+
+func (p *peer) sendSnapshot(m *raftpb.Message) error {
+	if p.t.cfg.Faults.drop(p.t.cfg.ID, p.id) {
+		return errors.New("dropped by fault injection")
+	}
+	c, err := p.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stopc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	st, err := c.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	hdr := func() *transportpb.SnapshotChunk {
+		return &transportpb.SnapshotChunk{ClusterId: p.t.cfg.ClusterID, From: p.t.cfg.ID, To: p.id}
+	}
+	err = p.t.cfg.Storage.StreamState(1<<20, func(chunk []byte) error {
+		ch := hdr()
+		ch.Data = chunk
+		return st.Send(ch)
+	})
+	if err != nil {
+		return err
+	}
+	mb, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	last := hdr()
+	last.Message = mb
+	if err := st.Send(last); err != nil {
+		return err
+	}
+	_, err = st.CloseAndRecv()
+	return err
+}
+
+// Messages receives one sender's stream.
+func (t *GRPC) Messages(st grpc.ClientStreamingServer[transportpb.MessageBatch, transportpb.Ack]) error {
+	for {
+		b, err := st.Recv()
+		if err == io.EOF {
+			return st.SendAndClose(&transportpb.Ack{})
+		}
+		if err != nil {
+			return err
+		}
+		if err := t.checkFrame(b.GetClusterId(), b.GetTo()); err != nil {
+			return err
+		}
+		if t.cfg.Faults.drop(b.GetFrom(), t.cfg.ID) {
+			continue
+		}
+		for _, data := range b.GetMessages() {
+			m := &raftpb.Message{}
+			if err := proto.Unmarshal(data, m); err != nil {
+				return status.Errorf(codes.InvalidArgument, "bad raft message: %v", err)
+			}
+			if err := t.cfg.Raft.Step(st.Context(), m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Snapshot receives a snapshot, stages it, then hands raft the MsgSnap.
+func (t *GRPC) Snapshot(st grpc.ClientStreamingServer[transportpb.SnapshotChunk, transportpb.Ack]) error {
+	stager, err := t.cfg.Storage.StageSnapshot()
+	if err != nil {
+		return status.Errorf(codes.Internal, "stage snapshot: %v", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			stager.Abort()
+		}
+	}()
+	for {
+		ch, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		if err := t.checkFrame(ch.GetClusterId(), ch.GetTo()); err != nil {
+			return err
+		}
+		if len(ch.GetData()) > 0 {
+			if err := stager.Write(ch.GetData()); err != nil {
+				return status.Errorf(codes.Internal, "stage snapshot: %v", err)
+			}
+		}
+		if len(ch.GetMessage()) == 0 {
+			continue
+		}
+		m := &raftpb.Message{}
+		if err := proto.Unmarshal(ch.GetMessage(), m); err != nil {
+			return status.Errorf(codes.InvalidArgument, "bad snapshot message: %v", err)
+		}
+		if err := stager.Commit(m.GetSnapshot().GetMetadata().GetIndex()); err != nil {
+			return status.Errorf(codes.Internal, "stage snapshot: %v", err)
+		}
+		committed = true
+		if err := t.cfg.Raft.Step(st.Context(), m); err != nil {
+			return err
+		}
+		return st.SendAndClose(&transportpb.Ack{})
+	}
+}
+
+func (t *GRPC) checkFrame(clusterID, to uint64) error {
+	if clusterID != t.cfg.ClusterID {
+		return status.Errorf(codes.FailedPrecondition, "cluster id mismatch: frame for cluster %x, this member belongs to %x", clusterID, t.cfg.ClusterID)
+	}
+	if to != t.cfg.ID {
+		return status.Errorf(codes.FailedPrecondition, "member id mismatch: frame for %x, this member is %x", to, t.cfg.ID)
+	}
+	return nil
+}

@@ -1,0 +1,371 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/raftnode"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+)
+
+func (s *Server) startPeerListener() error {
+	lis, err := net.Listen("tcp", s.cfg.PeerAddr)
+	if err != nil {
+		return fmt.Errorf("peer listener: %w", err)
+	}
+	s.peerLis = lis
+	s.peerSrv = grpc.NewServer(grpc.MaxRecvMsgSize(256 << 20))
+	s.transport.Register(s.peerSrv)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.peerSrv.Serve(lis)
+	}()
+	return nil
+}
+
+// PeerAddr is the bound peer address ("" without a listener).
+func (s *Server) PeerAddr() string {
+	if s.peerLis == nil {
+		return ""
+	}
+	return s.peerLis.Addr().String()
+}
+
+// syncPeers points the transport at the members in the member table. It
+// runs after every applied membership change.
+func (s *Server) syncPeers() {
+	if s.transport == nil {
+		return
+	}
+	ms, err := raftnode.Members(s.store.DB())
+	if err != nil || len(ms) == 0 {
+		return
+	}
+	known := s.transport.Peers()
+	want := map[uint64]bool{}
+	for _, m := range ms {
+		want[m.GetId()] = true
+		s.transport.AddPeer(m.GetId(), m.GetPeerUrl())
+	}
+	for id := range known {
+		if !want[id] {
+			s.transport.RemovePeer(id)
+		}
+	}
+}
+
+// publishClientURL records this member's client URL in the member table
+// if it is missing or changed, so clients can discover every member.
+func (s *Server) publishClientURL() {
+	url := s.cfg.AdvertiseClientAddr
+	if url == "" {
+		return
+	}
+	ms, err := raftnode.Members(s.store.DB())
+	if err != nil {
+		return
+	}
+	for _, m := range ms {
+		if m.GetId() == s.memberID && m.GetClientUrl() == url {
+			return
+		}
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_MemberAttrs{MemberAttrs: &dkvpb.MemberAttrsRequest{Id: s.memberID, ClientUrl: url}}}
+		if _, err := s.node.Propose(ctx, req); err != nil {
+			s.log.Warn("publish client url", "err", err)
+		}
+	}()
+}
+
+// joinCluster asks a running member (cfg.Join) to add this node as a
+// learner, and learns the cluster id and the members' peer addresses.
+func (s *Server) joinCluster() (memberID, clusterID uint64, members []*dkvpb.Member, err error) {
+	memberID = MemberID(s.cfg.Name, s.cfg.PeerAddr)
+	var lastErr error
+	for _, ep := range s.cfg.Join {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		members, clusterID, err = s.joinVia(ctx, ep, memberID)
+		cancel()
+		if err == nil {
+			return memberID, clusterID, members, nil
+		}
+		lastErr = fmt.Errorf("join via %s: %w", ep, err)
+	}
+	return 0, 0, nil, lastErr
+}
+
+func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64) ([]*dkvpb.Member, uint64, error) {
+	conn, err := grpc.NewClient("passthrough:///"+ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close()
+	cc := dkvpb.NewClusterClient(conn)
+	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.WaitForReady(true))
+	if err != nil {
+		return nil, 0, dkverr.FromGRPC(err)
+	}
+	for _, m := range list.GetMembers() {
+		if m.GetId() == memberID {
+			// Already added (by an operator, or an earlier try).
+			return list.GetMembers(), list.GetHeader().GetClusterId(), nil
+		}
+		if m.GetName() == s.cfg.Name {
+			return nil, 0, fmt.Errorf("cluster already has a member named %q with peer URL %s", m.GetName(), m.GetPeerUrl())
+		}
+	}
+	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.cfg.PeerAddr, IsLearner: true})
+	if err != nil {
+		return nil, 0, dkverr.FromGRPC(err)
+	}
+	return resp.GetMembers(), resp.GetHeader().GetClusterId(), nil
+}
+
+// The membership calls need leader-only knowledge (progress, who is
+// active); a follower forwards them to the leader's client URL.
+func (s *Server) leaderClient(ctx context.Context) (dkvpb.ClusterClient, func(), error) {
+	// Right after a cluster forms, the leader may not have published its
+	// client URL yet: poll the member table until it has, or ctx ends.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if lead := s.node.Status().Lead; lead != 0 {
+			ms, err := raftnode.Members(s.store.DB())
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, m := range ms {
+				if m.GetId() == lead && m.GetClientUrl() != "" {
+					conn, err := grpc.NewClient("passthrough:///"+m.GetClientUrl(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+					if err != nil {
+						return nil, nil, err
+					}
+					return dkvpb.NewClusterClient(conn), func() { conn.Close() }, nil
+				}
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, nil, dkverr.New(dkverr.Unavailable, "no leader with a known client URL before the deadline")
+		}
+	}
+}
+
+func (s *Server) findMember(name string) (*dkvpb.Member, []*dkvpb.Member, error) {
+	ms, err := raftnode.Members(s.store.DB())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range ms {
+		if m.GetName() == name {
+			return m, ms, nil
+		}
+	}
+	return nil, ms, dkverr.New(dkverr.NotFound, "no member named %q", name)
+}
+
+func (s *Server) membersResp() ([]*dkvpb.Member, error) {
+	return raftnode.Members(s.store.DB())
+}
+
+func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequest) (*dkvpb.MemberAddResponse, error) {
+	s := c.s
+	if req.GetName() == "" || req.GetPeerUrl() == "" {
+		return nil, dkverr.New(dkverr.InvalidInput, "member add needs a name and a peer URL")
+	}
+	if _, _, err := net.SplitHostPort(req.GetPeerUrl()); err != nil {
+		return nil, dkverr.New(dkverr.InvalidInput, "peer URL %q is not host:port", req.GetPeerUrl())
+	}
+	if !s.node.Status().IsLeader {
+		lc, closeFn, err := s.leaderClient(ctx)
+		if err != nil {
+			return nil, wireErr(err)
+		}
+		defer closeFn()
+		return lc.MemberAdd(ctx, req)
+	}
+	if m, ms, _ := s.findMember(req.GetName()); m != nil {
+		return nil, dkverr.New(dkverr.Conflict, "a member named %q already exists", req.GetName())
+	} else {
+		for _, o := range ms {
+			if o.GetPeerUrl() == req.GetPeerUrl() {
+				return nil, dkverr.New(dkverr.Conflict, "member %q already uses peer URL %s", o.GetName(), o.GetPeerUrl())
+			}
+		}
+	}
+	id := MemberID(req.GetName(), req.GetPeerUrl())
+	rec := &dkvpb.Member{Id: id, Name: req.GetName(), PeerUrl: req.GetPeerUrl(), IsLearner: req.GetIsLearner()}
+	ctxData, err := proto.Marshal(&dkvpb.ConfChangeContext{Member: rec})
+	if err != nil {
+		return nil, err
+	}
+	typ := raftpb.ConfChangeAddNode
+	if req.GetIsLearner() {
+		typ = raftpb.ConfChangeAddLearnerNode
+	}
+	if err := s.node.ProposeConfChange(ctx, &raftpb.ConfChange{Type: typ.Enum(), NodeId: new(id), Context: ctxData}); err != nil {
+		return nil, wireErr(err)
+	}
+	ms, err := s.membersResp()
+	if err != nil {
+		return nil, wireErr(err)
+	}
+	return &dkvpb.MemberAddResponse{Header: s.header(), Member: rec, Members: ms}, nil
+}
+
+func (c *clusterService) MemberPromote(ctx context.Context, req *dkvpb.MemberPromoteRequest) (*dkvpb.MemberPromoteResponse, error) {
+	s := c.s
+	if !s.node.Status().IsLeader {
+		lc, closeFn, err := s.leaderClient(ctx)
+		if err != nil {
+			return nil, wireErr(err)
+		}
+		defer closeFn()
+		return lc.MemberPromote(ctx, req)
+	}
+	m, _, err := s.findMember(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if !m.GetIsLearner() {
+		return nil, dkverr.New(dkverr.Conflict, "member %q is already a voter", req.GetName())
+	}
+	var match, leaderMatch uint64
+	var found bool
+	if err := s.node.Inspect(ctx, func(rn *raft.RawNode) {
+		rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id == m.GetId() {
+				match, found = pr.Match, true
+			}
+			if id == s.memberID {
+				leaderMatch = pr.Match
+			}
+		})
+	}); err != nil {
+		return nil, wireErr(err)
+	}
+	// Caught up: within 10% (and at most 1000 entries) of the leader.
+	lag := leaderMatch - min(match, leaderMatch)
+	if !found || match == 0 || lag > 1000 || float64(match) < 0.9*float64(leaderMatch) {
+		return nil, dkverr.New(dkverr.Conflict, "learner %q has not caught up (replicated to index %d, leader at %d); retry when it has", req.GetName(), match, leaderMatch)
+	}
+	ctxData, _ := proto.Marshal(&dkvpb.ConfChangeContext{Member: &dkvpb.Member{Id: m.GetId(), Name: m.GetName(), PeerUrl: m.GetPeerUrl(), ClientUrl: m.GetClientUrl()}})
+	if err := s.node.ProposeConfChange(ctx, &raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(m.GetId()), Context: ctxData}); err != nil {
+		return nil, wireErr(err)
+	}
+	ms, err := s.membersResp()
+	if err != nil {
+		return nil, wireErr(err)
+	}
+	return &dkvpb.MemberPromoteResponse{Header: s.header(), Members: ms}, nil
+}
+
+func (c *clusterService) MemberRemove(ctx context.Context, req *dkvpb.MemberRemoveRequest) (*dkvpb.MemberRemoveResponse, error) {
+	s := c.s
+	if !s.node.Status().IsLeader {
+		lc, closeFn, err := s.leaderClient(ctx)
+		if err != nil {
+			return nil, wireErr(err)
+		}
+		defer closeFn()
+		return lc.MemberRemove(ctx, req)
+	}
+	m, _, err := s.findMember(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if !m.GetIsLearner() {
+		// The remaining voters that are reachable must still form a
+		// quorum of the new configuration.
+		voters, active := 0, 0
+		if err := s.node.Inspect(ctx, func(rn *raft.RawNode) {
+			rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+				if pr.IsLearner || id == m.GetId() {
+					return
+				}
+				voters++
+				if pr.RecentActive || id == s.memberID {
+					active++
+				}
+			})
+		}); err != nil {
+			return nil, wireErr(err)
+		}
+		if voters == 0 {
+			return nil, dkverr.New(dkverr.Conflict, "cannot remove %q: it is the last voter", req.GetName())
+		}
+		if active < voters/2+1 {
+			return nil, dkverr.New(dkverr.Conflict, "cannot remove %q: only %d of the remaining %d voters are reachable, fewer than a quorum", req.GetName(), active, voters)
+		}
+	}
+	if err := s.node.ProposeConfChange(ctx, &raftpb.ConfChange{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(m.GetId())}); err != nil {
+		if errors.Is(err, raftnode.ErrStopped) && m.GetId() == s.memberID {
+			// Removing ourselves: raft stepped this leader down.
+			return &dkvpb.MemberRemoveResponse{Header: s.header()}, nil
+		}
+		return nil, wireErr(err)
+	}
+	ms, err := s.membersResp()
+	if err != nil {
+		return nil, wireErr(err)
+	}
+	return &dkvpb.MemberRemoveResponse{Header: s.header(), Members: ms}, nil
+}
+
+func (c *clusterService) LeaderTransfer(ctx context.Context, req *dkvpb.LeaderTransferRequest) (*dkvpb.LeaderTransferResponse, error) {
+	s := c.s
+	m, _, err := s.findMember(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if m.GetIsLearner() {
+		return nil, dkverr.New(dkverr.InvalidInput, "member %q is a learner; only voters can lead", req.GetName())
+	}
+	if s.node.Status().Lead == m.GetId() {
+		return &dkvpb.LeaderTransferResponse{Header: s.header(), LeaderId: m.GetId()}, nil
+	}
+	if !s.node.Status().IsLeader {
+		lc, closeFn, err := s.leaderClient(ctx)
+		if err != nil {
+			return nil, wireErr(err)
+		}
+		defer closeFn()
+		return lc.LeaderTransfer(ctx, req)
+	}
+	if err := s.node.TransferLeadership(ctx, m.GetId()); err != nil {
+		return nil, wireErr(err)
+	}
+	return &dkvpb.LeaderTransferResponse{Header: s.header(), LeaderId: m.GetId()}, nil
+}
+
+// ReachableVoters counts the voters the leader has heard from recently,
+// itself included (0 on a follower).
+func (s *Server) ReachableVoters(ctx context.Context) (int, error) {
+	n := 0
+	err := s.node.Inspect(ctx, func(rn *raft.RawNode) {
+		if rn.BasicStatus().RaftState != raft.StateLeader {
+			return
+		}
+		rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if !pr.IsLearner && (pr.RecentActive || id == s.memberID) {
+				n++
+			}
+		})
+	})
+	return n, err
+}

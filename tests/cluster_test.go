@@ -1,0 +1,273 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/server"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func put(t *testing.T, nd *Node, key, val string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := nd.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte(key), Value: []byte(val)})
+	if err != nil {
+		t.Fatalf("put %s on %s: %v", key, nd.Name, err)
+	}
+	return resp.Header.Revision
+}
+
+func get(t *testing.T, nd *Node, key string, serializable bool) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := nd.KV.Range(ctx, &dkvpb.RangeRequest{Key: []byte(key), Serializable: serializable})
+	if err != nil {
+		t.Fatalf("get %s on %s: %v", key, nd.Name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", false
+	}
+	return string(resp.Kvs[0].Value), true
+}
+
+func TestClusterReplicatesWritesFromAnyNode(t *testing.T) {
+	c := NewCluster(t, 3, server.Config{})
+	for i, nd := range c.Nodes {
+		put(t, nd, fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i))
+	}
+	// Linearizable reads on every node, followers included, see every
+	// acknowledged write without waiting.
+	for _, nd := range c.Nodes {
+		for i := range c.Nodes {
+			if v, ok := get(t, nd, fmt.Sprintf("k%d", i), false); !ok || v != fmt.Sprintf("v%d", i) {
+				t.Fatalf("%s reads k%d = %q, %v", nd.Name, i, v, ok)
+			}
+		}
+	}
+	c.WaitConverged()
+	h0 := c.Hash(c.Nodes[0], 0)
+	for _, nd := range c.Nodes[1:] {
+		if h := c.Hash(nd, h0.Revision); h.Hash != h0.Hash {
+			t.Fatalf("%s hash %x != %x at rev %d", nd.Name, h.Hash, h0.Hash, h0.Revision)
+		}
+	}
+}
+
+func TestLeaderFailoverLosesNoAcknowledgedWrite(t *testing.T) {
+	c := NewCluster(t, 3, server.Config{})
+	acked := map[string]string{}
+	for i := 0; i < 50; i++ {
+		k := fmt.Sprintf("a%d", i)
+		put(t, c.Nodes[i%3], k, k)
+		acked[k] = k
+	}
+	old := c.WaitLeader()
+	c.Stop(old)
+	nl := c.WaitLeader()
+	if nl == old {
+		t.Fatal("stopped node still leader")
+	}
+	for i := 0; i < 50; i++ {
+		k := fmt.Sprintf("b%d", i)
+		put(t, c.Followers()[0], k, k)
+		acked[k] = k
+	}
+	c.Start(old)
+	c.WaitConverged()
+	for _, nd := range c.Nodes {
+		for k, v := range acked {
+			if got, ok := get(t, nd, k, true); !ok || got != v {
+				t.Fatalf("%s lost %s (got %q)", nd.Name, k, got)
+			}
+		}
+	}
+}
+
+func TestPartitionedMinorityRefusesThenConverges(t *testing.T) {
+	c := NewCluster(t, 3, server.Config{})
+	put(t, c.Nodes[0], "x", "1")
+	// Cut off a follower.
+	minority := c.Followers()[0]
+	c.Isolate(minority)
+	c.Eventually(5*time.Second, "isolated node to lose its leader", func() bool {
+		return minority.Srv.LeaderID() == 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := minority.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte("x"), Value: []byte("minority")})
+	cancel()
+	if dkverr.CodeOf(err) != dkverr.Unavailable {
+		t.Fatalf("write on minority: want Unavailable, got %v", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = minority.KV.Range(ctx, &dkvpb.RangeRequest{Key: []byte("x")})
+	cancel()
+	if dkverr.CodeOf(err) != dkverr.Unavailable {
+		t.Fatalf("linearizable read on minority: want Unavailable, got %v", err)
+	}
+	// A serializable read is served locally, possibly stale.
+	if v, ok := get(t, minority, "x", true); !ok || v != "1" {
+		t.Fatalf("serializable read on minority: %q %v", v, ok)
+	}
+	// The majority keeps serving.
+	var majority *Node
+	for _, nd := range c.Nodes {
+		if nd != minority {
+			majority = nd
+		}
+	}
+	c.Eventually(5*time.Second, "majority leader", func() bool { return c.Leader() != nil && c.Leader() != minority })
+	put(t, majority, "x", "2")
+	c.Heal()
+	c.WaitConverged()
+	if v, _ := get(t, minority, "x", false); v != "2" {
+		t.Fatalf("healed minority reads %q, want 2", v)
+	}
+}
+
+func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
+	c := NewCluster(t, 3, server.Config{})
+	lag := c.Followers()[0]
+	c.Stop(lag)
+	l := c.WaitLeader()
+	// Enough writes to compact the log past what the follower has
+	// (SnapshotCount 10000 + CatchUpEntries 5000).
+	const n = 16000
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sem := make(chan struct{}, 64)
+	errc := make(chan error, n)
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem }()
+			_, err := l.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte(fmt.Sprintf("key/%06d", i)), Value: []byte("value")})
+			errc <- err
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Start(lag)
+	c.WaitConverged()
+	h := c.Hash(l, 0)
+	if got := c.Hash(lag, h.Revision); got.Hash != h.Hash {
+		t.Fatalf("after snapshot catch-up hash %x, leader %x at rev %d", got.Hash, h.Hash, h.Revision)
+	}
+	resp, err := lag.KV.Range(ctx, &dkvpb.RangeRequest{Key: []byte("key/"), Prefix: true, CountOnly: true, Serializable: true})
+	if err != nil || resp.Count != n {
+		t.Fatalf("lagging follower holds %v keys (err %v), want %d", resp.GetCount(), err, n)
+	}
+}
+
+func TestMembershipChangesUnderLoad(t *testing.T) {
+	c := NewCluster(t, 3, server.Config{})
+	stop := make(chan struct{})
+	loadErr := make(chan error, 1)
+	writes := make(chan int, 1)
+	target := c.Nodes[0]
+	go func() {
+		n := 0
+		defer func() { writes <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			nd := target
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := nd.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte(fmt.Sprintf("load/%d", i)), Value: []byte("x")})
+			cancel()
+			if err != nil && dkverr.CodeOf(err) != dkverr.Unavailable && status.Code(err) != codes.DeadlineExceeded {
+				loadErr <- err
+				return
+			}
+			n++
+		}
+	}()
+
+	n4 := c.Add("n4", []string{c.Nodes[0].Cfg.ClientAddr})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Promotion is refused until the learner has caught up, then works.
+	c.Eventually(20*time.Second, "n4 promoted", func() bool {
+		_, err := c.Nodes[1].Cluster.MemberPromote(ctx, &dkvpb.MemberPromoteRequest{Name: "n4"})
+		if err != nil && dkverr.CodeOf(err) != dkverr.Conflict && dkverr.CodeOf(err) != dkverr.Unavailable {
+			t.Fatalf("promote: %v", err)
+		}
+
+		return err == nil
+	})
+	list, err := n4.Cluster.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Members) != 4 {
+		t.Fatalf("want 4 members, got %v", list.Members)
+	}
+	// Transfer leadership to n4, then remove the old leader... first
+	// remove n3 (not the load's target).
+	if _, err := c.Nodes[0].Cluster.LeaderTransfer(ctx, &dkvpb.LeaderTransferRequest{Name: "n4"}); err != nil {
+		t.Fatalf("transfer to n4: %v", err)
+	}
+	c.Eventually(5*time.Second, "n4 leads", func() bool { return n4.Srv.IsLeader() })
+	if _, err := c.Nodes[0].Cluster.MemberRemove(ctx, &dkvpb.MemberRemoveRequest{Name: "n3"}); err != nil {
+		t.Fatalf("remove n3: %v", err)
+	}
+	// Removing the leader itself works too.
+	if _, err := c.Nodes[0].Cluster.MemberRemove(ctx, &dkvpb.MemberRemoveRequest{Name: "n4"}); err != nil {
+		t.Fatalf("remove leader n4: %v", err)
+	}
+	c.Eventually(10*time.Second, "a leader among n1, n2", func() bool {
+		return c.Nodes[0].Srv.IsLeader() || c.Nodes[1].Srv.IsLeader()
+	})
+	put(t, c.Nodes[1], "after", "membership")
+	close(stop)
+	select {
+	case err := <-loadErr:
+		t.Fatalf("load failed with a non-retryable error: %v", err)
+	case n := <-writes:
+		if n == 0 {
+			t.Fatal("no writes succeeded during membership changes")
+		}
+	}
+	if _, err := c.Nodes[0].Cluster.MemberRemove(ctx, &dkvpb.MemberRemoveRequest{Name: "nope"}); !errors.Is(dkverr.FromGRPC(err), dkverr.Sentinel(dkverr.NotFound)) && dkverr.CodeOf(err) != dkverr.Unavailable {
+		t.Fatalf("remove unknown member: %v", err)
+	}
+}
+
+func TestUnsafeMemberRemoveIsRefused(t *testing.T) {
+	c := NewCluster(t, 3, server.Config{})
+	l := c.WaitLeader()
+	fs := c.Followers()
+	down, other := fs[0], fs[1]
+	c.Stop(down)
+	// Once the leader has noticed, removing the other live voter would
+	// leave {leader, down}: one reachable voter of two, no quorum.
+	c.Eventually(10*time.Second, "leader to see the stopped member as unreachable", func() bool {
+		n, err := l.Srv.ReachableVoters(context.Background())
+		return err == nil && n == 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := other.Cluster.MemberRemove(ctx, &dkvpb.MemberRemoveRequest{Name: other.Name})
+	if dkverr.CodeOf(err) != dkverr.Conflict {
+		t.Fatalf("unsafe remove: want Conflict, got %v", err)
+	}
+	// The membership is unchanged.
+	list, err := l.Cluster.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true})
+	if err != nil || len(list.Members) != 3 {
+		t.Fatalf("members after refused remove: %v, %v", list.GetMembers(), err)
+	}
+}
