@@ -35,6 +35,11 @@ type Config struct {
 	RetryBackoff time.Duration
 	// DialOptions are extra gRPC options, appended after the client's own.
 	DialOptions []grpc.DialOption
+	// AutoSyncInterval is how often the client asks the cluster for its
+	// members and adds their client URLs to the endpoints it balances
+	// over, so that naming one member is enough to reach them all
+	// (default 30s; negative disables discovery).
+	AutoSyncInterval time.Duration
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -47,6 +52,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.RetryBackoff == 0 {
 		c.RetryBackoff = 25 * time.Millisecond
+	}
+	if c.AutoSyncInterval == 0 {
+		c.AutoSyncInterval = 30 * time.Second
 	}
 }
 
@@ -75,9 +83,14 @@ type Client struct {
 	cluster dkvpb.ClusterClient
 	maint   dkvpb.MaintenanceClient
 
-	srv       *server.Server // embedded mode only
-	closeOnce sync.Once
-	closeErr  error
+	srv        *server.Server // embedded mode only
+	resolver   *manual.Resolver
+	stopSync   chan struct{}
+	epMu       sync.Mutex
+	discovered []string
+	syncDone   chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 var _ KV = (*Client)(nil)
@@ -115,7 +128,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, newError(ErrUnavailable, "no endpoint of %s reachable within %v: %v", strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, err)
 		}
 	}
-	return newClient(cfg, conn), nil
+	c := newClient(cfg, conn)
+	c.resolver = r
+	if cfg.AutoSyncInterval > 0 {
+		c.startAutoSync()
+	}
+	return c, nil
 }
 
 func newClient(cfg Config, conn *grpc.ClientConn) *Client {
@@ -146,6 +164,10 @@ func waitConnected(ctx context.Context, conn *grpc.ClientConn, timeout time.Dura
 // Close releases the connection and, in embedded mode, stops the node.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		if c.stopSync != nil {
+			close(c.stopSync)
+			<-c.syncDone
+		}
 		c.closeErr = c.conn.Close()
 		if c.srv != nil {
 			if err := c.srv.Stop(); err != nil && c.closeErr == nil {
