@@ -102,6 +102,7 @@ JSON object per command with -o json.
 		a.compactCmd(),
 		a.statusCmd(),
 		a.memberCmd(),
+		a.devClusterCmd(),
 	)
 	return root
 }
