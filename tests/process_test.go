@@ -1,0 +1,231 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dkv-io/dkv/client"
+)
+
+var failoverRounds = flag.Int("failover.rounds", 2, "leader kills in TestProcessClusterLeaderKill")
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// dkvBinary builds cmd/dkv once per test binary run.
+func dkvBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dkv-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "dkv")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/dkv-io/dkv/cmd/dkv").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// procMember is one `dkv serve` process of a process-level cluster.
+type procMember struct {
+	name, client, peer, dir string
+	args                    []string
+	cmd                     *exec.Cmd
+	exited                  chan struct{}
+}
+
+func (m *procMember) start(t testing.TB) {
+	t.Helper()
+	m.cmd = exec.Command(dkvBinary(t), m.args...)
+	logf, err := os.Create(filepath.Join(filepath.Dir(m.dir), m.name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cmd.Stdout, m.cmd.Stderr = logf, logf
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m.exited = make(chan struct{})
+	go func() { m.cmd.Wait(); logf.Close(); close(m.exited) }()
+}
+
+func (m *procMember) kill9() {
+	m.cmd.Process.Signal(syscall.SIGKILL)
+	<-m.exited
+}
+
+func startProcCluster(t *testing.T, n int) []*procMember {
+	t.Helper()
+	base := t.TempDir()
+	var ms []*procMember
+	var initial []string
+	for i := 0; i < n; i++ {
+		m := &procMember{name: fmt.Sprintf("n%d", i+1), client: FreeAddr(t), peer: FreeAddr(t), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
+		ms = append(ms, m)
+		initial = append(initial, m.name+"="+m.peer)
+	}
+	for _, m := range ms {
+		m.args = []string{"serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
+			"--http-addr", "", "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ",")}
+		m.start(t)
+	}
+	t.Cleanup(func() {
+		for _, m := range ms {
+			if m.cmd.ProcessState == nil {
+				m.kill9()
+			}
+		}
+	})
+	return ms
+}
+
+func leaderOf(ctx context.Context, ms []*procMember) *procMember {
+	for _, m := range ms {
+		select {
+		case <-m.exited:
+			continue
+		default:
+		}
+		c, err := client.New(ctx, client.Config{Endpoints: []string{m.client}, DialTimeout: 500 * time.Millisecond, AutoSyncInterval: -1})
+		if err != nil {
+			continue
+		}
+		st, err := c.Status(ctx)
+		c.Close()
+		if err == nil && st.LeaderId == st.MemberId && st.LeaderId != 0 {
+			return m
+		}
+	}
+	return nil
+}
+
+// TestProcessClusterLeaderKill runs three real dkv serve processes, kills
+// the leader with SIGKILL while a writer runs, measures the time from the
+// kill to the next successful write, restarts the old leader, and checks
+// that no acknowledged write was lost on any member.
+func TestProcessClusterLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test; skipped with -short")
+	}
+	ms := startProcCluster(t, 3)
+	var eps []string
+	for _, m := range ms {
+		eps = append(eps, m.client)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	var (
+		mu     sync.Mutex
+		acked  = map[string]bool{}
+		lastOK time.Time
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := fmt.Sprintf("w/%06d", i)
+			wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := cl.Put(wctx, k, []byte(k))
+			wcancel()
+			if err == nil {
+				mu.Lock()
+				acked[k] = true
+				lastOK = time.Now()
+				mu.Unlock()
+			} else if !errors.Is(err, client.ErrUnavailable) && !errors.Is(err, client.ErrUnknownOutcome) {
+				t.Errorf("write %s: unexpected error %v", k, err)
+				return
+			}
+		}
+	}()
+	waitWrites := func(after time.Time) time.Duration {
+		t.Helper()
+		var d time.Duration
+		Eventually(t, 30*time.Second, "a successful write", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if lastOK.After(after) {
+				d = lastOK.Sub(after)
+				return true
+			}
+			return false
+		})
+		return d
+	}
+	waitWrites(time.Now())
+	var failovers []time.Duration
+	for r := 0; r < *failoverRounds; r++ {
+		var l *procMember
+		Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
+		killed := time.Now()
+		l.kill9()
+		failovers = append(failovers, waitWrites(killed))
+		l.start(t)
+	}
+	close(stop)
+	<-done
+	sort.Slice(failovers, func(i, j int) bool { return failovers[i] < failovers[j] })
+	t.Logf("failover (SIGKILL of leader to next acknowledged write) over %d rounds: min %v, median %v, max %v",
+		len(failovers), failovers[0], failovers[len(failovers)/2], failovers[len(failovers)-1])
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(acked) == 0 {
+		t.Fatal("no acknowledged writes")
+	}
+	for _, m := range ms {
+		mc, err := client.New(ctx, client.Config{Endpoints: []string{m.client}, DialTimeout: 20 * time.Second, AutoSyncInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res *client.RangeResult
+		Eventually(t, 30*time.Second, m.name+" serving linearizable reads", func() bool {
+			res, err = mc.List(ctx, "w/")
+			return err == nil
+		})
+		got := map[string]bool{}
+		for _, kv := range res.KVs {
+			got[kv.Key] = true
+		}
+		for k := range acked {
+			if !got[k] {
+				t.Errorf("%s lost acknowledged write %s", m.name, k)
+			}
+		}
+		mc.Close()
+	}
+	t.Logf("%d acknowledged writes, all present on all %d members", len(acked), len(ms))
+}
