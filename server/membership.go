@@ -52,6 +52,16 @@ func (s *Server) syncPeers() {
 	if err != nil || len(ms) == 0 {
 		return
 	}
+	self := false
+	for _, m := range ms {
+		self = self || m.GetId() == s.memberID
+	}
+	if !self {
+		s.removedOnce.Do(func() {
+			s.log.Warn("this member was removed from the cluster; it no longer takes part", "member_id", fmt.Sprintf("%x", s.memberID))
+			close(s.removed)
+		})
+	}
 	known := s.transport.Peers()
 	want := map[uint64]bool{}
 	for _, m := range ms {
@@ -369,3 +379,7 @@ func (s *Server) ReachableVoters(ctx context.Context) (int, error) {
 	})
 	return n, err
 }
+
+// Removed is closed when this member has been removed from the cluster;
+// dkv serve exits then.
+func (s *Server) Removed() <-chan struct{} { return s.removed }

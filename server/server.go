@@ -59,6 +59,9 @@ type Server struct {
 	stopErr   error
 	wg        sync.WaitGroup
 	purgeKick chan struct{}
+
+	removed     chan struct{}
+	removedOnce sync.Once
 }
 
 // New validates cfg and returns a Server that is not yet started.
@@ -73,6 +76,7 @@ func New(cfg Config) (*Server, error) {
 		ready:     make(chan struct{}),
 		stopc:     make(chan struct{}),
 		purgeKick: make(chan struct{}, 1),
+		removed:   make(chan struct{}),
 	}, nil
 }
 

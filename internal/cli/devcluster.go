@@ -119,17 +119,23 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string) error {
 	for _, p := range procs {
 		go func(p *exec.Cmd) { p.Wait(); exited <- struct{}{} }(p)
 	}
-	select {
-	case <-ctx.Done():
-	case <-exited:
-		fmt.Fprintln(a.stderr, "a member exited; stopping the cluster")
-		exited <- struct{}{} // count it again below
+	// A member may exit on its own (removed from the cluster, or killed to
+	// try failover); the rest keep running until Ctrl-C or all are gone.
+	running := len(procs)
+wait:
+	for running > 0 {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-exited:
+			running--
+		}
 	}
 	for _, p := range procs {
 		p.Process.Signal(syscall.SIGTERM)
 	}
 	deadline := time.After(10 * time.Second)
-	for range procs {
+	for range running {
 		select {
 		case <-exited:
 		case <-deadline:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/spf13/cobra"
 )
@@ -23,7 +24,9 @@ func (a *app) memberCmd() *cobra.Command {
 		Use:   "member",
 		Short: "Cluster membership",
 		Args:  args(cobra.NoArgs),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("member needs a subcommand: list") },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("member needs a subcommand: list, add, promote, remove")
+		},
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
@@ -58,6 +61,89 @@ func (a *app) memberCmd() *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Name, m.PeerURL, m.ClientURL, role)
 				}
 				return tw.Flush()
+			})
+		},
+	})
+	var learner bool
+	add := &cobra.Command{
+		Use:   "add NAME PEER_ADDR",
+		Short: "Add a member (start it afterwards with dkv serve --join)",
+		Args:  args(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				resp, err := c.MemberAdd(ctx, argv[0], argv[1], learner)
+				if err != nil {
+					return err
+				}
+				return a.printMembership(resp.GetMembers(), fmt.Sprintf("added %s (%x)", argv[0], resp.GetMember().GetId()))
+			})
+		},
+	}
+	add.Flags().BoolVar(&learner, "learner", false, "add as a non-voting learner (recommended; promote when caught up)")
+	cmd.AddCommand(add, &cobra.Command{
+		Use:   "promote NAME",
+		Short: "Make a caught-up learner a voter",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				resp, err := c.MemberPromote(ctx, argv[0])
+				if err != nil {
+					return err
+				}
+				return a.printMembership(resp.GetMembers(), "promoted "+argv[0])
+			})
+		},
+	}, &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a member (refused if the rest could not form a quorum)",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				resp, err := c.MemberRemove(ctx, argv[0])
+				if err != nil {
+					return err
+				}
+				return a.printMembership(resp.GetMembers(), "removed "+argv[0])
+			})
+		},
+	})
+	return cmd
+}
+
+func (a *app) printMembership(ms []*dkvpb.Member, msg string) error {
+	if a.json() {
+		out := []jsonMember{}
+		for _, m := range ms {
+			out = append(out, jsonMember{ID: fmt.Sprintf("%x", m.GetId()), Name: m.GetName(), PeerURL: m.GetPeerUrl(), ClientURL: m.GetClientUrl(), IsLearner: m.GetIsLearner()})
+		}
+		return writeJSON(a.stdout, map[string]any{"result": msg, "members": out})
+	}
+	_, err := fmt.Fprintln(a.stdout, msg)
+	return err
+}
+
+func (a *app) leaderCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "leader",
+		Short: "Raft leadership",
+		Args:  args(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("leader needs a subcommand: transfer") },
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "transfer NAME",
+		Short: "Move leadership to the named voter",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				resp, err := c.LeaderTransfer(ctx, argv[0])
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return writeJSON(a.stdout, map[string]any{"leader_id": fmt.Sprintf("%x", resp.GetLeaderId())})
+				}
+				_, err = fmt.Fprintf(a.stdout, "%s (%x) is the leader\n", argv[0], resp.GetLeaderId())
+				return err
 			})
 		},
 	})

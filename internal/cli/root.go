@@ -103,6 +103,7 @@ JSON object per command with -o json.
 		a.statusCmd(),
 		a.memberCmd(),
 		a.devClusterCmd(),
+		a.leaderCmd(),
 	)
 	return root
 }

@@ -37,6 +37,9 @@ stops the node cleanly.`,
 	f.StringVar(&cfg.PeerAddr, "peer-addr", "127.0.0.1:7862", "raft peer listen address")
 	f.StringVar(&cfg.Name, "name", "default", "this member's name, unique in the cluster")
 	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "name=peerAddr,... of a new cluster (default: this node alone)")
+	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "", `"new" to bootstrap --initial-cluster, "existing" to join (default: existing with --join, else new)`)
+	f.StringSliceVar(&cfg.Join, "join", nil, "client endpoints of a running cluster to join as a learner (comma separated)")
+	f.StringVar(&cfg.AdvertiseClientAddr, "advertise-client-addr", "", "client address other members and clients use to reach this node (default --client-addr)")
 	f.IntVar(&cfg.MaxValueBytes, "max-value-bytes", 1<<20, "largest value accepted")
 	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", 128, "most operations in one transaction")
 	f.Int64Var(&cfg.AutoCompactRevisions, "auto-compact-revisions", 0, "keep only the last N revisions (0: off)")
@@ -69,7 +72,11 @@ func (a *app) serve(cfg server.Config) error {
 		fmt.Fprintln(a.stdout, "ready")
 	case <-ctx.Done():
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-srv.Removed():
+		fmt.Fprintln(a.stdout, "removed from the cluster")
+	}
 	fmt.Fprintln(a.stdout, "shutting down")
 	done := make(chan error, 1)
 	go func() { done <- srv.Stop() }()
