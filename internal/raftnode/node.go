@@ -558,7 +558,10 @@ func (n *Node) run() {
 			}
 			startRound()
 		case p := <-n.propc:
-			props, perrs = props[:0], perrs[:0]
+			// A fresh slice each time: on a follower raft forwards these
+			// entries to the leader in a message the transport encodes
+			// later, so the backing array must not be reused.
+			props, perrs = make([]*raftpb.Entry, 0, 1+len(n.propc)), perrs[:0]
 			props = append(props, &raftpb.Entry{Data: p.data})
 			perrs = append(perrs, p.errc)
 		drain:
@@ -767,7 +770,13 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	n.mu.Lock()
 	for _, d := range done {
 		if ch, ok := n.waiters[d.id]; ok {
-			ch <- d.res
+			// Never block the raft loop on a caller: each waiter gets
+			// one result and is then forgotten.
+			delete(n.waiters, d.id)
+			select {
+			case ch <- d.res:
+			default:
+			}
 		}
 	}
 	n.mu.Unlock()
