@@ -19,3 +19,18 @@ lint:
 # (needs protoc: apt-get install protobuf-compiler).
 generate:
 	./scripts/generate.sh
+
+# Randomized fault schedule (docs/reliability.md): DURATION is split
+# between a 3-node in-process cluster and 3 `dkv serve` processes behind
+# fault proxies. The seed is printed; SEED=... replays the schedule.
+# Fails on any anomaly; evidence goes to ./artifacts ($DKV_ARTIFACTS).
+SEED ?= 0
+DURATION ?= 60s
+chaos:
+	DKV_ARTIFACTS=$${DKV_ARTIFACTS:-$(CURDIR)/artifacts} $(GO) test -count=1 -v -timeout 0 -run '^TestChaos$$' ./tests/chaos \
+		-args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) $(CHAOSFLAGS)
+
+# Side-by-side comparison with etcd (installs Debian's etcd-server if
+# missing). NODES=1|3, DURATION per workload; see bench/compare/README.md.
+compare:
+	$(MAKE) -C bench compare

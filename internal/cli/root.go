@@ -104,6 +104,7 @@ JSON object per command with -o json.
 		a.memberCmd(),
 		a.devClusterCmd(),
 		a.leaderCmd(),
+		a.benchCmd(),
 	)
 	return root
 }

@@ -1,0 +1,270 @@
+// Command compare runs the same workloads against a DKV cluster and an etcd
+// cluster started side by side on loopback (same machine, same disk, fsync
+// on for both, one system at a time) and prints one table: workload ×
+// system with ops/s, p50, p99 and the DKV/etcd ratios. See README.md.
+//
+// Both systems are measured by the same load loop and histogram
+// (github.com/dkv-io/dkv/internal/bench/runner): DKV through `dkv bench -o
+// json` run as a subprocess, etcd in this process through its own Go
+// client (go.etcd.io/etcd/client/v3) with identical parameters. The DKV
+// side is a subprocess because DKV's and etcd's generated protobuf code
+// both register a file named "kv.proto", and linking both into one binary
+// panics at init.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dkv-io/dkv/internal/bench/runner"
+)
+
+type config struct {
+	nodes      int
+	duration   time.Duration
+	clients    int
+	conns      int
+	keys       int
+	valueSize  int
+	workloads  []string
+	systems    []string
+	dir        string
+	keep       bool
+	out        string
+	jsonOut    string
+	dkvBin     string
+	etcdBin    string
+	repo       string
+	noInstall  bool
+	fsyncCount int
+}
+
+func main() {
+	var c config
+	var workloads, systems string
+	flag.IntVar(&c.nodes, "nodes", 3, "cluster size for both systems (1 or 3)")
+	flag.DurationVar(&c.duration, "duration", 15*time.Second, "measured time per workload and system")
+	flag.IntVar(&c.clients, "clients", 64, "concurrent clients for the multi-client workloads")
+	flag.IntVar(&c.conns, "conns", 8, "gRPC connections the clients share, spread over the nodes")
+	flag.IntVar(&c.keys, "keys", 10000, "key space size")
+	flag.IntVar(&c.valueSize, "value-size", 256, "value size in bytes")
+	flag.StringVar(&workloads, "workloads", strings.Join(defaultWorkloadNames(), ","), "comma-separated workloads to run, in order")
+	flag.StringVar(&systems, "systems", "etcd,dkv", "comma-separated systems to run")
+	flag.StringVar(&c.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir; keep it on the disk you mean to measure)")
+	flag.BoolVar(&c.keep, "keep", false, "keep the data directories and logs")
+	flag.StringVar(&c.out, "out", "compare-results.md", "markdown file for the table")
+	flag.StringVar(&c.jsonOut, "json", "", "also write every raw result as JSON here")
+	flag.StringVar(&c.dkvBin, "dkv", "", "dkv binary to use (default: build ./cmd/dkv of the repository)")
+	flag.StringVar(&c.etcdBin, "etcd", "", "etcd binary (default: etcd on PATH, installed with apt-get if missing)")
+	flag.StringVar(&c.repo, "repo", "", "DKV repository root (default: found from the working directory)")
+	flag.BoolVar(&c.noInstall, "no-install", false, "fail instead of installing etcd with apt-get")
+	flag.IntVar(&c.fsyncCount, "fsync-samples", 200, "4 KiB write+fdatasync samples for the disk latency line")
+	flag.Parse()
+	c.workloads = splitList(workloads)
+	c.systems = splitList(systems)
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func (c *config) validate() error {
+	if c.nodes != 1 && c.nodes != 3 && c.nodes != 5 {
+		return fmt.Errorf("-nodes must be 1, 3 or 5, got %d", c.nodes)
+	}
+	if c.duration <= 0 || c.clients < 1 || c.conns < 1 || c.keys < 1 || c.valueSize < 0 {
+		return errors.New("-duration, -clients, -conns and -keys must be positive")
+	}
+	for _, w := range c.workloads {
+		if _, ok := workloadByName(w); !ok {
+			return fmt.Errorf("unknown workload %q (have %v)", w, defaultWorkloadNames())
+		}
+	}
+	for _, s := range c.systems {
+		if s != "etcd" && s != "dkv" {
+			return fmt.Errorf("unknown system %q (etcd, dkv)", s)
+		}
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// workload is one row of the table; both systems run it with the same
+// parameters.
+type workload struct {
+	name         string
+	desc         string
+	op           string // "put" or "get"
+	clients      int    // 0: -clients
+	conns        int    // 0: -conns
+	serializable bool
+}
+
+var workloadTable = []workload{
+	{name: "put", desc: "put, random keys", op: "put"},
+	{name: "get", desc: "linearizable get", op: "get"},
+	{name: "get-serializable", desc: "serializable get", op: "get", serializable: true},
+	{name: "put-1client", desc: "put, 1 client (latency)", op: "put", clients: 1, conns: 1},
+}
+
+func defaultWorkloadNames() []string {
+	var n []string
+	for _, w := range workloadTable {
+		n = append(n, w.name)
+	}
+	return n
+}
+
+func workloadByName(name string) (workload, bool) {
+	for _, w := range workloadTable {
+		if w.name == name {
+			return w, true
+		}
+	}
+	return workload{}, false
+}
+
+func (w workload) params(c config) (clients, conns int) {
+	clients, conns = w.clients, w.conns
+	if clients == 0 {
+		clients = c.clients
+	}
+	if conns == 0 {
+		conns = c.conns
+	}
+	return clients, min(conns, clients)
+}
+
+// measurement is one cell pair of the table.
+type measurement struct {
+	Workload string         `json:"workload"`
+	System   string         `json:"system"`
+	Result   *runner.Result `json:"result,omitempty"`
+	Err      string         `json:"error,omitempty"`
+}
+
+func run(ctx context.Context, c config) error {
+	repo := c.repo
+	if repo == "" {
+		var err error
+		if repo, err = findRepo(); err != nil {
+			return err
+		}
+	}
+	base, err := os.MkdirTemp(c.dir, "dkv-compare-")
+	if err != nil {
+		return err
+	}
+	if c.keep {
+		fmt.Fprintf(os.Stderr, "keeping data and logs in %s\n", base)
+	} else {
+		defer os.RemoveAll(base)
+	}
+
+	m := machineInfo(repo)
+	fmt.Fprintf(os.Stderr, "machine: %s\n", m.summary())
+	m.Fsync, err = fsyncLatency(base, c.fsyncCount)
+	if err != nil {
+		return fmt.Errorf("fsync probe: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "disk: 4 KiB write+fdatasync %s\n", m.Fsync)
+
+	var results []measurement
+	for _, sys := range c.systems {
+		var rs []measurement
+		switch sys {
+		case "etcd":
+			etcdBin, err := ensureEtcd(ctx, c)
+			if err != nil {
+				return err
+			}
+			m.EtcdVersion = etcdVersion(etcdBin)
+			rs, err = runEtcd(ctx, c, etcdBin, filepath.Join(base, "etcd"))
+			if err != nil {
+				return fmt.Errorf("etcd: %w", err)
+			}
+		case "dkv":
+			dkvBin := c.dkvBin
+			if dkvBin == "" {
+				if dkvBin, err = buildDKV(ctx, repo, base); err != nil {
+					return err
+				}
+			}
+			rs, err = runDKV(ctx, c, dkvBin, filepath.Join(base, "dkv"))
+			if err != nil {
+				return fmt.Errorf("dkv: %w", err)
+			}
+		}
+		results = append(results, rs...)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+
+	table := renderTable(c, results)
+	fmt.Println()
+	fmt.Print(table.text)
+	md := renderMarkdown(c, m, table)
+	if err := os.WriteFile(c.out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "\nwrote %s\n", c.out)
+	if c.jsonOut != "" {
+		b, err := json.MarshalIndent(struct {
+			Machine machine       `json:"machine"`
+			Results []measurement `json:"results"`
+		}{m, results}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(c.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s\n", c.jsonOut)
+	}
+	return nil
+}
+
+// findRepo walks up from the working directory to the directory whose
+// go.mod declares module github.com/dkv-io/dkv.
+func findRepo() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "module github.com/dkv-io/dkv\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find the DKV repository (go.mod of github.com/dkv-io/dkv) above the working directory; pass -repo")
+		}
+		dir = parent
+	}
+}

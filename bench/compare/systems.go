@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/dkv-io/dkv/internal/bench/runner"
+)
+
+// keyPrefix and key match internal/bench's key layout, so both systems
+// hold the same keys and values.
+const keyPrefix = "bench/"
+
+func key(n int) string {
+	s := strconv.Itoa(n)
+	return keyPrefix + strings.Repeat("0", max(0, 10-len(s))) + s
+}
+
+func value(r *rand.Rand, n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[r.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+// runDKV starts the DKV cluster and runs each workload through `dkv bench
+// -o json`.
+func runDKV(ctx context.Context, c config, bin, dir string) ([]measurement, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command(bin, "bench", "--help").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s has no bench command (is it registered in internal/cli/root.go?): %v\n%s", bin, err, out)
+	}
+	cl, err := startDKV(bin, dir, c.nodes)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.stop()
+	eps := strings.Join(cl.endpoints, ",")
+	err = cl.waitReady(ctx, func(ctx context.Context, i int) error {
+		// /readyz says the member is up; a write through it says the
+		// cluster has a leader and commits.
+		args := []string{"--endpoints", cl.endpoints[i], "--timeout", "2s"}
+		if err := httpReady(ctx, "http://"+httpAddrOf(cl, i)+"/readyz"); err != nil {
+			return err
+		}
+		out, err := exec.CommandContext(ctx, bin, append([]string{"put", "compare/ready", "1"}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, bytes.TrimSpace(out))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "dkv: %d node(s) ready at %s\n", c.nodes, eps)
+
+	var out []measurement
+	for _, name := range c.workloads {
+		w, _ := workloadByName(name)
+		clients, conns := w.params(c)
+		args := []string{"bench", w.op, "-o", "json",
+			"--endpoints", eps,
+			"--clients", strconv.Itoa(clients),
+			"--conns", strconv.Itoa(conns),
+			"--duration", c.duration.String(),
+			"--keys", strconv.Itoa(c.keys),
+			"--value-size", strconv.Itoa(c.valueSize),
+			"--key-prefix", keyPrefix,
+		}
+		if w.serializable {
+			args = append(args, "--serializable")
+		}
+		fmt.Fprintf(os.Stderr, "\n== dkv %s: %s %s\n", name, bin, strings.Join(args, " "))
+		// Bound the subprocess: the run, a preload, and the per-op
+		// timeouts of a cluster that stopped answering.
+		rctx, cancel := context.WithTimeout(ctx, c.duration+3*time.Minute)
+		cmd := exec.CommandContext(rctx, bin, args...)
+		var stdout bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+		m := measurement{Workload: name, System: "dkv"}
+		if err := cmd.Run(); err != nil {
+			m.Err = err.Error()
+		} else {
+			var res runner.Result
+			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+				m.Err = fmt.Sprintf("parse dkv bench output: %v: %q", err, stdout.String())
+			} else {
+				m.Result = &res
+			}
+		}
+		cancel()
+		report(m)
+		out = append(out, m)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// httpAddrOf is member i's HTTP address: startDKV allocates client, peer
+// and HTTP ports in that order, and prints them; we recover it from the
+// member's command line.
+func httpAddrOf(cl *cluster, i int) string {
+	args := cl.procs[i].cmd.Args
+	for j := range args[:len(args)-1] {
+		if args[j] == "--http-addr" {
+			return args[j+1]
+		}
+	}
+	return ""
+}
+
+// runEtcd starts the etcd cluster and runs each workload in this process
+// through clientv3, with the runner `dkv bench` uses.
+func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	cl, err := startEtcd(bin, dir, c.nodes)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.stop()
+	// One client per "connection", each pinned to one member, like DKV's
+	// connections spread round-robin over the endpoints.
+	clients := make([]*clientv3.Client, c.conns)
+	defer func() {
+		for _, cli := range clients {
+			if cli != nil {
+				cli.Close()
+			}
+		}
+	}()
+	for i := range clients {
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints:   []string{cl.endpoints[i%len(cl.endpoints)]},
+			DialTimeout: 5 * time.Second,
+			Logger:      zap.NewNop(),
+		})
+		if err != nil {
+			return nil, cl.failure(err)
+		}
+		clients[i] = cli
+	}
+	err = cl.waitReady(ctx, func(ctx context.Context, i int) error {
+		_, err := clients[i%len(clients)].Put(ctx, "compare/ready", "1")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "etcd: %d node(s) ready at %s\n", c.nodes, strings.Join(cl.endpoints, ","))
+
+	seed := uint64(time.Now().UnixNano())
+	var out []measurement
+	for _, name := range c.workloads {
+		w, _ := workloadByName(name)
+		nclients, nconns := w.params(c)
+		fmt.Fprintf(os.Stderr, "\n== etcd %s: clients=%d conns=%d duration=%s keys=%d value-size=%d serializable=%v\n",
+			name, nclients, nconns, c.duration, c.keys, c.valueSize, w.serializable)
+		m := measurement{Workload: name, System: "etcd"}
+		if w.op == "get" {
+			if err := etcdPreload(ctx, clients, c.keys, c.valueSize, seed); err != nil {
+				m.Err = "preload: " + err.Error()
+				out = append(out, m)
+				report(m)
+				continue
+			}
+		}
+		res, err := runner.Run(ctx, runner.RunConfig{
+			Workload: w.op,
+			System:   "etcd",
+			Clients:  nclients,
+			Duration: c.duration,
+			Progress: os.Stderr,
+			Classify: classifyEtcd,
+		}, func(i int) (runner.Worker, error) {
+			kv := clients[i%nconns]
+			r := rand.New(rand.NewPCG(seed, uint64(i)))
+			val := value(r, c.valueSize)
+			var opts []clientv3.OpOption
+			if w.serializable {
+				opts = append(opts, clientv3.WithSerializable())
+			}
+			return runner.WorkerFunc(func(ctx context.Context) error {
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				k := key(r.IntN(c.keys))
+				var err error
+				if w.op == "put" {
+					_, err = kv.Put(ctx, k, val)
+				} else {
+					_, err = kv.Get(ctx, k, opts...)
+				}
+				return err
+			}), nil
+		})
+		if err != nil {
+			m.Err = err.Error()
+		}
+		if res != nil {
+			res.Conns = nconns
+			res.Params = map[string]any{"keys": c.keys, "value_size": c.valueSize, "endpoints": cl.endpoints, "seed": seed}
+			if w.serializable {
+				res.Params["serializable"] = true
+			}
+			m.Result = res
+		}
+		report(m)
+		out = append(out, m)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// etcdPreload writes every key once unless the key space is full, as
+// internal/bench does for DKV's get workload.
+func etcdPreload(ctx context.Context, clients []*clientv3.Client, keys, valueSize int, seed uint64) error {
+	got, err := clients[0].Get(ctx, key(0), clientv3.WithRange(key(keys)), clientv3.WithCountOnly())
+	if err != nil {
+		return err
+	}
+	if got.Count >= int64(keys) {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "preloading %d keys (%d present)\n", keys, got.Count)
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := range 64 {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			kv := clients[i%len(clients)]
+			val := value(rand.New(rand.NewPCG(seed, uint64(i))), valueSize)
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= keys || ctx.Err() != nil {
+					return
+				}
+				pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := kv.Put(pctx, key(n), val)
+				pcancel()
+				if err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// classifyEtcd names an etcd client error by its gRPC code, like DKV's
+// transport errors.
+func classifyEtcd(err error) string {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code().String()
+	}
+	return runner.ClassifyGRPC(err)
+}
+
+func report(m measurement) {
+	if m.Err != "" {
+		fmt.Fprintf(os.Stderr, "%s %s: FAILED: %s\n", m.System, m.Workload, m.Err)
+		return
+	}
+	r := m.Result
+	fmt.Fprintf(os.Stderr, "%s %s: %.0f ops/s, p50 %s, p99 %s, errors %d\n", m.System, m.Workload,
+		r.OpsPerSec, runner.FormatLatency(r.Latency.P50), runner.FormatLatency(r.Latency.P99), r.ErrorCount())
+}

@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+)
+
+func init() {
+	Register("put", "random keys over the key space, one put per op", func() Workload { return putWorkload{} })
+	Register("get", "one linearizable (or --serializable) read of a random key per op; preloads the key space", func() Workload { return getWorkload{} })
+	Register("mixed", "gets with probability --read-ratio, puts otherwise; preloads the key space", func() Workload { return mixedWorkload{} })
+	Register("txn", "compare-and-swap: read a random key's version, then a txn that puts if the version is unchanged (a lost race counts as Conflict)", func() Workload { return txnWorkload{} })
+	Register("counter", "atomic +1 on a random counter key under <prefix>counter/", func() Workload { return counterWorkload{} })
+}
+
+type putWorkload struct{}
+
+func (putWorkload) Setup(context.Context, *Env) error { return nil }
+
+func (putWorkload) NewWorker(i int, env *Env) (Worker, error) {
+	kv, r := env.KV(i), env.Rand(i)
+	val := env.Value(r)
+	return WorkerFunc(func(ctx context.Context) error {
+		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: env.Key(r.IntN(env.Opts.Keys)), Value: val})
+		return err
+	}), nil
+}
+
+type getWorkload struct{}
+
+func (getWorkload) Setup(ctx context.Context, env *Env) error { return preload(ctx, env) }
+
+func (getWorkload) NewWorker(i int, env *Env) (Worker, error) {
+	kv, r := env.KV(i), env.Rand(i)
+	return WorkerFunc(func(ctx context.Context) error {
+		_, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: env.Key(r.IntN(env.Opts.Keys)), Serializable: env.Opts.Serializable})
+		return err
+	}), nil
+}
+
+type mixedWorkload struct{}
+
+func (mixedWorkload) Setup(ctx context.Context, env *Env) error { return preload(ctx, env) }
+
+func (mixedWorkload) NewWorker(i int, env *Env) (Worker, error) {
+	kv, r := env.KV(i), env.Rand(i)
+	val := env.Value(r)
+	return WorkerFunc(func(ctx context.Context) error {
+		key := env.Key(r.IntN(env.Opts.Keys))
+		if r.Float64() < env.Opts.ReadRatio {
+			_, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: key, Serializable: env.Opts.Serializable})
+			return err
+		}
+		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: key, Value: val})
+		return err
+	}), nil
+}
+
+// errCASLost is a txn op whose compare failed: another client wrote the
+// key between the read and the txn.
+var errCASLost = dkverr.New(dkverr.Conflict, "compare-and-swap lost the race")
+
+type txnWorkload struct{}
+
+func (txnWorkload) Setup(context.Context, *Env) error { return nil }
+
+func (txnWorkload) NewWorker(i int, env *Env) (Worker, error) {
+	kv, r := env.KV(i), env.Rand(i)
+	val := env.Value(r)
+	return WorkerFunc(func(ctx context.Context) error {
+		key := env.Key(r.IntN(env.Opts.Keys))
+		got, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: key, Serializable: env.Opts.Serializable})
+		if err != nil {
+			return err
+		}
+		var version int64 // 0: the key does not exist
+		if len(got.Kvs) > 0 {
+			version = got.Kvs[0].Version
+		}
+		resp, err := kv.Txn(ctx, &dkvpb.TxnRequest{
+			Compare: []*dkvpb.Compare{{
+				Key:         key,
+				Target:      dkvpb.Compare_VERSION,
+				Result:      dkvpb.Compare_EQUAL,
+				TargetUnion: &dkvpb.Compare_Version{Version: version},
+			}},
+			Success: []*dkvpb.RequestOp{{Request: &dkvpb.RequestOp_RequestPut{RequestPut: &dkvpb.PutRequest{Key: key, Value: val}}}},
+		})
+		if err != nil {
+			return err
+		}
+		if !resp.Succeeded {
+			return errCASLost
+		}
+		return nil
+	}), nil
+}
+
+type counterWorkload struct{}
+
+func (counterWorkload) Setup(context.Context, *Env) error { return nil }
+
+// CounterPrefix is where the counter workload keeps its counters, apart
+// from the put/get key space whose values are not integers.
+func CounterPrefix(o *Options) string { return o.KeyPrefix + "counter/" }
+
+func (counterWorkload) NewWorker(i int, env *Env) (Worker, error) {
+	kv, r := env.KV(i), env.Rand(i)
+	prefix := CounterPrefix(env.Opts)
+	return WorkerFunc(func(ctx context.Context) error {
+		_, err := kv.Counter(ctx, &dkvpb.CounterRequest{Key: appendKey(nil, prefix, r.IntN(env.Opts.Keys)), Delta: 1})
+		return err
+	}), nil
+}
+
+// preload writes every key of the key space once, unless the space
+// already holds that many keys, so reads find values of the configured
+// size. It uses up to Clients concurrent writers.
+func preload(ctx context.Context, env *Env) error {
+	if env.Opts.NoPreload {
+		return nil
+	}
+	kv := env.KV(0)
+	rctx, cancel := opContext(ctx, env.Opts.OpTimeout)
+	got, err := kv.Range(rctx, &dkvpb.RangeRequest{Key: env.Key(0), RangeEnd: env.Key(env.Opts.Keys), CountOnly: true})
+	cancel()
+	if err != nil {
+		return err
+	}
+	if got.Count >= int64(env.Opts.Keys) {
+		return nil
+	}
+	if env.Opts.Progress != nil {
+		fmt.Fprintf(env.Opts.Progress, "preloading %d keys (%d present)\n", env.Opts.Keys, got.Count)
+	}
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	ctx, cancel = context.WithCancel(ctx)
+	defer cancel()
+	for i := range min(env.Opts.Clients, 64) {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			kv, val := env.KV(i), env.Value(env.Rand(i))
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= env.Opts.Keys || ctx.Err() != nil {
+					return
+				}
+				if err := putWithTimeout(ctx, kv, env.Opts.OpTimeout, &dkvpb.PutRequest{Key: env.Key(n), Value: val}); err != nil {
+					errOnce.Do(func() { firstErr = err; cancel() })
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	return firstErr
+}
+
+func opContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func putWithTimeout(ctx context.Context, kv dkvpb.KVClient, d time.Duration, req *dkvpb.PutRequest) error {
+	ctx, cancel := opContext(ctx, d)
+	defer cancel()
+	_, err := kv.Put(ctx, req)
+	return err
+}

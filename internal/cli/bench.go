@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dkv-io/dkv/internal/bench"
+)
+
+// benchCmd is `dkv bench WORKLOAD`: one subcommand per workload registered
+// in internal/bench, so a new workload needs no CLI change. It uses the
+// global --endpoints and -o; the result goes to stdout (one table, or JSON
+// with -o json), the progress line to stderr.
+func (a *app) benchCmd() *cobra.Command {
+	var (
+		o        bench.Options
+		quiet    bool
+		duration time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "bench WORKLOAD",
+		Short: "Generate load against a cluster and report throughput and latency",
+		Long: `Run a workload against --endpoints with --clients concurrent clients
+sharing --conns gRPC connections (spread over the endpoints), for --duration
+or --total ops. Prints ops/s, p50/p90/p99/p99.9/max latency of the
+successful ops, and failed ops counted by status; -o json for machines. A
+progress line goes to stderr every second (--quiet: none).
+
+Keys are <--key-prefix><10-digit index>, uniform over --keys. get and mixed
+first write every key once unless the key space is already full
+(--no-preload skips that). Run against a test cluster: put, mixed, txn and
+counter overwrite keys under the prefix.`,
+		Example: `  dkv bench put --clients 64 --value-size 256 --duration 15s
+  dkv bench get --serializable -o json
+  dkv bench mixed --read-ratio 0.9 --total 100000`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.IntVar(&o.Clients, "clients", 64, "concurrent clients (goroutines)")
+	pf.IntVar(&o.Conns, "conns", 8, "gRPC connections shared round-robin by the clients")
+	pf.DurationVar(&duration, "duration", 10*time.Second, "how long to run (ignored with --total unless also given)")
+	pf.Int64Var(&o.Total, "total", 0, "stop after this many ops")
+	pf.Float64Var(&o.Rate, "rate", 0, "cap on ops/s across all clients (0: unlimited)")
+	pf.IntVar(&o.Keys, "keys", 100000, "key space size")
+	pf.IntVar(&o.ValueSize, "value-size", 256, "value size in bytes")
+	pf.Float64Var(&o.ReadRatio, "read-ratio", 0.9, "mixed: fraction of ops that are reads")
+	pf.BoolVar(&o.Serializable, "serializable", false, "serializable (local, possibly stale) reads instead of linearizable")
+	pf.StringVar(&o.KeyPrefix, "key-prefix", "bench/", "prefix of every key the benchmark touches")
+	pf.BoolVar(&o.NoPreload, "no-preload", false, "get, mixed: do not write the key space first")
+	pf.Uint64Var(&o.Seed, "seed", 0, "random seed for key choice (0: from the clock)")
+	pf.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "time limit for one op; a timed-out op counts as DeadlineExceeded")
+	pf.BoolVarP(&quiet, "quiet", "q", false, "no progress line")
+
+	for _, name := range bench.WorkloadNames() {
+		cmd.AddCommand(&cobra.Command{
+			Use:   name,
+			Short: bench.WorkloadDoc(name),
+			Args:  args(cobra.NoArgs),
+			RunE: func(c *cobra.Command, _ []string) error {
+				o := o // the flags stay untouched for a second Execute
+				o.Workload = name
+				o.Duration = duration
+				if o.Total > 0 && !c.Flags().Changed("duration") {
+					o.Duration = 0
+				}
+				o.Endpoints = splitEndpoints(a.endpoints)
+				if len(o.Endpoints) == 0 {
+					return usagef("--endpoints is empty")
+				}
+				if o.Clients < 1 || o.Conns < 1 || o.Keys < 1 || o.ValueSize < 0 || o.Total < 0 || o.Duration < 0 ||
+					o.ReadRatio < 0 || o.ReadRatio > 1 || o.Rate < 0 {
+					return usagef("--clients, --conns and --keys must be >= 1; --value-size, --total, --duration and --rate >= 0; --read-ratio in [0, 1]")
+				}
+				if o.Duration == 0 && o.Total == 0 {
+					return usagef("set --duration or --total")
+				}
+				if !quiet {
+					o.Progress = a.stderr
+				}
+				return a.runBench(o)
+			},
+		})
+	}
+	return cmd
+}
+
+func (a *app) runBench(o bench.Options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := bench.Bench(ctx, o)
+	if res == nil {
+		return err
+	}
+	interrupted := errors.Is(err, context.Canceled)
+	if err != nil && !interrupted {
+		return err
+	}
+	if interrupted {
+		fmt.Fprintln(a.stderr, "interrupted: the result covers the ops completed so far")
+	}
+	var werr error
+	if a.json() {
+		werr = res.WriteJSON(a.stdout)
+	} else {
+		werr = res.WriteText(a.stdout)
+	}
+	if werr != nil {
+		return werr
+	}
+	if interrupted {
+		return err
+	}
+	return nil
+}
+
+func splitEndpoints(s string) []string {
+	var eps []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	return eps
+}
