@@ -80,6 +80,12 @@ type Node struct {
 	donec    chan struct{}
 	stopOnce sync.Once
 
+	// applyc feeds committed entries to the apply goroutine, so applying
+	// batch k overlaps persisting batch k+1. appliedc wakes the raft loop
+	// (to release reads) after each applied batch.
+	applyc   chan applyJob
+	appliedc chan struct{}
+
 	idPrefix uint64
 	idSeq    atomic.Uint64
 
@@ -106,6 +112,7 @@ type Stats struct {
 	AppliedBatch  atomic.Uint64
 	PendingProps  atomic.Int64
 	LeaderChanges atomic.Uint64
+	Readies       atomic.Uint64
 }
 
 type proposal struct {
@@ -189,6 +196,8 @@ func New(cfg Config) (*Node, error) {
 		reportc:  make(chan func(*raft.RawNode), 256),
 		stopc:    make(chan struct{}),
 		donec:    make(chan struct{}),
+		applyc:   make(chan applyJob, 64),
+		appliedc: make(chan struct{}, 1),
 		waiters:  make(map[uint64]chan any),
 		idPrefix: (cfg.ID & 0xffff) << 48,
 	}
@@ -505,7 +514,13 @@ type pendingRead struct {
 }
 
 func (n *Node) run() {
-	defer close(n.donec)
+	applyDone := make(chan struct{})
+	go n.runApply(applyDone)
+	defer func() {
+		close(n.applyc)
+		<-applyDone
+		close(n.donec)
+	}()
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 
@@ -606,12 +621,15 @@ func (n *Node) run() {
 			n.rn.TransferLeader(id)
 		case f := <-n.reportc:
 			f(n.rn)
+		case <-n.appliedc:
+			releaseReads()
 		case <-n.stopc:
 			return
 		}
 
 		for n.rn.HasReady() {
 			rd := n.rn.Ready()
+			n.stats.Readies.Add(1)
 			if err := n.handleReady(&rd); err != nil {
 				n.log.Error("raft ready loop failed; stopping node", "err", err)
 				panic(fmt.Sprintf("dkv: raft ready loop: %v", err))
@@ -645,8 +663,10 @@ func (n *Node) handleReady(rd *raft.Ready) error {
 		n.term.Store(rd.HardState.GetTerm())
 		n.committed.Store(rd.HardState.GetCommit())
 	}
-	// 1. Persist before sending anything of this Ready.
+	// 1. Persist before sending anything of this Ready. A snapshot
+	// replaces the state: everything queued for apply goes first.
 	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+		n.applyBarrier()
 		if err := n.installSnapshot(rd.Snapshot); err != nil {
 			return fmt.Errorf("install snapshot: %w", err)
 		}
@@ -658,13 +678,61 @@ func (n *Node) handleReady(rd *raft.Ready) error {
 	if len(rd.Messages) > 0 && n.cfg.Transport != nil {
 		n.cfg.Transport.Send(rd.Messages)
 	}
-	// 3. Apply.
+	// 3. Apply, on the apply goroutine (raft's doc allows Advance any time
+	// after persisting). Conf changes must reach the RawNode, which only
+	// this goroutine may touch: a batch holding one is applied here, after
+	// the queue drains, so order is kept.
 	if len(rd.CommittedEntries) > 0 {
-		if err := n.apply(rd.CommittedEntries); err != nil {
-			return err
+		if hasConfChange(rd.CommittedEntries) {
+			n.applyBarrier()
+			if err := n.apply(rd.CommittedEntries); err != nil {
+				return err
+			}
+			return nil
 		}
+		n.applyc <- applyJob{ents: rd.CommittedEntries}
 	}
 	return nil
+}
+
+type applyJob struct {
+	ents []*raftpb.Entry
+	done chan struct{} // barrier: closed when everything before is applied
+}
+
+func hasConfChange(ents []*raftpb.Entry) bool {
+	for _, e := range ents {
+		if e.GetType() != raftpb.EntryNormal {
+			return true
+		}
+	}
+	return false
+}
+
+// applyBarrier waits until every queued batch has been applied.
+func (n *Node) applyBarrier() {
+	done := make(chan struct{})
+	n.applyc <- applyJob{done: done}
+	<-done
+}
+
+// runApply applies queued batches in order until applyc is closed.
+func (n *Node) runApply(done chan struct{}) {
+	defer close(done)
+	for job := range n.applyc {
+		if job.done != nil {
+			close(job.done)
+			continue
+		}
+		if err := n.apply(job.ents); err != nil {
+			n.log.Error("apply failed; stopping node", "err", err)
+			panic(fmt.Sprintf("dkv: apply: %v", err))
+		}
+		select {
+		case n.appliedc <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (n *Node) installSnapshot(snap *raftpb.Snapshot) error {
