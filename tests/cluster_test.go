@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
+
+var snapshotKeys = flag.Int("snapshot.keys", 16000, "keys written while a follower is down in TestLaggingFollowerCatchesUpBySnapshot")
 
 func put(t *testing.T, nd *Node, key, val string) int64 {
 	t.Helper()
@@ -140,7 +143,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	l := c.WaitLeader()
 	// Enough writes to compact the log past what the follower has
 	// (SnapshotCount 10000 + CatchUpEntries 5000).
-	const n = 16000
+	n := *snapshotKeys
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sem := make(chan struct{}, 64)
@@ -158,14 +161,16 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	restarted := time.Now()
 	c.Start(lag)
 	c.WaitConverged()
+	t.Logf("follower caught up with %d keys by snapshot in %v (restart to applied = leader's commit)", n, time.Since(restarted))
 	h := c.Hash(l, 0)
 	if got := c.Hash(lag, h.Revision); got.Hash != h.Hash {
 		t.Fatalf("after snapshot catch-up hash %x, leader %x at rev %d", got.Hash, h.Hash, h.Revision)
 	}
 	resp, err := lag.KV.Range(ctx, &dkvpb.RangeRequest{Key: []byte("key/"), Prefix: true, CountOnly: true, Serializable: true})
-	if err != nil || resp.Count != n {
+	if err != nil || resp.Count != int64(n) {
 		t.Fatalf("lagging follower holds %v keys (err %v), want %d", resp.GetCount(), err, n)
 	}
 }
