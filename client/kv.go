@@ -55,6 +55,8 @@ type PutResult struct {
 	Revision int64
 	// PrevKV is the previous version, with WithPrevKV, if the key existed.
 	PrevKV *KeyValue
+	// Lease is the id of the lease a Put WithTTL granted, 0 otherwise.
+	Lease int64
 }
 
 // RangeResult is the outcome of a Range or List.
@@ -104,7 +106,7 @@ func fromPBs(kvs []*dkvpb.KeyValue) []*KeyValue {
 }
 
 func putResult(r *dkvpb.PutResponse) *PutResult {
-	return &PutResult{Revision: r.GetHeader().GetRevision(), PrevKV: fromPB(r.GetPrevKv())}
+	return &PutResult{Revision: r.GetHeader().GetRevision(), PrevKV: fromPB(r.GetPrevKv()), Lease: r.GetLease()}
 }
 
 func rangeResult(r *dkvpb.RangeResponse) *RangeResult {

@@ -1,6 +1,10 @@
 package client
 
-import dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+import (
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+)
 
 // OpOption configures one operation. Options that do not apply to an
 // operation are rejected with ErrInvalidInput rather than ignored.
@@ -22,12 +26,15 @@ type opConfig struct {
 	// writes
 	prevKV        bool
 	lease         int64
+	ttl           time.Duration
 	ifAbsent      bool
 	ifVersion     int64
 	ifModRevision int64
 	ignoreValue   bool
 	// counter
 	min, max *int64
+	// lock handle (reads and writes)
+	lock *dkvpb.LockHandle
 }
 
 func buildConfig(opts []OpOption) opConfig {
@@ -114,6 +121,12 @@ func WithPrevKV() OpOption { return func(c *opConfig) { c.prevKV = true } }
 // when the lease ends.
 func WithLease(id int64) OpOption { return func(c *opConfig) { c.lease = id } }
 
+// WithTTL makes a Put grant a fresh lease with TTL d (1s to 1 year, in
+// milliseconds) and attach the key to it, in one step: the key disappears
+// after d. PutResult.Lease is the lease's id, should the caller want to
+// keep it alive or revoke it. Exclusive with WithLease.
+func WithTTL(d time.Duration) OpOption { return func(c *opConfig) { c.ttl = d } }
+
 // IfAbsent applies a Put only if the key does not exist; otherwise it
 // fails with ErrConflict.
 func IfAbsent() OpOption { return func(c *opConfig) { c.ifAbsent = true } }
@@ -130,6 +143,13 @@ func IfModRevision(rev int64) OpOption { return func(c *opConfig) { c.ifModRevis
 // lease).
 func WithIgnoreValue() OpOption { return func(c *opConfig) { c.ignoreValue = true } }
 
+// WithLock makes a Put, Delete, Counter or Get (Range) under lock handle
+// h. On h's own key it proves ownership: while a key is locked, writes
+// without the current handle fail with ErrLocked. On any other key it is
+// a fence: the operation applies (or the read returns) only while h is
+// still the current holder, else ErrLocked. See docs/locks.md.
+func WithLock(h LockHandle) OpOption { return func(c *opConfig) { c.lock = h.pb() } }
+
 // WithMin makes a Counter fail with ErrConflict rather than go below n.
 func WithMin(n int64) OpOption { return func(c *opConfig) { c.min = &n } }
 
@@ -137,7 +157,7 @@ func WithMin(n int64) OpOption { return func(c *opConfig) { c.min = &n } }
 func WithMax(n int64) OpOption { return func(c *opConfig) { c.max = &n } }
 
 func (c *opConfig) readOnlyErr(op string) error {
-	if c.prevKV || c.lease != 0 || c.ifAbsent || c.ifVersion != 0 || c.ifModRevision != 0 || c.ignoreValue || c.min != nil || c.max != nil {
+	if c.prevKV || c.lease != 0 || c.ttl != 0 || c.ifAbsent || c.ifVersion != 0 || c.ifModRevision != 0 || c.ignoreValue || c.min != nil || c.max != nil {
 		return newError(ErrInvalidInput, "%s takes no write options", op)
 	}
 	return nil
@@ -160,6 +180,7 @@ func (c *opConfig) rangeRequest(key string) (*dkvpb.RangeRequest, error) {
 		CountOnly:    c.countOnly,
 		SortOrder:    sortOrderPB[c.sortOrder],
 		SortTarget:   sortTargetPB[c.sortTarget],
+		Lock:         c.lock,
 	}
 	if c.hasRange {
 		r.RangeEnd = []byte(c.rangeEnd)
@@ -171,7 +192,14 @@ func (c *opConfig) putRequest(key string, value []byte) (*dkvpb.PutRequest, erro
 	if c.prefix || c.hasRange || c.limit != 0 || c.rev != 0 || c.keysOnly || c.countOnly || c.serializable || c.min != nil || c.max != nil {
 		return nil, newError(ErrInvalidInput, "put takes no range, read or counter options")
 	}
+	if c.ttl != 0 && c.lease != 0 {
+		return nil, newError(ErrInvalidInput, "WithTTL and WithLease are exclusive")
+	}
+	if c.ttl < 0 || (c.ttl > 0 && c.ttl < time.Millisecond) {
+		return nil, newError(ErrInvalidInput, "WithTTL(%v): the TTL must be between 1s and 1 year", c.ttl)
+	}
 	return &dkvpb.PutRequest{
+		TtlMs:         c.ttl.Milliseconds(),
 		Key:           []byte(key),
 		Value:         value,
 		Lease:         c.lease,
@@ -180,11 +208,12 @@ func (c *opConfig) putRequest(key string, value []byte) (*dkvpb.PutRequest, erro
 		IfVersion:     c.ifVersion,
 		IfModRevision: c.ifModRevision,
 		IgnoreValue:   c.ignoreValue,
+		Lock:          c.lock,
 	}, nil
 }
 
 func (c *opConfig) deleteRequest(key string) (*dkvpb.DeleteRangeRequest, error) {
-	if c.limit != 0 || c.rev != 0 || c.keysOnly || c.countOnly || c.serializable || c.lease != 0 || c.ifAbsent || c.ifModRevision != 0 || c.ignoreValue || c.min != nil || c.max != nil {
+	if c.limit != 0 || c.rev != 0 || c.keysOnly || c.countOnly || c.serializable || c.lease != 0 || c.ttl != 0 || c.ifAbsent || c.ifModRevision != 0 || c.ignoreValue || c.min != nil || c.max != nil {
 		return nil, newError(ErrInvalidInput, "delete takes only WithPrefix, WithRange, WithPrevKV and IfVersion")
 	}
 	if c.prefix && c.hasRange {
@@ -195,6 +224,7 @@ func (c *opConfig) deleteRequest(key string) (*dkvpb.DeleteRangeRequest, error) 
 		Prefix:    c.prefix,
 		PrevKv:    c.prevKV,
 		IfVersion: c.ifVersion,
+		Lock:      c.lock,
 	}
 	if c.hasRange {
 		r.RangeEnd = []byte(c.rangeEnd)
@@ -203,8 +233,8 @@ func (c *opConfig) deleteRequest(key string) (*dkvpb.DeleteRangeRequest, error) 
 }
 
 func (c *opConfig) counterRequest(key string, delta int64) (*dkvpb.CounterRequest, error) {
-	if c.prefix || c.hasRange || c.limit != 0 || c.rev != 0 || c.keysOnly || c.countOnly || c.serializable || c.prevKV || c.ifAbsent || c.ifVersion != 0 || c.ifModRevision != 0 || c.ignoreValue {
+	if c.prefix || c.hasRange || c.limit != 0 || c.rev != 0 || c.keysOnly || c.countOnly || c.serializable || c.prevKV || c.ttl != 0 || c.ifAbsent || c.ifVersion != 0 || c.ifModRevision != 0 || c.ignoreValue {
 		return nil, newError(ErrInvalidInput, "counter takes only WithMin, WithMax and WithLease")
 	}
-	return &dkvpb.CounterRequest{Key: []byte(key), Delta: delta, Min: c.min, Max: c.max, Lease: c.lease}, nil
+	return &dkvpb.CounterRequest{Key: []byte(key), Delta: delta, Min: c.min, Max: c.max, Lease: c.lease, Lock: c.lock}, nil
 }

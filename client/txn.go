@@ -17,6 +17,8 @@ const (
 	CmpCreateRevision
 	CmpModRevision
 	CmpExists
+	// CmpLock compares lock ownership (LockHeld, LockNotHeld).
+	CmpLock
 )
 
 // CmpResult is how a Cmp compares.
@@ -49,6 +51,8 @@ type Cmp struct {
 	Number int64
 	// Exists is the operand of a CmpExists compare.
 	Exists bool
+	// Lock is the operand of a CmpLock compare.
+	Lock *LockHandle
 }
 
 // ValueCmp starts a compare on a key's value.
@@ -128,6 +132,9 @@ func (c Cmp) toPB() *dkvpb.Compare {
 	case CmpExists:
 		pc.Target = dkvpb.Compare_EXISTS
 		pc.TargetUnion = &dkvpb.Compare_Exists{Exists: c.Exists}
+	case CmpLock:
+		pc.Target = dkvpb.Compare_LOCK
+		pc.TargetUnion = &dkvpb.Compare_Lock{Lock: c.Lock.pb()}
 	}
 	return pc
 }

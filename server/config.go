@@ -54,12 +54,30 @@ type Config struct {
 	// after ElectionTicks ticks without a leader (default 10).
 	TickInterval  time.Duration
 	ElectionTicks int
+	// LeaseCheckpointInterval is how often the leader records each
+	// lease's remaining TTL through raft (default 5s). A lease whose
+	// leader dies expires at most TTL + election timeout + this interval
+	// after its last keep-alive (docs/leases.md).
+	LeaseCheckpointInterval time.Duration
+	// LeaseTick is how often the leader looks for expired leases and
+	// leases due a checkpoint (default 50ms): expiry is that much late at
+	// most, on top of one raft round.
+	LeaseTick time.Duration
+	// LeaseClock, when set, replaces the monotonic clock the leader
+	// measures lease deadlines with (tests skew or advance it).
+	LeaseClock interface{ Now() time.Time }
 	// Pprof serves /debug/pprof on the HTTP address.
 	Pprof bool
 	// NoSync skips fsync of the raft log. Only for tests and benchmarks
 	// of the CPU path: an acknowledged write may be lost on power loss.
 	NoSync bool
-	Logger *slog.Logger
+	// UnsafeLocalReads is a deliberately broken mode, for the reliability
+	// suite only (tests/chaos): linearizable reads are served from local
+	// state without the ReadIndex wait, so a partitioned or lagging node
+	// returns stale data. It exists to prove the linearizability checker
+	// catches a broken build; never set it anywhere else.
+	UnsafeLocalReads bool
+	Logger           *slog.Logger
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -81,6 +99,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ElectionTicks == 0 {
 		c.ElectionTicks = 10
+	}
+	if c.LeaseCheckpointInterval == 0 {
+		c.LeaseCheckpointInterval = 5 * time.Second
+	}
+	if c.LeaseTick == 0 {
+		c.LeaseTick = 50 * time.Millisecond
 	}
 	if c.InitialClusterState == "" {
 		c.InitialClusterState = "new"
@@ -106,6 +130,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AutoCompactRevisions < 0 || c.AutoCompactPeriod < 0 {
 		return fmt.Errorf("auto-compaction settings must not be negative")
+	}
+	if c.LeaseCheckpointInterval < 0 || c.LeaseTick < 0 {
+		return fmt.Errorf("lease checkpoint interval and lease tick must not be negative")
 	}
 	if c.ElectionTicks < 2 {
 		return fmt.Errorf("election ticks %d must be at least 2", c.ElectionTicks)

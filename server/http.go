@@ -44,9 +44,19 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if err := dkvpb.RegisterMaintenanceHandler(bg, gw, conn); err != nil {
 		return err
 	}
+	if err := dkvpb.RegisterLeaseHandler(bg, gw, conn); err != nil {
+		return err
+	}
+	if err := dkvpb.RegisterLockHandler(bg, gw, conn); err != nil {
+		return err
+	}
+	if err := dkvpb.RegisterWatchHandler(bg, gw, conn); err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
 	mux.HandleFunc("/v1/keys/", s.handleKey)
+	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")

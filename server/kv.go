@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/mvcc"
@@ -24,12 +25,24 @@ func (k *kvService) Range(ctx context.Context, req *dkvpb.RangeRequest) (*dkvpb.
 	if err := mvcc.ValidateRange(req, k.s.limits); err != nil {
 		return nil, err
 	}
-	if !req.GetSerializable() {
+	// UnsafeLocalReads skips the wait on purpose: see Config. A read
+	// under a lock handle always waits: it must not confirm a stale lock.
+	if !req.GetSerializable() && (!k.s.cfg.UnsafeLocalReads || req.GetLock() != nil) {
 		if err := k.s.node.WaitLinearizable(ctx); err != nil {
 			return nil, wireErr(err)
 		}
 	}
-	resp, err := k.s.kv.Range(k.s.store.DB(), req)
+	var r pebble.Reader = k.s.store.DB()
+	if req.GetLock() != nil {
+		// Check the lock and read the keys in one consistent view.
+		snap := k.s.store.DB().NewSnapshot()
+		defer snap.Close()
+		if err := mvcc.CheckReadLock(snap, req.GetLock()); err != nil {
+			return nil, err
+		}
+		r = snap
+	}
+	resp, err := k.s.kv.Range(r, req)
 	if err != nil {
 		return nil, wireErr(err)
 	}

@@ -176,7 +176,12 @@ func (s *Server) leaderClient(ctx context.Context) (dkvpb.ClusterClient, func(),
 	}
 }
 
-func (s *Server) findMember(name string) (*dkvpb.Member, []*dkvpb.Member, error) {
+// findMember looks name up in the member table after a linearizable wait,
+// so a change acknowledged anywhere is visible here.
+func (s *Server) findMember(ctx context.Context, name string) (*dkvpb.Member, []*dkvpb.Member, error) {
+	if err := s.node.WaitLinearizable(ctx); err != nil {
+		return nil, nil, wireErr(err)
+	}
 	ms, err := raftnode.Members(s.store.DB())
 	if err != nil {
 		return nil, nil, err
@@ -209,7 +214,7 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 		defer closeFn()
 		return lc.MemberAdd(ctx, req)
 	}
-	if m, ms, _ := s.findMember(req.GetName()); m != nil {
+	if m, ms, _ := s.findMember(ctx, req.GetName()); m != nil {
 		return nil, dkverr.New(dkverr.Conflict, "a member named %q already exists", req.GetName())
 	} else {
 		for _, o := range ms {
@@ -248,7 +253,7 @@ func (c *clusterService) MemberPromote(ctx context.Context, req *dkvpb.MemberPro
 		defer closeFn()
 		return lc.MemberPromote(ctx, req)
 	}
-	m, _, err := s.findMember(req.GetName())
+	m, _, err := s.findMember(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +300,7 @@ func (c *clusterService) MemberRemove(ctx context.Context, req *dkvpb.MemberRemo
 		defer closeFn()
 		return lc.MemberRemove(ctx, req)
 	}
-	m, _, err := s.findMember(req.GetName())
+	m, _, err := s.findMember(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +344,7 @@ func (c *clusterService) MemberRemove(ctx context.Context, req *dkvpb.MemberRemo
 
 func (c *clusterService) LeaderTransfer(ctx context.Context, req *dkvpb.LeaderTransferRequest) (*dkvpb.LeaderTransferResponse, error) {
 	s := c.s
-	m, _, err := s.findMember(req.GetName())
+	m, _, err := s.findMember(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -363,21 +368,21 @@ func (c *clusterService) LeaderTransfer(ctx context.Context, req *dkvpb.LeaderTr
 	return &dkvpb.LeaderTransferResponse{Header: s.header(), LeaderId: m.GetId()}, nil
 }
 
-// ReachableVoters counts the voters the leader has heard from recently,
-// itself included (0 on a follower).
-func (s *Server) ReachableVoters(ctx context.Context) (int, error) {
-	n := 0
+// ReachableVoters lists the voters the leader has heard from recently,
+// itself included (nil on a follower).
+func (s *Server) ReachableVoters(ctx context.Context) ([]uint64, error) {
+	var ids []uint64
 	err := s.node.Inspect(ctx, func(rn *raft.RawNode) {
 		if rn.BasicStatus().RaftState != raft.StateLeader {
 			return
 		}
 		rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
 			if !pr.IsLearner && (pr.RecentActive || id == s.memberID) {
-				n++
+				ids = append(ids, id)
 			}
 		})
 	})
-	return n, err
+	return ids, err
 }
 
 // Removed is closed when this member has been removed from the cluster;

@@ -15,10 +15,12 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/raftnode"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/internal/transport"
+	"github.com/dkv-io/dkv/internal/watch"
 	"go.etcd.io/raft/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -59,6 +61,10 @@ type Server struct {
 	stopErr   error
 	wg        sync.WaitGroup
 	purgeKick chan struct{}
+	lessor    *lease.Lessor // lease table; tracks deadlines on the leader
+	renewer   *renewer      // group-commits keep-alives
+	watchHub  *watch.Hub
+	lockWait  lockWaiters // wakes Acquire calls waiting for a grant
 
 	removed     chan struct{}
 	removedOnce sync.Once
@@ -157,6 +163,9 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.waitReady()
 	go s.autoCompactLoop()
 	go s.purgeLoop()
+	s.wg.Add(2)
+	go s.leaseLoop()
+	go s.renewer.loop()
 	return nil
 }
 
@@ -168,6 +177,11 @@ func (s *Server) startNode() error {
 		return err
 	}
 	s.kv = kv
+	s.lessor = lease.NewLessor(s.cfg.LeaseClock, s.cfg.LeaseCheckpointInterval)
+	s.renewer = newRenewer(s)
+	if err := s.loadLeases(); err != nil {
+		return err
+	}
 
 	var (
 		peers   []raft.Peer
@@ -252,6 +266,7 @@ func (s *Server) startNode() error {
 		}
 		s.syncPeers()
 	}
+	s.startWatch()
 	s.node.Run()
 	return nil
 }
@@ -291,6 +306,9 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
 	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
+	dkvpb.RegisterLeaseServer(s.grpcSrv, &leaseService{s: s})
+	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
+	dkvpb.RegisterWatchServer(s.grpcSrv, &watchService{s: s})
 
 	s.inproc = bufconn.Listen(1 << 20)
 	s.wg.Add(1)

@@ -20,6 +20,11 @@ func (m *stateMachine) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalR
 		return nil
 	}
 	res := m.s.kv.Apply(b, req)
+	if len(res.Leases) > 0 {
+		// The time this member learns of a lease change is what its
+		// lessor counts from (lease.Lessor.Promote).
+		m.s.lessor.Apply(res.Leases)
+	}
 	if req.GetCompact() != nil && res.Err == nil {
 		m.compacted = true
 	}
@@ -36,6 +41,22 @@ func (m *stateMachine) Committed(index uint64, results []any) {
 		default:
 		}
 	}
+	// Hand the events to the watch hub; it fans out on its own goroutine.
+	m.s.publishWatch(results)
+	// Wake Acquire calls whose grant is now applied and durable.
+	m.s.lockWait.notify(results)
 }
 
-func (m *stateMachine) Restored() error { return m.s.kv.Reload(m.s.store.DB()) }
+func (m *stateMachine) Restored() error {
+	if err := m.s.kv.Reload(m.s.store.DB()); err != nil {
+		return err
+	}
+	if err := m.s.loadLeases(); err != nil {
+		return err
+	}
+	// The state jumped: watchers replay the skipped revisions from history.
+	if m.s.watchHub != nil {
+		m.s.watchHub.Reset(m.s.kv.Revision())
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -260,9 +261,9 @@ func TestUnsafeMemberRemoveIsRefused(t *testing.T) {
 	c.Stop(down)
 	// Once the leader has noticed, removing the other live voter would
 	// leave {leader, down}: one reachable voter of two, no quorum.
-	c.Eventually(10*time.Second, "leader to see the stopped member as unreachable", func() bool {
-		n, err := l.Srv.ReachableVoters(context.Background())
-		return err == nil && n == 2
+	c.Eventually(10*time.Second, "leader to see the stopped member as unreachable and the other as reachable", func() bool {
+		ids, err := l.Srv.ReachableVoters(context.Background())
+		return err == nil && !slices.Contains(ids, down.ID()) && slices.Contains(ids, other.ID())
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

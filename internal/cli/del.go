@@ -10,6 +10,7 @@ import (
 
 func (a *app) delCmd() *cobra.Command {
 	var prefix, prev bool
+	var lockH string
 	cmd := &cobra.Command{
 		Use:     "del KEY",
 		Aliases: []string{"delete", "rm"},
@@ -26,6 +27,11 @@ number of keys deleted; deleting a missing key prints 0 and succeeds. With
 			if prev {
 				opts = append(opts, client.WithPrevKV())
 			}
+			lo, err := lockOpt(lockH)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, lo)
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				r, err := c.Delete(ctx, argv[0], opts...)
 				if err != nil {
@@ -42,5 +48,6 @@ number of keys deleted; deleting a missing key prints 0 and succeeds. With
 	}
 	cmd.Flags().BoolVar(&prefix, "prefix", false, "delete every key starting with KEY")
 	cmd.Flags().BoolVar(&prev, "prev", false, "print the deleted keys and values")
+	cmd.Flags().StringVar(&lockH, "lock", "", "delete under lock HANDLE; exit 5 if it is not current")
 	return cmd
 }

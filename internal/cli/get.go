@@ -12,6 +12,7 @@ func (a *app) getCmd() *cobra.Command {
 	var (
 		prefix, keysOnly, count, serializable bool
 		rev, limit                            int64
+		lockH                                 string
 	)
 	cmd := &cobra.Command{
 		Use:   "get KEY",
@@ -47,6 +48,11 @@ number of matching keys. -o json prints
 			if serializable {
 				opts = append(opts, client.WithSerializable())
 			}
+			lo, err := lockOpt(lockH)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, lo)
 			key := argv[0]
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				r, err := c.Range(ctx, key, opts...)
@@ -83,5 +89,6 @@ number of matching keys. -o json prints
 	f.BoolVar(&keysOnly, "keys-only", false, "print keys without values")
 	f.BoolVar(&count, "count", false, "print only the number of keys")
 	f.BoolVar(&serializable, "serializable", false, "read from the contacted node without a quorum round (may be stale)")
+	f.StringVar(&lockH, "lock", "", "read only while lock HANDLE is current (exit 5 otherwise)")
 	return cmd
 }

@@ -58,6 +58,7 @@ func toJSONRange(r *client.RangeResult) *jsonRange {
 type jsonPut struct {
 	Revision int64   `json:"revision"`
 	PrevKV   *jsonKV `json:"prev_kv,omitempty"`
+	Lease    int64   `json:"lease,omitempty"`
 }
 
 type jsonDelete struct {

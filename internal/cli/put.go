@@ -15,6 +15,8 @@ func (a *app) putCmd() *cobra.Command {
 		ifVersion int64
 		prev      bool
 		lease     int64
+		ttl       string
+		lockH     string
 	)
 	cmd := &cobra.Command{
 		Use:   "put KEY VALUE",
@@ -46,15 +48,30 @@ fails nothing is written and dkv exits with 4 (Conflict).`,
 			if lease != 0 {
 				opts = append(opts, client.WithLease(lease))
 			}
+			lo, err := lockOpt(lockH)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, lo)
+			if ttl != "" {
+				d, err := parseTTL(ttl)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, client.WithTTL(d))
+			}
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				r, err := c.Put(ctx, argv[0], value, opts...)
 				if err != nil {
 					return err
 				}
 				if a.json() {
-					return writeJSON(a.stdout, jsonPut{Revision: r.Revision, PrevKV: toJSONKV(r.PrevKV)})
+					return writeJSON(a.stdout, jsonPut{Revision: r.Revision, PrevKV: toJSONKV(r.PrevKV), Lease: r.Lease})
 				}
 				fmt.Fprintln(a.stdout, "OK")
+				if r.Lease != 0 {
+					fmt.Fprintf(a.stdout, "lease %d\n", r.Lease)
+				}
 				if r.PrevKV != nil {
 					writeKVs(a.stdout, []*client.KeyValue{r.PrevKV}, false)
 				}
@@ -67,5 +84,7 @@ fails nothing is written and dkv exits with 4 (Conflict).`,
 	f.Int64Var(&ifVersion, "if-version", 0, "write only if the key's version is N")
 	f.BoolVar(&prev, "prev", false, "also print the previous key and value")
 	f.Int64Var(&lease, "lease", 0, "attach the key to lease ID")
+	f.StringVar(&ttl, "ttl", "", "delete the key after this long (e.g. 30s; grants a lease, printed after OK)")
+	f.StringVar(&lockH, "lock", "", "write under lock HANDLE (from 'dkv lock acquire'); exit 5 if it is not current")
 	return cmd
 }

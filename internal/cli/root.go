@@ -52,6 +52,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	if code, ok := childExitCode(err); ok {
+		return code // dkv lock KEY -- COMMAND: COMMAND's own exit code
+	}
 	if isUsage(err) {
 		fmt.Fprintf(stderr, "Error: usage: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
 		return exitUsage
@@ -102,6 +105,10 @@ JSON object per command with -o json.
 		a.compactCmd(),
 		a.statusCmd(),
 		a.memberCmd(),
+		a.watchCmd(),
+		a.leaseCmd(),
+		a.lockCmd(),
+		a.electCmd(),
 		a.devClusterCmd(),
 		a.leaderCmd(),
 		a.benchCmd(),

@@ -29,6 +29,13 @@
 //	s/mm/rev                        current revision, 8 bytes big-endian
 //	s/mm/compact                    compact revision, 8 bytes big-endian
 //
+// Lease records live under s/l (package lease) and the lock table under
+// s/k (package lock); both are written here, in the same batch as the keys
+// they govern. Lock commands (lock.go) change no key and so no revision;
+// every write is checked against the lock table before anything is
+// written (a locked key needs its current handle; a handle on another key
+// is a fence), so a refused write still writes nothing.
+//
 // esc maps 0x00 to 0x00 0xFF, so "\x00\x01" ends the key unambiguously and
 // history keys sort by user key; the revision is big-endian and bitwise
 // inverted, so a key's newest version comes first and SeekGE(key, R)

@@ -33,7 +33,14 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, db: db, s: s}
+	h := &harness{t: t, db: db, s: s}
+	// Writes must name existing leases; tests use ids 1-9 freely. Grants
+	// change no key and no revision.
+	for id := int64(1); id <= 9; id++ {
+		h.mustApply(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseGrant{
+			LeaseGrant: &dkvpb.LeaseGrantRequest{Id: id, TtlMs: 60_000}}})
+	}
+	return h
 }
 
 // apply applies req in its own batch and commits it.

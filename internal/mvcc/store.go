@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/lease"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -53,6 +54,12 @@ type Result struct {
 	Events []Event
 	// Revision is the store revision after the command.
 	Revision int64
+	// Leases are the lease changes the command made (grants, renewals,
+	// checkpoints, revocations), for the server's lease table.
+	Leases []lease.Change
+	// Locks are the lock grants the command made (lock.go), for the
+	// server to wake the waiters they went to.
+	Locks []*LockGrant
 }
 
 // Store is the MVCC state machine. Apply, Reload and PurgeHistory's
@@ -182,13 +189,27 @@ func (s *Store) Apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		resp, err = w.counter(r.Counter)
 	case *dkvpb.InternalRequest_Compact:
 		resp, err = w.compact(r.Compact)
+	default:
+		var lr any
+		var ok bool
+		if lr, err, ok = w.applyLease(req); ok && err == nil {
+			resp = lr.(proto.Message)
+		} else if !ok {
+			lr, err, ok = w.applyLock(req)
+			if ok && err == nil {
+				resp = lr.(proto.Message)
+			}
+		}
+		if !ok {
+			err = invalid("unknown command %T", req.Request)
+		}
 	}
 	if err != nil {
 		return Result{Err: err, Revision: s.rev.Load()}
 	}
 	rev := w.finish()
 	setHeader(resp, rev)
-	return Result{Resp: resp, Events: w.events, Revision: rev}
+	return Result{Resp: resp, Events: w.events, Revision: rev, Leases: w.leases, Locks: w.locks}
 }
 
 // writer carries one command's writes: they all happen at revision rev,
@@ -201,6 +222,8 @@ type writer struct {
 	rev     int64 // revision of the command's writes
 	changes []change
 	events  []Event
+	leases  []lease.Change
+	locks   []*LockGrant
 }
 
 func (s *Store) newWriter(b *pebble.Batch) *writer {
@@ -237,6 +260,7 @@ func (w *writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	s.vbuf = appendHistPut(s.vbuf[:0], rec)
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
+	w.relink(key, prev.GetLease(), rec.lease)
 	w.changes = append(w.changes, change{kind: kindPut, key: key})
 	w.events = append(w.events, Event{Type: EventPut, KV: rec.kv(key), PrevKV: prev})
 }
@@ -247,6 +271,7 @@ func (w *writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	must(w.b.Delete(s.kbuf, nil))
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	must(w.b.Set(s.kbuf, []byte{kindTombstone}, nil))
+	w.relink(key, prev.GetLease(), 0)
 	w.changes = append(w.changes, change{kind: kindTombstone, key: key})
 	w.events = append(w.events, Event{
 		Type:   EventDelete,
@@ -261,6 +286,12 @@ func conflict(format string, args ...any) error {
 
 // checkPut checks a put's conditions against the current state.
 func (w *writer) checkPut(p *dkvpb.PutRequest) error {
+	if err := w.checkLease(p.Lease); err != nil {
+		return err
+	}
+	if err := w.checkWriteLock(p.Key, p.Lock); err != nil {
+		return err
+	}
 	if !p.IfAbsent && p.IfVersion == 0 && p.IfModRevision == 0 && !p.IgnoreValue {
 		return nil
 	}
@@ -298,6 +329,9 @@ func checkPutAgainst(p *dkvpb.PutRequest, prev record, exists bool) error {
 func (w *writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
 	prev, exists := w.get(p.Key)
 	rec := record{create: w.rev, mod: w.rev, version: 1, lease: p.Lease, value: p.Value}
+	if p.TtlMs > 0 {
+		rec.lease = w.grant(0, p.TtlMs, true)
+	}
 	var prevKV *dkvpb.KeyValue
 	if exists {
 		prevKV = prev.kv(p.Key)
@@ -309,6 +343,9 @@ func (w *writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
 	}
 	w.writePut(p.Key, &rec, prevKV)
 	resp := &dkvpb.PutResponse{}
+	if p.TtlMs > 0 {
+		resp.Lease = rec.lease
+	}
 	if p.PrevKv {
 		resp.PrevKv = prevKV
 	}
@@ -316,6 +353,9 @@ func (w *writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
 }
 
 func (w *writer) checkDelete(d *dkvpb.DeleteRangeRequest) error {
+	if err := w.checkDeleteLock(d); err != nil {
+		return err
+	}
 	if d.IfVersion == 0 {
 		return nil
 	}
@@ -352,6 +392,12 @@ func (w *writer) deleteRange(d *dkvpb.DeleteRangeRequest) *dkvpb.DeleteRangeResp
 }
 
 func (w *writer) counter(c *dkvpb.CounterRequest) (*dkvpb.CounterResponse, error) {
+	if err := w.checkLease(c.Lease); err != nil {
+		return nil, err
+	}
+	if err := w.checkWriteLock(c.Key, c.Lock); err != nil {
+		return nil, err
+	}
 	prev, exists := w.get(c.Key)
 	var cur int64
 	if exists {
@@ -437,6 +483,22 @@ func setHeader(m proto.Message, rev int64) {
 	case *dkvpb.CounterResponse:
 		r.Header = h
 	case *dkvpb.CompactResponse:
+		r.Header = h
+	case *dkvpb.LeaseGrantResponse:
+		r.Header = h
+	case *dkvpb.LeaseRevokeResponse:
+		r.Header = h
+	case *dkvpb.LeaseRenewResponse:
+		r.Header = h
+	case *dkvpb.LeaseCheckpointResponse:
+		r.Header = h
+	case *dkvpb.LeaseExpireResponse:
+		r.Header = h
+	case *dkvpb.LockAcquireResponse:
+		r.Header = h
+	case *dkvpb.LockReleaseResponse:
+		r.Header = h
+	case *dkvpb.LockCancelResponse:
 		r.Header = h
 	}
 }

@@ -30,6 +30,9 @@ func (w *writer) txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
 		switch r := op.Request.(type) {
 		case *dkvpb.RequestOp_RequestRange:
 			err = checkReadRevision(r.RequestRange.Revision, w.cur, w.comp)
+			if err == nil {
+				err = w.checkFence(r.RequestRange.Lock)
+			}
 		case *dkvpb.RequestOp_RequestPut:
 			err = w.checkPut(r.RequestPut)
 		case *dkvpb.RequestOp_RequestDeleteRange:
@@ -76,6 +79,8 @@ func (w *writer) compare(c *dkvpb.Compare) bool {
 		if exists != c.GetExists() {
 			cmp = 1
 		}
+	case dkvpb.Compare_LOCK:
+		cmp = w.compareLock(c)
 	}
 	switch c.Result {
 	case dkvpb.Compare_EQUAL:

@@ -64,6 +64,11 @@ func Validate(req *dkvpb.InternalRequest, l Limits) error {
 		return ValidateCounter(r.Counter, l)
 	case *dkvpb.InternalRequest_Compact:
 		return ValidateCompact(r.Compact)
+	case *dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LeaseRevoke, *dkvpb.InternalRequest_LeaseRenew,
+		*dkvpb.InternalRequest_LeaseCheckpoint, *dkvpb.InternalRequest_LeaseExpire:
+		return validateLease(req)
+	case *dkvpb.InternalRequest_LockAcquire, *dkvpb.InternalRequest_LockRelease, *dkvpb.InternalRequest_LockCancel:
+		return validateLock(req, l)
 	case nil:
 		return invalid("request has no command")
 	default:
@@ -122,7 +127,10 @@ func ValidatePut(p *dkvpb.PutRequest, l Limits) error {
 	if p.IfAbsent && (p.IfVersion > 0 || p.IfModRevision > 0) {
 		return invalid("if_absent cannot be combined with if_version or if_mod_revision")
 	}
-	return nil
+	if err := ValidateLockHandle(p.Lock, l); err != nil {
+		return err
+	}
+	return validateTTLPut(p)
 }
 
 // checkRange checks the key / range_end / prefix triple shared by range
@@ -169,7 +177,10 @@ func ValidateRange(r *dkvpb.RangeRequest, l Limits) error {
 	if _, ok := dkvpb.RangeRequest_SortTarget_name[int32(r.SortTarget)]; !ok {
 		return invalid("unknown sort_target %d", r.SortTarget)
 	}
-	return nil
+	if r.Lock != nil && r.Serializable {
+		return invalid("a read under a lock handle is linearizable; it cannot be serializable")
+	}
+	return ValidateLockHandle(r.Lock, l)
 }
 
 // ValidateDeleteRange checks a delete request.
@@ -187,7 +198,7 @@ func ValidateDeleteRange(d *dkvpb.DeleteRangeRequest, l Limits) error {
 	if d.IfVersion > 0 && (d.Prefix || len(d.RangeEnd) > 0) {
 		return invalid("if_version applies to a single key; it cannot be used with range_end or prefix")
 	}
-	return nil
+	return ValidateLockHandle(d.Lock, l)
 }
 
 // ValidateCounter checks a counter request.
@@ -205,7 +216,7 @@ func ValidateCounter(c *dkvpb.CounterRequest, l Limits) error {
 	if c.Min != nil && c.Max != nil && *c.Min > *c.Max {
 		return invalid("counter min %d is greater than max %d", *c.Min, *c.Max)
 	}
-	return nil
+	return ValidateLockHandle(c.Lock, l)
 }
 
 // ValidateCompact checks a compact request.
@@ -282,6 +293,16 @@ func validateCompare(c *dkvpb.Compare, l Limits) error {
 		_, ok = c.TargetUnion.(*dkvpb.Compare_Exists)
 		if c.Result != dkvpb.Compare_EQUAL && c.Result != dkvpb.Compare_NOT_EQUAL {
 			return invalid("compare on EXISTS takes EQUAL or NOT_EQUAL, not %s", c.Result)
+		}
+	case dkvpb.Compare_LOCK:
+		var v *dkvpb.Compare_Lock
+		if v, ok = c.TargetUnion.(*dkvpb.Compare_Lock); ok {
+			if err := ValidateLockHandle(v.Lock, l); err != nil {
+				return err
+			}
+		}
+		if c.Result != dkvpb.Compare_EQUAL && c.Result != dkvpb.Compare_NOT_EQUAL {
+			return invalid("compare on LOCK takes EQUAL or NOT_EQUAL, not %s", c.Result)
 		}
 	default:
 		return invalid("unknown compare target %d", c.Target)

@@ -330,9 +330,8 @@ func ctxErr(ctx context.Context, sent bool) error {
 // ProposeConfChange proposes a membership change and waits until it is
 // applied (ConfState reflects it).
 func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error {
-	var p *confProposal
 	for {
-		p = &confProposal{cc: cc, errc: make(chan error, 1)}
+		p := &confProposal{cc: cc, errc: make(chan error, 1)}
 		select {
 		case n.confc <- p:
 		case <-ctx.Done():
@@ -346,23 +345,79 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) err
 		case <-ctx.Done():
 			return ctxErr(ctx, true)
 		}
-		if err == nil {
-			break
+		if errors.Is(err, raft.ErrProposalDropped) {
+			if err := n.waitLeaderChange(ctx); err != nil {
+				return err
+			}
+			continue
 		}
-		if !errors.Is(err, raft.ErrProposalDropped) {
+		if errors.Is(err, errConfChangePending) {
+			if err := n.WaitLinearizable(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
 			return err
 		}
-		if err := n.waitLeaderChange(ctx); err != nil {
+		if p.index > 0 {
+			// Proposed on the leader at a known index: wait for it to
+			// apply here (this works even when it removes this member).
+			err = n.WaitApplied(ctx, p.index)
+		} else {
+			// Forwarded from a follower: a fresh read index covers it.
+			err = n.WaitLinearizable(ctx)
+		}
+		if err != nil {
 			return err
 		}
+		// raft silently turns a conf change into an empty entry while an
+		// earlier one is not yet applied (and right after an election):
+		// only the applied configuration says whether it took effect.
+		if confChangeTook(n.confState.Load(), cc) {
+			return nil
+		}
+		n.log.Debug("conf change was not applied by raft; retrying", "change", cc.AsV2().String())
+		t := time.NewTimer(n.cfg.TickInterval)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return dkverr.New(dkverr.Unavailable, "membership change not applied before the deadline (another change was pending)")
+		}
 	}
-	if p.index > 0 {
-		// Proposed on the leader at a known index: wait for it to apply
-		// here (this works even when the change removes this member).
-		return n.WaitApplied(ctx, p.index)
+}
+
+// confChangeTook reports whether every change in cc is reflected in cs.
+func confChangeTook(cs *raftpb.ConfState, cc raftpb.ConfChangeI) bool {
+	in := func(ids []uint64, id uint64) bool {
+		for _, x := range ids {
+			if x == id {
+				return true
+			}
+		}
+		return false
 	}
-	// Forwarded from a follower: a fresh read index covers it.
-	return n.WaitLinearizable(ctx)
+	for _, ch := range cc.AsV2().GetChanges() {
+		id := ch.GetNodeId()
+		voter := in(cs.GetVoters(), id)
+		learner := in(cs.GetLearners(), id) || in(cs.GetLearnersNext(), id)
+		switch ch.GetType() {
+		case raftpb.ConfChangeAddNode:
+			if !voter {
+				return false
+			}
+		case raftpb.ConfChangeAddLearnerNode:
+			if !learner {
+				return false
+			}
+		case raftpb.ConfChangeRemoveNode:
+			if voter || learner {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // TransferLeadership asks the leader to hand leadership to id.
@@ -531,6 +586,8 @@ func (n *Node) run() {
 		readSeq  uint64        // fresh id per round
 		props    []*raftpb.Entry
 		perrs    []chan error
+		// conf changes this leader appended, waiting for their index
+		pendingConfs []*confProposal
 	)
 	retryAfter := time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
 
@@ -595,12 +652,14 @@ func (n *Node) run() {
 				c <- err
 			}
 		case p := <-n.confc:
-			err := n.rn.ProposeConfChange(p.cc)
+			err := n.stepConfChange(p)
 			if err == nil && n.rn.BasicStatus().RaftState == raft.StateLeader {
-				// The entry is in raft's unstable log, not yet in storage.
-				p.index = n.lastIndexAfterPropose()
+				// Answered when the entry shows up in a Ready, with its
+				// index.
+				pendingConfs = append(pendingConfs, p)
+			} else {
+				p.errc <- err
 			}
-			p.errc <- err
 		case r := <-n.readc:
 			queued = append(queued, r)
 		drainReads:
@@ -630,6 +689,21 @@ func (n *Node) run() {
 		for n.rn.HasReady() {
 			rd := n.rn.Ready()
 			n.stats.Readies.Add(1)
+			for _, e := range rd.Entries {
+				if e.GetType() != raftpb.EntryNormal && len(pendingConfs) > 0 {
+					pendingConfs[0].index = e.GetIndex()
+					pendingConfs[0].errc <- nil
+					pendingConfs = pendingConfs[1:]
+				}
+			}
+			if rd.SoftState != nil && rd.SoftState.RaftState != raft.StateLeader {
+				// Lost leadership before they were appended: the proposer
+				// retries (it checks the applied configuration anyway).
+				for _, p := range pendingConfs {
+					p.errc <- raft.ErrProposalDropped
+				}
+				pendingConfs = nil
+			}
 			if err := n.handleReady(&rd); err != nil {
 				n.log.Error("raft ready loop failed; stopping node", "err", err)
 				panic(fmt.Sprintf("dkv: raft ready loop: %v", err))
@@ -890,16 +964,26 @@ func (n *Node) applyConfChange(b *pebble.Batch, e *raftpb.Entry) (*applied, erro
 	return nil, nil
 }
 
-// lastIndexAfterPropose is the index of the entry just proposed on the
-// leader: the last index of raft's log, unstable part included.
-func (n *Node) lastIndexAfterPropose() uint64 {
-	st := n.rn.Status()
-	for id, pr := range st.Progress {
-		if id == n.cfg.ID {
-			return pr.Next - 1
-		}
+// errConfChangePending is returned when raft refuses a conf change because
+// an earlier one is not applied yet; the proposer retries.
+var errConfChangePending = errors.New("another membership change is still being applied")
+
+// stepConfChange proposes p.cc the way RawNode.ProposeConfChange does, but
+// keeps the message's entries: raft replaces the entry with an empty normal
+// one when it refuses the change.
+func (n *Node) stepConfChange(p *confProposal) error {
+	typ, data, err := raftpb.MarshalConfChange(p.cc)
+	if err != nil {
+		return err
 	}
-	return 0
+	ents := []*raftpb.Entry{{Type: typ.Enum(), Data: data}}
+	if err := n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.ID), Entries: ents}); err != nil {
+		return err
+	}
+	if ents[0].GetType() == raftpb.EntryNormal {
+		return errConfChangePending
+	}
+	return nil
 }
 
 func (n *Node) maybeCompactLog(applied uint64) error {

@@ -191,6 +191,9 @@ const (
 	Compare_VALUE   Compare_CompareTarget = 3
 	// EXISTS compares existence: exists=true holds when the key exists.
 	Compare_EXISTS Compare_CompareTarget = 4
+	// LOCK compares lock ownership: EQUAL holds when lock is the current
+	// holder of key's lock (key must equal lock.key), NOT_EQUAL when not.
+	Compare_LOCK Compare_CompareTarget = 5
 )
 
 // Enum value maps for Compare_CompareTarget.
@@ -201,6 +204,7 @@ var (
 		2: "MOD",
 		3: "VALUE",
 		4: "EXISTS",
+		5: "LOCK",
 	}
 	Compare_CompareTarget_value = map[string]int32{
 		"VERSION": 0,
@@ -208,6 +212,7 @@ var (
 		"MOD":     2,
 		"VALUE":   3,
 		"EXISTS":  4,
+		"LOCK":    5,
 	}
 )
 
@@ -414,9 +419,13 @@ type RangeRequest struct {
 	SortTarget RangeRequest_SortTarget `protobuf:"varint,7,opt,name=sort_target,json=sortTarget,proto3,enum=dkv.v1.RangeRequest_SortTarget" json:"sort_target,omitempty"`
 	// serializable serves the read from the local node without a quorum
 	// round; it may be stale.
-	Serializable  bool `protobuf:"varint,8,opt,name=serializable,proto3" json:"serializable,omitempty"`
-	KeysOnly      bool `protobuf:"varint,9,opt,name=keys_only,json=keysOnly,proto3" json:"keys_only,omitempty"`
-	CountOnly     bool `protobuf:"varint,10,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
+	Serializable bool `protobuf:"varint,8,opt,name=serializable,proto3" json:"serializable,omitempty"`
+	KeysOnly     bool `protobuf:"varint,9,opt,name=keys_only,json=keysOnly,proto3" json:"keys_only,omitempty"`
+	CountOnly    bool `protobuf:"varint,10,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
+	// lock, when set, returns the keys only while this handle is the current
+	// holder of its lock (checked at a linearizable point, never served
+	// stale); otherwise the read fails with LOCKED. Not with serializable.
+	Lock          *LockHandle `protobuf:"bytes,11,opt,name=lock,proto3" json:"lock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,6 +530,13 @@ func (x *RangeRequest) GetCountOnly() bool {
 	return false
 }
 
+func (x *RangeRequest) GetLock() *LockHandle {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
+}
+
 type RangeResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -605,7 +621,17 @@ type PutRequest struct {
 	// mod_revision equals it.
 	IfModRevision int64 `protobuf:"varint,7,opt,name=if_mod_revision,json=ifModRevision,proto3" json:"if_mod_revision,omitempty"`
 	// ignore_value keeps the current value (used to re-attach a lease).
-	IgnoreValue   bool `protobuf:"varint,8,opt,name=ignore_value,json=ignoreValue,proto3" json:"ignore_value,omitempty"`
+	IgnoreValue bool `protobuf:"varint,8,opt,name=ignore_value,json=ignoreValue,proto3" json:"ignore_value,omitempty"`
+	// ttl_ms, when > 0, grants a fresh lease with this TTL and attaches the
+	// key to it, in the same revision: the key disappears after ttl_ms
+	// unless the lease (PutResponse.lease) is kept alive. Cannot be combined
+	// with lease. Same bounds as LeaseGrantRequest.ttl_ms.
+	TtlMs int64 `protobuf:"varint,9,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// lock is the lock handle this write is made under. While key is
+	// locked, a put without the current holder's handle fails with LOCKED;
+	// a handle for another key acts as a fence: the put applies only while
+	// that handle is current. See docs/locks.md.
+	Lock          *LockHandle `protobuf:"bytes,10,opt,name=lock,proto3" json:"lock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -696,10 +722,26 @@ func (x *PutRequest) GetIgnoreValue() bool {
 	return false
 }
 
+func (x *PutRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *PutRequest) GetLock() *LockHandle {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
+}
+
 type PutResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	PrevKv        *KeyValue              `protobuf:"bytes,2,opt,name=prev_kv,json=prevKv,proto3" json:"prev_kv,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	PrevKv *KeyValue              `protobuf:"bytes,2,opt,name=prev_kv,json=prevKv,proto3" json:"prev_kv,omitempty"`
+	// lease is the id of the lease a put with ttl_ms granted.
+	Lease         int64 `protobuf:"varint,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -748,6 +790,13 @@ func (x *PutResponse) GetPrevKv() *KeyValue {
 	return nil
 }
 
+func (x *PutResponse) GetLease() int64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
+}
+
 type DeleteRangeRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Key      []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -756,7 +805,10 @@ type DeleteRangeRequest struct {
 	PrevKv   bool                   `protobuf:"varint,4,opt,name=prev_kv,json=prevKv,proto3" json:"prev_kv,omitempty"`
 	// if_version, when > 0, deletes the (single) key only if its version
 	// equals it.
-	IfVersion     int64 `protobuf:"varint,5,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	IfVersion int64 `protobuf:"varint,5,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	// lock: as PutRequest.lock; every locked key the delete would remove
+	// needs its current handle.
+	Lock          *LockHandle `protobuf:"bytes,6,opt,name=lock,proto3" json:"lock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -824,6 +876,13 @@ func (x *DeleteRangeRequest) GetIfVersion() int64 {
 		return x.IfVersion
 	}
 	return 0
+}
+
+func (x *DeleteRangeRequest) GetLock() *LockHandle {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
 }
 
 type DeleteRangeResponse struct {
@@ -898,6 +957,7 @@ type Compare struct {
 	//	*Compare_ModRevision
 	//	*Compare_Value
 	//	*Compare_Exists
+	//	*Compare_Lock
 	TargetUnion   isCompare_TargetUnion `protobuf_oneof:"target_union"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1006,6 +1066,15 @@ func (x *Compare) GetExists() bool {
 	return false
 }
 
+func (x *Compare) GetLock() *LockHandle {
+	if x != nil {
+		if x, ok := x.TargetUnion.(*Compare_Lock); ok {
+			return x.Lock
+		}
+	}
+	return nil
+}
+
 type isCompare_TargetUnion interface {
 	isCompare_TargetUnion()
 }
@@ -1030,6 +1099,10 @@ type Compare_Exists struct {
 	Exists bool `protobuf:"varint,8,opt,name=exists,proto3,oneof"`
 }
 
+type Compare_Lock struct {
+	Lock *LockHandle `protobuf:"bytes,9,opt,name=lock,proto3,oneof"`
+}
+
 func (*Compare_Version) isCompare_TargetUnion() {}
 
 func (*Compare_CreateRevision) isCompare_TargetUnion() {}
@@ -1039,6 +1112,8 @@ func (*Compare_ModRevision) isCompare_TargetUnion() {}
 func (*Compare_Value) isCompare_TargetUnion() {}
 
 func (*Compare_Exists) isCompare_TargetUnion() {}
+
+func (*Compare_Lock) isCompare_TargetUnion() {}
 
 type RequestOp struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1363,9 +1438,11 @@ type CounterRequest struct {
 	Delta int64                  `protobuf:"varint,2,opt,name=delta,proto3" json:"delta,omitempty"`
 	// min and max, when set, bound the result: an add that would cross
 	// them fails with CONFLICT and changes nothing.
-	Min           *int64 `protobuf:"varint,3,opt,name=min,proto3,oneof" json:"min,omitempty"`
-	Max           *int64 `protobuf:"varint,4,opt,name=max,proto3,oneof" json:"max,omitempty"`
-	Lease         int64  `protobuf:"varint,5,opt,name=lease,proto3" json:"lease,omitempty"`
+	Min   *int64 `protobuf:"varint,3,opt,name=min,proto3,oneof" json:"min,omitempty"`
+	Max   *int64 `protobuf:"varint,4,opt,name=max,proto3,oneof" json:"max,omitempty"`
+	Lease int64  `protobuf:"varint,5,opt,name=lease,proto3" json:"lease,omitempty"`
+	// lock: as PutRequest.lock.
+	Lock          *LockHandle `protobuf:"bytes,6,opt,name=lock,proto3" json:"lock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1433,6 +1510,13 @@ func (x *CounterRequest) GetLease() int64 {
 		return x.Lease
 	}
 	return 0
+}
+
+func (x *CounterRequest) GetLock() *LockHandle {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
 }
 
 type CounterResponse struct {
@@ -1575,6 +1659,78 @@ func (x *CompactResponse) GetHeader() *ResponseHeader {
 	return nil
 }
 
+// LockHandle identifies one grant of a lock (see lock.proto): the locked
+// key, the owner that acquired it, the lease it lives on and its fencing
+// token, which is strictly increasing per key across grants. Writes carry
+// it to prove ownership; the store refuses them once it is not current.
+type LockHandle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Lease         int64                  `protobuf:"varint,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	Token         int64                  `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockHandle) Reset() {
+	*x = LockHandle{}
+	mi := &file_kv_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockHandle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockHandle) ProtoMessage() {}
+
+func (x *LockHandle) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockHandle.ProtoReflect.Descriptor instead.
+func (*LockHandle) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LockHandle) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *LockHandle) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockHandle) GetLease() int64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
+}
+
+func (x *LockHandle) GetToken() int64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 var File_kv_proto protoreflect.FileDescriptor
 
 const file_kv_proto_rawDesc = "" +
@@ -1592,7 +1748,7 @@ const file_kv_proto_rawDesc = "" +
 	"\x0fcreate_revision\x18\x03 \x01(\x03R\x0ecreateRevision\x12!\n" +
 	"\fmod_revision\x18\x04 \x01(\x03R\vmodRevision\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\x03R\aversion\x12\x14\n" +
-	"\x05lease\x18\x06 \x01(\x03R\x05lease\"\xdc\x03\n" +
+	"\x05lease\x18\x06 \x01(\x03R\x05lease\"\x84\x04\n" +
 	"\fRangeRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1b\n" +
 	"\trange_end\x18\x02 \x01(\fR\brangeEnd\x12\x16\n" +
@@ -1607,7 +1763,8 @@ const file_kv_proto_rawDesc = "" +
 	"\tkeys_only\x18\t \x01(\bR\bkeysOnly\x12\x1d\n" +
 	"\n" +
 	"count_only\x18\n" +
-	" \x01(\bR\tcountOnly\".\n" +
+	" \x01(\bR\tcountOnly\x12&\n" +
+	"\x04lock\x18\v \x01(\v2\x12.dkv.v1.LockHandleR\x04lock\".\n" +
 	"\tSortOrder\x12\b\n" +
 	"\x04NONE\x10\x00\x12\n" +
 	"\n" +
@@ -1625,7 +1782,7 @@ const file_kv_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\"\n" +
 	"\x03kvs\x18\x02 \x03(\v2\x10.dkv.v1.KeyValueR\x03kvs\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12\x14\n" +
-	"\x05count\x18\x04 \x01(\x03R\x05count\"\xea\x01\n" +
+	"\x05count\x18\x04 \x01(\x03R\x05count\"\xa9\x02\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -1636,21 +1793,26 @@ const file_kv_proto_rawDesc = "" +
 	"\n" +
 	"if_version\x18\x06 \x01(\x03R\tifVersion\x12&\n" +
 	"\x0fif_mod_revision\x18\a \x01(\x03R\rifModRevision\x12!\n" +
-	"\fignore_value\x18\b \x01(\bR\vignoreValue\"h\n" +
+	"\fignore_value\x18\b \x01(\bR\vignoreValue\x12\x15\n" +
+	"\x06ttl_ms\x18\t \x01(\x03R\x05ttlMs\x12&\n" +
+	"\x04lock\x18\n" +
+	" \x01(\v2\x12.dkv.v1.LockHandleR\x04lock\"~\n" +
 	"\vPutResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12)\n" +
-	"\aprev_kv\x18\x02 \x01(\v2\x10.dkv.v1.KeyValueR\x06prevKv\"\x93\x01\n" +
+	"\aprev_kv\x18\x02 \x01(\v2\x10.dkv.v1.KeyValueR\x06prevKv\x12\x14\n" +
+	"\x05lease\x18\x03 \x01(\x03R\x05lease\"\xbb\x01\n" +
 	"\x12DeleteRangeRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1b\n" +
 	"\trange_end\x18\x02 \x01(\fR\brangeEnd\x12\x16\n" +
 	"\x06prefix\x18\x03 \x01(\bR\x06prefix\x12\x17\n" +
 	"\aprev_kv\x18\x04 \x01(\bR\x06prevKv\x12\x1d\n" +
 	"\n" +
-	"if_version\x18\x05 \x01(\x03R\tifVersion\"\x8c\x01\n" +
+	"if_version\x18\x05 \x01(\x03R\tifVersion\x12&\n" +
+	"\x04lock\x18\x06 \x01(\v2\x12.dkv.v1.LockHandleR\x04lock\"\x8c\x01\n" +
 	"\x13DeleteRangeResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\adeleted\x18\x02 \x01(\x03R\adeleted\x12+\n" +
-	"\bprev_kvs\x18\x03 \x03(\v2\x10.dkv.v1.KeyValueR\aprevKvs\"\xc3\x03\n" +
+	"\bprev_kvs\x18\x03 \x03(\v2\x10.dkv.v1.KeyValueR\aprevKvs\"\xf7\x03\n" +
 	"\aCompare\x125\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x1d.dkv.v1.Compare.CompareResultR\x06result\x125\n" +
 	"\x06target\x18\x02 \x01(\x0e2\x1d.dkv.v1.Compare.CompareTargetR\x06target\x12\x10\n" +
@@ -1659,12 +1821,13 @@ const file_kv_proto_rawDesc = "" +
 	"\x0fcreate_revision\x18\x05 \x01(\x03H\x00R\x0ecreateRevision\x12#\n" +
 	"\fmod_revision\x18\x06 \x01(\x03H\x00R\vmodRevision\x12\x16\n" +
 	"\x05value\x18\a \x01(\fH\x00R\x05value\x12\x18\n" +
-	"\x06exists\x18\b \x01(\bH\x00R\x06exists\"@\n" +
+	"\x06exists\x18\b \x01(\bH\x00R\x06exists\x12(\n" +
+	"\x04lock\x18\t \x01(\v2\x12.dkv.v1.LockHandleH\x00R\x04lock\"@\n" +
 	"\rCompareResult\x12\t\n" +
 	"\x05EQUAL\x10\x00\x12\v\n" +
 	"\aGREATER\x10\x01\x12\b\n" +
 	"\x04LESS\x10\x02\x12\r\n" +
-	"\tNOT_EQUAL\x10\x03\"H\n" +
+	"\tNOT_EQUAL\x10\x03\"R\n" +
 	"\rCompareTarget\x12\v\n" +
 	"\aVERSION\x10\x00\x12\n" +
 	"\n" +
@@ -1672,7 +1835,8 @@ const file_kv_proto_rawDesc = "" +
 	"\x03MOD\x10\x02\x12\t\n" +
 	"\x05VALUE\x10\x03\x12\n" +
 	"\n" +
-	"\x06EXISTS\x10\x04B\x0e\n" +
+	"\x06EXISTS\x10\x04\x12\b\n" +
+	"\x04LOCK\x10\x05B\x0e\n" +
 	"\ftarget_union\"\xda\x01\n" +
 	"\tRequestOp\x12;\n" +
 	"\rrequest_range\x18\x01 \x01(\v2\x14.dkv.v1.RangeRequestH\x00R\frequestRange\x125\n" +
@@ -1695,13 +1859,14 @@ const file_kv_proto_rawDesc = "" +
 	"\vTxnResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\bR\tsucceeded\x120\n" +
-	"\tresponses\x18\x03 \x03(\v2\x12.dkv.v1.ResponseOpR\tresponses\"\x8c\x01\n" +
+	"\tresponses\x18\x03 \x03(\v2\x12.dkv.v1.ResponseOpR\tresponses\"\xb4\x01\n" +
 	"\x0eCounterRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05delta\x18\x02 \x01(\x03R\x05delta\x12\x15\n" +
 	"\x03min\x18\x03 \x01(\x03H\x00R\x03min\x88\x01\x01\x12\x15\n" +
 	"\x03max\x18\x04 \x01(\x03H\x01R\x03max\x88\x01\x01\x12\x14\n" +
-	"\x05lease\x18\x05 \x01(\x03R\x05leaseB\x06\n" +
+	"\x05lease\x18\x05 \x01(\x03R\x05lease\x12&\n" +
+	"\x04lock\x18\x06 \x01(\v2\x12.dkv.v1.LockHandleR\x04lockB\x06\n" +
 	"\x04_minB\x06\n" +
 	"\x04_max\"W\n" +
 	"\x0fCounterResponse\x12.\n" +
@@ -1710,7 +1875,13 @@ const file_kv_proto_rawDesc = "" +
 	"\x0eCompactRequest\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\"A\n" +
 	"\x0fCompactResponse\x12.\n" +
-	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header2\xda\x02\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\"`\n" +
+	"\n" +
+	"LockHandle\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05lease\x18\x03 \x01(\x03R\x05lease\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x03R\x05token2\xda\x02\n" +
 	"\x02KV\x124\n" +
 	"\x05Range\x12\x14.dkv.v1.RangeRequest\x1a\x15.dkv.v1.RangeResponse\x12.\n" +
 	"\x03Put\x12\x12.dkv.v1.PutRequest\x1a\x13.dkv.v1.PutResponse\x12F\n" +
@@ -1732,7 +1903,7 @@ func file_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_kv_proto_goTypes = []any{
 	(RangeRequest_SortOrder)(0),  // 0: dkv.v1.RangeRequest.SortOrder
 	(RangeRequest_SortTarget)(0), // 1: dkv.v1.RangeRequest.SortTarget
@@ -1755,48 +1926,54 @@ var file_kv_proto_goTypes = []any{
 	(*CounterResponse)(nil),      // 18: dkv.v1.CounterResponse
 	(*CompactRequest)(nil),       // 19: dkv.v1.CompactRequest
 	(*CompactResponse)(nil),      // 20: dkv.v1.CompactResponse
+	(*LockHandle)(nil),           // 21: dkv.v1.LockHandle
 }
 var file_kv_proto_depIdxs = []int32{
 	0,  // 0: dkv.v1.RangeRequest.sort_order:type_name -> dkv.v1.RangeRequest.SortOrder
 	1,  // 1: dkv.v1.RangeRequest.sort_target:type_name -> dkv.v1.RangeRequest.SortTarget
-	4,  // 2: dkv.v1.RangeResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 3: dkv.v1.RangeResponse.kvs:type_name -> dkv.v1.KeyValue
-	4,  // 4: dkv.v1.PutResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 5: dkv.v1.PutResponse.prev_kv:type_name -> dkv.v1.KeyValue
-	4,  // 6: dkv.v1.DeleteRangeResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 7: dkv.v1.DeleteRangeResponse.prev_kvs:type_name -> dkv.v1.KeyValue
-	2,  // 8: dkv.v1.Compare.result:type_name -> dkv.v1.Compare.CompareResult
-	3,  // 9: dkv.v1.Compare.target:type_name -> dkv.v1.Compare.CompareTarget
-	6,  // 10: dkv.v1.RequestOp.request_range:type_name -> dkv.v1.RangeRequest
-	8,  // 11: dkv.v1.RequestOp.request_put:type_name -> dkv.v1.PutRequest
-	10, // 12: dkv.v1.RequestOp.request_delete_range:type_name -> dkv.v1.DeleteRangeRequest
-	7,  // 13: dkv.v1.ResponseOp.response_range:type_name -> dkv.v1.RangeResponse
-	9,  // 14: dkv.v1.ResponseOp.response_put:type_name -> dkv.v1.PutResponse
-	11, // 15: dkv.v1.ResponseOp.response_delete_range:type_name -> dkv.v1.DeleteRangeResponse
-	12, // 16: dkv.v1.TxnRequest.compare:type_name -> dkv.v1.Compare
-	13, // 17: dkv.v1.TxnRequest.success:type_name -> dkv.v1.RequestOp
-	13, // 18: dkv.v1.TxnRequest.failure:type_name -> dkv.v1.RequestOp
-	4,  // 19: dkv.v1.TxnResponse.header:type_name -> dkv.v1.ResponseHeader
-	14, // 20: dkv.v1.TxnResponse.responses:type_name -> dkv.v1.ResponseOp
-	4,  // 21: dkv.v1.CounterResponse.header:type_name -> dkv.v1.ResponseHeader
-	4,  // 22: dkv.v1.CompactResponse.header:type_name -> dkv.v1.ResponseHeader
-	6,  // 23: dkv.v1.KV.Range:input_type -> dkv.v1.RangeRequest
-	8,  // 24: dkv.v1.KV.Put:input_type -> dkv.v1.PutRequest
-	10, // 25: dkv.v1.KV.DeleteRange:input_type -> dkv.v1.DeleteRangeRequest
-	15, // 26: dkv.v1.KV.Txn:input_type -> dkv.v1.TxnRequest
-	17, // 27: dkv.v1.KV.Counter:input_type -> dkv.v1.CounterRequest
-	19, // 28: dkv.v1.KV.Compact:input_type -> dkv.v1.CompactRequest
-	7,  // 29: dkv.v1.KV.Range:output_type -> dkv.v1.RangeResponse
-	9,  // 30: dkv.v1.KV.Put:output_type -> dkv.v1.PutResponse
-	11, // 31: dkv.v1.KV.DeleteRange:output_type -> dkv.v1.DeleteRangeResponse
-	16, // 32: dkv.v1.KV.Txn:output_type -> dkv.v1.TxnResponse
-	18, // 33: dkv.v1.KV.Counter:output_type -> dkv.v1.CounterResponse
-	20, // 34: dkv.v1.KV.Compact:output_type -> dkv.v1.CompactResponse
-	29, // [29:35] is the sub-list for method output_type
-	23, // [23:29] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	21, // 2: dkv.v1.RangeRequest.lock:type_name -> dkv.v1.LockHandle
+	4,  // 3: dkv.v1.RangeResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 4: dkv.v1.RangeResponse.kvs:type_name -> dkv.v1.KeyValue
+	21, // 5: dkv.v1.PutRequest.lock:type_name -> dkv.v1.LockHandle
+	4,  // 6: dkv.v1.PutResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 7: dkv.v1.PutResponse.prev_kv:type_name -> dkv.v1.KeyValue
+	21, // 8: dkv.v1.DeleteRangeRequest.lock:type_name -> dkv.v1.LockHandle
+	4,  // 9: dkv.v1.DeleteRangeResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 10: dkv.v1.DeleteRangeResponse.prev_kvs:type_name -> dkv.v1.KeyValue
+	2,  // 11: dkv.v1.Compare.result:type_name -> dkv.v1.Compare.CompareResult
+	3,  // 12: dkv.v1.Compare.target:type_name -> dkv.v1.Compare.CompareTarget
+	21, // 13: dkv.v1.Compare.lock:type_name -> dkv.v1.LockHandle
+	6,  // 14: dkv.v1.RequestOp.request_range:type_name -> dkv.v1.RangeRequest
+	8,  // 15: dkv.v1.RequestOp.request_put:type_name -> dkv.v1.PutRequest
+	10, // 16: dkv.v1.RequestOp.request_delete_range:type_name -> dkv.v1.DeleteRangeRequest
+	7,  // 17: dkv.v1.ResponseOp.response_range:type_name -> dkv.v1.RangeResponse
+	9,  // 18: dkv.v1.ResponseOp.response_put:type_name -> dkv.v1.PutResponse
+	11, // 19: dkv.v1.ResponseOp.response_delete_range:type_name -> dkv.v1.DeleteRangeResponse
+	12, // 20: dkv.v1.TxnRequest.compare:type_name -> dkv.v1.Compare
+	13, // 21: dkv.v1.TxnRequest.success:type_name -> dkv.v1.RequestOp
+	13, // 22: dkv.v1.TxnRequest.failure:type_name -> dkv.v1.RequestOp
+	4,  // 23: dkv.v1.TxnResponse.header:type_name -> dkv.v1.ResponseHeader
+	14, // 24: dkv.v1.TxnResponse.responses:type_name -> dkv.v1.ResponseOp
+	21, // 25: dkv.v1.CounterRequest.lock:type_name -> dkv.v1.LockHandle
+	4,  // 26: dkv.v1.CounterResponse.header:type_name -> dkv.v1.ResponseHeader
+	4,  // 27: dkv.v1.CompactResponse.header:type_name -> dkv.v1.ResponseHeader
+	6,  // 28: dkv.v1.KV.Range:input_type -> dkv.v1.RangeRequest
+	8,  // 29: dkv.v1.KV.Put:input_type -> dkv.v1.PutRequest
+	10, // 30: dkv.v1.KV.DeleteRange:input_type -> dkv.v1.DeleteRangeRequest
+	15, // 31: dkv.v1.KV.Txn:input_type -> dkv.v1.TxnRequest
+	17, // 32: dkv.v1.KV.Counter:input_type -> dkv.v1.CounterRequest
+	19, // 33: dkv.v1.KV.Compact:input_type -> dkv.v1.CompactRequest
+	7,  // 34: dkv.v1.KV.Range:output_type -> dkv.v1.RangeResponse
+	9,  // 35: dkv.v1.KV.Put:output_type -> dkv.v1.PutResponse
+	11, // 36: dkv.v1.KV.DeleteRange:output_type -> dkv.v1.DeleteRangeResponse
+	16, // 37: dkv.v1.KV.Txn:output_type -> dkv.v1.TxnResponse
+	18, // 38: dkv.v1.KV.Counter:output_type -> dkv.v1.CounterResponse
+	20, // 39: dkv.v1.KV.Compact:output_type -> dkv.v1.CompactResponse
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_kv_proto_init() }
@@ -1810,6 +1987,7 @@ func file_kv_proto_init() {
 		(*Compare_ModRevision)(nil),
 		(*Compare_Value)(nil),
 		(*Compare_Exists)(nil),
+		(*Compare_Lock)(nil),
 	}
 	file_kv_proto_msgTypes[9].OneofWrappers = []any{
 		(*RequestOp_RequestRange)(nil),
@@ -1828,7 +2006,7 @@ func file_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

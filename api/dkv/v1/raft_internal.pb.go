@@ -40,6 +40,14 @@ type InternalRequest struct {
 	//	*InternalRequest_Counter
 	//	*InternalRequest_Compact
 	//	*InternalRequest_MemberAttrs
+	//	*InternalRequest_LeaseGrant
+	//	*InternalRequest_LeaseRevoke
+	//	*InternalRequest_LeaseRenew
+	//	*InternalRequest_LeaseCheckpoint
+	//	*InternalRequest_LeaseExpire
+	//	*InternalRequest_LockAcquire
+	//	*InternalRequest_LockRelease
+	//	*InternalRequest_LockCancel
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -150,6 +158,78 @@ func (x *InternalRequest) GetMemberAttrs() *MemberAttrsRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetLeaseGrant() *LeaseGrantRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_LeaseGrant); ok {
+			return x.LeaseGrant
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetLeaseRevoke() *LeaseRevokeRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_LeaseRevoke); ok {
+			return x.LeaseRevoke
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetLeaseRenew() *LeaseRenewRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_LeaseRenew); ok {
+			return x.LeaseRenew
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetLeaseCheckpoint() *LeaseCheckpointRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_LeaseCheckpoint); ok {
+			return x.LeaseCheckpoint
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetLeaseExpire() *LeaseExpireRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_LeaseExpire); ok {
+			return x.LeaseExpire
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetLockAcquire() *LockAcquireRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_LockAcquire); ok {
+			return x.LockAcquire
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetLockRelease() *LockReleaseRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_LockRelease); ok {
+			return x.LockRelease
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetLockCancel() *LockCancelRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_LockCancel); ok {
+			return x.LockCancel
+		}
+	}
+	return nil
+}
+
 type isInternalRequest_Request interface {
 	isInternalRequest_Request()
 }
@@ -178,6 +258,38 @@ type InternalRequest_MemberAttrs struct {
 	MemberAttrs *MemberAttrsRequest `protobuf:"bytes,20,opt,name=member_attrs,json=memberAttrs,proto3,oneof"`
 }
 
+type InternalRequest_LeaseGrant struct {
+	LeaseGrant *LeaseGrantRequest `protobuf:"bytes,30,opt,name=lease_grant,json=leaseGrant,proto3,oneof"`
+}
+
+type InternalRequest_LeaseRevoke struct {
+	LeaseRevoke *LeaseRevokeRequest `protobuf:"bytes,31,opt,name=lease_revoke,json=leaseRevoke,proto3,oneof"`
+}
+
+type InternalRequest_LeaseRenew struct {
+	LeaseRenew *LeaseRenewRequest `protobuf:"bytes,32,opt,name=lease_renew,json=leaseRenew,proto3,oneof"`
+}
+
+type InternalRequest_LeaseCheckpoint struct {
+	LeaseCheckpoint *LeaseCheckpointRequest `protobuf:"bytes,33,opt,name=lease_checkpoint,json=leaseCheckpoint,proto3,oneof"`
+}
+
+type InternalRequest_LeaseExpire struct {
+	LeaseExpire *LeaseExpireRequest `protobuf:"bytes,34,opt,name=lease_expire,json=leaseExpire,proto3,oneof"`
+}
+
+type InternalRequest_LockAcquire struct {
+	LockAcquire *LockAcquireRequest `protobuf:"bytes,40,opt,name=lock_acquire,json=lockAcquire,proto3,oneof"`
+}
+
+type InternalRequest_LockRelease struct {
+	LockRelease *LockReleaseRequest `protobuf:"bytes,41,opt,name=lock_release,json=lockRelease,proto3,oneof"`
+}
+
+type InternalRequest_LockCancel struct {
+	LockCancel *LockCancelRequest `protobuf:"bytes,42,opt,name=lock_cancel,json=lockCancel,proto3,oneof"`
+}
+
 func (*InternalRequest_Put) isInternalRequest_Request() {}
 
 func (*InternalRequest_DeleteRange) isInternalRequest_Request() {}
@@ -189,6 +301,22 @@ func (*InternalRequest_Counter) isInternalRequest_Request() {}
 func (*InternalRequest_Compact) isInternalRequest_Request() {}
 
 func (*InternalRequest_MemberAttrs) isInternalRequest_Request() {}
+
+func (*InternalRequest_LeaseGrant) isInternalRequest_Request() {}
+
+func (*InternalRequest_LeaseRevoke) isInternalRequest_Request() {}
+
+func (*InternalRequest_LeaseRenew) isInternalRequest_Request() {}
+
+func (*InternalRequest_LeaseCheckpoint) isInternalRequest_Request() {}
+
+func (*InternalRequest_LeaseExpire) isInternalRequest_Request() {}
+
+func (*InternalRequest_LockAcquire) isInternalRequest_Request() {}
+
+func (*InternalRequest_LockRelease) isInternalRequest_Request() {}
+
+func (*InternalRequest_LockCancel) isInternalRequest_Request() {}
 
 // MemberAttrsRequest publishes a member's client URL so clients and other
 // members can find it (raft conf changes only carry peer URLs).
@@ -293,7 +421,8 @@ var File_raft_internal_proto protoreflect.FileDescriptor
 
 const file_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x13raft_internal.proto\x12\x06dkv.v1\x1a\bkv.proto\x1a\rcluster.proto\"\x8c\x03\n" +
+	"\x13raft_internal.proto\x12\x06dkv.v1\x1a\bkv.proto\x1a\rcluster.proto\x1a\vlease.proto\x1a\n" +
+	"lock.proto\"\x97\a\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12&\n" +
@@ -303,7 +432,18 @@ const file_raft_internal_proto_rawDesc = "" +
 	"\x03txn\x18\f \x01(\v2\x12.dkv.v1.TxnRequestH\x00R\x03txn\x122\n" +
 	"\acounter\x18\r \x01(\v2\x16.dkv.v1.CounterRequestH\x00R\acounter\x122\n" +
 	"\acompact\x18\x0e \x01(\v2\x16.dkv.v1.CompactRequestH\x00R\acompact\x12?\n" +
-	"\fmember_attrs\x18\x14 \x01(\v2\x1a.dkv.v1.MemberAttrsRequestH\x00R\vmemberAttrsB\t\n" +
+	"\fmember_attrs\x18\x14 \x01(\v2\x1a.dkv.v1.MemberAttrsRequestH\x00R\vmemberAttrs\x12<\n" +
+	"\vlease_grant\x18\x1e \x01(\v2\x19.dkv.v1.LeaseGrantRequestH\x00R\n" +
+	"leaseGrant\x12?\n" +
+	"\flease_revoke\x18\x1f \x01(\v2\x1a.dkv.v1.LeaseRevokeRequestH\x00R\vleaseRevoke\x12<\n" +
+	"\vlease_renew\x18  \x01(\v2\x19.dkv.v1.LeaseRenewRequestH\x00R\n" +
+	"leaseRenew\x12K\n" +
+	"\x10lease_checkpoint\x18! \x01(\v2\x1e.dkv.v1.LeaseCheckpointRequestH\x00R\x0fleaseCheckpoint\x12?\n" +
+	"\flease_expire\x18\" \x01(\v2\x1a.dkv.v1.LeaseExpireRequestH\x00R\vleaseExpire\x12?\n" +
+	"\flock_acquire\x18( \x01(\v2\x1a.dkv.v1.LockAcquireRequestH\x00R\vlockAcquire\x12?\n" +
+	"\flock_release\x18) \x01(\v2\x1a.dkv.v1.LockReleaseRequestH\x00R\vlockRelease\x12<\n" +
+	"\vlock_cancel\x18* \x01(\v2\x19.dkv.v1.LockCancelRequestH\x00R\n" +
+	"lockCancelB\t\n" +
 	"\arequest\"C\n" +
 	"\x12MemberAttrsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
@@ -326,29 +466,45 @@ func file_raft_internal_proto_rawDescGZIP() []byte {
 
 var file_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_raft_internal_proto_goTypes = []any{
-	(*InternalRequest)(nil),    // 0: dkv.v1.InternalRequest
-	(*MemberAttrsRequest)(nil), // 1: dkv.v1.MemberAttrsRequest
-	(*ConfChangeContext)(nil),  // 2: dkv.v1.ConfChangeContext
-	(*PutRequest)(nil),         // 3: dkv.v1.PutRequest
-	(*DeleteRangeRequest)(nil), // 4: dkv.v1.DeleteRangeRequest
-	(*TxnRequest)(nil),         // 5: dkv.v1.TxnRequest
-	(*CounterRequest)(nil),     // 6: dkv.v1.CounterRequest
-	(*CompactRequest)(nil),     // 7: dkv.v1.CompactRequest
-	(*Member)(nil),             // 8: dkv.v1.Member
+	(*InternalRequest)(nil),        // 0: dkv.v1.InternalRequest
+	(*MemberAttrsRequest)(nil),     // 1: dkv.v1.MemberAttrsRequest
+	(*ConfChangeContext)(nil),      // 2: dkv.v1.ConfChangeContext
+	(*PutRequest)(nil),             // 3: dkv.v1.PutRequest
+	(*DeleteRangeRequest)(nil),     // 4: dkv.v1.DeleteRangeRequest
+	(*TxnRequest)(nil),             // 5: dkv.v1.TxnRequest
+	(*CounterRequest)(nil),         // 6: dkv.v1.CounterRequest
+	(*CompactRequest)(nil),         // 7: dkv.v1.CompactRequest
+	(*LeaseGrantRequest)(nil),      // 8: dkv.v1.LeaseGrantRequest
+	(*LeaseRevokeRequest)(nil),     // 9: dkv.v1.LeaseRevokeRequest
+	(*LeaseRenewRequest)(nil),      // 10: dkv.v1.LeaseRenewRequest
+	(*LeaseCheckpointRequest)(nil), // 11: dkv.v1.LeaseCheckpointRequest
+	(*LeaseExpireRequest)(nil),     // 12: dkv.v1.LeaseExpireRequest
+	(*LockAcquireRequest)(nil),     // 13: dkv.v1.LockAcquireRequest
+	(*LockReleaseRequest)(nil),     // 14: dkv.v1.LockReleaseRequest
+	(*LockCancelRequest)(nil),      // 15: dkv.v1.LockCancelRequest
+	(*Member)(nil),                 // 16: dkv.v1.Member
 }
 var file_raft_internal_proto_depIdxs = []int32{
-	3, // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
-	4, // 1: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
-	5, // 2: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
-	6, // 3: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
-	7, // 4: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
-	1, // 5: dkv.v1.InternalRequest.member_attrs:type_name -> dkv.v1.MemberAttrsRequest
-	8, // 6: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	3,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
+	4,  // 1: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
+	5,  // 2: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
+	6,  // 3: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
+	7,  // 4: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
+	1,  // 5: dkv.v1.InternalRequest.member_attrs:type_name -> dkv.v1.MemberAttrsRequest
+	8,  // 6: dkv.v1.InternalRequest.lease_grant:type_name -> dkv.v1.LeaseGrantRequest
+	9,  // 7: dkv.v1.InternalRequest.lease_revoke:type_name -> dkv.v1.LeaseRevokeRequest
+	10, // 8: dkv.v1.InternalRequest.lease_renew:type_name -> dkv.v1.LeaseRenewRequest
+	11, // 9: dkv.v1.InternalRequest.lease_checkpoint:type_name -> dkv.v1.LeaseCheckpointRequest
+	12, // 10: dkv.v1.InternalRequest.lease_expire:type_name -> dkv.v1.LeaseExpireRequest
+	13, // 11: dkv.v1.InternalRequest.lock_acquire:type_name -> dkv.v1.LockAcquireRequest
+	14, // 12: dkv.v1.InternalRequest.lock_release:type_name -> dkv.v1.LockReleaseRequest
+	15, // 13: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
+	16, // 14: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_raft_internal_proto_init() }
@@ -358,6 +514,8 @@ func file_raft_internal_proto_init() {
 	}
 	file_kv_proto_init()
 	file_cluster_proto_init()
+	file_lease_proto_init()
+	file_lock_proto_init()
 	file_raft_internal_proto_msgTypes[0].OneofWrappers = []any{
 		(*InternalRequest_Put)(nil),
 		(*InternalRequest_DeleteRange)(nil),
@@ -365,6 +523,14 @@ func file_raft_internal_proto_init() {
 		(*InternalRequest_Counter)(nil),
 		(*InternalRequest_Compact)(nil),
 		(*InternalRequest_MemberAttrs)(nil),
+		(*InternalRequest_LeaseGrant)(nil),
+		(*InternalRequest_LeaseRevoke)(nil),
+		(*InternalRequest_LeaseRenew)(nil),
+		(*InternalRequest_LeaseCheckpoint)(nil),
+		(*InternalRequest_LeaseExpire)(nil),
+		(*InternalRequest_LockAcquire)(nil),
+		(*InternalRequest_LockRelease)(nil),
+		(*InternalRequest_LockCancel)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -1,0 +1,258 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) leaseCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lease",
+		Short: "Grant, keep alive, inspect and revoke leases",
+		Long: `Leases expire unless kept alive; keys attached to a lease (dkv put --lease ID)
+are deleted when it expires or is revoked. TTLs are durations such as 10s or
+1m30s, from 1s to 1 year. A lease that does not exist exits with 9.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("lease needs a subcommand: grant, keepalive, revoke, ttl, list")
+		},
+	}
+	cmd.AddCommand(a.leaseGrantCmd(), a.leaseKeepAliveCmd(), a.leaseRevokeCmd(), a.leaseTTLCmd(), a.leaseListCmd())
+	return cmd
+}
+
+func parseTTL(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		// A bare number is seconds, as in etcdctl.
+		n, nerr := strconv.ParseInt(s, 10, 64)
+		if nerr != nil {
+			return 0, usagef("TTL %q is not a duration (e.g. 10s, 2m)", s)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	return d, nil
+}
+
+func parseLeaseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usagef("lease ID %q is not a positive integer", s)
+	}
+	return id, nil
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func (a *app) leaseGrantCmd() *cobra.Command {
+	var id int64
+	cmd := &cobra.Command{
+		Use:   "grant TTL",
+		Short: "Grant a lease; prints its ID",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			ttl, err := parseTTL(argv[0])
+			if err != nil {
+				return err
+			}
+			var opts []client.LeaseOption
+			if id != 0 {
+				opts = append(opts, client.WithLeaseID(id))
+			}
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				g, err := c.Grant(ctx, ttl, opts...)
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return writeJSON(a.stdout, map[string]int64{"id": g.ID, "ttl_ms": ms(g.TTL)})
+				}
+				fmt.Fprintf(a.stdout, "lease %d granted with TTL %v\n", g.ID, g.TTL)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().Int64Var(&id, "id", 0, "use this lease ID instead of a server-picked one")
+	return cmd
+}
+
+func (a *app) leaseKeepAliveCmd() *cobra.Command {
+	var once bool
+	cmd := &cobra.Command{
+		Use:   "keepalive ID",
+		Short: "Keep a lease alive until interrupted (or once, with --once)",
+		Long: `Renews the lease about every TTL/3 and prints each renewal, until
+interrupted (Ctrl-C) or the lease is gone (exit 9). --timeout bounds each
+renewal, not the whole command.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			id, err := parseLeaseID(argv[0])
+			if err != nil {
+				return err
+			}
+			if once {
+				return a.run(func(ctx context.Context, c *client.Client) error {
+					ttl, err := c.KeepAliveOnce(ctx, id)
+					if err != nil {
+						return err
+					}
+					return a.printKeepAlive(id, ttl)
+				})
+			}
+			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			c, err := a.connect(sig)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			for {
+				ctx, cancel := context.WithTimeout(sig, a.timeout)
+				ttl, err := c.KeepAliveOnce(ctx, id)
+				cancel()
+				if sig.Err() != nil {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if err := a.printKeepAlive(id, ttl); err != nil {
+					return err
+				}
+				select {
+				case <-sig.Done():
+					return nil
+				case <-time.After(max(ttl/3, 100*time.Millisecond)):
+				}
+			}
+		},
+	}
+	cmd.Flags().BoolVar(&once, "once", false, "renew once and exit")
+	return cmd
+}
+
+func (a *app) printKeepAlive(id int64, ttl time.Duration) error {
+	if a.json() {
+		return writeJSON(a.stdout, map[string]int64{"id": id, "ttl_ms": ms(ttl)})
+	}
+	_, err := fmt.Fprintf(a.stdout, "lease %d kept alive with TTL %v\n", id, ttl)
+	return err
+}
+
+// connect opens a client for a command that outlives --timeout.
+func (a *app) connect(ctx context.Context) (*client.Client, error) {
+	var eps []string
+	for _, e := range strings.Split(a.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, usagef("--endpoints is empty")
+	}
+	return client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout})
+}
+
+func (a *app) leaseRevokeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a lease, deleting its keys",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			id, err := parseLeaseID(argv[0])
+			if err != nil {
+				return err
+			}
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				if err := c.Revoke(ctx, id); err != nil {
+					return err
+				}
+				if a.json() {
+					return writeJSON(a.stdout, map[string]int64{"id": id})
+				}
+				fmt.Fprintf(a.stdout, "lease %d revoked\n", id)
+				return nil
+			})
+		},
+	}
+}
+
+type jsonLeaseTTL struct {
+	ID           int64    `json:"id"`
+	GrantedTTLMs int64    `json:"granted_ttl_ms"`
+	RemainingMs  int64    `json:"remaining_ms"`
+	Keys         []string `json:"keys,omitempty"`
+}
+
+func (a *app) leaseTTLCmd() *cobra.Command {
+	var keys bool
+	cmd := &cobra.Command{
+		Use:   "ttl ID",
+		Short: "Show a lease's granted and remaining TTL (and its keys, with --keys)",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			id, err := parseLeaseID(argv[0])
+			if err != nil {
+				return err
+			}
+			var opts []client.LeaseOption
+			if keys {
+				opts = append(opts, client.WithAttachedKeys())
+			}
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				info, err := c.TimeToLive(ctx, id, opts...)
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return writeJSON(a.stdout, jsonLeaseTTL{ID: info.ID, GrantedTTLMs: ms(info.GrantedTTL), RemainingMs: ms(info.Remaining), Keys: info.Keys})
+				}
+				fmt.Fprintf(a.stdout, "lease %d granted with TTL %v, remaining %v\n", info.ID, info.GrantedTTL, info.Remaining.Round(time.Millisecond))
+				if keys {
+					for _, k := range info.Keys {
+						fmt.Fprintln(a.stdout, k)
+					}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&keys, "keys", false, "also list the attached keys")
+	return cmd
+}
+
+func (a *app) leaseListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List leases",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.run(func(ctx context.Context, c *client.Client) error {
+				ls, err := c.Leases(ctx)
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					out := make([]map[string]int64, 0, len(ls))
+					for _, l := range ls {
+						out = append(out, map[string]int64{"id": l.ID, "granted_ttl_ms": ms(l.GrantedTTL)})
+					}
+					return writeJSON(a.stdout, map[string]any{"leases": out})
+				}
+				for _, l := range ls {
+					fmt.Fprintf(a.stdout, "%d\t%v\n", l.ID, l.GrantedTTL)
+				}
+				return nil
+			})
+		},
+	}
+}

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/spf13/cobra"
+)
+
+// jsonWatchEvent is one line of `dkv watch -o json`.
+type jsonWatchEvent struct {
+	Type     string  `json:"type"` // PUT, DELETE, or SNAPSHOT for the initial state
+	Revision int64   `json:"revision"`
+	Key      string  `json:"key"`
+	KV       *jsonKV `json:"kv,omitempty"`
+	PrevKV   *jsonKV `json:"prev_kv,omitempty"`
+}
+
+func (a *app) watchCmd() *cobra.Command {
+	var (
+		prefix, snapshot, prev bool
+		rev                    int64
+	)
+	cmd := &cobra.Command{
+		Use:   "watch KEY",
+		Short: "Print every change to a key or prefix as it happens",
+		Long: `Watch KEY (or, with --prefix, every key starting with KEY) and print one
+line per change until interrupted:
+
+  PUT key value
+  DELETE key
+
+--snapshot first prints the current keys (as PUT lines) read at one
+revision R, then every change after R: nothing missed, nothing twice.
+--rev N starts with the changes from revision N on (exit 8, Compacted, if
+N has been compacted). --prev adds the previous value ("PUT key value
+(prev: old)"). -o json prints one object per line:
+{"type":"PUT","revision":R,"key":..,"kv":{..},"prev_kv":{..}}; snapshot
+entries have type SNAPSHOT.
+
+The watch survives the loss of the node it is connected to: it resumes on
+another --endpoints member from the last revision it printed. --timeout
+bounds only connecting.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if rev < 0 {
+				return usagef("--rev must not be negative")
+			}
+			if rev > 0 && snapshot {
+				return usagef("--rev and --snapshot are exclusive")
+			}
+			var opts []client.WatchOption
+			if prefix {
+				opts = append(opts, client.WithPrefix())
+			}
+			if rev > 0 {
+				opts = append(opts, client.WithStartRevision(rev))
+			}
+			if snapshot {
+				opts = append(opts, client.WithInitialSnapshot())
+			}
+			if prev {
+				opts = append(opts, client.WithPrevKV())
+			}
+			return a.runWatch(argv[0], opts)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&prefix, "prefix", false, "watch every key starting with KEY")
+	f.Int64Var(&rev, "rev", 0, "start at revision N (replay history from N)")
+	f.BoolVar(&snapshot, "snapshot", false, "print the current keys first, then the changes after them")
+	f.BoolVar(&prev, "prev", false, "print each change's previous value")
+	return cmd
+}
+
+// runWatch connects (within --timeout), then streams until SIGINT/SIGTERM
+// or a failure.
+func (a *app) runWatch(key string, opts []client.WatchOption) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var eps []string
+	for _, e := range strings.Split(a.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return usagef("--endpoints is empty")
+	}
+	dctx, cancel := context.WithTimeout(ctx, a.timeout)
+	c, err := client.New(dctx, client.Config{Endpoints: eps, DialTimeout: a.timeout})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// The watch lives until interrupted; only establishing it is bounded.
+	type opened struct {
+		w   *client.Watch
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		w, err := c.WatchKey(ctx, key, opts...)
+		ch <- opened{w, err}
+	}()
+	var w *client.Watch
+	select {
+	case o := <-ch:
+		if o.err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return o.err
+		}
+		w = o.w
+	case <-ctx.Done():
+		return nil
+	}
+	defer w.Stop()
+	if init := w.Initial(); init != nil {
+		for _, kv := range init.KVs {
+			if err := a.printWatch(jsonWatchEvent{Type: "SNAPSHOT", Revision: init.Revision, Key: kv.Key, KV: toJSONKV(kv)}, kv.Value, nil); err != nil {
+				return err
+			}
+		}
+	}
+	for b := range w.Events() {
+		for _, e := range b.Events {
+			j := jsonWatchEvent{Type: e.Type.String(), Revision: e.Revision, Key: e.KV.Key, PrevKV: toJSONKV(e.PrevKV)}
+			var prevVal []byte
+			if e.PrevKV != nil {
+				prevVal = e.PrevKV.Value
+			}
+			if e.Type == client.EventPut {
+				j.KV = toJSONKV(e.KV)
+			}
+			if err := a.printWatch(j, e.KV.Value, prevVal); err != nil {
+				return err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return nil // interrupted
+	}
+	return w.Err()
+}
+
+func (a *app) printWatch(j jsonWatchEvent, value, prev []byte) error {
+	if a.json() {
+		return writeJSON(a.stdout, j)
+	}
+	var err error
+	switch {
+	case j.Type == "DELETE":
+		_, err = fmt.Fprintf(a.stdout, "DELETE %s", j.Key)
+	default:
+		_, err = fmt.Fprintf(a.stdout, "PUT %s %s", j.Key, value)
+	}
+	if err == nil && j.PrevKV != nil {
+		_, err = fmt.Fprintf(a.stdout, " (prev: %s)", prev)
+	}
+	if err == nil {
+		_, err = fmt.Fprintln(a.stdout)
+	}
+	return err
+}

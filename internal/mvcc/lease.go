@@ -1,0 +1,224 @@
+package mvcc
+
+import (
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/lease"
+)
+
+// Lease commands. Lease records live under s/l (package lease); they are
+// written here, in the same batch as the keys they attach or delete, so a
+// put to a lease and the lease's revocation are atomic with respect to each
+// other. Grant, renewal and checkpoint change no key and so no revision;
+// a revocation that deletes keys is one revision with one Delete event per
+// key.
+
+// validateLease checks a lease command's structure.
+func validateLease(req *dkvpb.InternalRequest) error {
+	switch r := req.Request.(type) {
+	case *dkvpb.InternalRequest_LeaseGrant:
+		g := r.LeaseGrant
+		if g == nil {
+			return invalid("lease grant request is empty")
+		}
+		if err := checkNonNegative("lease id", g.Id); err != nil {
+			return err
+		}
+		return lease.ValidateTTL("ttl_ms", g.TtlMs)
+	case *dkvpb.InternalRequest_LeaseRevoke:
+		return checkLeaseID(r.LeaseRevoke.GetId())
+	case *dkvpb.InternalRequest_LeaseRenew:
+		ids := r.LeaseRenew.GetIds()
+		if len(ids) == 0 {
+			return invalid("lease renew names no lease")
+		}
+		for _, id := range ids {
+			if err := checkLeaseID(id); err != nil {
+				return err
+			}
+		}
+	case *dkvpb.InternalRequest_LeaseCheckpoint:
+		for _, c := range r.LeaseCheckpoint.GetCheckpoints() {
+			if err := checkLeaseID(c.GetId()); err != nil {
+				return err
+			}
+			if err := checkNonNegative("remaining_ms", c.GetRemainingMs()); err != nil {
+				return err
+			}
+		}
+	case *dkvpb.InternalRequest_LeaseExpire:
+		return checkLeaseID(r.LeaseExpire.GetId())
+	}
+	return nil
+}
+
+func checkLeaseID(id int64) error {
+	if id <= 0 {
+		return invalid("lease id is %d; it must be positive", id)
+	}
+	return nil
+}
+
+// validateTTLPut checks a put's ttl_ms.
+func validateTTLPut(p *dkvpb.PutRequest) error {
+	if p.TtlMs == 0 {
+		return nil
+	}
+	if p.Lease != 0 {
+		return invalid("ttl_ms and lease are exclusive: a put with ttl_ms gets a fresh lease")
+	}
+	if p.IgnoreValue {
+		return invalid("ttl_ms cannot be combined with ignore_value")
+	}
+	return lease.ValidateTTL("ttl_ms", p.TtlMs)
+}
+
+// applyLease runs a lease command; ok is false for any other command.
+func (w *writer) applyLease(req *dkvpb.InternalRequest) (resp any, err error, ok bool) {
+	switch r := req.Request.(type) {
+	case *dkvpb.InternalRequest_LeaseGrant:
+		resp, err = w.leaseGrant(r.LeaseGrant)
+	case *dkvpb.InternalRequest_LeaseRevoke:
+		resp, err = w.leaseRevoke(r.LeaseRevoke.GetId())
+	case *dkvpb.InternalRequest_LeaseRenew:
+		resp = w.leaseRenew(r.LeaseRenew)
+	case *dkvpb.InternalRequest_LeaseCheckpoint:
+		resp = w.leaseCheckpoint(r.LeaseCheckpoint)
+	case *dkvpb.InternalRequest_LeaseExpire:
+		resp = w.leaseExpire(r.LeaseExpire)
+	default:
+		return nil, nil, false
+	}
+	return resp, err, true
+}
+
+func (w *writer) getLease(id int64) (lease.Record, bool) {
+	rec, ok, err := lease.Get(w.b, id)
+	must(err)
+	return rec, ok
+}
+
+// checkLease refuses a write that attaches a key to a lease that does not
+// exist.
+func (w *writer) checkLease(id int64) error {
+	if id == 0 {
+		return nil
+	}
+	if _, ok := w.getLease(id); !ok {
+		return lease.NotFound(id)
+	}
+	return nil
+}
+
+func (w *writer) grant(id, ttlMs int64, auto bool) int64 {
+	if id == 0 {
+		var err error
+		id, err = lease.AllocID(w.b)
+		must(err)
+	}
+	rec := lease.Record{ID: id, TTLMs: ttlMs, RemainingMs: ttlMs, Epoch: 1, Auto: auto}
+	must(lease.Set(w.b, &rec))
+	w.leases = append(w.leases, lease.Change{Kind: lease.Granted, ID: id, TTLMs: ttlMs, RemainingMs: ttlMs, Epoch: 1})
+	return id
+}
+
+func (w *writer) leaseGrant(g *dkvpb.LeaseGrantRequest) (*dkvpb.LeaseGrantResponse, error) {
+	if g.Id != 0 {
+		if _, ok := w.getLease(g.Id); ok {
+			return nil, dkverr.New(dkverr.Conflict, "lease %d already exists", g.Id)
+		}
+	}
+	id := w.grant(g.Id, g.TtlMs, false)
+	return &dkvpb.LeaseGrantResponse{Id: id, TtlMs: g.TtlMs}, nil
+}
+
+// leaseRevoke deletes the lease and then its keys, at one revision (none
+// if it had no keys).
+func (w *writer) leaseRevoke(id int64) (*dkvpb.LeaseRevokeResponse, error) {
+	if _, ok := w.getLease(id); !ok {
+		return nil, lease.NotFound(id)
+	}
+	// The record goes first, so detaching the keys below does not also
+	// try to drop an auto lease.
+	must(lease.Delete(w.b, id))
+	w.leases = append(w.leases, lease.Change{Kind: lease.Revoked, ID: id})
+	w.locksOnLeaseRevoked(id)
+	var keys [][]byte
+	must(lease.Keys(w.b, id, func(k []byte) bool {
+		keys = append(keys, append([]byte(nil), k...))
+		return true
+	}))
+	for _, k := range keys {
+		prev, ok := w.get(k)
+		if !ok || prev.lease != id {
+			// The index and the key disagree: repair the index rather than
+			// delete a key that is not the lease's.
+			must(lease.Detach(w.b, id, k))
+			continue
+		}
+		w.writeDelete(k, prev.kv(k))
+	}
+	return &dkvpb.LeaseRevokeResponse{}, nil
+}
+
+func (w *writer) leaseRenew(r *dkvpb.LeaseRenewRequest) *dkvpb.LeaseRenewResponse {
+	resp := &dkvpb.LeaseRenewResponse{TtlMs: make([]int64, len(r.Ids))}
+	for i, id := range r.Ids {
+		rec, ok := w.getLease(id)
+		if !ok {
+			continue
+		}
+		rec.Epoch++
+		rec.RemainingMs = rec.TTLMs
+		must(lease.Set(w.b, &rec))
+		resp.TtlMs[i] = rec.TTLMs
+		w.leases = append(w.leases, lease.Change{Kind: lease.Renewed, ID: id, TTLMs: rec.TTLMs, RemainingMs: rec.TTLMs, Epoch: rec.Epoch})
+	}
+	return resp
+}
+
+func (w *writer) leaseCheckpoint(r *dkvpb.LeaseCheckpointRequest) *dkvpb.LeaseCheckpointResponse {
+	for _, c := range r.Checkpoints {
+		rec, ok := w.getLease(c.Id)
+		if !ok || rec.Epoch != c.Epoch {
+			continue // gone, or renewed since the leader measured it
+		}
+		rec.RemainingMs = min(c.RemainingMs, rec.TTLMs)
+		must(lease.Set(w.b, &rec))
+		w.leases = append(w.leases, lease.Change{Kind: lease.Checkpointed, ID: c.Id, TTLMs: rec.TTLMs, RemainingMs: rec.RemainingMs, Epoch: rec.Epoch})
+	}
+	return &dkvpb.LeaseCheckpointResponse{}
+}
+
+func (w *writer) leaseExpire(r *dkvpb.LeaseExpireRequest) *dkvpb.LeaseExpireResponse {
+	rec, ok := w.getLease(r.Id)
+	if !ok || rec.Epoch != r.Epoch {
+		return &dkvpb.LeaseExpireResponse{}
+	}
+	_, err := w.leaseRevoke(r.Id)
+	must(err)
+	return &dkvpb.LeaseExpireResponse{Expired: true}
+}
+
+// relink moves key's lease attachment from old to new. A key leaving an
+// auto lease (one a put with ttl_ms granted) that has no other key drops
+// that lease: nobody holds its id, so it would only wait to expire.
+func (w *writer) relink(key []byte, old, new int64) {
+	if old == new {
+		return
+	}
+	if old != 0 {
+		must(lease.Detach(w.b, old, key))
+		if rec, ok := w.getLease(old); ok && rec.Auto {
+			has, err := lease.HasKeys(w.b, old)
+			must(err)
+			if !has {
+				must(lease.Delete(w.b, old))
+				w.leases = append(w.leases, lease.Change{Kind: lease.Revoked, ID: old})
+			}
+		}
+	}
+	if new != 0 {
+		must(lease.Attach(w.b, new, key))
+	}
+}

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/lock"
+	"github.com/dkv-io/dkv/internal/mvcc"
+	"google.golang.org/protobuf/proto"
+)
+
+// Locks, server side (see docs/locks.md). Every lock command is a raft
+// proposal; the state machine (internal/mvcc/lock.go) keeps holders and
+// FIFO queues and enforces locks on writes. A waiting Acquire blocks in
+// the member that received it until the member applies the grant: every
+// member applies every grant, so it learns of it locally (lockWaiters),
+// with a periodic look at the lock table as a safety net (after a
+// snapshot install, say). When the caller gives up, the member proposes a
+// LockCancel so the waiter leaves the queue (or releases a lock granted
+// in the meantime).
+
+const (
+	// lockRecheckInterval is how often a waiting Acquire looks at the
+	// lock table in case it missed its grant's notification.
+	lockRecheckInterval = 500 * time.Millisecond
+	// lockCancelTimeout bounds the LockCancel a failed wait proposes.
+	lockCancelTimeout = 5 * time.Second
+)
+
+// lockWaiters wakes waiting Acquire calls when their grant is applied.
+// The zero value is ready to use.
+type lockWaiters struct {
+	mu sync.Mutex
+	m  map[string]chan *dkvpb.LockHandle
+}
+
+func waiterKey(key []byte, owner string) string { return string(key) + "\x00" + owner }
+
+func (w *lockWaiters) register(key []byte, owner string) (<-chan *dkvpb.LockHandle, func()) {
+	k := waiterKey(key, owner)
+	ch := make(chan *dkvpb.LockHandle, 1)
+	w.mu.Lock()
+	if w.m == nil {
+		w.m = make(map[string]chan *dkvpb.LockHandle)
+	}
+	w.m[k] = ch
+	w.mu.Unlock()
+	return ch, func() {
+		w.mu.Lock()
+		if w.m[k] == ch {
+			delete(w.m, k)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// notify hands applied grants to their waiters; results are the apply
+// results of one committed batch.
+func (w *lockWaiters) notify(results []any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.m) == 0 {
+		return
+	}
+	for _, r := range results {
+		res, ok := r.(mvcc.Result)
+		if !ok {
+			continue
+		}
+		for _, g := range res.Locks {
+			if ch, ok := w.m[waiterKey(g.Key, g.Owner)]; ok {
+				select {
+				case ch <- g:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// lockService implements dkvpb.LockServer.
+type lockService struct {
+	dkvpb.UnimplementedLockServer
+	s *Server
+}
+
+func randomOwner() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (l *lockService) Acquire(ctx context.Context, req *dkvpb.LockAcquireRequest) (*dkvpb.LockAcquireResponse, error) {
+	r := proto.Clone(req).(*dkvpb.LockAcquireRequest)
+	if r.Owner == "" {
+		r.Owner = randomOwner()
+	}
+	var granted <-chan *dkvpb.LockHandle
+	if r.Wait {
+		// Registered before proposing, so a grant applied at any point
+		// after the enqueue is seen.
+		var unregister func()
+		granted, unregister = l.s.lockWait.register(r.Key, r.Owner)
+		defer unregister()
+	}
+	resp, err := propose[*dkvpb.LockAcquireResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
+	if err != nil {
+		if r.Wait {
+			// The enqueue may have committed (an unknown outcome, or the
+			// caller gave up): leave no waiter nobody waits for.
+			l.cancelWait(r.Key, r.Owner)
+		}
+		return nil, err
+	}
+	if !resp.Acquired && resp.Queued {
+		if resp, err = l.wait(ctx, r, resp, granted); err != nil {
+			return nil, err
+		}
+	}
+	l.s.fillHeader(&resp.Header, resp.GetHeader().GetRevision())
+	return resp, nil
+}
+
+// wait blocks until r's queued acquisition is granted.
+func (l *lockService) wait(ctx context.Context, r *dkvpb.LockAcquireRequest, resp *dkvpb.LockAcquireResponse, granted <-chan *dkvpb.LockHandle) (*dkvpb.LockAcquireResponse, error) {
+	t := time.NewTicker(lockRecheckInterval)
+	defer t.Stop()
+	done := func(h *dkvpb.LockHandle) *dkvpb.LockAcquireResponse {
+		resp.Acquired, resp.Queued, resp.Handle, resp.Holder = true, false, h, nil
+		resp.Header = &dkvpb.ResponseHeader{}
+		return resp
+	}
+	for {
+		select {
+		case h := <-granted:
+			return done(h), nil
+		case <-t.C:
+			db := l.s.store.DB()
+			h, held, err := lock.GetHolder(db, r.Key)
+			if err != nil {
+				return nil, dkverr.New(dkverr.Internal, "%v", err)
+			}
+			if held && h.Owner == r.Owner {
+				return done(&dkvpb.LockHandle{Key: h.Key, Owner: h.Owner, Lease: h.Lease, Token: h.Token}), nil
+			}
+			if _, queued, err := lock.FindWaiter(db, r.Key, r.Owner); err == nil && !queued {
+				// Neither holder nor waiter: the waiter's lease ended, or
+				// its wait was cancelled. Say so rather than wait forever.
+				return nil, dkverr.New(dkverr.LeaseNotFound, "waiting for lock %q ended: the waiter is no longer queued (lease %d revoked or expired, or the wait was cancelled)", r.Key, resp.Lease)
+			}
+		case <-ctx.Done():
+			l.cancelWait(r.Key, r.Owner)
+			return nil, wireErr(ctx.Err())
+		case <-l.s.stopc:
+			l.cancelWait(r.Key, r.Owner)
+			return nil, dkverr.New(dkverr.Unavailable, "member is stopping")
+		}
+	}
+}
+
+// cancelWait takes a waiter that gave up out of its queue (or releases
+// the lock if it was granted meanwhile), in the background.
+func (l *lockService) cancelWait(key []byte, owner string) {
+	l.s.wg.Add(1)
+	go func() {
+		defer l.s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), lockCancelTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-l.s.stopc:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if _, err := propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockCancel{
+			LockCancel: &dkvpb.LockCancelRequest{Key: key, Owner: owner}}}); err != nil {
+			l.s.log.Debug("lock cancel failed; the waiter's lease will clear it", "key", string(key), "err", err)
+		}
+	}()
+}
+
+func (l *lockService) Release(ctx context.Context, req *dkvpb.LockReleaseRequest) (*dkvpb.LockReleaseResponse, error) {
+	resp, err := propose[*dkvpb.LockReleaseResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockRelease{LockRelease: req}})
+	if err != nil {
+		return nil, err
+	}
+	l.s.fillHeader(&resp.Header, resp.GetHeader().GetRevision())
+	return resp, nil
+}
+
+func (l *lockService) Cancel(ctx context.Context, req *dkvpb.LockCancelRequest) (*dkvpb.LockCancelResponse, error) {
+	resp, err := propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockCancel{LockCancel: req}})
+	if err != nil {
+		return nil, err
+	}
+	l.s.fillHeader(&resp.Header, resp.GetHeader().GetRevision())
+	return resp, nil
+}
+
+func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeRequest) (*dkvpb.LockDescribeResponse, error) {
+	if len(req.GetKey()) == 0 || len(req.GetKey()) > l.s.limits.MaxKeyBytes {
+		return nil, dkverr.New(dkverr.InvalidInput, "lock key is %d bytes; it must be 1 to %d", len(req.GetKey()), l.s.limits.MaxKeyBytes)
+	}
+	if err := l.s.node.WaitLinearizable(ctx); err != nil {
+		return nil, wireErr(err)
+	}
+	snap := l.s.store.DB().NewSnapshot()
+	defer snap.Close()
+	st, err := mvcc.DescribeLock(snap, req.Key)
+	if err != nil {
+		return nil, dkverr.New(dkverr.Internal, "%v", err)
+	}
+	resp := &dkvpb.LockDescribeResponse{Held: st.Holder != nil, Holder: st.Holder, QueueLength: st.Queue, LastToken: st.LastToken}
+	if st.Holder != nil {
+		if _, rem, ok := l.s.lessor.Remaining(st.Holder.Lease); ok {
+			resp.RemainingMs = rem.Milliseconds()
+		}
+	}
+	l.s.fillHeader(&resp.Header, 0)
+	return resp, nil
+}

@@ -1,0 +1,364 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/watch"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Snapshot chunks: at most this many keys or bytes per response.
+const (
+	snapshotChunkKeys  = 1000
+	snapshotChunkBytes = 1 << 20
+)
+
+// startWatch creates the watch hub; it runs until the node stops. It must
+// run before raft applies anything, so the hub starts at the revision the
+// store was opened with.
+func (s *Server) startWatch() {
+	s.watchHub = watch.New(s.store.DB(), s.kv.Revision(), watch.Config{
+		Logger: s.log,
+		Header: func(rev int64) *dkvpb.ResponseHeader {
+			h := &dkvpb.ResponseHeader{ClusterId: s.clusterID, MemberId: s.memberID, Revision: rev}
+			if s.node != nil {
+				h.RaftTerm = s.node.Status().Term
+			}
+			return h
+		},
+	})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-s.stopc
+		s.watchHub.Close()
+	}()
+}
+
+// WatchHub is the node's watch hub (for tests and metrics).
+func (s *Server) WatchHub() *watch.Hub { return s.watchHub }
+
+// publishWatch hands the events of a committed apply batch to the hub. It
+// runs on the raft goroutine and only queues.
+func (s *Server) publishWatch(results []any) {
+	if s.watchHub == nil {
+		return
+	}
+	var revs []watch.Revision
+	for _, r := range results {
+		res, ok := r.(mvcc.Result)
+		if !ok || len(res.Events) == 0 {
+			continue
+		}
+		revs = append(revs, watch.Revision{Rev: res.Revision, Events: res.Events})
+	}
+	if len(revs) == 0 {
+		return // the revision only moves with events
+	}
+	s.watchHub.Publish(revs[len(revs)-1].Rev, revs)
+}
+
+// watchService implements dkvpb.WatchServer over the hub.
+type watchService struct {
+	dkvpb.UnimplementedWatchServer
+	s *Server
+}
+
+// leaderGrace is how long a watch stream stays open on a node without a
+// leader before it ends with Unavailable, so clients move to a node that
+// has one (a partitioned node would otherwise look merely quiet).
+func (s *Server) leaderGrace() time.Duration {
+	return 3 * time.Duration(s.cfg.ElectionTicks) * s.cfg.TickInterval
+}
+
+func (ws *watchService) Watch(stream dkvpb.Watch_WatchServer) error {
+	s := ws.s
+	ctx := stream.Context()
+	st := s.watchHub.NewStream()
+	defer st.Close()
+
+	direct := make(chan *dkvpb.WatchResponse, 16) // responses of watches that do not exist
+	recvErr := make(chan error, 1)
+	retick := make(chan struct{}, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err == io.EOF {
+				return // half-close: the watches keep running
+			}
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			switch r := req.GetRequestUnion().(type) {
+			case *dkvpb.WatchRequest_CreateRequest:
+				if resp := ws.create(ctx, st, r.CreateRequest); resp != nil {
+					select {
+					case direct <- resp:
+					case <-ctx.Done():
+						return
+					}
+				}
+				select {
+				case retick <- struct{}{}:
+				default:
+				}
+			case *dkvpb.WatchRequest_CancelRequest:
+				st.Cancel(r.CancelRequest.GetWatchId())
+			case *dkvpb.WatchRequest_ProgressRequest:
+				st.RequestProgress()
+			}
+		}
+	}()
+
+	const maxTick = time.Second
+	grace := s.leaderGrace()
+	tickEvery := min(maxTick, grace/2)
+	tick := time.NewTicker(tickEvery)
+	defer tick.Stop()
+	var noLeaderSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stopc:
+			return dkverr.New(dkverr.Unavailable, "node %s is stopping", s.cfg.Name)
+		case err := <-recvErr:
+			return err
+		case r := <-direct:
+			if err := stream.Send(r); err != nil {
+				return err
+			}
+		case <-st.Ready():
+			for rs := st.Pop(); rs != nil; rs = st.Pop() {
+				for _, r := range rs {
+					if err := stream.Send(r); err != nil {
+						return err
+					}
+				}
+			}
+		case <-retick:
+			if d := st.NotifyIdle(time.Now()); d > 0 {
+				tickEvery = min(tickEvery, max(d/4, 10*time.Millisecond))
+				tick.Reset(tickEvery)
+			}
+		case now := <-tick.C:
+			st.NotifyIdle(now)
+			if s.node.Status().Lead == 0 {
+				if noLeaderSince.IsZero() {
+					noLeaderSince = now
+				} else if now.Sub(noLeaderSince) >= grace {
+					return dkverr.New(dkverr.Unavailable, "node %s has had no leader for %v", s.cfg.Name, now.Sub(noLeaderSince).Round(time.Millisecond))
+				}
+			} else {
+				noLeaderSince = time.Time{}
+			}
+		}
+	}
+}
+
+// create validates and registers one watch. It returns a response to send
+// directly when the watch could not be created (created and canceled).
+func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb.WatchCreateRequest) *dkvpb.WatchResponse {
+	s := ws.s
+	refuse := func(err error) *dkvpb.WatchResponse {
+		r := &dkvpb.WatchResponse{
+			Header: s.header(), WatchId: req.GetWatchId(), Created: true, Canceled: true,
+			CancelStatus: dkverr.CodeOf(err).Reason(), CancelReason: err.Error(),
+		}
+		var de *dkverr.Error
+		if errors.As(err, &de) && de.Metadata["compact_revision"] != "" {
+			r.CompactRevision, _ = strconv.ParseInt(de.Metadata["compact_revision"], 10, 64)
+		}
+		return r
+	}
+	if err := mvcc.ValidateRange(&dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix}, s.limits); err != nil {
+		return refuse(err)
+	}
+	switch {
+	case req.StartRevision < 0:
+		return refuse(dkverr.New(dkverr.InvalidInput, "start_revision is %d; it must not be negative", req.StartRevision))
+	case req.Fragment < 0:
+		return refuse(dkverr.New(dkverr.InvalidInput, "fragment is %d; it must not be negative", req.Fragment))
+	case req.ProgressIntervalMs < 0:
+		return refuse(dkverr.New(dkverr.InvalidInput, "progress_interval_ms is %d; it must not be negative", req.ProgressIntervalMs))
+	case req.WatchId < 0:
+		return refuse(dkverr.New(dkverr.InvalidInput, "watch_id is %d; it must not be negative", req.WatchId))
+	}
+	if s.node.Status().Lead == 0 {
+		return refuse(dkverr.New(dkverr.Unavailable, "node %s has no leader", s.cfg.Name))
+	}
+	spec := watch.Spec{
+		ID: req.WatchId, Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix,
+		PrevKV: req.PrevKv, FilterPuts: req.FilterPuts, FilterDeletes: req.FilterDeletes,
+		ProgressNotify: req.ProgressNotify, ProgressInterval: time.Duration(req.ProgressIntervalMs) * time.Millisecond,
+		Fragment: int(req.Fragment),
+	}
+	db := s.store.DB()
+	var (
+		start int64
+		snap  []*dkvpb.KeyValue
+	)
+	if req.IncludeInitialSnapshot || req.StartRevision == 0 {
+		// "Now" must be linearizable: a watch created after a write was
+		// acknowledged must not start before it, even on a lagging node.
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.node.WaitLinearizable(wctx)
+		cancel()
+		if err != nil {
+			return refuse(dkverr.New(dkverr.Unavailable, "waiting for a linearizable read: %v", err))
+		}
+	}
+	switch {
+	case req.IncludeInitialSnapshot:
+		ps := db.NewSnapshot()
+		resp, err := s.kv.Range(ps, &dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix})
+		ps.Close()
+		if err != nil {
+			return refuse(err)
+		}
+		start = resp.GetHeader().GetRevision() + 1
+		snap = resp.Kvs
+	case req.StartRevision == 0:
+		rev, _, err := mvcc.Counters(db)
+		if err != nil {
+			return refuse(dkverr.New(dkverr.Internal, "%v", err))
+		}
+		start = rev + 1
+	default:
+		start = req.StartRevision
+		_, comp, err := mvcc.Counters(db)
+		if err != nil {
+			return refuse(dkverr.New(dkverr.Internal, "%v", err))
+		}
+		if start <= comp {
+			return refuse(mvcc.CompactedError(start, comp))
+		}
+	}
+	pre := func(id int64) []*dkvpb.WatchResponse {
+		out := []*dkvpb.WatchResponse{{Header: s.header(), WatchId: id, Created: true}}
+		out[0].Header.Revision = start - 1
+		if !req.IncludeInitialSnapshot {
+			return out
+		}
+		chunk := &dkvpb.WatchResponse{Header: s.header(), WatchId: id}
+		chunk.Header.Revision = start - 1
+		size := 0
+		for _, kv := range snap {
+			if len(chunk.Snapshot) >= snapshotChunkKeys || size >= snapshotChunkBytes {
+				out = append(out, chunk)
+				chunk = &dkvpb.WatchResponse{Header: out[0].Header, WatchId: id}
+				size = 0
+			}
+			chunk.Snapshot = append(chunk.Snapshot, kv)
+			size += len(kv.Key) + len(kv.Value) + 32
+		}
+		chunk.SnapshotEnd = true
+		return append(out, chunk)
+	}
+	if _, err := st.Add(spec, start, pre); err != nil {
+		if errors.Is(err, watch.ErrDuplicateID) {
+			return refuse(dkverr.New(dkverr.InvalidInput, "watch id %d is already in use on this stream", req.WatchId))
+		}
+		return refuse(dkverr.New(dkverr.Unavailable, "%v", err))
+	}
+	return nil
+}
+
+// handleWatchHTTP serves GET /v1/watch?key=K[&prefix=true][&range_end=E]
+// [&rev=N][&snapshot=true][&prev_kv=true][&progress_notify=true]: one
+// watch, streamed as newline-delimited JSON WatchResponse objects until
+// the client disconnects. (POST /v1/watch is the grpc-gateway form of the
+// bidirectional stream: a body of WatchRequest objects.)
+func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	flag := func(name string) bool {
+		v, _ := strconv.ParseBool(q.Get(name))
+		return v
+	}
+	req := &dkvpb.WatchCreateRequest{
+		Key: []byte(q.Get("key")), RangeEnd: []byte(q.Get("range_end")), Prefix: flag("prefix"),
+		IncludeInitialSnapshot: flag("snapshot"), PrevKv: flag("prev_kv"), ProgressNotify: flag("progress_notify"),
+		FilterPuts: flag("filter_puts"), FilterDeletes: flag("filter_deletes"),
+	}
+	if v := q.Get("rev"); v != "" {
+		rev, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			httpError(w, dkverr.New(dkverr.InvalidInput, "rev %q is not an integer", v))
+			return
+		}
+		req.StartRevision = rev
+	}
+	if s.gwConn == nil {
+		httpError(w, dkverr.New(dkverr.Unavailable, "no in-process connection"))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stream, err := dkvpb.NewWatchClient(s.gwConn).Watch(ctx)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	if err := stream.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_CreateRequest{CreateRequest: req}}); err != nil {
+		httpError(w, err)
+		return
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	if first.Canceled {
+		code := dkverr.InvalidInput
+		for c := dkverr.OK; c <= dkverr.Internal; c++ {
+			if c.Reason() == first.CancelStatus {
+				code = c
+			}
+		}
+		e := dkverr.New(code, "%s", first.CancelReason)
+		if first.CompactRevision > 0 {
+			e.Metadata = map[string]string{"compact_revision": fmt.Sprint(first.CompactRevision)}
+			w.Header().Set("X-Dkv-Compact-Revision", fmt.Sprint(first.CompactRevision))
+		}
+		httpError(w, e)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	mo := protojson.MarshalOptions{UseProtoNames: true}
+	for resp := first; ; {
+		b, err := mo.Marshal(resp)
+		if err != nil {
+			return
+		}
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		if resp.Canceled {
+			return
+		}
+		if resp, err = stream.Recv(); err != nil {
+			if st, ok := status.FromError(err); ok && st.Code() != codes.Canceled {
+				b, _ := mo.Marshal(&dkvpb.WatchResponse{Canceled: true, CancelStatus: dkverr.CodeOf(err).Reason(), CancelReason: st.Message()})
+				w.Write(append(b, '\n'))
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,210 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/tests"
+)
+
+// inprocKinds are the faults an in-process cluster takes: node stops
+// (a crash without fsync loss: the process stays, the node's Pebble is
+// closed and reopened), partitions through the transport's Faults, and a
+// membership change under load.
+var inprocKinds = []string{
+	"kill-leader", "kill-follower",
+	"isolate-leader", "isolate-follower",
+	"oneway-from-leader", "oneway-to-leader",
+	"drop", "delay", "membership",
+}
+
+// inprocNemesis injects faults into a tests.Cluster. Only the test
+// goroutine calls it (the harness fails the test from there).
+type inprocNemesis struct {
+	c      *tests.Cluster
+	voters []*tests.Node // the original members; endpoints for clients
+	down   map[*tests.Node]bool
+	kinds  []string
+	joined int
+}
+
+func newInprocNemesis(c *tests.Cluster, kinds []string) *inprocNemesis {
+	return &inprocNemesis{c: c, voters: append([]*tests.Node(nil), c.Nodes...), down: map[*tests.Node]bool{}, kinds: kinds}
+}
+
+func (n *inprocNemesis) Kinds() []string { return n.kinds }
+
+func (n *inprocNemesis) Endpoints() []string {
+	var eps []string
+	for _, nd := range n.voters {
+		if nd.Running() {
+			eps = append(eps, nd.Cfg.ClientAddr)
+		}
+	}
+	return eps
+}
+
+func (n *inprocNemesis) follower(target int) (*tests.Node, error) {
+	var fs []*tests.Node
+	for _, nd := range n.c.Followers() {
+		for _, v := range n.voters {
+			if v == nd {
+				fs = append(fs, nd)
+			}
+		}
+	}
+	if len(fs) == 0 {
+		return nil, errors.New("no running follower")
+	}
+	return fs[target%len(fs)], nil
+}
+
+func (n *inprocNemesis) Inject(ctx context.Context, f Fault) (func() error, error) {
+	c := n.c
+	l := c.Leader()
+	if l == nil {
+		return nil, errors.New("no leader")
+	}
+	heal := func() error { c.Heal(); return nil }
+	switch f.Kind {
+	case "kill-leader", "kill-follower":
+		nd := l
+		if f.Kind == "kill-follower" {
+			var err error
+			if nd, err = n.follower(f.Target); err != nil {
+				return nil, err
+			}
+		}
+		c.Stop(nd)
+		n.down[nd] = true
+		return func() error { c.Start(nd); delete(n.down, nd); return nil }, nil
+	case "isolate-leader":
+		c.Isolate(l)
+	case "isolate-follower":
+		fl, err := n.follower(f.Target)
+		if err != nil {
+			return nil, err
+		}
+		c.Isolate(fl)
+	case "oneway-from-leader", "oneway-to-leader":
+		fl, err := n.follower(f.Target)
+		if err != nil {
+			return nil, err
+		}
+		if f.Kind == "oneway-from-leader" {
+			c.Faults.Cut(l.ID(), fl.ID())
+		} else {
+			c.Faults.Cut(fl.ID(), l.ID())
+		}
+	case "drop", "delay":
+		for _, a := range c.Nodes {
+			for _, b := range c.Nodes {
+				if a == b {
+					continue
+				}
+				if f.Kind == "drop" {
+					c.Faults.SetDropRate(a.ID(), b.ID(), 0.2+float64(f.Target%4)/10)
+				} else {
+					c.Faults.SetDelay(a.ID(), b.ID(), time.Duration(10+f.Target%60)*time.Millisecond)
+				}
+			}
+		}
+	case "membership":
+		return n.membership(ctx, l)
+	default:
+		return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
+	}
+	return heal, nil
+}
+
+// membership adds a learner while the workload runs; the heal promotes
+// it to voter once it has caught up, then removes it again, so the
+// cluster goes 3 -> 3+learner -> 4 voters -> 3.
+func (n *inprocNemesis) membership(ctx context.Context, l *tests.Node) (func() error, error) {
+	n.joined++
+	name := fmt.Sprintf("m%d", n.joined)
+	var join []string
+	for _, v := range n.voters {
+		if v.Running() {
+			join = append(join, v.Cfg.ClientAddr)
+		}
+	}
+	nd := n.c.Add(name, join)
+	return func() error {
+		defer n.c.Stop(nd)
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		cl, err := client.New(cctx, client.Config{Endpoints: join, AutoSyncInterval: -1})
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		cc := dkvpb.NewClusterClient(cl.Conn())
+		// Promotion is refused (Conflict) until the learner catches up.
+		for {
+			_, err = cc.MemberPromote(cctx, &dkvpb.MemberPromoteRequest{Name: name})
+			if err == nil || cctx.Err() != nil {
+				break
+			}
+			if c := dkverr.CodeOf(err); c != dkverr.Conflict && c != dkverr.Unavailable {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		promoted := err == nil
+		for {
+			_, err = cc.MemberRemove(cctx, &dkvpb.MemberRemoveRequest{Name: name})
+			if err == nil || cctx.Err() != nil || dkverr.CodeOf(err) != dkverr.Unavailable {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			return fmt.Errorf("removing %s (promoted: %v): %w", name, promoted, err)
+		}
+		return nil
+	}, nil
+}
+
+func (n *inprocNemesis) Recover(ctx context.Context) error {
+	n.c.Heal()
+	for nd := range n.down {
+		n.c.Start(nd)
+		delete(n.down, nd)
+	}
+	n.c.WaitLeader()
+	n.c.WaitConverged()
+	return nil
+}
+
+// pinnedClients makes per clients per node, each talking to that node
+// only, so reads on a partitioned member stay on it.
+func pinnedClients(ctx context.Context, endpoints []string, per int) ([]client.KV, func(), error) {
+	var kvs []client.KV
+	var cls []*client.Client
+	closeAll := func() {
+		for _, c := range cls {
+			c.Close()
+		}
+	}
+	for i := 0; i < per*len(endpoints); i++ {
+		c, err := client.New(ctx, client.Config{
+			Endpoints:        []string{endpoints[i%len(endpoints)]},
+			DialTimeout:      -1,
+			AutoSyncInterval: -1,
+			MaxRetries:       3,
+		})
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		cls = append(cls, c)
+		kvs = append(kvs, c)
+	}
+	return kvs, closeAll, nil
+}

@@ -1,0 +1,278 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/faultproxy"
+	"github.com/dkv-io/dkv/tests"
+)
+
+// procKinds are the faults real processes take: kill -9 and restart,
+// SIGSTOP/SIGCONT pauses longer than an election timeout, and network
+// faults through the proxy in front of every member's peer port.
+var procKinds = []string{
+	"kill9-leader", "kill9-follower",
+	"pause-leader", "pause-follower",
+	"proxy-isolate-leader", "proxy-isolate-follower",
+	"proxy-oneway-from-leader", "proxy-delay",
+}
+
+// dkvBinary builds cmd/dkv (static, like the image) unless $DKV_BINARY
+// names one.
+func dkvBinary(t testing.TB) string {
+	if b := os.Getenv("DKV_BINARY"); b != "" {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "dkv")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/dkv-io/dkv/cmd/dkv")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building dkv: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type procNode struct {
+	name, peer, client, dir, log string
+	proxy                        *faultproxy.Proxy
+	cmd                          *exec.Cmd
+	paused                       bool
+}
+
+// procCluster is 3 `dkv serve` processes whose peers reach each other
+// only through fault proxies.
+type procCluster struct {
+	t     testing.TB
+	bin   string
+	ic    string
+	ids   faultproxy.ProcessIdentifier
+	nodes []*procNode
+	down  map[*procNode]bool
+}
+
+func newProcCluster(t testing.TB, n int) *procCluster {
+	pc := &procCluster{t: t, bin: dkvBinary(t), down: map[*procNode]bool{}}
+	var parts []string
+	dir := t.TempDir()
+	for i := 0; i < n; i++ {
+		nd := &procNode{name: fmt.Sprintf("n%d", i+1), peer: tests.FreeAddr(t), client: tests.FreeAddr(t)}
+		nd.dir = filepath.Join(dir, nd.name)
+		nd.log = filepath.Join(dir, nd.name+".log")
+		p, err := faultproxy.Listen("127.0.0.1:0", nd.peer, pc.ids.Identify)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.proxy = p
+		parts = append(parts, nd.name+"="+p.Addr())
+		pc.nodes = append(pc.nodes, nd)
+	}
+	pc.ic = strings.Join(parts, ",")
+	t.Cleanup(func() {
+		for _, nd := range pc.nodes {
+			if nd.cmd != nil {
+				nd.cmd.Process.Signal(syscall.SIGCONT)
+				nd.cmd.Process.Kill()
+				nd.cmd.Wait()
+			}
+			nd.proxy.Close()
+		}
+	})
+	for _, nd := range pc.nodes {
+		pc.start(nd)
+	}
+	if _, err := pc.waitLeader(context.Background(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return pc
+}
+
+func (pc *procCluster) start(nd *procNode) {
+	logf, err := os.OpenFile(nd.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		pc.t.Fatal(err)
+	}
+	cmd := exec.Command(pc.bin, "serve", "--name", nd.name, "--peer-addr", nd.peer, "--client-addr", nd.client,
+		"--http-addr", "", "--data-dir", nd.dir, "--initial-cluster", pc.ic)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		pc.t.Fatal(err)
+	}
+	logf.Close()
+	nd.cmd = cmd
+	pc.ids.Set(cmd.Process.Pid, nd.name)
+}
+
+func (pc *procCluster) kill(nd *procNode) {
+	nd.cmd.Process.Signal(syscall.SIGKILL)
+	nd.cmd.Wait()
+	nd.cmd = nil
+}
+
+func (pc *procCluster) Endpoints() []string {
+	var eps []string
+	for _, nd := range pc.nodes {
+		eps = append(eps, nd.client)
+	}
+	return eps
+}
+
+// status asks one node for its view; a stopped or paused node errs.
+func status(ctx context.Context, ep string) (*dkvpb.StatusResponse, error) {
+	conn, err := dial([]string{ep})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	return dkvpb.NewClusterClient(conn).Status(ctx, &dkvpb.StatusRequest{})
+}
+
+// leader finds the node that says it leads and that every reachable
+// node agrees on.
+func (pc *procCluster) leader(ctx context.Context) *procNode {
+	var lead uint64
+	var ln *procNode
+	for _, nd := range pc.nodes {
+		if nd.cmd == nil || nd.paused {
+			continue
+		}
+		st, err := status(ctx, nd.client)
+		if err != nil {
+			continue // down or restarting: the others decide
+		}
+		if st.LeaderId == 0 {
+			return nil
+		}
+		if lead != 0 && st.LeaderId != lead {
+			return nil
+		}
+		lead = st.LeaderId
+		if st.MemberId == st.LeaderId {
+			ln = nd
+		}
+	}
+	return ln
+}
+
+func (pc *procCluster) waitLeader(ctx context.Context, timeout time.Duration) (*procNode, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if l := pc.leader(ctx); l != nil {
+			return l, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("no agreed leader within %v (logs in %s)", timeout, filepath.Dir(pc.nodes[0].log))
+}
+
+func (pc *procCluster) Kinds() []string { return kindsOr(procKinds) }
+
+func (pc *procCluster) pick(l *procNode, follower bool, target int) *procNode {
+	if !follower {
+		return l
+	}
+	var fs []*procNode
+	for _, nd := range pc.nodes {
+		if nd != l && nd.cmd != nil && !nd.paused {
+			fs = append(fs, nd)
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[target%len(fs)]
+}
+
+func (pc *procCluster) healNet() error {
+	for _, nd := range pc.nodes {
+		nd.proxy.Heal()
+	}
+	return nil
+}
+
+func (pc *procCluster) Inject(ctx context.Context, f Fault) (func() error, error) {
+	l, err := pc.waitLeader(ctx, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	nd := pc.pick(l, strings.Contains(f.Kind, "follower") || f.Kind == "proxy-oneway-from-leader", f.Target)
+	if nd == nil {
+		return nil, errors.New("no follower")
+	}
+	switch f.Kind {
+	case "kill9-leader", "kill9-follower":
+		pc.kill(nd)
+		pc.down[nd] = true
+		return func() error { pc.start(nd); delete(pc.down, nd); return nil }, nil
+	case "pause-leader", "pause-follower":
+		if err := nd.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return nil, err
+		}
+		nd.paused = true
+		return func() error { nd.paused = false; return nd.cmd.Process.Signal(syscall.SIGCONT) }, nil
+	case "proxy-isolate-leader", "proxy-isolate-follower":
+		// Everything into nd, and everything nd sends to the others.
+		nd.proxy.Cut(faultproxy.AllSenders)
+		for _, o := range pc.nodes {
+			if o != nd {
+				o.proxy.Cut(nd.name)
+			}
+		}
+	case "proxy-oneway-from-leader":
+		nd.proxy.Cut(l.name)
+	case "proxy-delay":
+		for _, o := range pc.nodes {
+			o.proxy.Delay(faultproxy.AllSenders, time.Duration(20+f.Target%80)*time.Millisecond)
+		}
+	default:
+		return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
+	}
+	return pc.healNet, nil
+}
+
+func (pc *procCluster) Recover(ctx context.Context) error {
+	pc.healNet()
+	for _, nd := range pc.nodes {
+		if nd.paused {
+			nd.cmd.Process.Signal(syscall.SIGCONT)
+			nd.paused = false
+		}
+	}
+	for nd := range pc.down {
+		pc.start(nd)
+		delete(pc.down, nd)
+	}
+	_, err := pc.waitLeader(ctx, 30*time.Second)
+	return err
+}
+
+func runProcesses(t *testing.T, seed int64, d time.Duration) Result {
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		t.Skip("process-level chaos needs Linux /proc for the fault proxies' sender identification")
+	}
+	pc := newProcCluster(t, 3)
+	ctx := context.Background()
+	kvs, closeAll, err := pinnedClients(ctx, pc.Endpoints(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	suite := &Suite{
+		Seed: seed, Duration: d, Nemesis: pc,
+		Workloads: []Workload{&KVWorkload{Clients: kvs, Seed: seed, OpTimeout: 2 * time.Second}},
+		Checkers:  DefaultCheckers(),
+		Logf:      t.Logf,
+	}
+	return suite.Run(ctx)
+}
