@@ -9,15 +9,17 @@ command -v protoc >/dev/null || { echo "protoc not found: apt-get install protob
 go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@v2.33.0
-cd api/dkv/v1
-protoc -I . \
-  --go_out=. --go_opt=paths=source_relative \
-  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
-  --grpc-gateway_out=. --grpc-gateway_opt=paths=source_relative \
-  --grpc-gateway_opt=grpc_api_configuration=gateway.yaml \
-  ./*.proto
-cd ../../../internal/transport/transportpb
-protoc -I . \
-  --go_out=. --go_opt=paths=source_relative \
-  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
-  ./peer.proto
+# Generate from the roots so the files register as "dkv/v1/kv.proto" and
+# "dkv/peer/v1/peer.proto": protobuf's registry is global, and a bare
+# "kv.proto" collides with other projects' files (etcd's, for one) in any
+# program that links both.
+protoc -I api \
+  --go_out=api --go_opt=paths=source_relative \
+  --go-grpc_out=api --go-grpc_opt=paths=source_relative \
+  --grpc-gateway_out=api --grpc-gateway_opt=paths=source_relative \
+  --grpc-gateway_opt=grpc_api_configuration=api/dkv/v1/gateway.yaml \
+  api/dkv/v1/*.proto
+protoc -I internal/transport \
+  --go_out=internal/transport --go_opt=paths=source_relative \
+  --go-grpc_out=internal/transport --go-grpc_opt=paths=source_relative \
+  internal/transport/transportpb/peer.proto

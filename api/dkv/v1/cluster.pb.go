@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: cluster.proto
+// source: dkv/v1/cluster.proto
 
 package dkvpb
 
@@ -29,7 +29,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_cluster_proto_msgTypes[0]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +41,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[0]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +54,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{0}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{0}
 }
 
 type StatusResponse struct {
@@ -77,7 +77,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_cluster_proto_msgTypes[1]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -89,7 +89,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[1]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -102,7 +102,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *StatusResponse) GetHeader() *ResponseHeader {
@@ -199,7 +199,7 @@ type HashKVRequest struct {
 
 func (x *HashKVRequest) Reset() {
 	*x = HashKVRequest{}
-	mi := &file_cluster_proto_msgTypes[2]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +211,7 @@ func (x *HashKVRequest) String() string {
 func (*HashKVRequest) ProtoMessage() {}
 
 func (x *HashKVRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[2]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +224,7 @@ func (x *HashKVRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashKVRequest.ProtoReflect.Descriptor instead.
 func (*HashKVRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{2}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *HashKVRequest) GetRevision() int64 {
@@ -246,7 +246,7 @@ type HashKVResponse struct {
 
 func (x *HashKVResponse) Reset() {
 	*x = HashKVResponse{}
-	mi := &file_cluster_proto_msgTypes[3]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +258,7 @@ func (x *HashKVResponse) String() string {
 func (*HashKVResponse) ProtoMessage() {}
 
 func (x *HashKVResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[3]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +271,7 @@ func (x *HashKVResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashKVResponse.ProtoReflect.Descriptor instead.
 func (*HashKVResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{3}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *HashKVResponse) GetHeader() *ResponseHeader {
@@ -315,7 +315,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_cluster_proto_msgTypes[4]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +327,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[4]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +340,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{4}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Member) GetId() uint64 {
@@ -387,7 +387,7 @@ type MemberListRequest struct {
 
 func (x *MemberListRequest) Reset() {
 	*x = MemberListRequest{}
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +399,7 @@ func (x *MemberListRequest) String() string {
 func (*MemberListRequest) ProtoMessage() {}
 
 func (x *MemberListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[5]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +412,7 @@ func (x *MemberListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberListRequest.ProtoReflect.Descriptor instead.
 func (*MemberListRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{5}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MemberListRequest) GetLinearizable() bool {
@@ -433,7 +433,7 @@ type MemberListResponse struct {
 
 func (x *MemberListResponse) Reset() {
 	*x = MemberListResponse{}
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +445,7 @@ func (x *MemberListResponse) String() string {
 func (*MemberListResponse) ProtoMessage() {}
 
 func (x *MemberListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +458,7 @@ func (x *MemberListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberListResponse.ProtoReflect.Descriptor instead.
 func (*MemberListResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{6}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MemberListResponse) GetHeader() *ResponseHeader {
@@ -493,7 +493,7 @@ type MemberAddRequest struct {
 
 func (x *MemberAddRequest) Reset() {
 	*x = MemberAddRequest{}
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +505,7 @@ func (x *MemberAddRequest) String() string {
 func (*MemberAddRequest) ProtoMessage() {}
 
 func (x *MemberAddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +518,7 @@ func (x *MemberAddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAddRequest.ProtoReflect.Descriptor instead.
 func (*MemberAddRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{7}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MemberAddRequest) GetName() string {
@@ -553,7 +553,7 @@ type MemberAddResponse struct {
 
 func (x *MemberAddResponse) Reset() {
 	*x = MemberAddResponse{}
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +565,7 @@ func (x *MemberAddResponse) String() string {
 func (*MemberAddResponse) ProtoMessage() {}
 
 func (x *MemberAddResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +578,7 @@ func (x *MemberAddResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAddResponse.ProtoReflect.Descriptor instead.
 func (*MemberAddResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{8}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MemberAddResponse) GetHeader() *ResponseHeader {
@@ -611,7 +611,7 @@ type MemberPromoteRequest struct {
 
 func (x *MemberPromoteRequest) Reset() {
 	*x = MemberPromoteRequest{}
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +623,7 @@ func (x *MemberPromoteRequest) String() string {
 func (*MemberPromoteRequest) ProtoMessage() {}
 
 func (x *MemberPromoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +636,7 @@ func (x *MemberPromoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPromoteRequest.ProtoReflect.Descriptor instead.
 func (*MemberPromoteRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{9}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MemberPromoteRequest) GetName() string {
@@ -656,7 +656,7 @@ type MemberPromoteResponse struct {
 
 func (x *MemberPromoteResponse) Reset() {
 	*x = MemberPromoteResponse{}
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +668,7 @@ func (x *MemberPromoteResponse) String() string {
 func (*MemberPromoteResponse) ProtoMessage() {}
 
 func (x *MemberPromoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +681,7 @@ func (x *MemberPromoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPromoteResponse.ProtoReflect.Descriptor instead.
 func (*MemberPromoteResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{10}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MemberPromoteResponse) GetHeader() *ResponseHeader {
@@ -707,7 +707,7 @@ type MemberRemoveRequest struct {
 
 func (x *MemberRemoveRequest) Reset() {
 	*x = MemberRemoveRequest{}
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +719,7 @@ func (x *MemberRemoveRequest) String() string {
 func (*MemberRemoveRequest) ProtoMessage() {}
 
 func (x *MemberRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +732,7 @@ func (x *MemberRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRemoveRequest.ProtoReflect.Descriptor instead.
 func (*MemberRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{11}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MemberRemoveRequest) GetName() string {
@@ -752,7 +752,7 @@ type MemberRemoveResponse struct {
 
 func (x *MemberRemoveResponse) Reset() {
 	*x = MemberRemoveResponse{}
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +764,7 @@ func (x *MemberRemoveResponse) String() string {
 func (*MemberRemoveResponse) ProtoMessage() {}
 
 func (x *MemberRemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +777,7 @@ func (x *MemberRemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRemoveResponse.ProtoReflect.Descriptor instead.
 func (*MemberRemoveResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{12}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MemberRemoveResponse) GetHeader() *ResponseHeader {
@@ -803,7 +803,7 @@ type LeaderTransferRequest struct {
 
 func (x *LeaderTransferRequest) Reset() {
 	*x = LeaderTransferRequest{}
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +815,7 @@ func (x *LeaderTransferRequest) String() string {
 func (*LeaderTransferRequest) ProtoMessage() {}
 
 func (x *LeaderTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +828,7 @@ func (x *LeaderTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderTransferRequest.ProtoReflect.Descriptor instead.
 func (*LeaderTransferRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{13}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaderTransferRequest) GetName() string {
@@ -848,7 +848,7 @@ type LeaderTransferResponse struct {
 
 func (x *LeaderTransferResponse) Reset() {
 	*x = LeaderTransferResponse{}
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +860,7 @@ func (x *LeaderTransferResponse) String() string {
 func (*LeaderTransferResponse) ProtoMessage() {}
 
 func (x *LeaderTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +873,7 @@ func (x *LeaderTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderTransferResponse.ProtoReflect.Descriptor instead.
 func (*LeaderTransferResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{14}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaderTransferResponse) GetHeader() *ResponseHeader {
@@ -890,11 +890,11 @@ func (x *LeaderTransferResponse) GetLeaderId() uint64 {
 	return 0
 }
 
-var File_cluster_proto protoreflect.FileDescriptor
+var File_dkv_v1_cluster_proto protoreflect.FileDescriptor
 
-const file_cluster_proto_rawDesc = "" +
+const file_dkv_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\rcluster.proto\x12\x06dkv.v1\x1a\bkv.proto\"\x0f\n" +
+	"\x14dkv/v1/cluster.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x0f\n" +
 	"\rStatusRequest\"\x91\x03\n" +
 	"\x0eStatusResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x12\n" +
@@ -968,19 +968,19 @@ const file_cluster_proto_rawDesc = "" +
 	"\x0eLeaderTransfer\x12\x1d.dkv.v1.LeaderTransferRequest\x1a\x1e.dkv.v1.LeaderTransferResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
-	file_cluster_proto_rawDescOnce sync.Once
-	file_cluster_proto_rawDescData []byte
+	file_dkv_v1_cluster_proto_rawDescOnce sync.Once
+	file_dkv_v1_cluster_proto_rawDescData []byte
 )
 
-func file_cluster_proto_rawDescGZIP() []byte {
-	file_cluster_proto_rawDescOnce.Do(func() {
-		file_cluster_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)))
+func file_dkv_v1_cluster_proto_rawDescGZIP() []byte {
+	file_dkv_v1_cluster_proto_rawDescOnce.Do(func() {
+		file_dkv_v1_cluster_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dkv_v1_cluster_proto_rawDesc), len(file_dkv_v1_cluster_proto_rawDesc)))
 	})
-	return file_cluster_proto_rawDescData
+	return file_dkv_v1_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
-var file_cluster_proto_goTypes = []any{
+var file_dkv_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_dkv_v1_cluster_proto_goTypes = []any{
 	(*StatusRequest)(nil),          // 0: dkv.v1.StatusRequest
 	(*StatusResponse)(nil),         // 1: dkv.v1.StatusResponse
 	(*HashKVRequest)(nil),          // 2: dkv.v1.HashKVRequest
@@ -998,7 +998,7 @@ var file_cluster_proto_goTypes = []any{
 	(*LeaderTransferResponse)(nil), // 14: dkv.v1.LeaderTransferResponse
 	(*ResponseHeader)(nil),         // 15: dkv.v1.ResponseHeader
 }
-var file_cluster_proto_depIdxs = []int32{
+var file_dkv_v1_cluster_proto_depIdxs = []int32{
 	15, // 0: dkv.v1.StatusResponse.header:type_name -> dkv.v1.ResponseHeader
 	15, // 1: dkv.v1.HashKVResponse.header:type_name -> dkv.v1.ResponseHeader
 	15, // 2: dkv.v1.MemberListResponse.header:type_name -> dkv.v1.ResponseHeader
@@ -1032,27 +1032,27 @@ var file_cluster_proto_depIdxs = []int32{
 	0,  // [0:12] is the sub-list for field type_name
 }
 
-func init() { file_cluster_proto_init() }
-func file_cluster_proto_init() {
-	if File_cluster_proto != nil {
+func init() { file_dkv_v1_cluster_proto_init() }
+func file_dkv_v1_cluster_proto_init() {
+	if File_dkv_v1_cluster_proto != nil {
 		return
 	}
-	file_kv_proto_init()
+	file_dkv_v1_kv_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_cluster_proto_rawDesc), len(file_dkv_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_cluster_proto_goTypes,
-		DependencyIndexes: file_cluster_proto_depIdxs,
-		MessageInfos:      file_cluster_proto_msgTypes,
+		GoTypes:           file_dkv_v1_cluster_proto_goTypes,
+		DependencyIndexes: file_dkv_v1_cluster_proto_depIdxs,
+		MessageInfos:      file_dkv_v1_cluster_proto_msgTypes,
 	}.Build()
-	File_cluster_proto = out.File
-	file_cluster_proto_goTypes = nil
-	file_cluster_proto_depIdxs = nil
+	File_dkv_v1_cluster_proto = out.File
+	file_dkv_v1_cluster_proto_goTypes = nil
+	file_dkv_v1_cluster_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: cluster.proto
+// source: dkv/v1/cluster.proto
 
 package dkvpb
 
@@ -351,5 +351,5 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "cluster.proto",
+	Metadata: "dkv/v1/cluster.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: kv.proto
+// source: dkv/v1/kv.proto
 
 // Package dkv.v1 is DKV's public wire API. Every response carries a
 // ResponseHeader; every failure is a gRPC status whose google.rpc.ErrorInfo
@@ -59,11 +59,11 @@ func (x RangeRequest_SortOrder) String() string {
 }
 
 func (RangeRequest_SortOrder) Descriptor() protoreflect.EnumDescriptor {
-	return file_kv_proto_enumTypes[0].Descriptor()
+	return file_dkv_v1_kv_proto_enumTypes[0].Descriptor()
 }
 
 func (RangeRequest_SortOrder) Type() protoreflect.EnumType {
-	return &file_kv_proto_enumTypes[0]
+	return &file_dkv_v1_kv_proto_enumTypes[0]
 }
 
 func (x RangeRequest_SortOrder) Number() protoreflect.EnumNumber {
@@ -72,7 +72,7 @@ func (x RangeRequest_SortOrder) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RangeRequest_SortOrder.Descriptor instead.
 func (RangeRequest_SortOrder) EnumDescriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{2, 0}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{2, 0}
 }
 
 type RangeRequest_SortTarget int32
@@ -114,11 +114,11 @@ func (x RangeRequest_SortTarget) String() string {
 }
 
 func (RangeRequest_SortTarget) Descriptor() protoreflect.EnumDescriptor {
-	return file_kv_proto_enumTypes[1].Descriptor()
+	return file_dkv_v1_kv_proto_enumTypes[1].Descriptor()
 }
 
 func (RangeRequest_SortTarget) Type() protoreflect.EnumType {
-	return &file_kv_proto_enumTypes[1]
+	return &file_dkv_v1_kv_proto_enumTypes[1]
 }
 
 func (x RangeRequest_SortTarget) Number() protoreflect.EnumNumber {
@@ -127,7 +127,7 @@ func (x RangeRequest_SortTarget) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RangeRequest_SortTarget.Descriptor instead.
 func (RangeRequest_SortTarget) EnumDescriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{2, 1}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{2, 1}
 }
 
 type Compare_CompareResult int32
@@ -166,11 +166,11 @@ func (x Compare_CompareResult) String() string {
 }
 
 func (Compare_CompareResult) Descriptor() protoreflect.EnumDescriptor {
-	return file_kv_proto_enumTypes[2].Descriptor()
+	return file_dkv_v1_kv_proto_enumTypes[2].Descriptor()
 }
 
 func (Compare_CompareResult) Type() protoreflect.EnumType {
-	return &file_kv_proto_enumTypes[2]
+	return &file_dkv_v1_kv_proto_enumTypes[2]
 }
 
 func (x Compare_CompareResult) Number() protoreflect.EnumNumber {
@@ -179,7 +179,7 @@ func (x Compare_CompareResult) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Compare_CompareResult.Descriptor instead.
 func (Compare_CompareResult) EnumDescriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{8, 0}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{8, 0}
 }
 
 type Compare_CompareTarget int32
@@ -227,11 +227,11 @@ func (x Compare_CompareTarget) String() string {
 }
 
 func (Compare_CompareTarget) Descriptor() protoreflect.EnumDescriptor {
-	return file_kv_proto_enumTypes[3].Descriptor()
+	return file_dkv_v1_kv_proto_enumTypes[3].Descriptor()
 }
 
 func (Compare_CompareTarget) Type() protoreflect.EnumType {
-	return &file_kv_proto_enumTypes[3]
+	return &file_dkv_v1_kv_proto_enumTypes[3]
 }
 
 func (x Compare_CompareTarget) Number() protoreflect.EnumNumber {
@@ -240,7 +240,7 @@ func (x Compare_CompareTarget) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Compare_CompareTarget.Descriptor instead.
 func (Compare_CompareTarget) EnumDescriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{8, 1}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{8, 1}
 }
 
 type ResponseHeader struct {
@@ -257,7 +257,7 @@ type ResponseHeader struct {
 
 func (x *ResponseHeader) Reset() {
 	*x = ResponseHeader{}
-	mi := &file_kv_proto_msgTypes[0]
+	mi := &file_dkv_v1_kv_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +269,7 @@ func (x *ResponseHeader) String() string {
 func (*ResponseHeader) ProtoMessage() {}
 
 func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[0]
+	mi := &file_dkv_v1_kv_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +282,7 @@ func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseHeader.ProtoReflect.Descriptor instead.
 func (*ResponseHeader) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{0}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ResponseHeader) GetClusterId() uint64 {
@@ -332,7 +332,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_kv_proto_msgTypes[1]
+	mi := &file_dkv_v1_kv_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +344,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[1]
+	mi := &file_dkv_v1_kv_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +357,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -432,7 +432,7 @@ type RangeRequest struct {
 
 func (x *RangeRequest) Reset() {
 	*x = RangeRequest{}
-	mi := &file_kv_proto_msgTypes[2]
+	mi := &file_dkv_v1_kv_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +444,7 @@ func (x *RangeRequest) String() string {
 func (*RangeRequest) ProtoMessage() {}
 
 func (x *RangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[2]
+	mi := &file_dkv_v1_kv_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +457,7 @@ func (x *RangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeRequest.ProtoReflect.Descriptor instead.
 func (*RangeRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{2}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RangeRequest) GetKey() []byte {
@@ -551,7 +551,7 @@ type RangeResponse struct {
 
 func (x *RangeResponse) Reset() {
 	*x = RangeResponse{}
-	mi := &file_kv_proto_msgTypes[3]
+	mi := &file_dkv_v1_kv_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +563,7 @@ func (x *RangeResponse) String() string {
 func (*RangeResponse) ProtoMessage() {}
 
 func (x *RangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[3]
+	mi := &file_dkv_v1_kv_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +576,7 @@ func (x *RangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeResponse.ProtoReflect.Descriptor instead.
 func (*RangeResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{3}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RangeResponse) GetHeader() *ResponseHeader {
@@ -638,7 +638,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_kv_proto_msgTypes[4]
+	mi := &file_dkv_v1_kv_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +650,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[4]
+	mi := &file_dkv_v1_kv_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +663,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{4}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PutRequest) GetKey() []byte {
@@ -748,7 +748,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_kv_proto_msgTypes[5]
+	mi := &file_dkv_v1_kv_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +760,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[5]
+	mi := &file_dkv_v1_kv_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +773,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{5}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutResponse) GetHeader() *ResponseHeader {
@@ -815,7 +815,7 @@ type DeleteRangeRequest struct {
 
 func (x *DeleteRangeRequest) Reset() {
 	*x = DeleteRangeRequest{}
-	mi := &file_kv_proto_msgTypes[6]
+	mi := &file_dkv_v1_kv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +827,7 @@ func (x *DeleteRangeRequest) String() string {
 func (*DeleteRangeRequest) ProtoMessage() {}
 
 func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[6]
+	mi := &file_dkv_v1_kv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +840,7 @@ func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{6}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteRangeRequest) GetKey() []byte {
@@ -896,7 +896,7 @@ type DeleteRangeResponse struct {
 
 func (x *DeleteRangeResponse) Reset() {
 	*x = DeleteRangeResponse{}
-	mi := &file_kv_proto_msgTypes[7]
+	mi := &file_dkv_v1_kv_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +908,7 @@ func (x *DeleteRangeResponse) String() string {
 func (*DeleteRangeResponse) ProtoMessage() {}
 
 func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[7]
+	mi := &file_dkv_v1_kv_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +921,7 @@ func (x *DeleteRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRangeResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{7}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteRangeResponse) GetHeader() *ResponseHeader {
@@ -965,7 +965,7 @@ type Compare struct {
 
 func (x *Compare) Reset() {
 	*x = Compare{}
-	mi := &file_kv_proto_msgTypes[8]
+	mi := &file_dkv_v1_kv_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +977,7 @@ func (x *Compare) String() string {
 func (*Compare) ProtoMessage() {}
 
 func (x *Compare) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[8]
+	mi := &file_dkv_v1_kv_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +990,7 @@ func (x *Compare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Compare.ProtoReflect.Descriptor instead.
 func (*Compare) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{8}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Compare) GetResult() Compare_CompareResult {
@@ -1129,7 +1129,7 @@ type RequestOp struct {
 
 func (x *RequestOp) Reset() {
 	*x = RequestOp{}
-	mi := &file_kv_proto_msgTypes[9]
+	mi := &file_dkv_v1_kv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1141,7 @@ func (x *RequestOp) String() string {
 func (*RequestOp) ProtoMessage() {}
 
 func (x *RequestOp) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[9]
+	mi := &file_dkv_v1_kv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1154,7 @@ func (x *RequestOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestOp.ProtoReflect.Descriptor instead.
 func (*RequestOp) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{9}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RequestOp) GetRequest() isRequestOp_Request {
@@ -1227,7 +1227,7 @@ type ResponseOp struct {
 
 func (x *ResponseOp) Reset() {
 	*x = ResponseOp{}
-	mi := &file_kv_proto_msgTypes[10]
+	mi := &file_dkv_v1_kv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1239,7 @@ func (x *ResponseOp) String() string {
 func (*ResponseOp) ProtoMessage() {}
 
 func (x *ResponseOp) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[10]
+	mi := &file_dkv_v1_kv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1252,7 @@ func (x *ResponseOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseOp.ProtoReflect.Descriptor instead.
 func (*ResponseOp) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{10}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResponseOp) GetResponse() isResponseOp_Response {
@@ -1322,7 +1322,7 @@ type TxnRequest struct {
 
 func (x *TxnRequest) Reset() {
 	*x = TxnRequest{}
-	mi := &file_kv_proto_msgTypes[11]
+	mi := &file_dkv_v1_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1334,7 @@ func (x *TxnRequest) String() string {
 func (*TxnRequest) ProtoMessage() {}
 
 func (x *TxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[11]
+	mi := &file_dkv_v1_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1347,7 @@ func (x *TxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRequest.ProtoReflect.Descriptor instead.
 func (*TxnRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{11}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TxnRequest) GetCompare() []*Compare {
@@ -1383,7 +1383,7 @@ type TxnResponse struct {
 
 func (x *TxnResponse) Reset() {
 	*x = TxnResponse{}
-	mi := &file_kv_proto_msgTypes[12]
+	mi := &file_dkv_v1_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1395,7 @@ func (x *TxnResponse) String() string {
 func (*TxnResponse) ProtoMessage() {}
 
 func (x *TxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[12]
+	mi := &file_dkv_v1_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1408,7 @@ func (x *TxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResponse.ProtoReflect.Descriptor instead.
 func (*TxnResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{12}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnResponse) GetHeader() *ResponseHeader {
@@ -1449,7 +1449,7 @@ type CounterRequest struct {
 
 func (x *CounterRequest) Reset() {
 	*x = CounterRequest{}
-	mi := &file_kv_proto_msgTypes[13]
+	mi := &file_dkv_v1_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1461,7 @@ func (x *CounterRequest) String() string {
 func (*CounterRequest) ProtoMessage() {}
 
 func (x *CounterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[13]
+	mi := &file_dkv_v1_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1474,7 @@ func (x *CounterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterRequest.ProtoReflect.Descriptor instead.
 func (*CounterRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{13}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CounterRequest) GetKey() []byte {
@@ -1529,7 +1529,7 @@ type CounterResponse struct {
 
 func (x *CounterResponse) Reset() {
 	*x = CounterResponse{}
-	mi := &file_kv_proto_msgTypes[14]
+	mi := &file_dkv_v1_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1541,7 @@ func (x *CounterResponse) String() string {
 func (*CounterResponse) ProtoMessage() {}
 
 func (x *CounterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[14]
+	mi := &file_dkv_v1_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1554,7 @@ func (x *CounterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResponse.ProtoReflect.Descriptor instead.
 func (*CounterResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{14}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CounterResponse) GetHeader() *ResponseHeader {
@@ -1580,7 +1580,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_kv_proto_msgTypes[15]
+	mi := &file_dkv_v1_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1592,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[15]
+	mi := &file_dkv_v1_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1605,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{15}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompactRequest) GetRevision() int64 {
@@ -1624,7 +1624,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_kv_proto_msgTypes[16]
+	mi := &file_dkv_v1_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1636,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[16]
+	mi := &file_dkv_v1_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1649,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{16}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompactResponse) GetHeader() *ResponseHeader {
@@ -1675,7 +1675,7 @@ type LockHandle struct {
 
 func (x *LockHandle) Reset() {
 	*x = LockHandle{}
-	mi := &file_kv_proto_msgTypes[17]
+	mi := &file_dkv_v1_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1687,7 @@ func (x *LockHandle) String() string {
 func (*LockHandle) ProtoMessage() {}
 
 func (x *LockHandle) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[17]
+	mi := &file_dkv_v1_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1700,7 @@ func (x *LockHandle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockHandle.ProtoReflect.Descriptor instead.
 func (*LockHandle) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{17}
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LockHandle) GetKey() []byte {
@@ -1731,11 +1731,11 @@ func (x *LockHandle) GetToken() int64 {
 	return 0
 }
 
-var File_kv_proto protoreflect.FileDescriptor
+var File_dkv_v1_kv_proto protoreflect.FileDescriptor
 
-const file_kv_proto_rawDesc = "" +
+const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\n" +
-	"\bkv.proto\x12\x06dkv.v1\"\x85\x01\n" +
+	"\x0fdkv/v1/kv.proto\x12\x06dkv.v1\"\x85\x01\n" +
 	"\x0eResponseHeader\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x1b\n" +
@@ -1891,20 +1891,20 @@ const file_kv_proto_rawDesc = "" +
 	"\aCompact\x12\x16.dkv.v1.CompactRequest\x1a\x17.dkv.v1.CompactResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
-	file_kv_proto_rawDescOnce sync.Once
-	file_kv_proto_rawDescData []byte
+	file_dkv_v1_kv_proto_rawDescOnce sync.Once
+	file_dkv_v1_kv_proto_rawDescData []byte
 )
 
-func file_kv_proto_rawDescGZIP() []byte {
-	file_kv_proto_rawDescOnce.Do(func() {
-		file_kv_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)))
+func file_dkv_v1_kv_proto_rawDescGZIP() []byte {
+	file_dkv_v1_kv_proto_rawDescOnce.Do(func() {
+		file_dkv_v1_kv_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dkv_v1_kv_proto_rawDesc), len(file_dkv_v1_kv_proto_rawDesc)))
 	})
-	return file_kv_proto_rawDescData
+	return file_dkv_v1_kv_proto_rawDescData
 }
 
-var file_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
-var file_kv_proto_goTypes = []any{
+var file_dkv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_dkv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_dkv_v1_kv_proto_goTypes = []any{
 	(RangeRequest_SortOrder)(0),  // 0: dkv.v1.RangeRequest.SortOrder
 	(RangeRequest_SortTarget)(0), // 1: dkv.v1.RangeRequest.SortTarget
 	(Compare_CompareResult)(0),   // 2: dkv.v1.Compare.CompareResult
@@ -1928,7 +1928,7 @@ var file_kv_proto_goTypes = []any{
 	(*CompactResponse)(nil),      // 20: dkv.v1.CompactResponse
 	(*LockHandle)(nil),           // 21: dkv.v1.LockHandle
 }
-var file_kv_proto_depIdxs = []int32{
+var file_dkv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: dkv.v1.RangeRequest.sort_order:type_name -> dkv.v1.RangeRequest.SortOrder
 	1,  // 1: dkv.v1.RangeRequest.sort_target:type_name -> dkv.v1.RangeRequest.SortTarget
 	21, // 2: dkv.v1.RangeRequest.lock:type_name -> dkv.v1.LockHandle
@@ -1976,12 +1976,12 @@ var file_kv_proto_depIdxs = []int32{
 	0,  // [0:28] is the sub-list for field type_name
 }
 
-func init() { file_kv_proto_init() }
-func file_kv_proto_init() {
-	if File_kv_proto != nil {
+func init() { file_dkv_v1_kv_proto_init() }
+func file_dkv_v1_kv_proto_init() {
+	if File_dkv_v1_kv_proto != nil {
 		return
 	}
-	file_kv_proto_msgTypes[8].OneofWrappers = []any{
+	file_dkv_v1_kv_proto_msgTypes[8].OneofWrappers = []any{
 		(*Compare_Version)(nil),
 		(*Compare_CreateRevision)(nil),
 		(*Compare_ModRevision)(nil),
@@ -1989,33 +1989,33 @@ func file_kv_proto_init() {
 		(*Compare_Exists)(nil),
 		(*Compare_Lock)(nil),
 	}
-	file_kv_proto_msgTypes[9].OneofWrappers = []any{
+	file_dkv_v1_kv_proto_msgTypes[9].OneofWrappers = []any{
 		(*RequestOp_RequestRange)(nil),
 		(*RequestOp_RequestPut)(nil),
 		(*RequestOp_RequestDeleteRange)(nil),
 	}
-	file_kv_proto_msgTypes[10].OneofWrappers = []any{
+	file_dkv_v1_kv_proto_msgTypes[10].OneofWrappers = []any{
 		(*ResponseOp_ResponseRange)(nil),
 		(*ResponseOp_ResponsePut)(nil),
 		(*ResponseOp_ResponseDeleteRange)(nil),
 	}
-	file_kv_proto_msgTypes[13].OneofWrappers = []any{}
+	file_dkv_v1_kv_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_kv_proto_rawDesc), len(file_dkv_v1_kv_proto_rawDesc)),
 			NumEnums:      4,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_kv_proto_goTypes,
-		DependencyIndexes: file_kv_proto_depIdxs,
-		EnumInfos:         file_kv_proto_enumTypes,
-		MessageInfos:      file_kv_proto_msgTypes,
+		GoTypes:           file_dkv_v1_kv_proto_goTypes,
+		DependencyIndexes: file_dkv_v1_kv_proto_depIdxs,
+		EnumInfos:         file_dkv_v1_kv_proto_enumTypes,
+		MessageInfos:      file_dkv_v1_kv_proto_msgTypes,
 	}.Build()
-	File_kv_proto = out.File
-	file_kv_proto_goTypes = nil
-	file_kv_proto_depIdxs = nil
+	File_dkv_v1_kv_proto = out.File
+	file_dkv_v1_kv_proto_goTypes = nil
+	file_dkv_v1_kv_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: kv.proto
+// source: dkv/v1/kv.proto
 
 // Package dkv.v1 is DKV's public wire API. Every response carries a
 // ResponseHeader; every failure is a gRPC status whose google.rpc.ErrorInfo
@@ -334,5 +334,5 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "kv.proto",
+	Metadata: "dkv/v1/kv.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: lease.proto
+// source: dkv/v1/lease.proto
 
 package dkvpb
 
@@ -35,7 +35,7 @@ type LeaseGrantRequest struct {
 
 func (x *LeaseGrantRequest) Reset() {
 	*x = LeaseGrantRequest{}
-	mi := &file_lease_proto_msgTypes[0]
+	mi := &file_dkv_v1_lease_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +47,7 @@ func (x *LeaseGrantRequest) String() string {
 func (*LeaseGrantRequest) ProtoMessage() {}
 
 func (x *LeaseGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[0]
+	mi := &file_dkv_v1_lease_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +60,7 @@ func (x *LeaseGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseGrantRequest.ProtoReflect.Descriptor instead.
 func (*LeaseGrantRequest) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{0}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *LeaseGrantRequest) GetTtlMs() int64 {
@@ -88,7 +88,7 @@ type LeaseGrantResponse struct {
 
 func (x *LeaseGrantResponse) Reset() {
 	*x = LeaseGrantResponse{}
-	mi := &file_lease_proto_msgTypes[1]
+	mi := &file_dkv_v1_lease_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +100,7 @@ func (x *LeaseGrantResponse) String() string {
 func (*LeaseGrantResponse) ProtoMessage() {}
 
 func (x *LeaseGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[1]
+	mi := &file_dkv_v1_lease_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +113,7 @@ func (x *LeaseGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseGrantResponse.ProtoReflect.Descriptor instead.
 func (*LeaseGrantResponse) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *LeaseGrantResponse) GetHeader() *ResponseHeader {
@@ -146,7 +146,7 @@ type LeaseRevokeRequest struct {
 
 func (x *LeaseRevokeRequest) Reset() {
 	*x = LeaseRevokeRequest{}
-	mi := &file_lease_proto_msgTypes[2]
+	mi := &file_dkv_v1_lease_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -158,7 +158,7 @@ func (x *LeaseRevokeRequest) String() string {
 func (*LeaseRevokeRequest) ProtoMessage() {}
 
 func (x *LeaseRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[2]
+	mi := &file_dkv_v1_lease_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -171,7 +171,7 @@ func (x *LeaseRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRevokeRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{2}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *LeaseRevokeRequest) GetId() int64 {
@@ -190,7 +190,7 @@ type LeaseRevokeResponse struct {
 
 func (x *LeaseRevokeResponse) Reset() {
 	*x = LeaseRevokeResponse{}
-	mi := &file_lease_proto_msgTypes[3]
+	mi := &file_dkv_v1_lease_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +202,7 @@ func (x *LeaseRevokeResponse) String() string {
 func (*LeaseRevokeResponse) ProtoMessage() {}
 
 func (x *LeaseRevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[3]
+	mi := &file_dkv_v1_lease_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +215,7 @@ func (x *LeaseRevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRevokeResponse.ProtoReflect.Descriptor instead.
 func (*LeaseRevokeResponse) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{3}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LeaseRevokeResponse) GetHeader() *ResponseHeader {
@@ -235,7 +235,7 @@ type LeaseKeepAliveRequest struct {
 
 func (x *LeaseKeepAliveRequest) Reset() {
 	*x = LeaseKeepAliveRequest{}
-	mi := &file_lease_proto_msgTypes[4]
+	mi := &file_dkv_v1_lease_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +247,7 @@ func (x *LeaseKeepAliveRequest) String() string {
 func (*LeaseKeepAliveRequest) ProtoMessage() {}
 
 func (x *LeaseKeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[4]
+	mi := &file_dkv_v1_lease_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +260,7 @@ func (x *LeaseKeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseKeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*LeaseKeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{4}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LeaseKeepAliveRequest) GetIds() []int64 {
@@ -283,7 +283,7 @@ type LeaseKeepAliveResult struct {
 
 func (x *LeaseKeepAliveResult) Reset() {
 	*x = LeaseKeepAliveResult{}
-	mi := &file_lease_proto_msgTypes[5]
+	mi := &file_dkv_v1_lease_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +295,7 @@ func (x *LeaseKeepAliveResult) String() string {
 func (*LeaseKeepAliveResult) ProtoMessage() {}
 
 func (x *LeaseKeepAliveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[5]
+	mi := &file_dkv_v1_lease_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +308,7 @@ func (x *LeaseKeepAliveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseKeepAliveResult.ProtoReflect.Descriptor instead.
 func (*LeaseKeepAliveResult) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{5}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LeaseKeepAliveResult) GetId() int64 {
@@ -342,7 +342,7 @@ type LeaseKeepAliveResponse struct {
 
 func (x *LeaseKeepAliveResponse) Reset() {
 	*x = LeaseKeepAliveResponse{}
-	mi := &file_lease_proto_msgTypes[6]
+	mi := &file_dkv_v1_lease_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +354,7 @@ func (x *LeaseKeepAliveResponse) String() string {
 func (*LeaseKeepAliveResponse) ProtoMessage() {}
 
 func (x *LeaseKeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[6]
+	mi := &file_dkv_v1_lease_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +367,7 @@ func (x *LeaseKeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseKeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*LeaseKeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{6}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LeaseKeepAliveResponse) GetHeader() *ResponseHeader {
@@ -393,7 +393,7 @@ type LeaseKeepAliveOnceRequest struct {
 
 func (x *LeaseKeepAliveOnceRequest) Reset() {
 	*x = LeaseKeepAliveOnceRequest{}
-	mi := &file_lease_proto_msgTypes[7]
+	mi := &file_dkv_v1_lease_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +405,7 @@ func (x *LeaseKeepAliveOnceRequest) String() string {
 func (*LeaseKeepAliveOnceRequest) ProtoMessage() {}
 
 func (x *LeaseKeepAliveOnceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[7]
+	mi := &file_dkv_v1_lease_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +418,7 @@ func (x *LeaseKeepAliveOnceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseKeepAliveOnceRequest.ProtoReflect.Descriptor instead.
 func (*LeaseKeepAliveOnceRequest) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{7}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LeaseKeepAliveOnceRequest) GetId() int64 {
@@ -439,7 +439,7 @@ type LeaseKeepAliveOnceResponse struct {
 
 func (x *LeaseKeepAliveOnceResponse) Reset() {
 	*x = LeaseKeepAliveOnceResponse{}
-	mi := &file_lease_proto_msgTypes[8]
+	mi := &file_dkv_v1_lease_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +451,7 @@ func (x *LeaseKeepAliveOnceResponse) String() string {
 func (*LeaseKeepAliveOnceResponse) ProtoMessage() {}
 
 func (x *LeaseKeepAliveOnceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[8]
+	mi := &file_dkv_v1_lease_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +464,7 @@ func (x *LeaseKeepAliveOnceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseKeepAliveOnceResponse.ProtoReflect.Descriptor instead.
 func (*LeaseKeepAliveOnceResponse) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{8}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeaseKeepAliveOnceResponse) GetHeader() *ResponseHeader {
@@ -499,7 +499,7 @@ type LeaseTimeToLiveRequest struct {
 
 func (x *LeaseTimeToLiveRequest) Reset() {
 	*x = LeaseTimeToLiveRequest{}
-	mi := &file_lease_proto_msgTypes[9]
+	mi := &file_dkv_v1_lease_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +511,7 @@ func (x *LeaseTimeToLiveRequest) String() string {
 func (*LeaseTimeToLiveRequest) ProtoMessage() {}
 
 func (x *LeaseTimeToLiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[9]
+	mi := &file_dkv_v1_lease_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +524,7 @@ func (x *LeaseTimeToLiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTimeToLiveRequest.ProtoReflect.Descriptor instead.
 func (*LeaseTimeToLiveRequest) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{9}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LeaseTimeToLiveRequest) GetId() int64 {
@@ -559,7 +559,7 @@ type LeaseTimeToLiveResponse struct {
 
 func (x *LeaseTimeToLiveResponse) Reset() {
 	*x = LeaseTimeToLiveResponse{}
-	mi := &file_lease_proto_msgTypes[10]
+	mi := &file_dkv_v1_lease_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +571,7 @@ func (x *LeaseTimeToLiveResponse) String() string {
 func (*LeaseTimeToLiveResponse) ProtoMessage() {}
 
 func (x *LeaseTimeToLiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[10]
+	mi := &file_dkv_v1_lease_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +584,7 @@ func (x *LeaseTimeToLiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTimeToLiveResponse.ProtoReflect.Descriptor instead.
 func (*LeaseTimeToLiveResponse) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{10}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LeaseTimeToLiveResponse) GetHeader() *ResponseHeader {
@@ -630,7 +630,7 @@ type LeaseLeasesRequest struct {
 
 func (x *LeaseLeasesRequest) Reset() {
 	*x = LeaseLeasesRequest{}
-	mi := &file_lease_proto_msgTypes[11]
+	mi := &file_dkv_v1_lease_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +642,7 @@ func (x *LeaseLeasesRequest) String() string {
 func (*LeaseLeasesRequest) ProtoMessage() {}
 
 func (x *LeaseLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[11]
+	mi := &file_dkv_v1_lease_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +655,7 @@ func (x *LeaseLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseLeasesRequest.ProtoReflect.Descriptor instead.
 func (*LeaseLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{11}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{11}
 }
 
 type LeaseStatus struct {
@@ -668,7 +668,7 @@ type LeaseStatus struct {
 
 func (x *LeaseStatus) Reset() {
 	*x = LeaseStatus{}
-	mi := &file_lease_proto_msgTypes[12]
+	mi := &file_dkv_v1_lease_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +680,7 @@ func (x *LeaseStatus) String() string {
 func (*LeaseStatus) ProtoMessage() {}
 
 func (x *LeaseStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[12]
+	mi := &file_dkv_v1_lease_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +693,7 @@ func (x *LeaseStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseStatus.ProtoReflect.Descriptor instead.
 func (*LeaseStatus) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{12}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LeaseStatus) GetId() int64 {
@@ -720,7 +720,7 @@ type LeaseLeasesResponse struct {
 
 func (x *LeaseLeasesResponse) Reset() {
 	*x = LeaseLeasesResponse{}
-	mi := &file_lease_proto_msgTypes[13]
+	mi := &file_dkv_v1_lease_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +732,7 @@ func (x *LeaseLeasesResponse) String() string {
 func (*LeaseLeasesResponse) ProtoMessage() {}
 
 func (x *LeaseLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[13]
+	mi := &file_dkv_v1_lease_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +745,7 @@ func (x *LeaseLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseLeasesResponse.ProtoReflect.Descriptor instead.
 func (*LeaseLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{13}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaseLeasesResponse) GetHeader() *ResponseHeader {
@@ -774,7 +774,7 @@ type LeaseRenewRequest struct {
 
 func (x *LeaseRenewRequest) Reset() {
 	*x = LeaseRenewRequest{}
-	mi := &file_lease_proto_msgTypes[14]
+	mi := &file_dkv_v1_lease_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +786,7 @@ func (x *LeaseRenewRequest) String() string {
 func (*LeaseRenewRequest) ProtoMessage() {}
 
 func (x *LeaseRenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[14]
+	mi := &file_dkv_v1_lease_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +799,7 @@ func (x *LeaseRenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRenewRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRenewRequest) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{14}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaseRenewRequest) GetIds() []int64 {
@@ -821,7 +821,7 @@ type LeaseRenewResponse struct {
 
 func (x *LeaseRenewResponse) Reset() {
 	*x = LeaseRenewResponse{}
-	mi := &file_lease_proto_msgTypes[15]
+	mi := &file_dkv_v1_lease_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +833,7 @@ func (x *LeaseRenewResponse) String() string {
 func (*LeaseRenewResponse) ProtoMessage() {}
 
 func (x *LeaseRenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[15]
+	mi := &file_dkv_v1_lease_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +846,7 @@ func (x *LeaseRenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRenewResponse.ProtoReflect.Descriptor instead.
 func (*LeaseRenewResponse) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{15}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeaseRenewResponse) GetHeader() *ResponseHeader {
@@ -877,7 +877,7 @@ type LeaseCheckpoint struct {
 
 func (x *LeaseCheckpoint) Reset() {
 	*x = LeaseCheckpoint{}
-	mi := &file_lease_proto_msgTypes[16]
+	mi := &file_dkv_v1_lease_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +889,7 @@ func (x *LeaseCheckpoint) String() string {
 func (*LeaseCheckpoint) ProtoMessage() {}
 
 func (x *LeaseCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[16]
+	mi := &file_dkv_v1_lease_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +902,7 @@ func (x *LeaseCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseCheckpoint.ProtoReflect.Descriptor instead.
 func (*LeaseCheckpoint) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{16}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LeaseCheckpoint) GetId() int64 {
@@ -935,7 +935,7 @@ type LeaseCheckpointRequest struct {
 
 func (x *LeaseCheckpointRequest) Reset() {
 	*x = LeaseCheckpointRequest{}
-	mi := &file_lease_proto_msgTypes[17]
+	mi := &file_dkv_v1_lease_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +947,7 @@ func (x *LeaseCheckpointRequest) String() string {
 func (*LeaseCheckpointRequest) ProtoMessage() {}
 
 func (x *LeaseCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[17]
+	mi := &file_dkv_v1_lease_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +960,7 @@ func (x *LeaseCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*LeaseCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{17}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LeaseCheckpointRequest) GetCheckpoints() []*LeaseCheckpoint {
@@ -979,7 +979,7 @@ type LeaseCheckpointResponse struct {
 
 func (x *LeaseCheckpointResponse) Reset() {
 	*x = LeaseCheckpointResponse{}
-	mi := &file_lease_proto_msgTypes[18]
+	mi := &file_dkv_v1_lease_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +991,7 @@ func (x *LeaseCheckpointResponse) String() string {
 func (*LeaseCheckpointResponse) ProtoMessage() {}
 
 func (x *LeaseCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[18]
+	mi := &file_dkv_v1_lease_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1004,7 @@ func (x *LeaseCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*LeaseCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{18}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LeaseCheckpointResponse) GetHeader() *ResponseHeader {
@@ -1027,7 +1027,7 @@ type LeaseExpireRequest struct {
 
 func (x *LeaseExpireRequest) Reset() {
 	*x = LeaseExpireRequest{}
-	mi := &file_lease_proto_msgTypes[19]
+	mi := &file_dkv_v1_lease_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1039,7 @@ func (x *LeaseExpireRequest) String() string {
 func (*LeaseExpireRequest) ProtoMessage() {}
 
 func (x *LeaseExpireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[19]
+	mi := &file_dkv_v1_lease_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1052,7 @@ func (x *LeaseExpireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExpireRequest.ProtoReflect.Descriptor instead.
 func (*LeaseExpireRequest) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{19}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LeaseExpireRequest) GetId() int64 {
@@ -1080,7 +1080,7 @@ type LeaseExpireResponse struct {
 
 func (x *LeaseExpireResponse) Reset() {
 	*x = LeaseExpireResponse{}
-	mi := &file_lease_proto_msgTypes[20]
+	mi := &file_dkv_v1_lease_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1092,7 @@ func (x *LeaseExpireResponse) String() string {
 func (*LeaseExpireResponse) ProtoMessage() {}
 
 func (x *LeaseExpireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lease_proto_msgTypes[20]
+	mi := &file_dkv_v1_lease_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1105,7 @@ func (x *LeaseExpireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExpireResponse.ProtoReflect.Descriptor instead.
 func (*LeaseExpireResponse) Descriptor() ([]byte, []int) {
-	return file_lease_proto_rawDescGZIP(), []int{20}
+	return file_dkv_v1_lease_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LeaseExpireResponse) GetHeader() *ResponseHeader {
@@ -1122,11 +1122,11 @@ func (x *LeaseExpireResponse) GetExpired() bool {
 	return false
 }
 
-var File_lease_proto protoreflect.FileDescriptor
+var File_dkv_v1_lease_proto protoreflect.FileDescriptor
 
-const file_lease_proto_rawDesc = "" +
+const file_dkv_v1_lease_proto_rawDesc = "" +
 	"\n" +
-	"\vlease.proto\x12\x06dkv.v1\x1a\bkv.proto\":\n" +
+	"\x12dkv/v1/lease.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\":\n" +
 	"\x11LeaseGrantRequest\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x03R\x02id\"k\n" +
@@ -1198,19 +1198,19 @@ const file_lease_proto_rawDesc = "" +
 	"\x06Leases\x12\x1a.dkv.v1.LeaseLeasesRequest\x1a\x1b.dkv.v1.LeaseLeasesResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
-	file_lease_proto_rawDescOnce sync.Once
-	file_lease_proto_rawDescData []byte
+	file_dkv_v1_lease_proto_rawDescOnce sync.Once
+	file_dkv_v1_lease_proto_rawDescData []byte
 )
 
-func file_lease_proto_rawDescGZIP() []byte {
-	file_lease_proto_rawDescOnce.Do(func() {
-		file_lease_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_lease_proto_rawDesc), len(file_lease_proto_rawDesc)))
+func file_dkv_v1_lease_proto_rawDescGZIP() []byte {
+	file_dkv_v1_lease_proto_rawDescOnce.Do(func() {
+		file_dkv_v1_lease_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dkv_v1_lease_proto_rawDesc), len(file_dkv_v1_lease_proto_rawDesc)))
 	})
-	return file_lease_proto_rawDescData
+	return file_dkv_v1_lease_proto_rawDescData
 }
 
-var file_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
-var file_lease_proto_goTypes = []any{
+var file_dkv_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_dkv_v1_lease_proto_goTypes = []any{
 	(*LeaseGrantRequest)(nil),          // 0: dkv.v1.LeaseGrantRequest
 	(*LeaseGrantResponse)(nil),         // 1: dkv.v1.LeaseGrantResponse
 	(*LeaseRevokeRequest)(nil),         // 2: dkv.v1.LeaseRevokeRequest
@@ -1234,7 +1234,7 @@ var file_lease_proto_goTypes = []any{
 	(*LeaseExpireResponse)(nil),        // 20: dkv.v1.LeaseExpireResponse
 	(*ResponseHeader)(nil),             // 21: dkv.v1.ResponseHeader
 }
-var file_lease_proto_depIdxs = []int32{
+var file_dkv_v1_lease_proto_depIdxs = []int32{
 	21, // 0: dkv.v1.LeaseGrantResponse.header:type_name -> dkv.v1.ResponseHeader
 	21, // 1: dkv.v1.LeaseRevokeResponse.header:type_name -> dkv.v1.ResponseHeader
 	21, // 2: dkv.v1.LeaseKeepAliveResponse.header:type_name -> dkv.v1.ResponseHeader
@@ -1266,27 +1266,27 @@ var file_lease_proto_depIdxs = []int32{
 	0,  // [0:12] is the sub-list for field type_name
 }
 
-func init() { file_lease_proto_init() }
-func file_lease_proto_init() {
-	if File_lease_proto != nil {
+func init() { file_dkv_v1_lease_proto_init() }
+func file_dkv_v1_lease_proto_init() {
+	if File_dkv_v1_lease_proto != nil {
 		return
 	}
-	file_kv_proto_init()
+	file_dkv_v1_kv_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lease_proto_rawDesc), len(file_lease_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_lease_proto_rawDesc), len(file_dkv_v1_lease_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_lease_proto_goTypes,
-		DependencyIndexes: file_lease_proto_depIdxs,
-		MessageInfos:      file_lease_proto_msgTypes,
+		GoTypes:           file_dkv_v1_lease_proto_goTypes,
+		DependencyIndexes: file_dkv_v1_lease_proto_depIdxs,
+		MessageInfos:      file_dkv_v1_lease_proto_msgTypes,
 	}.Build()
-	File_lease_proto = out.File
-	file_lease_proto_goTypes = nil
-	file_lease_proto_depIdxs = nil
+	File_dkv_v1_lease_proto = out.File
+	file_dkv_v1_lease_proto_goTypes = nil
+	file_dkv_v1_lease_proto_depIdxs = nil
 }

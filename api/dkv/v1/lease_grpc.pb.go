@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: lease.proto
+// source: dkv/v1/lease.proto
 
 package dkvpb
 
@@ -336,5 +336,5 @@ var Lease_ServiceDesc = grpc.ServiceDesc{
 			ClientStreams: true,
 		},
 	},
-	Metadata: "lease.proto",
+	Metadata: "dkv/v1/lease.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: lock.proto
+// source: dkv/v1/lock.proto
 
 package dkvpb
 
@@ -43,7 +43,7 @@ type LockAcquireRequest struct {
 
 func (x *LockAcquireRequest) Reset() {
 	*x = LockAcquireRequest{}
-	mi := &file_lock_proto_msgTypes[0]
+	mi := &file_dkv_v1_lock_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +55,7 @@ func (x *LockAcquireRequest) String() string {
 func (*LockAcquireRequest) ProtoMessage() {}
 
 func (x *LockAcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[0]
+	mi := &file_dkv_v1_lock_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +68,7 @@ func (x *LockAcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockAcquireRequest.ProtoReflect.Descriptor instead.
 func (*LockAcquireRequest) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{0}
+	return file_dkv_v1_lock_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *LockAcquireRequest) GetKey() []byte {
@@ -134,7 +134,7 @@ type LockAcquireResponse struct {
 
 func (x *LockAcquireResponse) Reset() {
 	*x = LockAcquireResponse{}
-	mi := &file_lock_proto_msgTypes[1]
+	mi := &file_dkv_v1_lock_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +146,7 @@ func (x *LockAcquireResponse) String() string {
 func (*LockAcquireResponse) ProtoMessage() {}
 
 func (x *LockAcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[1]
+	mi := &file_dkv_v1_lock_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +159,7 @@ func (x *LockAcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockAcquireResponse.ProtoReflect.Descriptor instead.
 func (*LockAcquireResponse) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_lock_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *LockAcquireResponse) GetHeader() *ResponseHeader {
@@ -220,7 +220,7 @@ type LockReleaseRequest struct {
 
 func (x *LockReleaseRequest) Reset() {
 	*x = LockReleaseRequest{}
-	mi := &file_lock_proto_msgTypes[2]
+	mi := &file_dkv_v1_lock_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -232,7 +232,7 @@ func (x *LockReleaseRequest) String() string {
 func (*LockReleaseRequest) ProtoMessage() {}
 
 func (x *LockReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[2]
+	mi := &file_dkv_v1_lock_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -245,7 +245,7 @@ func (x *LockReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockReleaseRequest.ProtoReflect.Descriptor instead.
 func (*LockReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{2}
+	return file_dkv_v1_lock_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *LockReleaseRequest) GetHandle() *LockHandle {
@@ -269,7 +269,7 @@ type LockReleaseResponse struct {
 
 func (x *LockReleaseResponse) Reset() {
 	*x = LockReleaseResponse{}
-	mi := &file_lock_proto_msgTypes[3]
+	mi := &file_dkv_v1_lock_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -281,7 +281,7 @@ func (x *LockReleaseResponse) String() string {
 func (*LockReleaseResponse) ProtoMessage() {}
 
 func (x *LockReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[3]
+	mi := &file_dkv_v1_lock_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -294,7 +294,7 @@ func (x *LockReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockReleaseResponse.ProtoReflect.Descriptor instead.
 func (*LockReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{3}
+	return file_dkv_v1_lock_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LockReleaseResponse) GetHeader() *ResponseHeader {
@@ -328,7 +328,7 @@ type LockCancelRequest struct {
 
 func (x *LockCancelRequest) Reset() {
 	*x = LockCancelRequest{}
-	mi := &file_lock_proto_msgTypes[4]
+	mi := &file_dkv_v1_lock_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +340,7 @@ func (x *LockCancelRequest) String() string {
 func (*LockCancelRequest) ProtoMessage() {}
 
 func (x *LockCancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[4]
+	mi := &file_dkv_v1_lock_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +353,7 @@ func (x *LockCancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCancelRequest.ProtoReflect.Descriptor instead.
 func (*LockCancelRequest) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{4}
+	return file_dkv_v1_lock_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LockCancelRequest) GetKey() []byte {
@@ -383,7 +383,7 @@ type LockCancelResponse struct {
 
 func (x *LockCancelResponse) Reset() {
 	*x = LockCancelResponse{}
-	mi := &file_lock_proto_msgTypes[5]
+	mi := &file_dkv_v1_lock_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +395,7 @@ func (x *LockCancelResponse) String() string {
 func (*LockCancelResponse) ProtoMessage() {}
 
 func (x *LockCancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[5]
+	mi := &file_dkv_v1_lock_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +408,7 @@ func (x *LockCancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockCancelResponse.ProtoReflect.Descriptor instead.
 func (*LockCancelResponse) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{5}
+	return file_dkv_v1_lock_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LockCancelResponse) GetHeader() *ResponseHeader {
@@ -441,7 +441,7 @@ type LockDescribeRequest struct {
 
 func (x *LockDescribeRequest) Reset() {
 	*x = LockDescribeRequest{}
-	mi := &file_lock_proto_msgTypes[6]
+	mi := &file_dkv_v1_lock_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +453,7 @@ func (x *LockDescribeRequest) String() string {
 func (*LockDescribeRequest) ProtoMessage() {}
 
 func (x *LockDescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[6]
+	mi := &file_dkv_v1_lock_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +466,7 @@ func (x *LockDescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDescribeRequest.ProtoReflect.Descriptor instead.
 func (*LockDescribeRequest) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{6}
+	return file_dkv_v1_lock_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LockDescribeRequest) GetKey() []byte {
@@ -494,7 +494,7 @@ type LockDescribeResponse struct {
 
 func (x *LockDescribeResponse) Reset() {
 	*x = LockDescribeResponse{}
-	mi := &file_lock_proto_msgTypes[7]
+	mi := &file_dkv_v1_lock_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +506,7 @@ func (x *LockDescribeResponse) String() string {
 func (*LockDescribeResponse) ProtoMessage() {}
 
 func (x *LockDescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lock_proto_msgTypes[7]
+	mi := &file_dkv_v1_lock_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +519,7 @@ func (x *LockDescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDescribeResponse.ProtoReflect.Descriptor instead.
 func (*LockDescribeResponse) Descriptor() ([]byte, []int) {
-	return file_lock_proto_rawDescGZIP(), []int{7}
+	return file_dkv_v1_lock_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LockDescribeResponse) GetHeader() *ResponseHeader {
@@ -564,12 +564,11 @@ func (x *LockDescribeResponse) GetLastToken() int64 {
 	return 0
 }
 
-var File_lock_proto protoreflect.FileDescriptor
+var File_dkv_v1_lock_proto protoreflect.FileDescriptor
 
-const file_lock_proto_rawDesc = "" +
+const file_dkv_v1_lock_proto_rawDesc = "" +
 	"\n" +
-	"\n" +
-	"lock.proto\x12\x06dkv.v1\x1a\bkv.proto\"\x9e\x01\n" +
+	"\x11dkv/v1/lock.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x9e\x01\n" +
 	"\x12LockAcquireRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05lease\x18\x02 \x01(\x03R\x05lease\x12\x15\n" +
@@ -616,19 +615,19 @@ const file_lock_proto_rawDesc = "" +
 	"\bDescribe\x12\x1b.dkv.v1.LockDescribeRequest\x1a\x1c.dkv.v1.LockDescribeResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
-	file_lock_proto_rawDescOnce sync.Once
-	file_lock_proto_rawDescData []byte
+	file_dkv_v1_lock_proto_rawDescOnce sync.Once
+	file_dkv_v1_lock_proto_rawDescData []byte
 )
 
-func file_lock_proto_rawDescGZIP() []byte {
-	file_lock_proto_rawDescOnce.Do(func() {
-		file_lock_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_lock_proto_rawDesc), len(file_lock_proto_rawDesc)))
+func file_dkv_v1_lock_proto_rawDescGZIP() []byte {
+	file_dkv_v1_lock_proto_rawDescOnce.Do(func() {
+		file_dkv_v1_lock_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dkv_v1_lock_proto_rawDesc), len(file_dkv_v1_lock_proto_rawDesc)))
 	})
-	return file_lock_proto_rawDescData
+	return file_dkv_v1_lock_proto_rawDescData
 }
 
-var file_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
-var file_lock_proto_goTypes = []any{
+var file_dkv_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_dkv_v1_lock_proto_goTypes = []any{
 	(*LockAcquireRequest)(nil),   // 0: dkv.v1.LockAcquireRequest
 	(*LockAcquireResponse)(nil),  // 1: dkv.v1.LockAcquireResponse
 	(*LockReleaseRequest)(nil),   // 2: dkv.v1.LockReleaseRequest
@@ -640,7 +639,7 @@ var file_lock_proto_goTypes = []any{
 	(*ResponseHeader)(nil),       // 8: dkv.v1.ResponseHeader
 	(*LockHandle)(nil),           // 9: dkv.v1.LockHandle
 }
-var file_lock_proto_depIdxs = []int32{
+var file_dkv_v1_lock_proto_depIdxs = []int32{
 	8,  // 0: dkv.v1.LockAcquireResponse.header:type_name -> dkv.v1.ResponseHeader
 	9,  // 1: dkv.v1.LockAcquireResponse.handle:type_name -> dkv.v1.LockHandle
 	9,  // 2: dkv.v1.LockAcquireResponse.holder:type_name -> dkv.v1.LockHandle
@@ -665,27 +664,27 @@ var file_lock_proto_depIdxs = []int32{
 	0,  // [0:9] is the sub-list for field type_name
 }
 
-func init() { file_lock_proto_init() }
-func file_lock_proto_init() {
-	if File_lock_proto != nil {
+func init() { file_dkv_v1_lock_proto_init() }
+func file_dkv_v1_lock_proto_init() {
+	if File_dkv_v1_lock_proto != nil {
 		return
 	}
-	file_kv_proto_init()
+	file_dkv_v1_kv_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lock_proto_rawDesc), len(file_lock_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_lock_proto_rawDesc), len(file_dkv_v1_lock_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_lock_proto_goTypes,
-		DependencyIndexes: file_lock_proto_depIdxs,
-		MessageInfos:      file_lock_proto_msgTypes,
+		GoTypes:           file_dkv_v1_lock_proto_goTypes,
+		DependencyIndexes: file_dkv_v1_lock_proto_depIdxs,
+		MessageInfos:      file_dkv_v1_lock_proto_msgTypes,
 	}.Build()
-	File_lock_proto = out.File
-	file_lock_proto_goTypes = nil
-	file_lock_proto_depIdxs = nil
+	File_dkv_v1_lock_proto = out.File
+	file_dkv_v1_lock_proto_goTypes = nil
+	file_dkv_v1_lock_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: lock.proto
+// source: dkv/v1/lock.proto
 
 package dkvpb
 
@@ -267,5 +267,5 @@ var Lock_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "lock.proto",
+	Metadata: "dkv/v1/lock.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: maintenance.proto
+// source: dkv/v1/maintenance.proto
 
 package dkvpb
 
@@ -29,7 +29,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_maintenance_proto_msgTypes[0]
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +41,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_maintenance_proto_msgTypes[0]
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +54,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_maintenance_proto_rawDescGZIP(), []int{0}
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{0}
 }
 
 type SnapshotResponse struct {
@@ -69,7 +69,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_maintenance_proto_msgTypes[1]
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -81,7 +81,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_maintenance_proto_msgTypes[1]
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -94,7 +94,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_maintenance_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *SnapshotResponse) GetHeader() *ResponseHeader {
@@ -118,11 +118,11 @@ func (x *SnapshotResponse) GetRemainingBytes() uint64 {
 	return 0
 }
 
-var File_maintenance_proto protoreflect.FileDescriptor
+var File_dkv_v1_maintenance_proto protoreflect.FileDescriptor
 
-const file_maintenance_proto_rawDesc = "" +
+const file_dkv_v1_maintenance_proto_rawDesc = "" +
 	"\n" +
-	"\x11maintenance.proto\x12\x06dkv.v1\x1a\bkv.proto\"\x11\n" +
+	"\x18dkv/v1/maintenance.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x11\n" +
 	"\x0fSnapshotRequest\"\x7f\n" +
 	"\x10SnapshotResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x12\n" +
@@ -132,24 +132,24 @@ const file_maintenance_proto_rawDesc = "" +
 	"\bSnapshot\x12\x17.dkv.v1.SnapshotRequest\x1a\x18.dkv.v1.SnapshotResponse0\x01B(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
-	file_maintenance_proto_rawDescOnce sync.Once
-	file_maintenance_proto_rawDescData []byte
+	file_dkv_v1_maintenance_proto_rawDescOnce sync.Once
+	file_dkv_v1_maintenance_proto_rawDescData []byte
 )
 
-func file_maintenance_proto_rawDescGZIP() []byte {
-	file_maintenance_proto_rawDescOnce.Do(func() {
-		file_maintenance_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_maintenance_proto_rawDesc), len(file_maintenance_proto_rawDesc)))
+func file_dkv_v1_maintenance_proto_rawDescGZIP() []byte {
+	file_dkv_v1_maintenance_proto_rawDescOnce.Do(func() {
+		file_dkv_v1_maintenance_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dkv_v1_maintenance_proto_rawDesc), len(file_dkv_v1_maintenance_proto_rawDesc)))
 	})
-	return file_maintenance_proto_rawDescData
+	return file_dkv_v1_maintenance_proto_rawDescData
 }
 
-var file_maintenance_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
-var file_maintenance_proto_goTypes = []any{
+var file_dkv_v1_maintenance_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_dkv_v1_maintenance_proto_goTypes = []any{
 	(*SnapshotRequest)(nil),  // 0: dkv.v1.SnapshotRequest
 	(*SnapshotResponse)(nil), // 1: dkv.v1.SnapshotResponse
 	(*ResponseHeader)(nil),   // 2: dkv.v1.ResponseHeader
 }
-var file_maintenance_proto_depIdxs = []int32{
+var file_dkv_v1_maintenance_proto_depIdxs = []int32{
 	2, // 0: dkv.v1.SnapshotResponse.header:type_name -> dkv.v1.ResponseHeader
 	0, // 1: dkv.v1.Maintenance.Snapshot:input_type -> dkv.v1.SnapshotRequest
 	1, // 2: dkv.v1.Maintenance.Snapshot:output_type -> dkv.v1.SnapshotResponse
@@ -160,27 +160,27 @@ var file_maintenance_proto_depIdxs = []int32{
 	0, // [0:1] is the sub-list for field type_name
 }
 
-func init() { file_maintenance_proto_init() }
-func file_maintenance_proto_init() {
-	if File_maintenance_proto != nil {
+func init() { file_dkv_v1_maintenance_proto_init() }
+func file_dkv_v1_maintenance_proto_init() {
+	if File_dkv_v1_maintenance_proto != nil {
 		return
 	}
-	file_kv_proto_init()
+	file_dkv_v1_kv_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_maintenance_proto_rawDesc), len(file_maintenance_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_maintenance_proto_rawDesc), len(file_dkv_v1_maintenance_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_maintenance_proto_goTypes,
-		DependencyIndexes: file_maintenance_proto_depIdxs,
-		MessageInfos:      file_maintenance_proto_msgTypes,
+		GoTypes:           file_dkv_v1_maintenance_proto_goTypes,
+		DependencyIndexes: file_dkv_v1_maintenance_proto_depIdxs,
+		MessageInfos:      file_dkv_v1_maintenance_proto_msgTypes,
 	}.Build()
-	File_maintenance_proto = out.File
-	file_maintenance_proto_goTypes = nil
-	file_maintenance_proto_depIdxs = nil
+	File_dkv_v1_maintenance_proto = out.File
+	file_dkv_v1_maintenance_proto_goTypes = nil
+	file_dkv_v1_maintenance_proto_depIdxs = nil
 }

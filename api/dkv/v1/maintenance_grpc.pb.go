@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: maintenance.proto
+// source: dkv/v1/maintenance.proto
 
 package dkvpb
 
@@ -128,5 +128,5 @@ var Maintenance_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "maintenance.proto",
+	Metadata: "dkv/v1/maintenance.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: raft_internal.proto
+// source: dkv/v1/raft_internal.proto
 
 package dkvpb
 
@@ -55,7 +55,7 @@ type InternalRequest struct {
 
 func (x *InternalRequest) Reset() {
 	*x = InternalRequest{}
-	mi := &file_raft_internal_proto_msgTypes[0]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -67,7 +67,7 @@ func (x *InternalRequest) String() string {
 func (*InternalRequest) ProtoMessage() {}
 
 func (x *InternalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_internal_proto_msgTypes[0]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -80,7 +80,7 @@ func (x *InternalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InternalRequest.ProtoReflect.Descriptor instead.
 func (*InternalRequest) Descriptor() ([]byte, []int) {
-	return file_raft_internal_proto_rawDescGZIP(), []int{0}
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *InternalRequest) GetId() uint64 {
@@ -330,7 +330,7 @@ type MemberAttrsRequest struct {
 
 func (x *MemberAttrsRequest) Reset() {
 	*x = MemberAttrsRequest{}
-	mi := &file_raft_internal_proto_msgTypes[1]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +342,7 @@ func (x *MemberAttrsRequest) String() string {
 func (*MemberAttrsRequest) ProtoMessage() {}
 
 func (x *MemberAttrsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_internal_proto_msgTypes[1]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +355,7 @@ func (x *MemberAttrsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAttrsRequest.ProtoReflect.Descriptor instead.
 func (*MemberAttrsRequest) Descriptor() ([]byte, []int) {
-	return file_raft_internal_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *MemberAttrsRequest) GetId() uint64 {
@@ -382,7 +382,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_raft_internal_proto_msgTypes[2]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +394,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_internal_proto_msgTypes[2]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +407,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_raft_internal_proto_rawDescGZIP(), []int{2}
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ConfChangeContext) GetMember() *Member {
@@ -417,12 +417,11 @@ func (x *ConfChangeContext) GetMember() *Member {
 	return nil
 }
 
-var File_raft_internal_proto protoreflect.FileDescriptor
+var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
-const file_raft_internal_proto_rawDesc = "" +
+const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x13raft_internal.proto\x12\x06dkv.v1\x1a\bkv.proto\x1a\rcluster.proto\x1a\vlease.proto\x1a\n" +
-	"lock.proto\"\x97\a\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\"\x97\a\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12&\n" +
@@ -453,19 +452,19 @@ const file_raft_internal_proto_rawDesc = "" +
 	"\x06member\x18\x01 \x01(\v2\x0e.dkv.v1.MemberR\x06memberB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
-	file_raft_internal_proto_rawDescOnce sync.Once
-	file_raft_internal_proto_rawDescData []byte
+	file_dkv_v1_raft_internal_proto_rawDescOnce sync.Once
+	file_dkv_v1_raft_internal_proto_rawDescData []byte
 )
 
-func file_raft_internal_proto_rawDescGZIP() []byte {
-	file_raft_internal_proto_rawDescOnce.Do(func() {
-		file_raft_internal_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_raft_internal_proto_rawDesc), len(file_raft_internal_proto_rawDesc)))
+func file_dkv_v1_raft_internal_proto_rawDescGZIP() []byte {
+	file_dkv_v1_raft_internal_proto_rawDescOnce.Do(func() {
+		file_dkv_v1_raft_internal_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dkv_v1_raft_internal_proto_rawDesc), len(file_dkv_v1_raft_internal_proto_rawDesc)))
 	})
-	return file_raft_internal_proto_rawDescData
+	return file_dkv_v1_raft_internal_proto_rawDescData
 }
 
-var file_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
-var file_raft_internal_proto_goTypes = []any{
+var file_dkv_v1_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*InternalRequest)(nil),        // 0: dkv.v1.InternalRequest
 	(*MemberAttrsRequest)(nil),     // 1: dkv.v1.MemberAttrsRequest
 	(*ConfChangeContext)(nil),      // 2: dkv.v1.ConfChangeContext
@@ -484,7 +483,7 @@ var file_raft_internal_proto_goTypes = []any{
 	(*LockCancelRequest)(nil),      // 15: dkv.v1.LockCancelRequest
 	(*Member)(nil),                 // 16: dkv.v1.Member
 }
-var file_raft_internal_proto_depIdxs = []int32{
+var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	3,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
 	4,  // 1: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
 	5,  // 2: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
@@ -507,16 +506,16 @@ var file_raft_internal_proto_depIdxs = []int32{
 	0,  // [0:15] is the sub-list for field type_name
 }
 
-func init() { file_raft_internal_proto_init() }
-func file_raft_internal_proto_init() {
-	if File_raft_internal_proto != nil {
+func init() { file_dkv_v1_raft_internal_proto_init() }
+func file_dkv_v1_raft_internal_proto_init() {
+	if File_dkv_v1_raft_internal_proto != nil {
 		return
 	}
-	file_kv_proto_init()
-	file_cluster_proto_init()
-	file_lease_proto_init()
-	file_lock_proto_init()
-	file_raft_internal_proto_msgTypes[0].OneofWrappers = []any{
+	file_dkv_v1_kv_proto_init()
+	file_dkv_v1_cluster_proto_init()
+	file_dkv_v1_lease_proto_init()
+	file_dkv_v1_lock_proto_init()
+	file_dkv_v1_raft_internal_proto_msgTypes[0].OneofWrappers = []any{
 		(*InternalRequest_Put)(nil),
 		(*InternalRequest_DeleteRange)(nil),
 		(*InternalRequest_Txn)(nil),
@@ -536,17 +535,17 @@ func file_raft_internal_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raft_internal_proto_rawDesc), len(file_raft_internal_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_raft_internal_proto_rawDesc), len(file_dkv_v1_raft_internal_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_raft_internal_proto_goTypes,
-		DependencyIndexes: file_raft_internal_proto_depIdxs,
-		MessageInfos:      file_raft_internal_proto_msgTypes,
+		GoTypes:           file_dkv_v1_raft_internal_proto_goTypes,
+		DependencyIndexes: file_dkv_v1_raft_internal_proto_depIdxs,
+		MessageInfos:      file_dkv_v1_raft_internal_proto_msgTypes,
 	}.Build()
-	File_raft_internal_proto = out.File
-	file_raft_internal_proto_goTypes = nil
-	file_raft_internal_proto_depIdxs = nil
+	File_dkv_v1_raft_internal_proto = out.File
+	file_dkv_v1_raft_internal_proto_goTypes = nil
+	file_dkv_v1_raft_internal_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: watch.proto
+// source: dkv/v1/watch.proto
 
 package dkvpb
 
@@ -51,11 +51,11 @@ func (x Event_EventType) String() string {
 }
 
 func (Event_EventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_watch_proto_enumTypes[0].Descriptor()
+	return file_dkv_v1_watch_proto_enumTypes[0].Descriptor()
 }
 
 func (Event_EventType) Type() protoreflect.EnumType {
-	return &file_watch_proto_enumTypes[0]
+	return &file_dkv_v1_watch_proto_enumTypes[0]
 }
 
 func (x Event_EventType) Number() protoreflect.EnumNumber {
@@ -64,7 +64,7 @@ func (x Event_EventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Event_EventType.Descriptor instead.
 func (Event_EventType) EnumDescriptor() ([]byte, []int) {
-	return file_watch_proto_rawDescGZIP(), []int{4, 0}
+	return file_dkv_v1_watch_proto_rawDescGZIP(), []int{4, 0}
 }
 
 type WatchRequest struct {
@@ -81,7 +81,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_watch_proto_msgTypes[0]
+	mi := &file_dkv_v1_watch_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -93,7 +93,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_watch_proto_msgTypes[0]
+	mi := &file_dkv_v1_watch_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -106,7 +106,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_watch_proto_rawDescGZIP(), []int{0}
+	return file_dkv_v1_watch_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *WatchRequest) GetRequestUnion() isWatchRequest_RequestUnion {
@@ -208,7 +208,7 @@ type WatchCreateRequest struct {
 
 func (x *WatchCreateRequest) Reset() {
 	*x = WatchCreateRequest{}
-	mi := &file_watch_proto_msgTypes[1]
+	mi := &file_dkv_v1_watch_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +220,7 @@ func (x *WatchCreateRequest) String() string {
 func (*WatchCreateRequest) ProtoMessage() {}
 
 func (x *WatchCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_watch_proto_msgTypes[1]
+	mi := &file_dkv_v1_watch_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +233,7 @@ func (x *WatchCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCreateRequest.ProtoReflect.Descriptor instead.
 func (*WatchCreateRequest) Descriptor() ([]byte, []int) {
-	return file_watch_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_watch_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *WatchCreateRequest) GetKey() []byte {
@@ -329,7 +329,7 @@ type WatchCancelRequest struct {
 
 func (x *WatchCancelRequest) Reset() {
 	*x = WatchCancelRequest{}
-	mi := &file_watch_proto_msgTypes[2]
+	mi := &file_dkv_v1_watch_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +341,7 @@ func (x *WatchCancelRequest) String() string {
 func (*WatchCancelRequest) ProtoMessage() {}
 
 func (x *WatchCancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_watch_proto_msgTypes[2]
+	mi := &file_dkv_v1_watch_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +354,7 @@ func (x *WatchCancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCancelRequest.ProtoReflect.Descriptor instead.
 func (*WatchCancelRequest) Descriptor() ([]byte, []int) {
-	return file_watch_proto_rawDescGZIP(), []int{2}
+	return file_dkv_v1_watch_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *WatchCancelRequest) GetWatchId() int64 {
@@ -375,7 +375,7 @@ type WatchProgressRequest struct {
 
 func (x *WatchProgressRequest) Reset() {
 	*x = WatchProgressRequest{}
-	mi := &file_watch_proto_msgTypes[3]
+	mi := &file_dkv_v1_watch_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +387,7 @@ func (x *WatchProgressRequest) String() string {
 func (*WatchProgressRequest) ProtoMessage() {}
 
 func (x *WatchProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_watch_proto_msgTypes[3]
+	mi := &file_dkv_v1_watch_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +400,7 @@ func (x *WatchProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProgressRequest.ProtoReflect.Descriptor instead.
 func (*WatchProgressRequest) Descriptor() ([]byte, []int) {
-	return file_watch_proto_rawDescGZIP(), []int{3}
+	return file_dkv_v1_watch_proto_rawDescGZIP(), []int{3}
 }
 
 type Event struct {
@@ -418,7 +418,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_watch_proto_msgTypes[4]
+	mi := &file_dkv_v1_watch_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +430,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_watch_proto_msgTypes[4]
+	mi := &file_dkv_v1_watch_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +443,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_watch_proto_rawDescGZIP(), []int{4}
+	return file_dkv_v1_watch_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Event) GetType() Event_EventType {
@@ -503,7 +503,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_watch_proto_msgTypes[5]
+	mi := &file_dkv_v1_watch_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +515,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_watch_proto_msgTypes[5]
+	mi := &file_dkv_v1_watch_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +528,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_watch_proto_rawDescGZIP(), []int{5}
+	return file_dkv_v1_watch_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WatchResponse) GetHeader() *ResponseHeader {
@@ -608,11 +608,11 @@ func (x *WatchResponse) GetEvents() []*Event {
 	return nil
 }
 
-var File_watch_proto protoreflect.FileDescriptor
+var File_dkv_v1_watch_proto protoreflect.FileDescriptor
 
-const file_watch_proto_rawDesc = "" +
+const file_dkv_v1_watch_proto_rawDesc = "" +
 	"\n" +
-	"\vwatch.proto\x12\x06dkv.v1\x1a\bkv.proto\"\xf4\x01\n" +
+	"\x12dkv/v1/watch.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\xf4\x01\n" +
 	"\fWatchRequest\x12C\n" +
 	"\x0ecreate_request\x18\x01 \x01(\v2\x1a.dkv.v1.WatchCreateRequestH\x00R\rcreateRequest\x12C\n" +
 	"\x0ecancel_request\x18\x02 \x01(\v2\x1a.dkv.v1.WatchCancelRequestH\x00R\rcancelRequest\x12I\n" +
@@ -661,20 +661,20 @@ const file_watch_proto_rawDesc = "" +
 	"\x05Watch\x12\x14.dkv.v1.WatchRequest\x1a\x15.dkv.v1.WatchResponse(\x010\x01B(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
-	file_watch_proto_rawDescOnce sync.Once
-	file_watch_proto_rawDescData []byte
+	file_dkv_v1_watch_proto_rawDescOnce sync.Once
+	file_dkv_v1_watch_proto_rawDescData []byte
 )
 
-func file_watch_proto_rawDescGZIP() []byte {
-	file_watch_proto_rawDescOnce.Do(func() {
-		file_watch_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_watch_proto_rawDesc), len(file_watch_proto_rawDesc)))
+func file_dkv_v1_watch_proto_rawDescGZIP() []byte {
+	file_dkv_v1_watch_proto_rawDescOnce.Do(func() {
+		file_dkv_v1_watch_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_dkv_v1_watch_proto_rawDesc), len(file_dkv_v1_watch_proto_rawDesc)))
 	})
-	return file_watch_proto_rawDescData
+	return file_dkv_v1_watch_proto_rawDescData
 }
 
-var file_watch_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_watch_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
-var file_watch_proto_goTypes = []any{
+var file_dkv_v1_watch_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_dkv_v1_watch_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_dkv_v1_watch_proto_goTypes = []any{
 	(Event_EventType)(0),         // 0: dkv.v1.Event.EventType
 	(*WatchRequest)(nil),         // 1: dkv.v1.WatchRequest
 	(*WatchCreateRequest)(nil),   // 2: dkv.v1.WatchCreateRequest
@@ -685,7 +685,7 @@ var file_watch_proto_goTypes = []any{
 	(*KeyValue)(nil),             // 7: dkv.v1.KeyValue
 	(*ResponseHeader)(nil),       // 8: dkv.v1.ResponseHeader
 }
-var file_watch_proto_depIdxs = []int32{
+var file_dkv_v1_watch_proto_depIdxs = []int32{
 	2,  // 0: dkv.v1.WatchRequest.create_request:type_name -> dkv.v1.WatchCreateRequest
 	3,  // 1: dkv.v1.WatchRequest.cancel_request:type_name -> dkv.v1.WatchCancelRequest
 	4,  // 2: dkv.v1.WatchRequest.progress_request:type_name -> dkv.v1.WatchProgressRequest
@@ -704,13 +704,13 @@ var file_watch_proto_depIdxs = []int32{
 	0,  // [0:9] is the sub-list for field type_name
 }
 
-func init() { file_watch_proto_init() }
-func file_watch_proto_init() {
-	if File_watch_proto != nil {
+func init() { file_dkv_v1_watch_proto_init() }
+func file_dkv_v1_watch_proto_init() {
+	if File_dkv_v1_watch_proto != nil {
 		return
 	}
-	file_kv_proto_init()
-	file_watch_proto_msgTypes[0].OneofWrappers = []any{
+	file_dkv_v1_kv_proto_init()
+	file_dkv_v1_watch_proto_msgTypes[0].OneofWrappers = []any{
 		(*WatchRequest_CreateRequest)(nil),
 		(*WatchRequest_CancelRequest)(nil),
 		(*WatchRequest_ProgressRequest)(nil),
@@ -719,18 +719,18 @@ func file_watch_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_watch_proto_rawDesc), len(file_watch_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_watch_proto_rawDesc), len(file_dkv_v1_watch_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_watch_proto_goTypes,
-		DependencyIndexes: file_watch_proto_depIdxs,
-		EnumInfos:         file_watch_proto_enumTypes,
-		MessageInfos:      file_watch_proto_msgTypes,
+		GoTypes:           file_dkv_v1_watch_proto_goTypes,
+		DependencyIndexes: file_dkv_v1_watch_proto_depIdxs,
+		EnumInfos:         file_dkv_v1_watch_proto_enumTypes,
+		MessageInfos:      file_dkv_v1_watch_proto_msgTypes,
 	}.Build()
-	File_watch_proto = out.File
-	file_watch_proto_goTypes = nil
-	file_watch_proto_depIdxs = nil
+	File_dkv_v1_watch_proto = out.File
+	file_dkv_v1_watch_proto_goTypes = nil
+	file_dkv_v1_watch_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: watch.proto
+// source: dkv/v1/watch.proto
 
 package dkvpb
 
@@ -123,5 +123,5 @@ var Watch_ServiceDesc = grpc.ServiceDesc{
 			ClientStreams: true,
 		},
 	},
-	Metadata: "watch.proto",
+	Metadata: "dkv/v1/watch.proto",
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: peer.proto
+// source: transportpb/peer.proto
 
 // Package dkv.peer.v1 is the member-to-member transport. It is internal:
 // only DKV nodes of the same version speak it.
@@ -37,7 +37,7 @@ type MessageBatch struct {
 
 func (x *MessageBatch) Reset() {
 	*x = MessageBatch{}
-	mi := &file_peer_proto_msgTypes[0]
+	mi := &file_transportpb_peer_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +49,7 @@ func (x *MessageBatch) String() string {
 func (*MessageBatch) ProtoMessage() {}
 
 func (x *MessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[0]
+	mi := &file_transportpb_peer_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +62,7 @@ func (x *MessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageBatch.ProtoReflect.Descriptor instead.
 func (*MessageBatch) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{0}
+	return file_transportpb_peer_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *MessageBatch) GetClusterId() uint64 {
@@ -109,7 +109,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_peer_proto_msgTypes[1]
+	mi := &file_transportpb_peer_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -121,7 +121,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[1]
+	mi := &file_transportpb_peer_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -134,7 +134,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{1}
+	return file_transportpb_peer_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *SnapshotChunk) GetClusterId() uint64 {
@@ -180,7 +180,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_peer_proto_msgTypes[2]
+	mi := &file_transportpb_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -192,7 +192,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[2]
+	mi := &file_transportpb_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -205,15 +205,14 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{2}
+	return file_transportpb_peer_proto_rawDescGZIP(), []int{2}
 }
 
-var File_peer_proto protoreflect.FileDescriptor
+var File_transportpb_peer_proto protoreflect.FileDescriptor
 
-const file_peer_proto_rawDesc = "" +
+const file_transportpb_peer_proto_rawDesc = "" +
 	"\n" +
-	"\n" +
-	"peer.proto\x12\vdkv.peer.v1\"m\n" +
+	"\x16transportpb/peer.proto\x12\vdkv.peer.v1\"m\n" +
 	"\fMessageBatch\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x12\n" +
@@ -233,24 +232,24 @@ const file_peer_proto_rawDesc = "" +
 	"\bSnapshot\x12\x1a.dkv.peer.v1.SnapshotChunk\x1a\x10.dkv.peer.v1.Ack(\x01B6Z4github.com/dkv-io/dkv/internal/transport/transportpbb\x06proto3"
 
 var (
-	file_peer_proto_rawDescOnce sync.Once
-	file_peer_proto_rawDescData []byte
+	file_transportpb_peer_proto_rawDescOnce sync.Once
+	file_transportpb_peer_proto_rawDescData []byte
 )
 
-func file_peer_proto_rawDescGZIP() []byte {
-	file_peer_proto_rawDescOnce.Do(func() {
-		file_peer_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)))
+func file_transportpb_peer_proto_rawDescGZIP() []byte {
+	file_transportpb_peer_proto_rawDescOnce.Do(func() {
+		file_transportpb_peer_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_transportpb_peer_proto_rawDesc), len(file_transportpb_peer_proto_rawDesc)))
 	})
-	return file_peer_proto_rawDescData
+	return file_transportpb_peer_proto_rawDescData
 }
 
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
-var file_peer_proto_goTypes = []any{
+var file_transportpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_transportpb_peer_proto_goTypes = []any{
 	(*MessageBatch)(nil),  // 0: dkv.peer.v1.MessageBatch
 	(*SnapshotChunk)(nil), // 1: dkv.peer.v1.SnapshotChunk
 	(*Ack)(nil),           // 2: dkv.peer.v1.Ack
 }
-var file_peer_proto_depIdxs = []int32{
+var file_transportpb_peer_proto_depIdxs = []int32{
 	0, // 0: dkv.peer.v1.Peer.Messages:input_type -> dkv.peer.v1.MessageBatch
 	1, // 1: dkv.peer.v1.Peer.Snapshot:input_type -> dkv.peer.v1.SnapshotChunk
 	2, // 2: dkv.peer.v1.Peer.Messages:output_type -> dkv.peer.v1.Ack
@@ -262,26 +261,26 @@ var file_peer_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_peer_proto_init() }
-func file_peer_proto_init() {
-	if File_peer_proto != nil {
+func init() { file_transportpb_peer_proto_init() }
+func file_transportpb_peer_proto_init() {
+	if File_transportpb_peer_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_transportpb_peer_proto_rawDesc), len(file_transportpb_peer_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_peer_proto_goTypes,
-		DependencyIndexes: file_peer_proto_depIdxs,
-		MessageInfos:      file_peer_proto_msgTypes,
+		GoTypes:           file_transportpb_peer_proto_goTypes,
+		DependencyIndexes: file_transportpb_peer_proto_depIdxs,
+		MessageInfos:      file_transportpb_peer_proto_msgTypes,
 	}.Build()
-	File_peer_proto = out.File
-	file_peer_proto_goTypes = nil
-	file_peer_proto_depIdxs = nil
+	File_transportpb_peer_proto = out.File
+	file_transportpb_peer_proto_goTypes = nil
+	file_transportpb_peer_proto_depIdxs = nil
 }

@@ -2,7 +2,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: peer.proto
+// source: transportpb/peer.proto
 
 // Package dkv.peer.v1 is the member-to-member transport. It is internal:
 // only DKV nodes of the same version speak it.
@@ -152,5 +152,5 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 			ClientStreams: true,
 		},
 	},
-	Metadata: "peer.proto",
+	Metadata: "transportpb/peer.proto",
 }
