@@ -17,24 +17,28 @@ bench() { # endpoints workload clients [flags...]
 	"$DKV" bench "$w" --endpoints "$eps" --clients "$c" --conns $(( c < 8 ? c : 8 )) --duration "$DUR" --keys 10000 --value-size 256 -q "$@" | tail -n 1
 }
 
+if [ "${SKIP_SINGLE:-}" != 1 ]; then
 echo "## single node"
 "$DKV" serve --data-dir "$WORK/single" --client-addr 127.0.0.1:19861 --http-addr "" --peer-addr "" >"$WORK/single.log" 2>&1 &
+pid=$!
 until "$DKV" status --endpoints 127.0.0.1:19861 >/dev/null 2>&1; do sleep 0.2; done
 echo "WORKLOAD  CLIENTS  OPS    OPS/S  P50     P90     P99     P99.9   MAX     ERRORS"
 for c in 1 64; do
 	bench 127.0.0.1:19861 put $c
 	bench 127.0.0.1:19861 get $c
 done
-kill %1; wait %1 2>/dev/null || true
+kill $pid; wait $pid 2>/dev/null || true
 
 echo "## bytes on disk per key (100000 keys, 256-byte values, 16-byte keys)"
 "$DKV" serve --data-dir "$WORK/size" --client-addr 127.0.0.1:19871 --http-addr "" --peer-addr "" >"$WORK/size.log" 2>&1 &
+pid=$!
 until "$DKV" status --endpoints 127.0.0.1:19871 >/dev/null 2>&1; do sleep 0.2; done
 "$DKV" bench get --endpoints 127.0.0.1:19871 --keys 100000 --total 1 --value-size 256 -q >/dev/null
-kill -INT %2; wait %2 2>/dev/null || true
+kill -INT $pid; wait $pid 2>/dev/null || true
 bytes=$(du -sb "$WORK/size" | cut -f1)
 echo "data dir after 100000 keys: $bytes bytes = $(( bytes / 100000 )) bytes/key (raft log tail, WAL and MVCC history included)"
 
+fi
 echo "## 3 nodes (dkv dev-cluster)"
 (cd "$WORK" && "$DKV" dev-cluster --nodes 3 --base-port 19881 --data-dir "$WORK/dev" >"$WORK/dev.log" 2>&1) &
 EPS=127.0.0.1:19881,127.0.0.1:19891,127.0.0.1:19901

@@ -591,6 +591,36 @@ func (n *Node) run() {
 	)
 	retryAfter := time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
 
+	// stepProps hands raft every proposal waiting now as one MsgProp.
+	stepProps := func(p *proposal) {
+		// A fresh slice each time: on a follower raft forwards these
+		// entries to the leader in a message the transport encodes
+		// later, so the backing array must not be reused.
+		props, perrs = make([]*raftpb.Entry, 0, 1+len(n.propc)), perrs[:0]
+		props = append(props, &raftpb.Entry{Data: p.data})
+		perrs = append(perrs, p.errc)
+	drain:
+		for len(props) < 4096 {
+			select {
+			case p := <-n.propc:
+				props = append(props, &raftpb.Entry{Data: p.data})
+				perrs = append(perrs, p.errc)
+			default:
+				break drain
+			}
+		}
+		n.stats.PendingProps.Add(-int64(len(props)))
+		err := n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.ID), Entries: props})
+		for _, c := range perrs {
+			c <- err
+		}
+	}
+	stepRecv := func(m *raftpb.Message) {
+		if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+			n.log.Debug("raft step", "type", m.GetType(), "err", err)
+		}
+	}
+
 	startRound := func() {
 		if inflight != nil || len(queued) == 0 {
 			return
@@ -630,27 +660,7 @@ func (n *Node) run() {
 			}
 			startRound()
 		case p := <-n.propc:
-			// A fresh slice each time: on a follower raft forwards these
-			// entries to the leader in a message the transport encodes
-			// later, so the backing array must not be reused.
-			props, perrs = make([]*raftpb.Entry, 0, 1+len(n.propc)), perrs[:0]
-			props = append(props, &raftpb.Entry{Data: p.data})
-			perrs = append(perrs, p.errc)
-		drain:
-			for len(props) < 4096 {
-				select {
-				case p := <-n.propc:
-					props = append(props, &raftpb.Entry{Data: p.data})
-					perrs = append(perrs, p.errc)
-				default:
-					break drain
-				}
-			}
-			n.stats.PendingProps.Add(-int64(len(props)))
-			err := n.rn.Step(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(n.cfg.ID), Entries: props})
-			for _, c := range perrs {
-				c <- err
-			}
+			stepProps(p)
 		case p := <-n.confc:
 			err := n.stepConfChange(p)
 			if err == nil && n.rn.BasicStatus().RaftState == raft.StateLeader {
@@ -673,9 +683,7 @@ func (n *Node) run() {
 			}
 			startRound()
 		case m := <-n.recvc:
-			if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
-				n.log.Debug("raft step", "type", m.GetType(), "err", err)
-			}
+			stepRecv(m)
 		case id := <-n.transfc:
 			n.rn.TransferLeader(id)
 		case f := <-n.reportc:
@@ -684,6 +692,21 @@ func (n *Node) run() {
 			releaseReads()
 		case <-n.stopc:
 			return
+		}
+
+		// Take in every message and proposal already waiting, so that one
+		// Ready (one fsync, one apply batch) covers them all instead of one
+		// Ready each.
+	more:
+		for range 8192 {
+			select {
+			case m := <-n.recvc:
+				stepRecv(m)
+			case p := <-n.propc:
+				stepProps(p)
+			default:
+				break more
+			}
 		}
 
 		for n.rn.HasReady() {
