@@ -300,7 +300,8 @@ func etcdVersion(bin string) string {
 }
 
 func buildDKV(ctx context.Context, repo, dir string) (string, error) {
-	bin := filepath.Join(dir, "dkv")
+	// Not base/dkv: that is the DKV cluster's data directory.
+	bin := filepath.Join(dir, "dkv-bin")
 	fmt.Fprintln(os.Stderr, "building dkv: go build -o", bin, "./cmd/dkv")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/dkv")
 	cmd.Dir = repo

@@ -102,6 +102,9 @@ type Node struct {
 	confState atomic.Pointer[raftpb.ConfState]
 
 	stats Stats
+
+	// term and vote last persisted; only the raft loop touches them
+	durableTerm, durableVote uint64
 }
 
 // Stats are counters exported as metrics.
@@ -768,11 +771,22 @@ func (n *Node) handleReady(rd *raft.Ready) error {
 			return fmt.Errorf("install snapshot: %w", err)
 		}
 	}
+	// 2. Send. A leader whose term and vote are already durable may send
+	// before its own write finishes (raft thesis 10.2.1, as etcd does):
+	// followers persist in parallel, and the entries still count toward
+	// the leader's own quorum only once its write returns.
+	early := n.isLeader.Load() && (rd.HardState == nil || raft.IsEmptyHardState(rd.HardState) ||
+		(rd.HardState.GetTerm() == n.durableTerm && rd.HardState.GetVote() == n.durableVote))
+	if early && len(rd.Messages) > 0 && n.cfg.Transport != nil {
+		n.cfg.Transport.Send(rd.Messages)
+	}
 	if err := n.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 		return err
 	}
-	// 2. Send.
-	if len(rd.Messages) > 0 && n.cfg.Transport != nil {
+	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+		n.durableTerm, n.durableVote = rd.HardState.GetTerm(), rd.HardState.GetVote()
+	}
+	if !early && len(rd.Messages) > 0 && n.cfg.Transport != nil {
 		n.cfg.Transport.Send(rd.Messages)
 	}
 	// 3. Apply, on the apply goroutine (raft's doc allows Advance any time
