@@ -76,3 +76,14 @@ func (f *Faults) delay(from, to uint64) time.Duration {
 	defer f.mu.Unlock()
 	return f.delays[[2]uint64{from, to}]
 }
+
+// isCut reports a hard cut only (no random drop), for messages already
+// queued when a cut starts.
+func (f *Faults) isCut(from, to uint64) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cut[[2]uint64{from, to}]
+}

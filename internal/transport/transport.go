@@ -139,6 +139,11 @@ func (t *GRPC) Send(msgs []*raftpb.Message) {
 		if !ok {
 			continue
 		}
+		// Faults apply when a message is sent (and again when its frame
+		// leaves, for what was queued before a cut).
+		if m.GetType() != raftpb.MsgSnap && t.cfg.Faults.drop(t.cfg.ID, to) {
+			continue
+		}
 		if m.GetType() == raftpb.MsgSnap {
 			select {
 			case p.snapq <- m:
@@ -259,7 +264,7 @@ func (p *peer) stream() error {
 		batch := &transportpb.MessageBatch{ClusterId: p.t.cfg.ClusterID, From: p.t.cfg.ID, To: p.id}
 		size := 0
 		for m != nil {
-			if !faults.drop(p.t.cfg.ID, p.id) {
+			if !faults.isCut(p.t.cfg.ID, p.id) {
 				b, err := proto.Marshal(m)
 				if err != nil {
 					return err
