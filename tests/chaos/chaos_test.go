@@ -99,8 +99,8 @@ func runInProcess(t *testing.T, seed int64, d time.Duration, unsafe bool) Result
 	defer closeAll()
 	suite := &Suite{
 		Seed: seed, Duration: d, Nemesis: nem,
-		Workloads: []Workload{&KVWorkload{Clients: kvs, Seed: seed}},
-		Checkers:  DefaultCheckers(),
+		Workloads: append([]Workload{&KVWorkload{Clients: kvs, Seed: seed}}, CoordWorkloads(asClients(kvs), seed, d, time.Second)...),
+		Checkers:  append(DefaultCheckers(), CoordCheckers()...),
 		Logf:      t.Logf,
 	}
 	return suite.Run(ctx)

@@ -66,11 +66,14 @@ type Stats struct {
 	// Unexpected counts errors no fault explains (kept for the report;
 	// they are not anomalies by themselves).
 	Unexpected map[string]int
+	// Checked counts what the coordination checkers examined (lock
+	// writes, watch events, lease reads...).
+	Checked map[string]int
 }
 
 // NewStats returns empty counters.
 func NewStats() *Stats {
-	return &Stats{Ops: map[string]int{}, Faults: map[string]int{}, Unexpected: map[string]int{}}
+	return &Stats{Ops: map[string]int{}, Faults: map[string]int{}, Unexpected: map[string]int{}, Checked: map[string]int{}}
 }
 
 func (s *Stats) add(m map[string]int, k string, n int) {
@@ -84,6 +87,9 @@ func (s *Stats) Op(outcome string) { s.add(s.Ops, outcome, 1) }
 
 // Fault counts one injected fault.
 func (s *Stats) Fault(kind string) { s.add(s.Faults, kind, 1) }
+
+// Check counts n things a checker examined.
+func (s *Stats) Check(what string, n int) { s.add(s.Checked, what, n) }
 
 // Unexpect counts an error no fault explains.
 func (s *Stats) Unexpect(what string) { s.add(s.Unexpected, what, 1) }
@@ -100,6 +106,9 @@ func (s *Stats) Merge(o *Stats) {
 	}
 	for k, v := range o.Unexpected {
 		s.add(s.Unexpected, k, v)
+	}
+	for k, v := range o.Checked {
+		s.add(s.Checked, k, v)
 	}
 	s.mu.Lock()
 	s.Histories += o.Histories
@@ -139,9 +148,9 @@ func sortedCounts(m map[string]int) string {
 func (s *Stats) Summary() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("operations:        %d (%s)\nhistories checked: %d (%d keys, %d inconclusive)\nfaults injected:   %d (%s)\nunexplained errors: %s\n",
+	return fmt.Sprintf("operations:        %d (%s)\nhistories checked: %d (%d keys, %d inconclusive)\nfaults injected:   %d (%s)\ncoordination:      %s\nunexplained errors: %s\n",
 		total(s.Ops), sortedCounts(s.Ops), s.Histories, s.Keys, s.Inconclusive,
-		total(s.Faults), sortedCounts(s.Faults), sortedCounts(s.Unexpected))
+		total(s.Faults), sortedCounts(s.Faults), sortedCounts(s.Checked), sortedCounts(s.Unexpected))
 }
 
 // ArtifactDir is where checkers write evidence: $DKV_ARTIFACTS, or

@@ -3,7 +3,8 @@
 // every operation's call and return (with unknown outcomes), and runs
 // checkers over the result: linearizability of the KV history (porcupine,
 // partitioned per key and split into bounded windows), durability of
-// acknowledged writes, counter bounds and replica convergence.
+// acknowledged writes, counter bounds and replica convergence; and, in
+// coord.go, lock safety (fencing), watch completeness and lease safety.
 //
 // Who calls it: the tests in this package (`make chaos`, the short CI
 // run), tests/docker_test.go, and later the lease, lock and watch suites,

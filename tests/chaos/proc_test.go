@@ -270,8 +270,8 @@ func runProcesses(t *testing.T, seed int64, d time.Duration) Result {
 	defer closeAll()
 	suite := &Suite{
 		Seed: seed, Duration: d, Nemesis: pc,
-		Workloads: []Workload{&KVWorkload{Clients: kvs, Seed: seed, OpTimeout: 2 * time.Second}},
-		Checkers:  DefaultCheckers(),
+		Workloads: append([]Workload{&KVWorkload{Clients: kvs, Seed: seed, OpTimeout: 2 * time.Second}}, CoordWorkloads(asClients(kvs), seed, d, 2*time.Second)...),
+		Checkers:  append(DefaultCheckers(), CoordCheckers()...),
 		Logf:      t.Logf,
 	}
 	return suite.Run(ctx)

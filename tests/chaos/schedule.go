@@ -75,7 +75,7 @@ type Suite struct {
 }
 
 // DefaultCheckers are the KV checkers. Lock safety, watch completeness
-// and lease safety are appended here as those features land.
+// and lease safety are CoordCheckers (they need CoordWorkloads' streams).
 func DefaultCheckers() []Checker {
 	return []Checker{Linearizability{}, Durability{}, CounterBounds{}, Convergence{}}
 }
