@@ -46,6 +46,9 @@ type config struct {
 	repo       string
 	noInstall  bool
 	fsyncCount int
+	watchers   int
+	watchW     int
+	leases     int
 }
 
 func main() {
@@ -67,6 +70,9 @@ func main() {
 	flag.StringVar(&c.etcdBin, "etcd", "", "etcd binary (default: etcd on PATH, installed with apt-get if missing)")
 	flag.StringVar(&c.repo, "repo", "", "DKV repository root (default: found from the working directory)")
 	flag.BoolVar(&c.noInstall, "no-install", false, "fail instead of installing etcd with apt-get")
+	flag.IntVar(&c.watchers, "watchers", 100, "watch: watches on the prefix")
+	flag.IntVar(&c.watchW, "watch-writers", 8, "watch: concurrent writers putting to the watched prefix")
+	flag.IntVar(&c.leases, "leases", 1000, "lease-keepalive: leases kept alive (shared out among the clients)")
 	flag.IntVar(&c.fsyncCount, "fsync-samples", 200, "4 KiB write+fdatasync samples for the disk latency line")
 	flag.Parse()
 	c.workloads = splitList(workloads)
@@ -87,8 +93,8 @@ func (c *config) validate() error {
 	if c.nodes != 1 && c.nodes != 3 && c.nodes != 5 {
 		return fmt.Errorf("-nodes must be 1, 3 or 5, got %d", c.nodes)
 	}
-	if c.duration <= 0 || c.clients < 1 || c.conns < 1 || c.keys < 1 || c.valueSize < 0 {
-		return errors.New("-duration, -clients, -conns and -keys must be positive")
+	if c.duration <= 0 || c.clients < 1 || c.conns < 1 || c.keys < 1 || c.valueSize < 0 || c.watchers < 1 || c.watchW < 1 || c.leases < 1 {
+		return errors.New("-duration, -clients, -conns, -keys, -watchers, -watch-writers and -leases must be positive")
 	}
 	for _, w := range c.workloads {
 		if _, ok := workloadByName(w); !ok {
@@ -118,10 +124,19 @@ func splitList(s string) []string {
 type workload struct {
 	name         string
 	desc         string
-	op           string // "put" or "get"
+	op           string // put, get, lock, watch, lease-keepalive: the dkv bench workload
 	clients      int    // 0: -clients
 	conns        int    // 0: -conns
 	serializable bool
+}
+
+// keys is the workload's key space: for lease-keepalive, the number of
+// leases.
+func (w workload) keys(c config) int {
+	if w.op == "lease-keepalive" {
+		return c.leases
+	}
+	return c.keys
 }
 
 var workloadTable = []workload{
@@ -129,6 +144,9 @@ var workloadTable = []workload{
 	{name: "get", desc: "linearizable get", op: "get"},
 	{name: "get-serializable", desc: "serializable get", op: "get", serializable: true},
 	{name: "put-1client", desc: "put, 1 client (latency)", op: "put", clients: 1, conns: 1},
+	{name: "lock", desc: "lock acquire+release, random keys (uncontended)", op: "lock"},
+	{name: "watch", desc: "prefix watchers; events/s and put→event latency", op: "watch"},
+	{name: "lease-keepalive", desc: "keep-alives over one stream per client", op: "lease-keepalive"},
 }
 
 func defaultWorkloadNames() []string {
@@ -150,6 +168,9 @@ func workloadByName(name string) (workload, bool) {
 
 func (w workload) params(c config) (clients, conns int) {
 	clients, conns = w.clients, w.conns
+	if w.op == "watch" {
+		clients = c.watchW
+	}
 	if clients == 0 {
 		clients = c.clients
 	}

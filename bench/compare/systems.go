@@ -82,12 +82,15 @@ func runDKV(ctx context.Context, c config, bin, dir string) ([]measurement, erro
 			"--clients", strconv.Itoa(clients),
 			"--conns", strconv.Itoa(conns),
 			"--duration", c.duration.String(),
-			"--keys", strconv.Itoa(c.keys),
+			"--keys", strconv.Itoa(w.keys(c)),
 			"--value-size", strconv.Itoa(c.valueSize),
 			"--key-prefix", keyPrefix,
 		}
 		if w.serializable {
 			args = append(args, "--serializable")
+		}
+		if w.op == "watch" {
+			args = append(args, "--watchers", strconv.Itoa(c.watchers))
 		}
 		fmt.Fprintf(os.Stderr, "\n== dkv %s: %s %s\n", name, bin, strings.Join(args, " "))
 		// Bound the subprocess: the run, a preload, and the per-op
@@ -177,7 +180,7 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 		w, _ := workloadByName(name)
 		nclients, nconns := w.params(c)
 		fmt.Fprintf(os.Stderr, "\n== etcd %s: clients=%d conns=%d duration=%s keys=%d value-size=%d serializable=%v\n",
-			name, nclients, nconns, c.duration, c.keys, c.valueSize, w.serializable)
+			name, nclients, nconns, c.duration, w.keys(c), c.valueSize, w.serializable)
 		m := measurement{Workload: name, System: "etcd"}
 		if w.op == "get" {
 			if err := etcdPreload(ctx, clients, c.keys, c.valueSize, seed); err != nil {
@@ -187,6 +190,13 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 				continue
 			}
 		}
+		ew, err := newEtcdWorkload(ctx, w, c, clients[:nconns], seed)
+		if err != nil {
+			m.Err = "setup: " + err.Error()
+			out = append(out, m)
+			report(m)
+			continue
+		}
 		res, err := runner.Run(ctx, runner.RunConfig{
 			Workload: w.op,
 			System:   "etcd",
@@ -194,33 +204,19 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 			Duration: c.duration,
 			Progress: os.Stderr,
 			Classify: classifyEtcd,
-		}, func(i int) (runner.Worker, error) {
-			kv := clients[i%nconns]
-			r := rand.New(rand.NewPCG(seed, uint64(i)))
-			val := value(r, c.valueSize)
-			var opts []clientv3.OpOption
-			if w.serializable {
-				opts = append(opts, clientv3.WithSerializable())
-			}
-			return runner.WorkerFunc(func(ctx context.Context) error {
-				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				k := key(r.IntN(c.keys))
-				var err error
-				if w.op == "put" {
-					_, err = kv.Put(ctx, k, val)
-				} else {
-					_, err = kv.Get(ctx, k, opts...)
-				}
-				return err
-			}), nil
-		})
+		}, ew.newWorker)
+		if res != nil && err == nil && ew.finish != nil {
+			err = ew.finish(ctx, res)
+		}
 		if err != nil {
 			m.Err = err.Error()
 		}
 		if res != nil {
 			res.Conns = nconns
-			res.Params = map[string]any{"keys": c.keys, "value_size": c.valueSize, "endpoints": cl.endpoints, "seed": seed}
+			res.Params = map[string]any{"keys": w.keys(c), "value_size": c.valueSize, "endpoints": cl.endpoints, "seed": seed}
+			if w.op == "watch" {
+				res.Params["watchers"] = c.watchers
+			}
 			if w.serializable {
 				res.Params["serializable"] = true
 			}
@@ -297,4 +293,8 @@ func report(m measurement) {
 	r := m.Result
 	fmt.Fprintf(os.Stderr, "%s %s: %.0f ops/s, p50 %s, p99 %s, errors %d\n", m.System, m.Workload,
 		r.OpsPerSec, runner.FormatLatency(r.Latency.P50), runner.FormatLatency(r.Latency.P99), r.ErrorCount())
+	if _, ok := r.Extra["events"]; ok {
+		fmt.Fprintf(os.Stderr, "%s %s: %.0f/%.0f events delivered, %.0f events/s, put→event p50 %.2fms, p99 %.2fms\n", m.System, m.Workload,
+			r.Extra["events"], r.Extra["expected_events"], r.Extra["events_per_sec"], r.Extra["event_p50_ms"], r.Extra["event_p99_ms"])
+	}
 }

@@ -54,6 +54,9 @@ type Options struct {
 	Serializable bool
 	// KeyPrefix namespaces the benchmark's keys (default "bench/").
 	KeyPrefix string
+	// Watchers is the number of watches on the watch workload's prefix
+	// (default 100), multiplexed over one Watch stream per connection.
+	Watchers int
 	// NoPreload skips writing the whole key space before read workloads.
 	NoPreload bool
 	// Seed makes key choice reproducible; 0 picks one from the clock. The
@@ -89,6 +92,9 @@ func (o *Options) EnsureDefaults() {
 	if o.ValueSize == 0 {
 		o.ValueSize = 256
 	}
+	if o.Watchers == 0 {
+		o.Watchers = 100
+	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = "bench/"
 	}
@@ -118,6 +124,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("keys must be >= 1, got %d", o.Keys)
 	case o.ValueSize < 0:
 		return fmt.Errorf("value size must not be negative, got %d", o.ValueSize)
+	case o.Watchers < 0:
+		return fmt.Errorf("watchers must not be negative, got %d", o.Watchers)
 	case o.ReadRatio < 0 || o.ReadRatio > 1:
 		return fmt.Errorf("read ratio must be in [0, 1], got %g", o.ReadRatio)
 	}
@@ -280,6 +288,9 @@ func Bench(ctx context.Context, o Options) (*Result, error) {
 			"value_size": o.ValueSize,
 			"endpoints":  o.Endpoints,
 			"seed":       o.Seed,
+		}
+		if o.Workload == "watch" {
+			res.Params["watchers"] = o.Watchers
 		}
 		if o.Workload == "mixed" {
 			res.Params["read_ratio"] = o.ReadRatio

@@ -36,10 +36,18 @@ progress line goes to stderr every second (--quiet: none).
 Keys are <--key-prefix><10-digit index>, uniform over --keys. get and mixed
 first write every key once unless the key space is already full
 (--no-preload skips that). Run against a test cluster: put, mixed, txn and
-counter overwrite keys under the prefix.`,
+counter overwrite keys under the prefix.
+
+lease-keepalive grants --keys leases, renews each client's share over one
+KeepAlive stream per client (an op = one acknowledged keep-alive), then
+revokes them. watch creates --watchers watches on <prefix>watch/ and runs
+--clients writers putting there; besides the put latency it reports
+delivered events, events/s and put→event latency (extra: event_*_ms).`,
 		Example: `  dkv bench put --clients 64 --value-size 256 --duration 15s
   dkv bench get --serializable -o json
-  dkv bench mixed --read-ratio 0.9 --total 100000`,
+  dkv bench mixed --read-ratio 0.9 --total 100000
+  dkv bench lease-keepalive --keys 1000 --clients 64
+  dkv bench watch --watchers 100 --clients 8`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&o.Clients, "clients", 64, "concurrent clients (goroutines)")
@@ -52,6 +60,7 @@ counter overwrite keys under the prefix.`,
 	pf.Float64Var(&o.ReadRatio, "read-ratio", 0.9, "mixed: fraction of ops that are reads")
 	pf.BoolVar(&o.Serializable, "serializable", false, "serializable (local, possibly stale) reads instead of linearizable")
 	pf.StringVar(&o.KeyPrefix, "key-prefix", "bench/", "prefix of every key the benchmark touches")
+	pf.IntVar(&o.Watchers, "watchers", 100, "watch: number of watches on the prefix (multiplexed over one stream per connection)")
 	pf.BoolVar(&o.NoPreload, "no-preload", false, "get, mixed: do not write the key space first")
 	pf.Uint64Var(&o.Seed, "seed", 0, "random seed for key choice (0: from the clock)")
 	pf.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "time limit for one op; a timed-out op counts as DeadlineExceeded")
@@ -74,7 +83,7 @@ counter overwrite keys under the prefix.`,
 					return usagef("--endpoints is empty")
 				}
 				if o.Clients < 1 || o.Conns < 1 || o.Keys < 1 || o.ValueSize < 0 || o.Total < 0 || o.Duration < 0 ||
-					o.ReadRatio < 0 || o.ReadRatio > 1 || o.Rate < 0 {
+					o.ReadRatio < 0 || o.ReadRatio > 1 || o.Rate < 0 || o.Watchers < 0 {
 					return usagef("--clients, --conns and --keys must be >= 1; --value-size, --total, --duration and --rate >= 0; --read-ratio in [0, 1]")
 				}
 				if o.Duration == 0 && o.Total == 0 {

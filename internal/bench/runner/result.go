@@ -127,7 +127,23 @@ func (r *Result) WriteText(w io.Writer) error {
 		r.Workload, r.Clients, r.Ops, r.OpsPerSec,
 		FormatLatency(r.Latency.P50), FormatLatency(r.Latency.P90), FormatLatency(r.Latency.P99),
 		FormatLatency(r.Latency.P999), FormatLatency(r.Latency.Max), r.errorsString())
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Extra) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(r.Extra))
+	for k := range r.Extra {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if _, err := fmt.Fprintf(w, "%s: %.6g\n", k, r.Extra[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *Result) errorsString() string {
