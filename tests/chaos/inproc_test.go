@@ -157,9 +157,14 @@ func (n *inprocNemesis) membership(ctx context.Context, l *tests.Node) (func() e
 			time.Sleep(50 * time.Millisecond)
 		}
 		promoted := err == nil
+		// The removal gets its own deadline: a learner that could not
+		// catch up during the faults (promotion timed out) must still be
+		// removed, and the promote loop may have used up cctx.
+		rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
+		defer rcancel()
 		for {
-			_, err = cc.MemberRemove(cctx, &dkvpb.MemberRemoveRequest{Name: name})
-			if err == nil || cctx.Err() != nil || dkverr.CodeOf(err) != dkverr.Unavailable {
+			_, err = cc.MemberRemove(rctx, &dkvpb.MemberRemoveRequest{Name: name})
+			if err == nil || rctx.Err() != nil || dkverr.CodeOf(err) != dkverr.Unavailable {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
