@@ -178,6 +178,18 @@ func (s *Server) leaderClient(ctx context.Context) (dkvpb.ClusterClient, func(),
 
 // findMember looks name up in the member table after a linearizable wait,
 // so a change acknowledged anywhere is visible here.
+// onLeader runs a membership call on the leader, for a follower that got
+// it: those calls need leader-only knowledge (progress, who is active).
+func onLeader[T any](ctx context.Context, s *Server, call func(dkvpb.ClusterClient) (T, error)) (T, error) {
+	lc, closeFn, err := s.leaderClient(ctx)
+	if err != nil {
+		var zero T
+		return zero, wireErr(err)
+	}
+	defer closeFn()
+	return call(lc)
+}
+
 func (s *Server) findMember(ctx context.Context, name string) (*dkvpb.Member, []*dkvpb.Member, error) {
 	if err := s.node.WaitLinearizable(ctx); err != nil {
 		return nil, nil, wireErr(err)
@@ -207,12 +219,7 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 		return nil, dkverr.New(dkverr.InvalidInput, "peer URL %q is not host:port", req.GetPeerUrl())
 	}
 	if !s.node.Status().IsLeader {
-		lc, closeFn, err := s.leaderClient(ctx)
-		if err != nil {
-			return nil, wireErr(err)
-		}
-		defer closeFn()
-		return lc.MemberAdd(ctx, req)
+		return onLeader(ctx, s, func(lc dkvpb.ClusterClient) (*dkvpb.MemberAddResponse, error) { return lc.MemberAdd(ctx, req) })
 	}
 	if m, ms, _ := s.findMember(ctx, req.GetName()); m != nil {
 		return nil, dkverr.New(dkverr.Conflict, "a member named %q already exists", req.GetName())
@@ -246,12 +253,7 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 func (c *clusterService) MemberPromote(ctx context.Context, req *dkvpb.MemberPromoteRequest) (*dkvpb.MemberPromoteResponse, error) {
 	s := c.s
 	if !s.node.Status().IsLeader {
-		lc, closeFn, err := s.leaderClient(ctx)
-		if err != nil {
-			return nil, wireErr(err)
-		}
-		defer closeFn()
-		return lc.MemberPromote(ctx, req)
+		return onLeader(ctx, s, func(lc dkvpb.ClusterClient) (*dkvpb.MemberPromoteResponse, error) { return lc.MemberPromote(ctx, req) })
 	}
 	m, _, err := s.findMember(ctx, req.GetName())
 	if err != nil {
@@ -293,12 +295,7 @@ func (c *clusterService) MemberPromote(ctx context.Context, req *dkvpb.MemberPro
 func (c *clusterService) MemberRemove(ctx context.Context, req *dkvpb.MemberRemoveRequest) (*dkvpb.MemberRemoveResponse, error) {
 	s := c.s
 	if !s.node.Status().IsLeader {
-		lc, closeFn, err := s.leaderClient(ctx)
-		if err != nil {
-			return nil, wireErr(err)
-		}
-		defer closeFn()
-		return lc.MemberRemove(ctx, req)
+		return onLeader(ctx, s, func(lc dkvpb.ClusterClient) (*dkvpb.MemberRemoveResponse, error) { return lc.MemberRemove(ctx, req) })
 	}
 	m, _, err := s.findMember(ctx, req.GetName())
 	if err != nil {
@@ -355,12 +352,9 @@ func (c *clusterService) LeaderTransfer(ctx context.Context, req *dkvpb.LeaderTr
 		return &dkvpb.LeaderTransferResponse{Header: s.header(), LeaderId: m.GetId()}, nil
 	}
 	if !s.node.Status().IsLeader {
-		lc, closeFn, err := s.leaderClient(ctx)
-		if err != nil {
-			return nil, wireErr(err)
-		}
-		defer closeFn()
-		return lc.LeaderTransfer(ctx, req)
+		return onLeader(ctx, s, func(lc dkvpb.ClusterClient) (*dkvpb.LeaderTransferResponse, error) {
+			return lc.LeaderTransfer(ctx, req)
+		})
 	}
 	if err := s.node.TransferLeadership(ctx, m.GetId()); err != nil {
 		return nil, wireErr(err)
