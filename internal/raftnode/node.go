@@ -903,7 +903,7 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 			// Already in the state (restored from a snapshot taken later
 			// than its index). Conf changes must still reach raft.
 			if e.GetType() != raftpb.EntryNormal {
-				if _, err := n.applyConfChange(nil, e); err != nil {
+				if err := n.applyConfChange(nil, e); err != nil {
 					return err
 				}
 			}
@@ -926,7 +926,7 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 			done = append(done, applied{id: req.Id, res: res})
 			results = append(results, res)
 		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
-			if _, err := n.applyConfChange(b, e); err != nil {
+			if err := n.applyConfChange(b, e); err != nil {
 				return err
 			}
 			confChanged = true
@@ -966,39 +966,36 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	return n.maybeCompactLog(last)
 }
 
-// ConfChangeResult is what a conf change entry's proposer receives.
-type ConfChangeResult struct {
-	ConfState *raftpb.ConfState
-}
-
-func (n *Node) applyConfChange(b *pebble.Batch, e *raftpb.Entry) (*applied, error) {
+// applyConfChange hands a committed conf change to raft and, with a batch,
+// records the new ConfState and member table in it.
+func (n *Node) applyConfChange(b *pebble.Batch, e *raftpb.Entry) error {
 	var cc raftpb.ConfChangeI
 	var ctxData []byte
 	if e.GetType() == raftpb.EntryConfChange {
 		c := &raftpb.ConfChange{}
 		if err := proto.Unmarshal(e.GetData(), c); err != nil {
-			return nil, err
+			return err
 		}
 		cc, ctxData = c, c.GetContext()
 	} else {
 		c := &raftpb.ConfChangeV2{}
 		if err := proto.Unmarshal(e.GetData(), c); err != nil {
-			return nil, err
+			return err
 		}
 		cc, ctxData = c, c.GetContext()
 	}
 	cs := n.rn.ApplyConfChange(cc)
 	n.confState.Store(cs)
 	if b == nil {
-		return nil, nil
+		return nil
 	}
 	if err := storage.SetConfState(b, cs); err != nil {
-		return nil, err
+		return err
 	}
 	if err := applyMembership(b, cc.AsV2(), ctxData); err != nil {
-		return nil, err
+		return err
 	}
-	return nil, nil
+	return nil
 }
 
 // errConfChangePending is returned when raft refuses a conf change because
