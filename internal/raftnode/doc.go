@@ -6,13 +6,22 @@
 // RawNode; everything else talks to it over channels, so raft's state is
 // never shared. For each Ready, in the order raft's doc.go requires:
 //
-//  1. HardState and entries are persisted to Pebble (synced when raft says
-//     MustSync) before any message of that Ready is sent;
+//  1. an incoming snapshot is installed (after every queued apply), then
+//     HardState and entries are persisted to Pebble (synced when raft says
+//     MustSync) before any message of that Ready is sent — except that a
+//     leader whose term and vote are already durable sends while its own
+//     write runs (raft thesis 10.2.1);
 //  2. messages are handed to the transport, which never blocks;
-//  3. an incoming snapshot is installed, then committed entries are applied
-//     into one Pebble batch together with the applied index, and committed;
-//  4. waiters of the applied entries and of read indexes are released;
-//  5. Advance.
+//  3. committed entries go, in order, to the apply goroutine, which applies
+//     each Ready's entries into one Pebble batch with the applied index,
+//     commits it, then releases the entries' waiters and wakes the loop to
+//     release readers (a batch holding a conf change is applied on the
+//     loop itself, after the queue drains, since only it may touch the
+//     RawNode);
+//  4. Advance.
+//
+// Before each Ready the loop takes in every message and proposal already
+// waiting, so one Ready (one fsync, one apply batch) covers them all.
 //
 // Invariants: an entry at or below the applied index is never applied
 // again; a proposer is answered only after its entry's batch is committed;
