@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/mvcc"
@@ -32,7 +31,10 @@ func (k *kvService) Range(ctx context.Context, req *dkvpb.RangeRequest) (*dkvpb.
 			return nil, wireErr(err)
 		}
 	}
-	var r pebble.Reader = k.s.store.DB()
+	var (
+		resp *dkvpb.RangeResponse
+		err  error
+	)
 	if req.GetLock() != nil {
 		// Check the lock and read the keys in one consistent view.
 		snap := k.s.store.DB().NewSnapshot()
@@ -40,9 +42,10 @@ func (k *kvService) Range(ctx context.Context, req *dkvpb.RangeRequest) (*dkvpb.
 		if err := mvcc.CheckReadLock(snap, req.GetLock()); err != nil {
 			return nil, err
 		}
-		r = snap
+		resp, err = k.s.kv.Range(snap, req)
+	} else {
+		resp, err = k.s.kv.RangeLatest(k.s.store.DB(), req)
 	}
-	resp, err := k.s.kv.Range(r, req)
 	if err != nil {
 		return nil, wireErr(err)
 	}

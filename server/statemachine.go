@@ -31,9 +31,12 @@ func (m *stateMachine) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalR
 	return res
 }
 
+func (m *stateMachine) Committing() { m.s.kv.BeginCommit() }
+
 // Committed kicks the history purge only once the compaction is durable in
 // the state, so a purge never races a batch that still allows older reads.
 func (m *stateMachine) Committed(index uint64, results []any) {
+	m.s.kv.EndCommit()
 	if m.compacted {
 		m.compacted = false
 		select {

@@ -47,3 +47,19 @@ func BenchmarkRangeSingleKey(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkRangeLatestSingleKey(b *testing.B) {
+	h := newHarness(b)
+	for i := 0; i < 1024; i++ {
+		h.mustApply(putReq(fmt.Sprintf("key/%04d", i), "some value of moderate length"))
+	}
+	req := &dkvpb.RangeRequest{Key: []byte("key/0512")}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := h.s.RangeLatest(h.db, req)
+		if err != nil || len(resp.Kvs) != 1 {
+			b.Fatal(err)
+		}
+	}
+}

@@ -48,9 +48,11 @@ func (h *harness) apply(req *dkvpb.InternalRequest) Result {
 	h.t.Helper()
 	b := h.db.NewIndexedBatch()
 	res := h.s.Apply(b, req)
+	h.s.BeginCommit()
 	if err := b.Commit(pebble.NoSync); err != nil {
 		h.t.Fatal(err)
 	}
+	h.s.EndCommit()
 	b.Close()
 	return res
 }

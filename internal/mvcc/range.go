@@ -148,6 +148,32 @@ func (s *Store) Range(r pebble.Reader, req *dkvpb.RangeRequest) (*dkvpb.RangeRes
 	return s.rangeAt(r, req, cur, comp, true)
 }
 
+// RangeLatest serves a read from the live database, with the header
+// revision exactly that of the state read. It takes the revision from
+// memory rather than from Pebble (the counters would cost two more
+// lookups per read) and checks the commit sequence lock: if a batch was
+// committed while it read, or one is being committed, it reads again,
+// from a Pebble snapshot after a few tries.
+func (s *Store) RangeLatest(db *pebble.DB, req *dkvpb.RangeRequest) (*dkvpb.RangeResponse, error) {
+	if err := ValidateRange(req, s.limits); err != nil {
+		return nil, err
+	}
+	for range 3 {
+		g := s.gen.Load()
+		if g%2 == 1 {
+			break
+		}
+		cur, comp := s.committedRev.Load(), s.committedComp.Load()
+		resp, err := s.rangeAt(db, req, cur, comp, true)
+		if s.gen.Load() == g {
+			return resp, err
+		}
+	}
+	snap := db.NewSnapshot()
+	defer snap.Close()
+	return s.Range(snap, req)
+}
+
 // rangeAt reads req through r where the revision before any pending
 // writes is cur. A revision-0 read uses the latest records (which, in a
 // txn, include the txn's own writes); an explicit revision reads history,

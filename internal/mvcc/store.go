@@ -67,8 +67,18 @@ type Result struct {
 // may be called from any goroutine.
 type Store struct {
 	limits  Limits
-	rev     atomic.Int64
+	rev     atomic.Int64 // as of the last Apply, which may not be committed yet
 	compact atomic.Int64
+
+	// What the database holds, for reads of the live database without
+	// reading the counters from Pebble each time: the revision and compact
+	// revision of the last committed batch, and a sequence lock, odd while
+	// a batch is being committed (BeginCommit .. EndCommit). A read that
+	// sees the same even gen before and after reading the data read
+	// exactly the state of committedRev (RangeLatest).
+	gen           atomic.Uint64
+	committedRev  atomic.Int64
+	committedComp atomic.Int64
 
 	// Scratch buffers, used by the apply goroutine only. Pebble copies keys
 	// and values on Set, so they can be reused across writes.
@@ -94,7 +104,29 @@ func (s *Store) Reload(r pebble.Reader) error {
 	}
 	s.rev.Store(rev)
 	s.compact.Store(comp)
+	s.committedRev.Store(rev)
+	s.committedComp.Store(comp)
+	if s.gen.Load()%2 == 1 {
+		s.gen.Add(1) // a snapshot install (Committing .. Restored) ends here
+	}
 	return nil
+}
+
+// BeginCommit is called by the apply goroutine just before the batch of
+// the Applies since the last EndCommit is committed to the database.
+func (s *Store) BeginCommit() {
+	if s.gen.Load()%2 == 0 {
+		s.gen.Add(1)
+	}
+}
+
+// EndCommit is called once that batch is committed.
+func (s *Store) EndCommit() {
+	s.committedRev.Store(s.rev.Load())
+	s.committedComp.Store(s.compact.Load())
+	if s.gen.Load()%2 == 1 {
+		s.gen.Add(1)
+	}
 }
 
 // Limits returns the limits the store was opened with.

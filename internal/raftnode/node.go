@@ -25,6 +25,10 @@ type StateMachine interface {
 	// Apply applies one committed command into b and returns the result
 	// handed to the proposer. It must be deterministic.
 	Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequest) any
+	// Committing is called just before a batch of applied entries (or an
+	// installed snapshot) changes the database; Committed or Restored
+	// follows once it has.
+	Committing()
 	// Committed is called, in log order, after the batch holding the
 	// entries up to index has been committed, with their results (the
 	// watch hub's hook). It must not block for long.
@@ -879,6 +883,7 @@ func (n *Node) installSnapshot(snap *raftpb.Snapshot) error {
 	// The transport has already written the sender's state under the "s"
 	// prefix; it may be ahead of snap's index (it was read later), which is
 	// why apply skips entries at or below the persisted applied index.
+	n.cfg.StateMachine.Committing()
 	if err := n.store.InstallSnapshot(snap); err != nil {
 		return err
 	}
@@ -970,6 +975,7 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	}
 	// Not synced: the raft log is, and a restart re-applies from the
 	// durable applied index.
+	n.cfg.StateMachine.Committing()
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("commit applied batch: %w", err)
 	}
