@@ -66,6 +66,13 @@ type Config struct {
 	// LeaseClock, when set, replaces the monotonic clock the leader
 	// measures lease deadlines with (tests skew or advance it).
 	LeaseClock interface{ Now() time.Time }
+	// LeaseMaxClockDrift is how much faster or slower than real time any
+	// member's clock may run, as a fraction (default 0.01, i.e. ±1 %;
+	// must be below 0.5). Leases never expire early as long as every
+	// member is within it, and may live up to (1+d)/(1-d) times their TTL
+	// (docs/leases.md). A negative value assumes no drift at all, as etcd
+	// does (`dkv serve --lease-max-clock-drift 0`).
+	LeaseMaxClockDrift float64
 	// Pprof serves /debug/pprof on the HTTP address.
 	Pprof bool
 	// NoSync skips fsync of the raft log. Only for tests and benchmarks
@@ -79,6 +86,11 @@ type Config struct {
 	UnsafeLocalReads bool
 	Logger           *slog.Logger
 }
+
+// DefaultLeaseMaxClockDrift is the default Config.LeaseMaxClockDrift: 1 %,
+// generous next to real clocks (quartz drifts about 0.01 %, NTP slews at
+// most 0.05 %) for at most 2 % longer leases.
+const DefaultLeaseMaxClockDrift = 0.01
 
 // EnsureDefaults fills unset fields with their defaults.
 func (c *Config) EnsureDefaults() {
@@ -105,6 +117,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.LeaseTick == 0 {
 		c.LeaseTick = 50 * time.Millisecond
+	}
+	if c.LeaseMaxClockDrift == 0 {
+		c.LeaseMaxClockDrift = DefaultLeaseMaxClockDrift
 	}
 	if c.InitialClusterState == "" {
 		c.InitialClusterState = "new"
@@ -133,6 +148,11 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseCheckpointInterval < 0 || c.LeaseTick < 0 {
 		return fmt.Errorf("lease checkpoint interval and lease tick must not be negative")
+	}
+	// Written so that NaN fails too. At 0.5 and beyond a lease could live
+	// three times its TTL or more, which is no longer a lease.
+	if !(c.LeaseMaxClockDrift < 0.5) {
+		return fmt.Errorf("lease max clock drift %v must be below 0.5 (a fraction: 0.01 lets member clocks run 1%% fast or slow)", c.LeaseMaxClockDrift)
 	}
 	if c.ElectionTicks < 2 {
 		return fmt.Errorf("election ticks %d must be at least 2", c.ElectionTicks)

@@ -177,7 +177,7 @@ func (s *Server) startNode() error {
 		return err
 	}
 	s.kv = kv
-	s.lessor = lease.NewLessor(s.cfg.LeaseClock, s.cfg.LeaseCheckpointInterval)
+	s.lessor = lease.NewLessor(s.cfg.LeaseClock, s.cfg.LeaseMaxClockDrift, s.cfg.LeaseCheckpointInterval)
 	s.renewer = newRenewer(s)
 	if err := s.loadLeases(); err != nil {
 		return err

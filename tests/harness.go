@@ -43,6 +43,7 @@ type Cluster struct {
 	Nodes  []*Node
 	Faults *transport.Faults
 	base   server.Config
+	each   func(*Node)
 }
 
 // FreeAddr returns a loopback address with a currently free port.
@@ -74,13 +75,21 @@ var Quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // options common to all nodes (zero value: fast ticks).
 func NewCluster(t testing.TB, n int, base server.Config) *Cluster {
 	t.Helper()
+	return NewClusterEach(t, n, base, nil)
+}
+
+// NewClusterEach is NewCluster with each, if not nil, called on every
+// node before it first starts, here and in Add, to set what differs per
+// node in nd.Cfg (e.g. its own LeaseClock). Stop and Start keep nd.Cfg.
+func NewClusterEach(t testing.TB, n int, base server.Config, each func(nd *Node)) *Cluster {
+	t.Helper()
 	if base.TickInterval == 0 {
 		base.TickInterval = 20 * time.Millisecond
 	}
 	if base.Logger == nil {
 		base.Logger = Quiet
 	}
-	c := &Cluster{t: t, Faults: &transport.Faults{}, base: base}
+	c := &Cluster{t: t, Faults: &transport.Faults{}, base: base, each: each}
 	var parts []string
 	for i := 0; i < n; i++ {
 		nd := &Node{Name: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)), PeerAddr: FreeAddr(t)}
@@ -94,6 +103,9 @@ func NewCluster(t testing.TB, n int, base server.Config) *Cluster {
 		cfg.InitialCluster = strings.Join(parts, ",")
 		cfg.PeerFaults = c.Faults
 		nd.Cfg = cfg
+		if each != nil {
+			each(nd)
+		}
 	}
 	for _, nd := range c.Nodes {
 		c.Start(nd)
@@ -151,6 +163,9 @@ func (c *Cluster) Add(name string, join []string) *Node {
 	cfg.Join = join
 	cfg.PeerFaults = c.Faults
 	nd.Cfg = cfg
+	if c.each != nil {
+		c.each(nd)
+	}
 	c.Nodes = append(c.Nodes, nd)
 	c.Start(nd)
 	return nd

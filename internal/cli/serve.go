@@ -14,6 +14,7 @@ import (
 
 func (a *app) serveCmd() *cobra.Command {
 	var cfg server.Config
+	var drift float64
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a DKV node until SIGINT or SIGTERM",
@@ -27,6 +28,10 @@ stops the node cleanly.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
+			var err error
+			if cfg.LeaseMaxClockDrift, err = leaseMaxClockDrift(drift); err != nil {
+				return err
+			}
 			return a.serve(cfg)
 		},
 	}
@@ -44,8 +49,22 @@ stops the node cleanly.`,
 	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", 128, "most operations in one transaction")
 	f.Int64Var(&cfg.AutoCompactRevisions, "auto-compact-revisions", 0, "keep only the last N revisions (0: off)")
 	f.DurationVar(&cfg.AutoCompactPeriod, "auto-compact-period", 0, "keep only the revisions of this last period (0: off)")
+	f.Float64Var(&drift, "lease-max-clock-drift", server.DefaultLeaseMaxClockDrift,
+		"how much faster or slower any member's clock may run, as a fraction: leases never expire early within it, and may live up to TTL*(1+d)/(1-d); 0 assumes equal clock rates")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
 	return cmd
+}
+
+// leaseMaxClockDrift maps --lease-max-clock-drift to the config, where 0
+// means the default and no drift at all is a negative value.
+func leaseMaxClockDrift(flag float64) (float64, error) {
+	switch {
+	case !(flag >= 0 && flag < 0.5):
+		return 0, usagef("--lease-max-clock-drift %v out of range [0, 0.5)", flag)
+	case flag == 0:
+		return -1, nil
+	}
+	return flag, nil
 }
 
 func (a *app) serve(cfg server.Config) error {

@@ -34,4 +34,9 @@
 //     leader measured). A member that applied that command at local time t
 //     knows the lease cannot expire before t + remaining_ms, which is what
 //     a new leader starts from (see Lessor.Promote and docs/leases.md).
+//   - Every duration above is measured on the Lessor's clock slowed by
+//     1+maxDrift (NewLessor). For members whose clocks run within
+//     ±maxDrift of real time it is never longer than the real duration,
+//     so "cannot expire before" holds in real time; remaining_ms is in
+//     that slowed time, which only errs towards longer leases.
 package lease

@@ -71,11 +71,19 @@ type Lessor struct {
 
 // NewLessor returns an empty, non-primary Lessor. A lease is checkpointed
 // when its remaining TTL was last recorded checkpointEvery ago or more.
-func NewLessor(clock Clock, checkpointEvery time.Duration) *Lessor {
+//
+// maxDrift is how far (a fraction) the clock's rate may differ from real
+// time on any member. The Lessor measures every duration on clock slowed
+// by 1+maxDrift, so what it counts as elapsed never exceeds what really
+// elapsed, and every "cannot expire before" argument in this package
+// holds in real time. The cost: a lease may live up to
+// (1+maxDrift)/(1-maxDrift) times its TTL. All durations the Lessor
+// reports or records (Remaining, checkpoints) are in that slowed time.
+func NewLessor(clock Clock, maxDrift float64, checkpointEvery time.Duration) *Lessor {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &Lessor{clock: clock, checkpointEvery: checkpointEvery, leases: map[int64]*entry{}}
+	return &Lessor{clock: boundDrift(clock, maxDrift), checkpointEvery: checkpointEvery, leases: map[int64]*entry{}}
 }
 
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
@@ -166,7 +174,10 @@ func (l *Lessor) Primary() bool {
 }
 
 // Remaining returns a lease's granted TTL and remaining time: exact on the
-// primary, an estimate from the last durable record elsewhere.
+// primary, an estimate from the last durable record elsewhere. Remaining
+// is counted on the drift-bounded clock, so it errs short: the primary
+// will not expire the lease sooner in real time, but may take up to
+// (1+maxDrift)/(1-maxDrift) times longer.
 func (l *Lessor) Remaining(id int64) (ttl, remaining time.Duration, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 
 func TestLessorExpiryOnlyWhenPrimary(t *testing.T) {
 	clk := NewFakeClock()
-	l := NewLessor(clk, time.Second)
+	l := NewLessor(clk, 0, time.Second)
 	l.Apply([]Change{{Kind: Granted, ID: 1, TTLMs: 3000, RemainingMs: 3000, Epoch: 1}})
 	clk.Advance(5 * time.Second)
 	if got := l.Expired(10); len(got) != 0 {
@@ -29,7 +29,7 @@ func TestLessorExpiryOnlyWhenPrimary(t *testing.T) {
 
 func TestLessorRenewalPostponesExpiry(t *testing.T) {
 	clk := NewFakeClock()
-	l := NewLessor(clk, time.Hour)
+	l := NewLessor(clk, 0, time.Hour)
 	l.Promote()
 	l.Apply([]Change{{Kind: Granted, ID: 7, TTLMs: 2000, RemainingMs: 2000, Epoch: 1}})
 	for i := 0; i < 10; i++ {
@@ -53,7 +53,7 @@ func TestLessorRenewalPostponesExpiry(t *testing.T) {
 // resumes from the last durable record, neither early nor reset.
 func TestLessorNewLeader(t *testing.T) {
 	clk := NewFakeClock()
-	follower := NewLessor(clk, time.Second)
+	follower := NewLessor(clk, 0, time.Second)
 	follower.Apply([]Change{{Kind: Granted, ID: 3, TTLMs: 10_000, RemainingMs: 10_000, Epoch: 1}})
 	clk.Advance(4 * time.Second)
 	// The old leader checkpointed 6s remaining; this member applies it now.
@@ -75,7 +75,7 @@ func TestLessorNewLeader(t *testing.T) {
 
 func TestLessorCheckpoints(t *testing.T) {
 	clk := NewFakeClock()
-	l := NewLessor(clk, time.Second)
+	l := NewLessor(clk, 0, time.Second)
 	l.Promote()
 	l.Apply([]Change{
 		{Kind: Granted, ID: 1, TTLMs: 10_000, RemainingMs: 10_000, Epoch: 1},
@@ -103,7 +103,7 @@ func TestLessorCheckpoints(t *testing.T) {
 
 func TestLessorResetCountsFromLoad(t *testing.T) {
 	clk := NewFakeClock()
-	l := NewLessor(clk, time.Second)
+	l := NewLessor(clk, 0, time.Second)
 	l.Reset([]Record{{ID: 4, TTLMs: 5000, RemainingMs: 1500, Epoch: 3}})
 	clk.Advance(time.Second)
 	l.Promote()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/server"
-	"github.com/dkv-io/dkv/tests"
 )
 
 var (
@@ -16,6 +15,7 @@ var (
 	flagDuration = flag.Duration("chaos.duration", 0, "total chaos run, split between the in-process and the process cluster (0: a short smoke run)")
 	flagUnsafe   = flag.Bool("chaos.unsafe-local-reads", false, "run the in-process cluster in the deliberately broken UnsafeLocalReads mode (the run must then fail)")
 	flagKinds    = flag.String("chaos.kinds", "", "comma-separated fault kinds to draw from (default: all)")
+	flagDrift    = flag.Bool("chaos.unbounded-drift", false, "run the in-process cluster with no lease clock-drift bound while clock-drift faults make the leader's clock 1.5-2x fast (default kinds: clock-drift only; the run must then fail)")
 )
 
 func seed(t *testing.T) int64 {
@@ -48,7 +48,9 @@ func TestChaos(t *testing.T) {
 		anomalies = append(anomalies, r.Anomalies...)
 		fmt.Printf("=== chaos %s phase\n%s", phase, r.Report(s))
 	}
-	t.Run("inprocess", func(t *testing.T) { report("in-process", runInProcess(t, s, phaseDuration(), *flagUnsafe)) })
+	t.Run("inprocess", func(t *testing.T) {
+		report("in-process", runInProcess(t, s, phaseDuration(), *flagUnsafe, *flagDrift))
+	})
 	t.Run("process", func(t *testing.T) { report("process", runProcesses(t, s, phaseDuration())) })
 	fmt.Printf("=== chaos total\nseed:              %d\n%sanomalies:         %d\n", s, total.Summary(), len(anomalies))
 	if len(anomalies) > 0 {
@@ -88,18 +90,40 @@ func splitComma(s string) []string {
 	return out
 }
 
-func runInProcess(t *testing.T, seed int64, d time.Duration, unsafe bool) Result {
-	c := tests.NewCluster(t, 3, server.Config{UnsafeLocalReads: unsafe, NoSync: true})
-	nem := newInprocNemesis(c, kindsOr(inprocKinds))
+// runInProcess runs the suite against a 3-node in-process cluster. unsafe
+// and unboundedDrift are the deliberately broken modes of
+// -chaos.unsafe-local-reads and -chaos.unbounded-drift.
+func runInProcess(t *testing.T, seed int64, d time.Duration, unsafe, unboundedDrift bool) Result {
+	base := server.Config{UnsafeLocalReads: unsafe, NoSync: true, LeaseMaxClockDrift: inprocLeaseDrift}
+	if unboundedDrift {
+		base.LeaseMaxClockDrift = -1 // none: the leader trusts its fast clock
+	}
+	kinds := kindsOr(inprocKinds)
+	if unboundedDrift && *flagKinds == "" {
+		kinds = []string{"clock-drift"}
+	}
+	c := newSkewedCluster(t, base)
+	nem := newInprocNemesis(c, kinds)
+	if unboundedDrift {
+		nem.overdrive = 1.5
+	}
 	ctx := context.Background()
 	kvs, closeAll, err := pinnedClients(ctx, nem.Endpoints(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeAll()
+	coord := CoordWorkloads(asClients(kvs), seed, d, time.Second)
+	if unboundedDrift {
+		for _, w := range coord {
+			if lw, ok := w.(*LeaseWorkload); ok {
+				renewLate(lw)
+			}
+		}
+	}
 	suite := &Suite{
 		Seed: seed, Duration: d, Nemesis: nem,
-		Workloads: append([]Workload{&KVWorkload{Clients: kvs, Seed: seed}}, CoordWorkloads(asClients(kvs), seed, d, time.Second)...),
+		Workloads: append([]Workload{&KVWorkload{Clients: kvs, Seed: seed}}, coord...),
 		Checkers:  append(DefaultCheckers(), CoordCheckers()...),
 		Logf:      t.Logf,
 	}

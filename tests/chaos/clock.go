@@ -5,31 +5,51 @@ import (
 	"time"
 )
 
-// SkewClock is a per-node clock whose offset from real time a nemesis can
-// change: the hook for lease-safety tests ("leases must stay safe under
-// clock skew").
+// SkewClock is a per-node clock whose rate a nemesis can change: each
+// in-process node measures lease deadlines with its own
+// (server.Config.LeaseClock), and the "clock-drift" fault makes one run
+// fast or slow. Only its rate matters: the lessor compares readings of
+// one clock, never clocks of two members, so an offset would change
+// nothing.
 //
-// TODO(leases): server.Config has no clock yet. When the lease engineer
-// adds one (e.g. `Clock interface{ Now() time.Time }` used by the leader's
-// expiry loop), give each in-process node its own SkewClock in the
-// harness, add a "clock-skew" fault kind to the in-process nemesis
-// (Skew(±d) on Inject, Skew(0) on heal) and a lease-safety Checker here.
-// Nothing in the KV suite depends on time, so it is unused for now.
+// Readings keep time.Now's monotonic part, and changing the rate
+// re-anchors the clock where it stands, so it never goes backwards.
 type SkewClock struct {
 	mu     sync.Mutex
-	offset time.Duration
+	real   time.Time // time.Now() when the rate last changed
+	anchor time.Time // the clock's reading then
+	rate   float64
 }
 
-// Now is real time plus the current skew.
+// NewSkewClock returns a clock running at real time's rate.
+func NewSkewClock() *SkewClock {
+	now := time.Now()
+	return &SkewClock{real: now, anchor: now, rate: 1}
+}
+
+// Now is the anchor plus the real time elapsed since, times the rate.
 func (c *SkewClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
+	return c.nowLocked(time.Now())
 }
 
-// Skew sets the offset from real time.
-func (c *SkewClock) Skew(d time.Duration) {
+func (c *SkewClock) nowLocked(real time.Time) time.Time {
+	return c.anchor.Add(time.Duration(float64(real.Sub(c.real)) * c.rate))
+}
+
+// SetRate makes the clock run rate times as fast as real time from now
+// on (1: real time; 1.05: 5% fast).
+func (c *SkewClock) SetRate(rate float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.offset = d
+	real := time.Now()
+	c.anchor, c.real, c.rate = c.nowLocked(real), real, rate
+}
+
+// Rate is the current rate.
+func (c *SkewClock) Rate() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rate
 }

@@ -677,6 +677,10 @@ type LeaseWorkload struct {
 	Seed      int64
 	TTL       time.Duration // default 4s
 	OpTimeout time.Duration
+	// RenewEvery is the pause between renewals (default TTL/4). Renewing
+	// late in the TTL, as a holder with delayed keep-alives would, leaves
+	// an early expiry time to show.
+	RenewEvery time.Duration
 
 	cur atomic.Int64 // the lease whose key is attached, 0 if none
 }
@@ -691,6 +695,9 @@ func (w *LeaseWorkload) Run(ctx context.Context, rec *Recorder, stats *Stats) {
 	}
 	if w.OpTimeout == 0 {
 		w.OpTimeout = time.Second
+	}
+	if w.RenewEvery == 0 {
+		w.RenewEvery = w.TTL / 4
 	}
 	var wg sync.WaitGroup
 	for i, c := range w.Readers {
@@ -727,7 +734,7 @@ func (w *LeaseWorkload) keeper(ctx context.Context, rec *Recorder, stats *Stats)
 			stats.Op("ok")
 		}
 		for ctx.Err() == nil {
-			sleepCtx(ctx, w.TTL/4)
+			sleepCtx(ctx, w.RenewEvery)
 			octx, cancel := context.WithTimeout(ctx, w.OpTimeout)
 			sent := rec.Now()
 			ttl, err := c.KeepAliveOnce(octx, g.ID)

@@ -4,23 +4,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/server"
 	"github.com/dkv-io/dkv/tests"
 )
 
 // inprocKinds are the faults an in-process cluster takes: node stops
 // (a crash without fsync loss: the process stays, the node's Pebble is
-// closed and reopened), partitions through the transport's Faults, and a
-// membership change under load.
+// closed and reopened), partitions through the transport's Faults, a
+// membership change under load, and a lease clock running fast or slow.
 var inprocKinds = []string{
 	"kill-leader", "kill-follower",
 	"isolate-leader", "isolate-follower",
 	"oneway-from-leader", "oneway-to-leader",
-	"drop", "delay", "membership",
+	"drop", "delay", "membership", "clock-drift",
+}
+
+// inprocLeaseDrift is the LeaseMaxClockDrift of the in-process chaos
+// cluster, and so the bound of the rates the clock-drift fault sets.
+// Larger than the 1% default, to make the fault count for something.
+const inprocLeaseDrift = 0.05
+
+// newSkewedCluster starts a 3-node cluster in which every node (also
+// those the membership fault adds) measures leases with its own
+// SkewClock; it stays with the node across Stop and Start.
+func newSkewedCluster(t *testing.T, base server.Config) *tests.Cluster {
+	return tests.NewClusterEach(t, 3, base, func(nd *tests.Node) { nd.Cfg.LeaseClock = NewSkewClock() })
+}
+
+func clockOf(nd *tests.Node) *SkewClock {
+	c, _ := nd.Cfg.LeaseClock.(*SkewClock)
+	return c
 }
 
 // inprocNemesis injects faults into a tests.Cluster. Only the test
@@ -31,10 +50,17 @@ type inprocNemesis struct {
 	down   map[*tests.Node]bool
 	kinds  []string
 	joined int
+	// drift bounds the clock-drift fault's rates to 1±drift; it must be
+	// the LeaseMaxClockDrift the cluster runs with.
+	drift float64
+	// overdrive, if set, makes the clock-drift fault set the leader's
+	// rate to overdrive..overdrive+0.5 instead: beyond any bound, for the
+	// broken-build run whose servers assume no drift.
+	overdrive float64
 }
 
 func newInprocNemesis(c *tests.Cluster, kinds []string) *inprocNemesis {
-	return &inprocNemesis{c: c, voters: append([]*tests.Node(nil), c.Nodes...), down: map[*tests.Node]bool{}, kinds: kinds}
+	return &inprocNemesis{c: c, voters: append([]*tests.Node(nil), c.Nodes...), down: map[*tests.Node]bool{}, kinds: kinds, drift: inprocLeaseDrift}
 }
 
 func (n *inprocNemesis) Kinds() []string { return n.kinds }
@@ -116,10 +142,43 @@ func (n *inprocNemesis) Inject(ctx context.Context, f Fault) (func() error, erro
 		}
 	case "membership":
 		return n.membership(ctx, l)
+	case "clock-drift":
+		return n.clockDrift(l, f)
 	default:
 		return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 	}
 	return heal, nil
+}
+
+// clockDrift makes one node's lease clock run fast or slow until the
+// heal. Two times in three it is the leader's, and then fast three times
+// in four: the leader decides expiries, and a fast clock is the direction
+// that would expire leases early. The rate is within 1±drift, at the edge
+// one time in four.
+func (n *inprocNemesis) clockDrift(l *tests.Node, f Fault) (func() error, error) {
+	t := f.Target
+	nd, fast := l, t/3%4 != 0
+	if t%3 == 2 {
+		fl, err := n.follower(t / 3)
+		if err != nil {
+			return nil, err
+		}
+		nd, fast = fl, t/3%2 == 0
+	}
+	x := n.drift * float64(1+t/12%4) / 4
+	if !fast {
+		x = -x
+	}
+	rate := 1 + x
+	if n.overdrive > 0 {
+		nd, rate = l, n.overdrive+float64(t%6)/10
+	}
+	clk := clockOf(nd)
+	if clk == nil {
+		return nil, fmt.Errorf("%s has no SkewClock", nd.Name)
+	}
+	clk.SetRate(rate)
+	return func() error { clk.SetRate(1); return nil }, nil
 }
 
 // membership adds a learner while the workload runs; the heal promotes
@@ -178,6 +237,11 @@ func (n *inprocNemesis) membership(ctx context.Context, l *tests.Node) (func() e
 
 func (n *inprocNemesis) Recover(ctx context.Context) error {
 	n.c.Heal()
+	for _, nd := range n.c.Nodes {
+		if clk := clockOf(nd); clk != nil {
+			clk.SetRate(1)
+		}
+	}
 	for nd := range n.down {
 		n.c.Start(nd)
 		delete(n.down, nd)
