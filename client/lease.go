@@ -166,7 +166,7 @@ func (c *Client) Leases(ctx context.Context) ([]LeaseStatus, error) {
 // closed: ErrLeaseNotFound when the server reports the lease gone (revoked
 // or expired), ErrLeaseExpired when its TTL ran out, counted from the
 // sending of the last acknowledged keep-alive, without a newer one being
-// acknowledged. When ctx ends the channel is closed without an error (the
+// acknowledged (less 1% for this process's clock drift). When ctx ends the channel is closed without an error (the
 // lease is left to expire; Revoke it to end it now).
 func (c *Client) KeepAlive(ctx context.Context, id int64) (<-chan error, error) {
 	sent := time.Now()
@@ -175,6 +175,18 @@ func (c *Client) KeepAlive(ctx context.Context, id int64) (<-chan error, error) 
 		return nil, err
 	}
 	return c.addKeepAlive(ctx, id, ttl, sent), nil
+}
+
+// clientClockDrift is how far this process's clock rate may be from real
+// time, as the servers' --lease-max-clock-drift allows for theirs.
+const clientClockDrift = 0.01
+
+// surelyAlive is how long after sending an acknowledged keep-alive the
+// lease is surely still alive, measured on this process's clock: the
+// server guarantees ttl of real time, and a clock running up to
+// clientClockDrift slow would count ttl only after more than that.
+func surelyAlive(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl) * (1 - clientClockDrift))
 }
 
 // keepAliver runs the client's keep-alive stream.
@@ -209,7 +221,7 @@ func (c *Client) addKeepAlive(ctx context.Context, id int64, ttl time.Duration, 
 		k = &keepAliver{c: c, leases: map[int64]*kaLease{}}
 		keepAlivers[c] = k
 	}
-	l := &kaLease{ttl: ttl, deadline: sent.Add(ttl), nextSend: sent.Add(ttl / 3), lost: make(chan error, 1)}
+	l := &kaLease{ttl: ttl, deadline: sent.Add(surelyAlive(ttl)), nextSend: sent.Add(ttl / 3), lost: make(chan error, 1)}
 	k.mu.Lock()
 	if old := k.leases[id]; old != nil {
 		// A second KeepAlive of the same lease replaces the first.
@@ -400,7 +412,7 @@ func (k *keepAliver) acked(rs []*dkvpb.LeaseKeepAliveResult) {
 			continue // a duplicate answer
 		}
 		l.ttl = time.Duration(r.GetTtlMs()) * time.Millisecond
-		if d := l.sentAt.Add(l.ttl); d.After(l.deadline) {
+		if d := l.sentAt.Add(surelyAlive(l.ttl)); d.After(l.deadline) {
 			l.deadline = d
 		}
 		l.nextSend = l.sentAt.Add(l.ttl / 3)
