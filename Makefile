@@ -31,6 +31,7 @@ chaos:
 		-args -chaos.seed=$(SEED) -chaos.duration=$(DURATION) $(CHAOSFLAGS)
 
 # Side-by-side comparison with etcd (installs Debian's etcd-server if
-# missing). NODES=1|3, DURATION per workload; see bench/compare/README.md.
+# missing). NODES=1|3, DURATION per workload, ZK=1 adds ZooKeeper as a
+# third column (opt-in, slower); see bench/compare/README.md.
 compare:
 	$(MAKE) -C bench compare

@@ -91,6 +91,19 @@ func (c *cluster) stop() {
 	}
 }
 
+// start starts one member, serving clients at endpoint; if it cannot, it
+// stops the members already started.
+func (c *cluster) start(name, logPath, endpoint, bin string, args ...string) error {
+	p, err := startProc(name, logPath, bin, args...)
+	if err != nil {
+		c.stop()
+		return err
+	}
+	c.procs = append(c.procs, p)
+	c.endpoints = append(c.endpoints, endpoint)
+	return nil
+}
+
 func (c *cluster) failure(err error) error {
 	var b strings.Builder
 	b.WriteString(err.Error())
@@ -144,7 +157,7 @@ func startEtcd(bin, dir string, n int) (*cluster, error) {
 			return nil, err
 		}
 		client, peer := "http://"+addr(ports[2*i]), "http://"+addr(ports[2*i+1])
-		p, err := startProc(name, filepath.Join(dir, name+".log"), bin,
+		err := c.start(name, filepath.Join(dir, name+".log"), addr(ports[2*i]), bin,
 			"--name", name,
 			"--data-dir", data,
 			"--listen-client-urls", client,
@@ -160,11 +173,8 @@ func startEtcd(bin, dir string, n int) (*cluster, error) {
 			"--log-level", "warn",
 		)
 		if err != nil {
-			c.stop()
 			return nil, err
 		}
-		c.procs = append(c.procs, p)
-		c.endpoints = append(c.endpoints, addr(ports[2*i]))
 	}
 	return c, nil
 }
@@ -184,7 +194,7 @@ func startDKV(bin, dir string, n int) (*cluster, error) {
 	for i := range n {
 		name := fmt.Sprintf("n%d", i+1)
 		data := filepath.Join(dir, name)
-		p, err := startProc(name, filepath.Join(dir, name+".log"), bin, "serve",
+		err := c.start(name, filepath.Join(dir, name+".log"), addr(ports[3*i]), bin, "serve",
 			"--name", name,
 			"--data-dir", data,
 			"--client-addr", addr(ports[3*i]),
@@ -194,11 +204,8 @@ func startDKV(bin, dir string, n int) (*cluster, error) {
 			"--pprof",
 		)
 		if err != nil {
-			c.stop()
 			return nil, err
 		}
-		c.procs = append(c.procs, p)
-		c.endpoints = append(c.endpoints, addr(ports[3*i]))
 		fmt.Fprintf(os.Stderr, "dkv %s: client %s, http %s (pprof at /debug/pprof)\n", name, addr(ports[3*i]), addr(ports[3*i+2]))
 	}
 	return c, nil
@@ -257,24 +264,149 @@ func ensureEtcd(ctx context.Context, c config) (string, error) {
 	if p, err := exec.LookPath("etcd"); err == nil {
 		return p, nil
 	}
-	if c.noInstall {
-		return "", errors.New("etcd not found on PATH (apt-get install etcd-server etcd-client)")
-	}
-	if os.Geteuid() != 0 {
-		return "", errors.New("etcd not found on PATH and not root: run `sudo apt-get install -y etcd-server etcd-client` first")
-	}
-	policy, _ := exec.CommandContext(ctx, "apt-cache", "policy", "etcd-server").CombinedOutput()
-	if !bytes.Contains(policy, []byte("Candidate:")) || bytes.Contains(policy, []byte("Candidate: (none)")) {
-		fmt.Fprintln(os.Stderr, "etcd-server has no install candidate: apt-get update")
-		if err := runLogged(ctx, "apt-get", "update"); err != nil {
-			return "", err
-		}
-	}
-	fmt.Fprintln(os.Stderr, "installing etcd: apt-get install -y etcd-server etcd-client")
-	if err := runLogged(ctx, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "etcd-server", "etcd-client"); err != nil {
+	if err := aptInstall(ctx, c, "etcd not found on PATH", "etcd-server", "etcd-client"); err != nil {
 		return "", err
 	}
 	return exec.LookPath("etcd")
+}
+
+// aptInstall installs Debian packages (running `apt-get update` first only
+// if `apt-cache policy` shows the first one has no candidate), unless
+// -no-install or not root; missing says what is missing, for the error.
+func aptInstall(ctx context.Context, c config, missing string, pkgs ...string) error {
+	install := "apt-get install -y " + strings.Join(pkgs, " ")
+	if c.noInstall {
+		return fmt.Errorf("%s (%s)", missing, install)
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%s and not root: run `sudo %s` first", missing, install)
+	}
+	policy, _ := exec.CommandContext(ctx, "apt-cache", "policy", pkgs[0]).CombinedOutput()
+	if !bytes.Contains(policy, []byte("Candidate:")) || bytes.Contains(policy, []byte("Candidate: (none)")) {
+		fmt.Fprintf(os.Stderr, "%s has no install candidate: apt-get update\n", pkgs[0])
+		if err := runLogged(ctx, "apt-get", "update"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s: %s\n", missing, install)
+	return runLogged(ctx, "env", append([]string{"DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y"}, pkgs...)...)
+}
+
+// zkDebianJar is the server jar of Debian's zookeeper package (shipped by
+// libzookeeper-java); its manifest's Class-Path names the libraries it
+// needs but no SLF4J binding, so zkDebianClasspath adds log4j 1.2's (both
+// jars come with the package's dependencies), without which the server
+// logs nothing.
+const (
+	zkDebianJar       = "/usr/share/java/zookeeper.jar"
+	zkDebianClasspath = zkDebianJar + ":/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
+)
+
+// ensureZooKeeper finds java and the ZooKeeper server classpath,
+// installing Debian's zookeeper package (which brings a JRE) if the jar is
+// missing. We start the servers ourselves rather than through the
+// package's systemd unit or zkServer.sh, like etcd.
+func ensureZooKeeper(ctx context.Context, c config) (java, classpath string, err error) {
+	classpath = c.zkClass
+	if classpath == "" {
+		classpath = zkDebianClasspath
+		if _, err := os.Stat(zkDebianJar); err != nil {
+			if err := aptInstall(ctx, c, zkDebianJar+" not found", "zookeeper"); err != nil {
+				return "", "", err
+			}
+		}
+	}
+	java, err = exec.LookPath("java")
+	if err != nil {
+		return "", "", fmt.Errorf("ZooKeeper needs java on PATH: %w", err)
+	}
+	return java, classpath, nil
+}
+
+// zkVersion is the installed Debian zookeeper package's version.
+func zkVersion() string {
+	out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", "zookeeper").Output()
+	if err != nil || len(out) == 0 {
+		return "unknown"
+	}
+	return string(out)
+}
+
+// ZooKeeper's settings, equal in spirit to etcd's and DKV's: the leader
+// pings its followers every tickTime/2 = 100 ms (etcd's heartbeat, DKV's
+// raft tick) and a follower that hears nothing for syncLimit × tickTime =
+// 1 s drops the leader and elects (etcd's election timeout, DKV's 10
+// ticks). initLimit only bounds a follower's first sync at startup.
+// maxSessionTimeout is raised from 20 ticks (4 s) so the client's
+// zkSessionTimeout is granted as asked; maxClientCnxns=0 lifts the 60
+// connections per client address, which the watch row's one session per
+// watcher would pass with one node. forceSync=yes (the default, written
+// out) fsyncs the transaction log before acknowledging, as the others do.
+const zkConfig = `tickTime=200
+initLimit=50
+syncLimit=5
+forceSync=yes
+maxClientCnxns=0
+maxSessionTimeout=60000
+admin.enableServer=false
+dataDir=%s
+clientPortAddress=127.0.0.1
+clientPort=%d
+%s
+`
+
+// zkLog4j sends the server's log (Debian's ZooKeeper logs through log4j
+// 1.2) to stdout, which startProc writes to the member's log file.
+const zkLog4j = `log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1} - %m%n
+`
+
+// startZooKeeper starts n ZooKeeper servers (QuorumPeerMain, an ensemble;
+// one server runs standalone) with the settings in zkConfig and the heap
+// upstream's zkServer.sh gives (ZK_SERVER_HEAP=1000 MB).
+func startZooKeeper(java, classpath, dir string, n int) (*cluster, error) {
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		return nil, err
+	}
+	var servers []string
+	for i := range n {
+		servers = append(servers, fmt.Sprintf("server.%d=%s:%d", i+1, addr(ports[3*i+1]), ports[3*i+2]))
+	}
+	// Every member's files first, so a failure leaves nothing running.
+	log4j := filepath.Join(dir, "log4j.properties")
+	if err := os.WriteFile(log4j, []byte(zkLog4j), 0o644); err != nil {
+		return nil, err
+	}
+	for i := range n {
+		data := filepath.Join(dir, fmt.Sprintf("z%d", i+1))
+		cfg := fmt.Sprintf(zkConfig, data, ports[3*i], strings.Join(servers, "\n"))
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(data, "myid"), []byte(fmt.Sprintln(i+1)), 0o644); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(data+".cfg", []byte(cfg), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	c := &cluster{}
+	for i := range n {
+		name := fmt.Sprintf("z%d", i+1)
+		err := c.start(name, filepath.Join(dir, name+".log"), addr(ports[3*i]), java,
+			"-Xmx1000m",
+			"-Dlog4j.configuration=file:"+log4j,
+			"-cp", classpath,
+			"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, name+".cfg"),
+		)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 func runLogged(ctx context.Context, name string, args ...string) error {

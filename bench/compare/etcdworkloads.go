@@ -20,15 +20,6 @@ import (
 // etcdOpTimeout bounds one op, like dkv bench's --op-timeout.
 const etcdOpTimeout = 10 * time.Second
 
-// etcdWorkload is the etcd side of one table row: what dkv bench's
-// workload of the same name does, through clientv3.
-type etcdWorkload struct {
-	newWorker func(i int) (runner.Worker, error)
-	// finish, if set, runs after the load (like internal/bench's
-	// Finisher): collects extra metrics and cleans up.
-	finish func(ctx context.Context, res *runner.Result) error
-}
-
 // closerWorker is a Worker with cleanup, closed by the runner.
 type closerWorker struct {
 	op    func(ctx context.Context) error
@@ -38,11 +29,11 @@ type closerWorker struct {
 func (w closerWorker) Op(ctx context.Context) error { return w.op(ctx) }
 func (w closerWorker) Close() error                 { return w.close() }
 
-func newEtcdWorkload(ctx context.Context, w workload, c config, clients []*clientv3.Client, seed uint64) (*etcdWorkload, error) {
+func newEtcdWorkload(ctx context.Context, w workload, c config, clients []*clientv3.Client, seed uint64) (*sysWorkload, error) {
 	nconns := len(clients)
 	switch w.op {
 	case "put", "get":
-		return &etcdWorkload{newWorker: func(i int) (runner.Worker, error) {
+		return &sysWorkload{newWorker: func(i int) (runner.Worker, error) {
 			kv := clients[i%nconns]
 			r := rand.New(rand.NewPCG(seed, uint64(i)))
 			val := value(r, c.valueSize)
@@ -76,8 +67,8 @@ func newEtcdWorkload(ctx context.Context, w workload, c config, clients []*clien
 // etcdLock: each client holds one concurrency.Session (one lease, as dkv
 // bench's lock workload grants one lease per client); an op is
 // NewMutex(random key).Lock + Unlock.
-func etcdLock(c config, clients []*clientv3.Client, seed uint64) *etcdWorkload {
-	return &etcdWorkload{newWorker: func(i int) (runner.Worker, error) {
+func etcdLock(c config, clients []*clientv3.Client, seed uint64) *sysWorkload {
+	return &sysWorkload{newWorker: func(i int) (runner.Worker, error) {
 		sess, err := concurrency.NewSession(clients[i%len(clients)], concurrency.WithTTL(60))
 		if err != nil {
 			return nil, err
@@ -102,7 +93,7 @@ func etcdLock(c config, clients []*clientv3.Client, seed uint64) *etcdWorkload {
 // multiplexes the watches of one client and context on one gRPC stream,
 // as dkv bench multiplexes them on one stream per connection), writers
 // putting values stamped with their send time.
-func etcdWatch(ctx context.Context, c config, clients []*clientv3.Client, seed uint64) (*etcdWorkload, error) {
+func etcdWatch(ctx context.Context, c config, clients []*clientv3.Client, seed uint64) (*sysWorkload, error) {
 	prefix := keyPrefix + "watch/"
 	wctx, cancel := context.WithCancel(context.Background())
 	var (
@@ -164,7 +155,7 @@ func etcdWatch(ctx context.Context, c config, clients []*clientv3.Client, seed u
 		}
 	}
 	start := time.Now()
-	return &etcdWorkload{
+	return &sysWorkload{
 		newWorker: func(i int) (runner.Worker, error) {
 			kv := clients[i%len(clients)]
 			r := rand.New(rand.NewPCG(seed, uint64(i)))
@@ -178,11 +169,7 @@ func etcdWatch(ctx context.Context, c config, clients []*clientv3.Client, seed u
 			}), nil
 		},
 		finish: func(ctx context.Context, res *runner.Result) error {
-			expected := res.OK * int64(c.watchers)
-			runner.WaitEvents(ctx, stats, expected, 2*time.Second, 15*time.Second)
-			cancel()
-			wg.Wait()
-			runner.FillEventExtra(res, stats, start, c.watchers, expected)
+			finishWatch(ctx, res, stats, start, c.watchers, func() { cancel(); wg.Wait() })
 			if n := canceled.Load(); n > 0 {
 				res.Extra["watches_canceled"] = float64(n)
 			}
@@ -196,11 +183,11 @@ func etcdWatch(ctx context.Context, c config, clients []*clientv3.Client, seed u
 // (etcd's raw gRPC stream: clientv3's KeepAliveOnce opens a stream per
 // call, which would not compare like with like). An op is one keep-alive
 // sent and answered.
-func etcdLeaseKeepAlive(ctx context.Context, w workload, c config, clients []*clientv3.Client) (*etcdWorkload, error) {
+func etcdLeaseKeepAlive(ctx context.Context, w workload, c config, clients []*clientv3.Client) (*sysWorkload, error) {
 	n := w.keys(c)
 	fmt.Fprintf(os.Stderr, "granting %d leases\n", n)
 	ids := make([]clientv3.LeaseID, n)
-	if err := parallel(ctx, n, func(i, j int) error {
+	if err := parallel(ctx, n, 64, func(i, j int) error {
 		gctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
 		defer cancel()
 		g, err := clients[i%len(clients)].Grant(gctx, 600)
@@ -222,7 +209,7 @@ func etcdLeaseKeepAlive(ctx context.Context, w workload, c config, clients []*cl
 		}
 		return s
 	}
-	return &etcdWorkload{
+	return &sysWorkload{
 		newWorker: func(i int) (runner.Worker, error) {
 			lc := pb.NewLeaseClient(clients[i%len(clients)].ActiveConnection())
 			mine, next := share(i), 0
@@ -287,7 +274,7 @@ func etcdLeaseKeepAlive(ctx context.Context, w workload, c config, clients []*cl
 				res.Extra = map[string]float64{}
 			}
 			res.Extra["leases"] = float64(n)
-			return parallel(ctx, n, func(i, j int) error {
+			return parallel(ctx, n, 64, func(i, j int) error {
 				rctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
 				defer cancel()
 				_, err := clients[i%len(clients)].Revoke(rctx, ids[j])
@@ -295,35 +282,4 @@ func etcdLeaseKeepAlive(ctx context.Context, w workload, c config, clients []*cl
 			})
 		},
 	}, nil
-}
-
-// parallel calls f(worker, j) for every j in [0, n) from up to 64
-// goroutines and returns the first error.
-func parallel(ctx context.Context, n int, f func(i, j int) error) error {
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for i := range min(n, 64) {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= n || ctx.Err() != nil {
-					return
-				}
-				if err := f(i, j); err != nil {
-					once.Do(func() { firstErr = err; cancel() })
-					return
-				}
-			}
-		}(i)
-	}
-	wg.Wait()
-	return firstErr
 }

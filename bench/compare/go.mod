@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/dkv-io/dkv v0.0.0-00010101000000-000000000000
+	github.com/go-zookeeper/zk v1.0.4
 	go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.uber.org/zap v1.27.0

@@ -1,14 +1,16 @@
-// Command compare runs the same workloads against a DKV cluster and an etcd
-// cluster started side by side on loopback (same machine, same disk, fsync
-// on for both, one system at a time) and prints one table: workload ×
-// system with ops/s, p50, p99 and the DKV/etcd ratios. See README.md.
+// Command compare runs the same workloads against a DKV cluster, an etcd
+// cluster and, opt-in, a ZooKeeper ensemble started side by side on
+// loopback (same machine, same disk, fsync on for all, one system at a
+// time) and prints one table: workload × system with ops/s, p50, p99 and
+// the DKV/etcd (and DKV/ZK) ratios. See README.md.
 //
-// Both systems are measured by the same load loop and histogram
+// Every system is measured by the same load loop and histogram
 // (github.com/dkv-io/dkv/internal/bench/runner): DKV through `dkv bench -o
-// json` run as a subprocess, etcd in this process through its own Go
-// client (go.etcd.io/etcd/client/v3) with identical parameters. The DKV
-// side is a subprocess because DKV's and etcd's generated protobuf code
-// both register a file named "kv.proto", and linking both into one binary
+// json` run as a subprocess, etcd and ZooKeeper in this process through
+// their own Go clients (go.etcd.io/etcd/client/v3,
+// github.com/go-zookeeper/zk) with identical parameters. The DKV side is a
+// subprocess because DKV's and etcd's generated protobuf code both
+// register a file named "kv.proto", and linking both into one binary
 // panics at init.
 package main
 
@@ -43,6 +45,7 @@ type config struct {
 	jsonOut    string
 	dkvBin     string
 	etcdBin    string
+	zkClass    string
 	repo       string
 	noInstall  bool
 	fsyncCount int
@@ -61,15 +64,16 @@ func main() {
 	flag.IntVar(&c.keys, "keys", 10000, "key space size")
 	flag.IntVar(&c.valueSize, "value-size", 256, "value size in bytes")
 	flag.StringVar(&workloads, "workloads", strings.Join(defaultWorkloadNames(), ","), "comma-separated workloads to run, in order")
-	flag.StringVar(&systems, "systems", "etcd,dkv", "comma-separated systems to run")
+	flag.StringVar(&systems, "systems", "etcd,dkv", "comma-separated systems to run, in order: etcd, zk, dkv (zk is opt-in; make compare ZK=1 passes etcd,zk,dkv)")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir; keep it on the disk you mean to measure)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the data directories and logs")
 	flag.StringVar(&c.out, "out", "compare-results.md", "markdown file for the table")
 	flag.StringVar(&c.jsonOut, "json", "", "also write every raw result as JSON here")
 	flag.StringVar(&c.dkvBin, "dkv", "", "dkv binary to use (default: build ./cmd/dkv of the repository)")
 	flag.StringVar(&c.etcdBin, "etcd", "", "etcd binary (default: etcd on PATH, installed with apt-get if missing)")
+	flag.StringVar(&c.zkClass, "zookeeper", "", "ZooKeeper server classpath (default: Debian's "+zkDebianClasspath+", installed with apt-get if missing)")
 	flag.StringVar(&c.repo, "repo", "", "DKV repository root (default: found from the working directory)")
-	flag.BoolVar(&c.noInstall, "no-install", false, "fail instead of installing etcd with apt-get")
+	flag.BoolVar(&c.noInstall, "no-install", false, "fail instead of installing etcd or ZooKeeper with apt-get")
 	flag.IntVar(&c.watchers, "watchers", 100, "watch: watches on the prefix")
 	flag.IntVar(&c.watchW, "watch-writers", 8, "watch: concurrent writers putting to the watched prefix")
 	flag.IntVar(&c.leases, "leases", 1000, "lease-keepalive: leases kept alive (shared out among the clients)")
@@ -102,8 +106,8 @@ func (c *config) validate() error {
 		}
 	}
 	for _, s := range c.systems {
-		if s != "etcd" && s != "dkv" {
-			return fmt.Errorf("unknown system %q (etcd, dkv)", s)
+		if _, ok := systemLabels[s]; !ok {
+			return fmt.Errorf("unknown system %q (etcd, zk, dkv)", s)
 		}
 	}
 	return nil
@@ -119,7 +123,10 @@ func splitList(s string) []string {
 	return out
 }
 
-// workload is one row of the table; both systems run it with the same
+// systemLabels names each system's column.
+var systemLabels = map[string]string{"etcd": "etcd", "zk": "ZK", "dkv": "DKV"}
+
+// workload is one row of the table; every system runs it with the same
 // parameters.
 type workload struct {
 	name         string
@@ -180,12 +187,14 @@ func (w workload) params(c config) (clients, conns int) {
 	return clients, min(conns, clients)
 }
 
-// measurement is one cell pair of the table.
+// measurement is one system's cells of a row. NA says why the system has
+// no fair equivalent of the workload: the table shows n/a, never a number.
 type measurement struct {
 	Workload string         `json:"workload"`
 	System   string         `json:"system"`
 	Result   *runner.Result `json:"result,omitempty"`
 	Err      string         `json:"error,omitempty"`
+	NA       string         `json:"not_applicable,omitempty"`
 }
 
 func run(ctx context.Context, c config) error {
@@ -227,6 +236,16 @@ func run(ctx context.Context, c config) error {
 			rs, err = runEtcd(ctx, c, etcdBin, filepath.Join(base, "etcd"))
 			if err != nil {
 				return fmt.Errorf("etcd: %w", err)
+			}
+		case "zk":
+			java, classpath, err := ensureZooKeeper(ctx, c)
+			if err != nil {
+				return err
+			}
+			m.ZKVersion = zkVersion()
+			rs, err = runZooKeeper(ctx, c, java, classpath, filepath.Join(base, "zk"))
+			if err != nil {
+				return fmt.Errorf("zk: %w", err)
 			}
 		case "dkv":
 			dkvBin := c.dkvBin

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,6 +64,7 @@ type machine struct {
 	GoVersion   string     `json:"go_version"`
 	DKVCommit   string     `json:"dkv_commit"`
 	EtcdVersion string     `json:"etcd_version,omitempty"`
+	ZKVersion   string     `json:"zookeeper_version,omitempty"`
 	Fsync       fsyncStats `json:"fsync_4k"`
 }
 
@@ -94,8 +97,7 @@ func (m machine) summary() string {
 
 type row struct {
 	workload workload
-	etcd     *measurement
-	dkv      *measurement
+	bySystem map[string]*measurement
 }
 
 type table struct {
@@ -103,27 +105,48 @@ type table struct {
 	text string
 }
 
+// columns are the systems the table shows, in column order: etcd and DKV
+// always, ZooKeeper when it ran; baselines are the ones DKV gets a ratio
+// against.
+func columns(c config) (shown, baselines []string) {
+	baselines = []string{"etcd"}
+	if slices.Contains(c.systems, "zk") {
+		baselines = append(baselines, "zk")
+	}
+	return append(slices.Clone(baselines), "dkv"), baselines
+}
+
+func header(c config) []string {
+	shown, baselines := columns(c)
+	h := []string{"workload", "clients"}
+	each := func(names []string, format string) {
+		for _, s := range names {
+			h = append(h, fmt.Sprintf(format, systemLabels[s]))
+		}
+	}
+	each(shown, "%s ops/s")
+	each(baselines, "DKV/%s")
+	each(shown, "%s p50")
+	each(shown, "%s p99")
+	each(baselines, "DKV/%s p99")
+	return append(h, "errors")
+}
+
 func renderTable(c config, ms []measurement) table {
 	var t table
 	for _, name := range c.workloads {
 		w, _ := workloadByName(name)
-		r := row{workload: w}
+		r := row{workload: w, bySystem: map[string]*measurement{}}
 		for i := range ms {
-			if ms[i].Workload != name {
-				continue
-			}
-			switch ms[i].System {
-			case "etcd":
-				r.etcd = &ms[i]
-			case "dkv":
-				r.dkv = &ms[i]
+			if ms[i].Workload == name {
+				r.bySystem[ms[i].System] = &ms[i]
 			}
 		}
 		t.rows = append(t.rows, r)
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tclients\tetcd ops/s\tDKV ops/s\tDKV/etcd\tetcd p50\tDKV p50\tetcd p99\tDKV p99\tDKV/etcd p99\terrors\t")
+	fmt.Fprintln(tw, strings.Join(header(c), "\t")+"\t")
 	for _, r := range t.rows {
 		fmt.Fprintln(tw, strings.Join(r.cells(c), "\t")+"\t")
 	}
@@ -134,13 +157,7 @@ func renderTable(c config, ms []measurement) table {
 
 func (r row) cells(c config) []string {
 	clients, _ := r.workload.params(c)
-	e, d := r.etcd.result(), r.dkv.result()
-	cell := func(res *runner.Result, f func(*runner.Result) string) string {
-		if res == nil {
-			return "-"
-		}
-		return f(res)
-	}
+	shown, baselines := columns(c)
 	// The watch row compares delivered events/s and put→event latency
 	// (Result.Extra), not the writers' put ops.
 	watch := r.workload.op == "watch"
@@ -159,20 +176,49 @@ func (r row) cells(c config) []string {
 		}
 		return res.Latency.P99
 	}
-	ops := func(res *runner.Result) string { return fmt.Sprintf("%.0f", rate(res)) }
-	p50 := func(res *runner.Result) string { return runner.FormatLatency(lat(res, "p50")) }
-	p99 := func(res *runner.Result) string { return runner.FormatLatency(lat(res, "p99")) }
-	ratio, p99ratio := "-", "-"
-	if e != nil && d != nil && rate(e) > 0 && lat(e, "p99") > 0 {
-		ratio = fmt.Sprintf("%.2fx", rate(d)/rate(e))
-		p99ratio = fmt.Sprintf("%.2fx", float64(lat(d, "p99"))/float64(lat(e, "p99")))
+	out := []string{r.workload.name, fmt.Sprint(clients)}
+	// cell is one system's value; n/a where the system has no fair
+	// equivalent, - where it did not run or failed.
+	cell := func(sys string, f func(*runner.Result) string) string {
+		m := r.bySystem[sys]
+		if m != nil && m.NA != "" {
+			return "n/a"
+		}
+		if res := m.result(); res != nil {
+			return f(res)
+		}
+		return "-"
+	}
+	ratio := func(base string, f func(*runner.Result) float64) string {
+		if m := r.bySystem[base]; m != nil && m.NA != "" {
+			return "n/a"
+		}
+		d, b := r.bySystem["dkv"].result(), r.bySystem[base].result()
+		if d == nil || b == nil || f(b) <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", f(d)/f(b))
+	}
+	for _, s := range shown {
+		out = append(out, cell(s, func(res *runner.Result) string { return fmt.Sprintf("%.0f", rate(res)) }))
+	}
+	for _, b := range baselines {
+		out = append(out, ratio(b, rate))
+	}
+	for _, q := range []string{"p50", "p99"} {
+		for _, s := range shown {
+			out = append(out, cell(s, func(res *runner.Result) string { return runner.FormatLatency(lat(res, q)) }))
+		}
+	}
+	for _, b := range baselines {
+		out = append(out, ratio(b, func(res *runner.Result) float64 { return float64(lat(res, "p99")) }))
 	}
 	var errs []string
-	for _, m := range []*measurement{r.etcd, r.dkv} {
-		if m == nil {
-			continue
-		}
+	for _, s := range shown {
+		m := r.bySystem[s]
 		switch {
+		case m == nil || m.NA != "":
+			continue
 		case m.Err != "":
 			errs = append(errs, m.System+": FAILED")
 		case m.Result.ErrorCount() > 0:
@@ -185,8 +231,7 @@ func (r row) cells(c config) []string {
 	if len(errs) == 0 {
 		errs = []string{"0"}
 	}
-	return []string{r.workload.name, fmt.Sprint(clients), cell(e, ops), cell(d, ops), ratio,
-		cell(e, p50), cell(d, p50), cell(e, p99), cell(d, p99), p99ratio, strings.Join(errs, "; ")}
+	return append(out, strings.Join(errs, "; "))
 }
 
 func (m *measurement) result() *runner.Result {
@@ -198,22 +243,71 @@ func (m *measurement) result() *runner.Result {
 }
 
 func renderMarkdown(c config, m machine, t table) string {
+	_, baselines := columns(c)
+	zk := len(baselines) > 1
 	var b strings.Builder
-	fmt.Fprintf(&b, "# DKV vs etcd, %d node(s) on loopback\n\n", c.nodes)
-	fmt.Fprintf(&b, "Run %s with `make compare` (bench/compare). Both clusters on 127.0.0.1, data on the same disk, fsync on, one system at a time; the load generator shares the machine.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	if zk {
+		fmt.Fprintf(&b, "# DKV vs etcd vs ZooKeeper, %d node(s) on loopback\n\n", c.nodes)
+		fmt.Fprintf(&b, "Run %s with `make compare ZK=1` (bench/compare). All three clusters on 127.0.0.1, data on the same disk, fsync on, one system at a time; the load generator shares the machine.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	} else {
+		fmt.Fprintf(&b, "# DKV vs etcd, %d node(s) on loopback\n\n", c.nodes)
+		fmt.Fprintf(&b, "Run %s with `make compare` (bench/compare). Both clusters on 127.0.0.1, data on the same disk, fsync on, one system at a time; the load generator shares the machine.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	}
 	fmt.Fprintf(&b, "- Machine: %s\n", m.summary())
 	fmt.Fprintf(&b, "- Disk, 4 KiB write+fdatasync: %s\n", m.Fsync)
 	fmt.Fprintf(&b, "- etcd %s (Debian etcd-server), client go.etcd.io/etcd/client/v3\n", m.EtcdVersion)
-	fmt.Fprintf(&b, "- Each workload: %s measured, %d keys, %d-byte values, %d gRPC connections spread over the members (etcd: %d clientv3 clients, one member each)\n\n",
+	if zk {
+		fmt.Fprintf(&b, "- ZooKeeper %s (Debian zookeeper), client github.com/go-zookeeper/zk %s\n", m.ZKVersion, moduleVersion("github.com/go-zookeeper/zk"))
+	}
+	fmt.Fprintf(&b, "- Each workload: %s measured, %d keys, %d-byte values, %d gRPC connections spread over the members (etcd: %d clientv3 clients, one member each",
 		c.duration, c.keys, c.valueSize, c.conns, c.conns)
-	b.WriteString("| workload | clients | etcd ops/s | DKV ops/s | DKV/etcd | etcd p50 | DKV p50 | etcd p99 | DKV p99 | DKV/etcd p99 | errors |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	if zk {
+		fmt.Fprintf(&b, "; ZooKeeper: %d sessions, one member each", c.conns)
+	}
+	b.WriteString(")\n\n")
+	h := header(c)
+	b.WriteString("| " + strings.Join(h, " | ") + " |\n|---|")
+	b.WriteString(strings.Repeat("--:|", len(h)-2) + "---|\n")
 	for _, r := range t.rows {
 		b.WriteString("| " + strings.Join(r.cells(c), " | ") + " |\n")
 	}
-	b.WriteString("\nDKV/etcd: throughput ratio (higher is better for DKV); p99 ratio (lower is better for DKV).\n")
+	if zk {
+		b.WriteString("\nDKV/etcd, DKV/ZK: throughput ratio (higher is better for DKV); p99 ratio (lower is better for DKV). n/a: no fair equivalent (see below).\n")
+	} else {
+		b.WriteString("\nDKV/etcd: throughput ratio (higher is better for DKV); p99 ratio (lower is better for DKV).\n")
+	}
 	fmt.Fprintf(&b, "\n- lock: acquire+release of a random key of %d (uncontended); etcd: one concurrency.Session per client, concurrency.NewMutex Lock+Unlock per op.\n", c.keys)
 	fmt.Fprintf(&b, "- watch: %d watchers on one prefix (multiplexed: one stream per connection/clientv3 client), %d writers; ops/s is delivered events/s, p50/p99 the put→event latency (send time embedded in the value).\n", c.watchers, c.watchW)
 	fmt.Fprintf(&b, "- lease-keepalive: %d leases shared out among the clients, each client renewing its share over one keep-alive stream; an op is one keep-alive acknowledged.\n", c.leases)
+	if zk {
+		b.WriteString(zkNotes(c))
+	}
 	return b.String()
+}
+
+// zkNotes says how each row maps onto ZooKeeper.
+func zkNotes(c config) string {
+	var b strings.Builder
+	b.WriteString("\nZooKeeper, row by row:\n\n")
+	fmt.Fprintf(&b, "- settings: tickTime 200 ms (the leader pings every 100 ms, etcd's heartbeat), syncLimit 5 (1 s, etcd's election timeout), initLimit 50, forceSync=yes, maxClientCnxns=0, maxSessionTimeout 60 s, heap 1000 MB; client sessions of %s (go-zookeeper drops a request after 2/3 of it). Keys are znodes /bench/<key>.\n", zkSessionTimeout)
+	b.WriteString("- put: SetData on znodes created (with a value) before the put and get rows; Create if absent.\n")
+	b.WriteString("- get: ZooKeeper reads are sequentially consistent, served from the connected member's state; this row does Sync(path) then GetData, two round trips (go-zookeeper's calls are synchronous, so the two are not pipelined).\n")
+	b.WriteString("- get-serializable: a plain GetData.\n")
+	b.WriteString("- lock: go-zookeeper's zk.NewLock recipe per op on the same keys (protected ephemeral sequential create + GetChildren, Delete on unlock); the lock znodes' parents exist beforehand; the ephemeral nodes belong to the connections' sessions.\n")
+	fmt.Fprintf(&b, "- watch: go-zookeeper %s has no AddWatch (ZooKeeper 3.6's persistent recursive watches), so one-shot watches: each watcher has its own session and a data watch on every one of the %d znodes under the prefix, re-armed by GetW (which also reads the value) when it fires, as a TreeCache does. Latency is put→value read back; a put landing between a notification and its re-arm is seen only as the later value, counted as events not delivered.\n",
+		moduleVersion("github.com/go-zookeeper/zk"), c.keys)
+	b.WriteString("- lease-keepalive: n/a. ZooKeeper has sessions, not leases: a session lives on the client's pings to its member, with no keep-alive request to time.\n")
+	return b.String()
+}
+
+// moduleVersion is the version of module path linked into this binary.
+func moduleVersion(path string) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == path {
+				return d.Version
+			}
+		}
+	}
+	return "(unknown version)"
 }

@@ -134,7 +134,7 @@ func httpAddrOf(cl *cluster, i int) string {
 }
 
 // runEtcd starts the etcd cluster and runs each workload in this process
-// through clientv3, with the runner `dkv bench` uses.
+// through clientv3.
 func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -173,54 +173,92 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "etcd: %d node(s) ready at %s\n", c.nodes, strings.Join(cl.endpoints, ","))
+	return runInProc(ctx, c, inprocSystem{
+		name:      "etcd",
+		endpoints: cl.endpoints,
+		classify:  classifyEtcd,
+		workload: func(ctx context.Context, w workload, nconns int, seed uint64) (*sysWorkload, error) {
+			if w.op == "get" {
+				if err := etcdPreload(ctx, clients, c.keys, c.valueSize, seed); err != nil {
+					return nil, fmt.Errorf("preload: %w", err)
+				}
+			}
+			return newEtcdWorkload(ctx, w, c, clients[:nconns], seed)
+		},
+	})
+}
 
+// inprocSystem is a system driven from this process through its own Go
+// client (etcd, ZooKeeper). runInProc runs every workload against it with
+// the runner dkv bench uses, so only the ops differ between systems.
+type inprocSystem struct {
+	name      string
+	endpoints []string
+	// workload prepares one row over the first nconns connections
+	// (preloading keys, opening watches) and returns its workers, or a
+	// notApplicable error when the system has no fair equivalent.
+	workload func(ctx context.Context, w workload, nconns int, seed uint64) (*sysWorkload, error)
+	// classify names an error for Result.Errors.
+	classify func(error) string
+}
+
+// sysWorkload is one system's side of one table row: what dkv bench's
+// workload of the same name does, through that system's client.
+type sysWorkload struct {
+	newWorker func(i int) (runner.Worker, error)
+	// finish, if set, runs after the load (like internal/bench's
+	// Finisher): collects extra metrics and cleans up.
+	finish func(ctx context.Context, res *runner.Result) error
+}
+
+// notApplicable is a system's answer for a workload it has no fair
+// equivalent of; the row shows n/a and the notes say why.
+type notApplicable string
+
+func (n notApplicable) Error() string { return "not applicable: " + string(n) }
+
+func runInProc(ctx context.Context, c config, sys inprocSystem) ([]measurement, error) {
 	seed := uint64(time.Now().UnixNano())
 	var out []measurement
 	for _, name := range c.workloads {
 		w, _ := workloadByName(name)
 		nclients, nconns := w.params(c)
-		fmt.Fprintf(os.Stderr, "\n== etcd %s: clients=%d conns=%d duration=%s keys=%d value-size=%d serializable=%v\n",
-			name, nclients, nconns, c.duration, w.keys(c), c.valueSize, w.serializable)
-		m := measurement{Workload: name, System: "etcd"}
-		if w.op == "get" {
-			if err := etcdPreload(ctx, clients, c.keys, c.valueSize, seed); err != nil {
-				m.Err = "preload: " + err.Error()
-				out = append(out, m)
-				report(m)
-				continue
-			}
-		}
-		ew, err := newEtcdWorkload(ctx, w, c, clients[:nconns], seed)
-		if err != nil {
+		fmt.Fprintf(os.Stderr, "\n== %s %s: clients=%d conns=%d duration=%s keys=%d value-size=%d serializable=%v\n",
+			sys.name, name, nclients, nconns, c.duration, w.keys(c), c.valueSize, w.serializable)
+		m := measurement{Workload: name, System: sys.name}
+		sw, err := sys.workload(ctx, w, nconns, seed)
+		var na notApplicable
+		switch {
+		case errors.As(err, &na):
+			m.NA = string(na)
+		case err != nil:
 			m.Err = "setup: " + err.Error()
-			out = append(out, m)
-			report(m)
-			continue
-		}
-		res, err := runner.Run(ctx, runner.RunConfig{
-			Workload: w.op,
-			System:   "etcd",
-			Clients:  nclients,
-			Duration: c.duration,
-			Progress: os.Stderr,
-			Classify: classifyEtcd,
-		}, ew.newWorker)
-		if res != nil && err == nil && ew.finish != nil {
-			err = ew.finish(ctx, res)
-		}
-		if err != nil {
-			m.Err = err.Error()
-		}
-		if res != nil {
-			res.Conns = nconns
-			res.Params = map[string]any{"keys": w.keys(c), "value_size": c.valueSize, "endpoints": cl.endpoints, "seed": seed}
-			if w.op == "watch" {
-				res.Params["watchers"] = c.watchers
+		default:
+			res, err := runner.Run(ctx, runner.RunConfig{
+				Workload: w.op,
+				System:   sys.name,
+				Clients:  nclients,
+				Duration: c.duration,
+				Progress: os.Stderr,
+				Classify: sys.classify,
+			}, sw.newWorker)
+			if res != nil && err == nil && sw.finish != nil {
+				err = sw.finish(ctx, res)
 			}
-			if w.serializable {
-				res.Params["serializable"] = true
+			if err != nil {
+				m.Err = err.Error()
 			}
-			m.Result = res
+			if res != nil {
+				res.Conns = nconns
+				res.Params = map[string]any{"keys": w.keys(c), "value_size": c.valueSize, "endpoints": sys.endpoints, "seed": seed}
+				if w.op == "watch" {
+					res.Params["watchers"] = c.watchers
+				}
+				if w.serializable {
+					res.Params["serializable"] = true
+				}
+				m.Result = res
+			}
 		}
 		report(m)
 		out = append(out, m)
@@ -229,6 +267,48 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 		}
 	}
 	return out, nil
+}
+
+// finishWatch waits for the events of the last puts (until none arrived
+// for 2s, at most 15s, as dkv bench's watch workload does), stops the
+// watchers and puts the event metrics in res.Extra: events delivered vs
+// expected (successful puts × watchers), events/s and put→event latency.
+func finishWatch(ctx context.Context, res *runner.Result, stats []*runner.EventStats, start time.Time, watchers int, stop func()) {
+	expected := res.OK * int64(watchers)
+	runner.WaitEvents(ctx, stats, expected, 2*time.Second, 15*time.Second)
+	stop()
+	runner.FillEventExtra(res, stats, start, watchers, expected)
+}
+
+// parallel calls f(worker, j) for every j in [0, n) from up to workers
+// goroutines and returns the first error.
+func parallel(ctx context.Context, n, workers int, f func(i, j int) error) error {
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := range min(n, workers) {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1)) - 1
+				if j >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(i, j); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	return firstErr
 }
 
 // etcdPreload writes every key once unless the key space is full, as
@@ -242,37 +322,17 @@ func etcdPreload(ctx context.Context, clients []*clientv3.Client, keys, valueSiz
 		return nil
 	}
 	fmt.Fprintf(os.Stderr, "preloading %d keys (%d present)\n", keys, got.Count)
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for i := range 64 {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			kv := clients[i%len(clients)]
-			val := value(rand.New(rand.NewPCG(seed, uint64(i))), valueSize)
-			for {
-				n := int(next.Add(1)) - 1
-				if n >= keys || ctx.Err() != nil {
-					return
-				}
-				pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-				_, err := kv.Put(pctx, key(n), val)
-				pcancel()
-				if err != nil {
-					once.Do(func() { firstErr = err; cancel() })
-					return
-				}
-			}
-		}(i)
-	}
-	wg.Wait()
-	return firstErr
+	return parallel(ctx, keys, 64, func(i, j int) error {
+		pctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
+		defer cancel()
+		_, err := clients[i%len(clients)].Put(pctx, key(j), keyValue(seed, j, valueSize))
+		return err
+	})
+}
+
+// keyValue is key j's preloaded value.
+func keyValue(seed uint64, j, valueSize int) string {
+	return value(rand.New(rand.NewPCG(seed, uint64(j))), valueSize)
 }
 
 // classifyEtcd names an etcd client error by its gRPC code, like DKV's
@@ -286,6 +346,10 @@ func classifyEtcd(err error) string {
 }
 
 func report(m measurement) {
+	if m.NA != "" {
+		fmt.Fprintf(os.Stderr, "%s %s: n/a: %s\n", m.System, m.Workload, m.NA)
+		return
+	}
 	if m.Err != "" {
 		fmt.Fprintf(os.Stderr, "%s %s: FAILED: %s\n", m.System, m.Workload, m.Err)
 		return
