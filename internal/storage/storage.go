@@ -234,6 +234,44 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 	return nil
 }
 
+// Snapshot is raft.Storage's: what the leader sends a member that needs
+// entries no longer in the log. Its metadata is normally the last
+// compaction marker, whose ConfState is the configuration as of that
+// index. A member added since is not in that ConfState, and raft refuses
+// to restore a snapshot that does not list the member itself ("not in the
+// ConfState"); the new member would wait, resent the same snapshot over
+// and over, until the next compaction. So when the configuration applied
+// since the marker differs, the metadata is that of the applied index
+// instead. The transport streams the state as of when it sends, which is
+// at least that new (and the receiver checks it).
+func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
+	snap, err := s.MemoryStorage.Snapshot()
+	if err != nil || snap.GetMetadata().GetIndex() == 0 {
+		return snap, err
+	}
+	view := s.db.NewSnapshot()
+	defer view.Close()
+	applied, err := AppliedIndex(view)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := ConfState(view)
+	if err != nil {
+		return nil, err
+	}
+	if applied <= snap.GetMetadata().GetIndex() || cs.Equivalent(snap.GetMetadata().GetConfState()) == nil {
+		return snap, nil
+	}
+	term, err := s.MemoryStorage.Term(applied)
+	if err != nil {
+		return snap, nil // the compaction marker is still a valid snapshot
+	}
+	return &raftpb.Snapshot{
+		Data:     snap.GetData(),
+		Metadata: &raftpb.SnapshotMetadata{Index: new(applied), Term: new(term), ConfState: cs},
+	}, nil
+}
+
 // CompactLog records a compaction snapshot marker at snapIndex (which must
 // be applied; cs is the ConfState as of it) and discards log entries up to
 // and including compactTo (<= snapIndex); the entries in between stay for

@@ -108,6 +108,55 @@ func TestCompactLogAndAppliedConfState(t *testing.T) {
 	}
 }
 
+// A member added after the last compaction must be sent a snapshot whose
+// ConfState lists it (raft refuses one that does not): Snapshot reports
+// the applied index and configuration once they differ from the marker's.
+func TestSnapshotCarriesConfigurationAppliedSinceCompaction(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	if err := s.Save(&raftpb.HardState{Term: new(uint64(3)), Commit: new(uint64(20))}, append(ents(1, 15, 2), ents(16, 20, 3)...), true); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(index uint64, cs *raftpb.ConfState) {
+		t.Helper()
+		b := s.DB().NewBatch()
+		defer b.Close()
+		if err := SetAppliedIndex(b, index); err != nil {
+			t.Fatal(err)
+		}
+		if err := SetConfState(b, cs); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	three := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
+	apply(10, three)
+	if err := s.CompactLog(10, 7, three); err != nil {
+		t.Fatal(err)
+	}
+
+	// Entries applied, configuration unchanged: the marker as it is.
+	apply(14, three)
+	snap, err := s.Snapshot()
+	if err != nil || snap.GetMetadata().GetIndex() != 10 {
+		t.Fatalf("unchanged configuration: snapshot %v, %v; want the marker at 10", snap.GetMetadata(), err)
+	}
+
+	// A learner added at 18: the snapshot must list it, at index 18.
+	withLearner := &raftpb.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}
+	apply(18, withLearner)
+	snap, err = s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := snap.GetMetadata()
+	if md.GetIndex() != 18 || md.GetTerm() != 3 || len(md.GetConfState().GetLearners()) != 1 || md.GetConfState().GetLearners()[0] != 4 {
+		t.Fatalf("after adding learner 4 at 18: snapshot index %d term %d conf %v; want 18, 3, learner 4", md.GetIndex(), md.GetTerm(), md.GetConfState())
+	}
+}
+
 // A state snapshot streamed from one store and staged into another
 // replaces the receiver's state wholesale.
 func TestStreamStageInstallSnapshot(t *testing.T) {

@@ -104,6 +104,7 @@ func runInProcess(t *testing.T, seed int64, d time.Duration, unsafe, unboundedDr
 	}
 	c := newSkewedCluster(t, base)
 	nem := newInprocNemesis(c, kinds)
+	nem.logf = t.Logf
 	if unboundedDrift {
 		nem.overdrive = 1.5
 	}

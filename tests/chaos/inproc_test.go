@@ -53,6 +53,8 @@ type inprocNemesis struct {
 	// drift bounds the clock-drift fault's rates to 1±drift; it must be
 	// the LeaseMaxClockDrift the cluster runs with.
 	drift float64
+	// logf reports how a membership fault's learner fared.
+	logf func(string, ...any)
 	// overdrive, if set, makes the clock-drift fault set the leader's
 	// rate to overdrive..overdrive+0.5 instead: beyond any bound, for the
 	// broken-build run whose servers assume no drift.
@@ -196,6 +198,7 @@ func (n *inprocNemesis) membership(ctx context.Context, l *tests.Node) (func() e
 	nd := n.c.Add(name, join)
 	return func() error {
 		defer n.c.Stop(nd)
+		healStart := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		cl, err := client.New(cctx, client.Config{Endpoints: join, AutoSyncInterval: -1})
@@ -216,6 +219,10 @@ func (n *inprocNemesis) membership(ctx context.Context, l *tests.Node) (func() e
 			time.Sleep(50 * time.Millisecond)
 		}
 		promoted := err == nil
+		if n.logf != nil {
+			n.logf("membership: learner %s %s %.1fs after its heal began", name,
+				map[bool]string{true: "promoted", false: "not promoted (still catching up)"}[promoted], time.Since(healStart).Seconds())
+		}
 		// The removal gets its own deadline: a learner that could not
 		// catch up during the faults (promotion timed out) must still be
 		// removed, and the promote loop may have used up cctx.
