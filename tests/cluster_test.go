@@ -137,6 +137,27 @@ func TestPartitionedMinorityRefusesThenConverges(t *testing.T) {
 	}
 }
 
+// putMany writes n keys (key(i) for i < n) through nd, 64 at a time, and
+// fails the test on any error.
+func putMany(ctx context.Context, t *testing.T, nd *Node, n int, key func(i int) string) {
+	t.Helper()
+	sem := make(chan struct{}, 64)
+	errc := make(chan error, n)
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem }()
+			_, err := nd.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte(key(i)), Value: []byte("value")})
+			errc <- err
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	c := NewCluster(t, 3, server.Config{})
 	lag := c.Followers()[0]
@@ -147,21 +168,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	n := *snapshotKeys
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sem := make(chan struct{}, 64)
-	errc := make(chan error, n)
-	for i := 0; i < n; i++ {
-		sem <- struct{}{}
-		go func(i int) {
-			defer func() { <-sem }()
-			_, err := l.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte(fmt.Sprintf("key/%06d", i)), Value: []byte("value")})
-			errc <- err
-		}(i)
-	}
-	for i := 0; i < n; i++ {
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-	}
+	putMany(ctx, t, l, n, func(i int) string { return fmt.Sprintf("key/%06d", i) })
 	restarted := time.Now()
 	c.Start(lag)
 	c.WaitConverged()
@@ -187,24 +194,9 @@ func TestLearnerAddedAfterCompactionCatchesUp(t *testing.T) {
 	l := c.WaitLeader()
 	// Past SnapshotCount 10000 + CatchUpEntries 5000, so the log is
 	// compacted and a new member needs a snapshot.
-	const n = 16000
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sem := make(chan struct{}, 64)
-	errc := make(chan error, n)
-	for i := 0; i < n; i++ {
-		sem <- struct{}{}
-		go func(i int) {
-			defer func() { <-sem }()
-			_, err := l.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte(fmt.Sprintf("key/%06d", i%100)), Value: []byte("value")})
-			errc <- err
-		}(i)
-	}
-	for i := 0; i < n; i++ {
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-	}
+	putMany(ctx, t, l, 16000, func(i int) string { return fmt.Sprintf("key/%06d", i%100) })
 	// No more writes: no further compaction will come along to help.
 	n4 := c.Add("n4", []string{l.Cfg.ClientAddr})
 	c.Eventually(30*time.Second, "the learner added after compaction is promoted", func() bool {
