@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -352,5 +353,35 @@ func TestConcurrentWritesThroughFollowersAllApplyOnce(t *testing.T) {
 		if resp.Count != writers*each || resp.Header.Revision != writers*each {
 			t.Fatalf("%s: %d keys at revision %d, want %d and %d", nd.Name, resp.Count, resp.Header.Revision, writers*each, writers*each)
 		}
+	}
+}
+
+// A write a follower forwarded to a leader that is then cut off is lost,
+// and raft never says so. The follower must answer "outcome unknown" once
+// a new leader has been elected and the write still is not applied, not
+// hold the caller until its deadline (it used to wait the full minute).
+func TestWriteLostWithIsolatedLeaderAnswersUnknownBeforeDeadline(t *testing.T) {
+	c := NewCluster(t, 3, server.Config{NoSync: true})
+	l := c.WaitLeader()
+	f := c.Followers()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := f.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte("before"), Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	// The follower still takes l for the leader and forwards to it; the
+	// cut drops the forwarded proposal.
+	c.Isolate(l)
+	_, err := f.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte("lost"), Value: []byte("1")})
+	if ctx.Err() != nil {
+		t.Fatalf("the write was held until the caller's deadline: %v", err)
+	}
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "leader changed") {
+		t.Fatalf("got %v; want an unknown outcome (DeadlineExceeded) naming the leader change", err)
+	}
+	c.Heal()
+	// The cluster goes on serving, through the same follower.
+	if _, err := f.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte("after"), Value: []byte("1")}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -116,11 +116,14 @@ type Node struct {
 type Stats struct {
 	Proposals     atomic.Uint64
 	ProposalsDrop atomic.Uint64
-	ReadRounds    atomic.Uint64
-	AppliedBatch  atomic.Uint64
-	PendingProps  atomic.Int64
-	LeaderChanges atomic.Uint64
-	Readies       atomic.Uint64
+	// ProposalsUnknown counts proposals answered "outcome unknown" because
+	// the leader changed while they were pending and they were not applied.
+	ProposalsUnknown atomic.Uint64
+	ReadRounds       atomic.Uint64
+	AppliedBatch     atomic.Uint64
+	PendingProps     atomic.Int64
+	LeaderChanges    atomic.Uint64
+	Readies          atomic.Uint64
 
 	// Where a write's time goes: the synced raft log write of a Ready,
 	// the apply of a committed batch (one Pebble commit), and a
@@ -275,8 +278,10 @@ func (n *Node) Propose(ctx context.Context, req *dkvpb.InternalRequest) (any, er
 	}()
 	n.stats.Proposals.Add(1)
 	start := time.Now()
+	var changed <-chan struct{}
 	for {
 		p := &proposal{data: data, errc: make(chan error, 1)}
+		changed = n.LeaderChanged()
 		n.stats.PendingProps.Add(1)
 		select {
 		case n.propc <- p:
@@ -307,15 +312,52 @@ func (n *Node) Propose(ctx context.Context, req *dkvpb.InternalRequest) (any, er
 			return nil, err
 		}
 	}
-	select {
-	case res := <-ch:
-		n.stats.ProposalSeconds.Observe(time.Since(start).Seconds())
-		return res, nil
-	case <-ctx.Done():
-		return nil, ctxErr(ctx, true)
-	case <-n.stopc:
-		return nil, ErrStopped
+	// A proposal can be lost with a leader that fails or is cut off (a
+	// follower forwards it, and raft never reports the loss). Once a new
+	// leader is known, one that survived is applied promptly; after
+	// lostProposalGrace more the outcome is reported unknown, instead of
+	// holding the caller until its deadline.
+	var (
+		giveUp <-chan time.Time
+		timer  *time.Timer
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case res := <-ch:
+			n.stats.ProposalSeconds.Observe(time.Since(start).Seconds())
+			return res, nil
+		case <-changed:
+			changed = n.LeaderChanged()
+			if n.lead.Load() == 0 {
+				giveUp = nil // an election is under way: wait for its leader
+				continue
+			}
+			if timer != nil {
+				timer.Stop()
+			}
+			timer = time.NewTimer(n.lostProposalGrace())
+			giveUp = timer.C
+		case <-giveUp:
+			n.stats.ProposalsUnknown.Add(1)
+			return nil, fmt.Errorf("%w: the raft leader changed while it was pending, and it was not applied within %v of a new leader being known", ErrUnknownOutcome, n.lostProposalGrace())
+		case <-ctx.Done():
+			return nil, ctxErr(ctx, true)
+		case <-n.stopc:
+			return nil, ErrStopped
+		}
 	}
+}
+
+// lostProposalGrace is how long after a new leader is known a proposal
+// pending across the change may still be applied before it is reported
+// with an unknown outcome: two election timeouts.
+func (n *Node) lostProposalGrace() time.Duration {
+	return 2 * time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
 }
 
 func (n *Node) waitLeaderChange(ctx context.Context) error {
