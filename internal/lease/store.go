@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keyrange"
 )
 
 // TTL bounds, in milliseconds.
@@ -132,7 +134,7 @@ func Detach(b *pebble.Batch, id int64, key []byte) error {
 // is only valid during the call. fn returning false stops.
 func Keys(r pebble.Reader, id int64, fn func(key []byte) bool) error {
 	p := keysPrefix(id)
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: keyrange.PrefixEnd(p)})
 	if err != nil {
 		return err
 	}
@@ -157,7 +159,7 @@ func HasKeys(r pebble.Reader, id int64) (bool, error) {
 
 // List calls fn with every lease record in id order.
 func List(r pebble.Reader, fn func(Record) bool) error {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefixRecord, UpperBound: prefixEnd(prefixRecord)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefixRecord, UpperBound: keyrange.PrefixEnd(prefixRecord)})
 	if err != nil {
 		return err
 	}
@@ -223,15 +225,4 @@ func AllocID(b *pebble.Batch) (int64, error) {
 		return 0, err
 	}
 	return seq, nil
-}
-
-func prefixEnd(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }

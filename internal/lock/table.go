@@ -1,12 +1,12 @@
 package lock
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/dkv-io/dkv/internal/keyrange"
 )
 
 var (
@@ -200,7 +200,7 @@ func RemoveWaiter(b *pebble.Batch, key []byte, w Waiter) error {
 // Waiters calls fn for key's waiters in FIFO order until it returns false.
 func Waiters(r pebble.Reader, key []byte, fn func(Waiter) bool) error {
 	p := keyed(prefixQueue, key, 0)
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: keyrange.PrefixEnd(p)})
 	if err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func Waiters(r pebble.Reader, key []byte, fn func(Waiter) bool) error {
 // LeaseKeys lists the keys lease holds or waits on, in key order.
 func LeaseKeys(r pebble.Reader, lease int64) ([][]byte, error) {
 	p := binary.BigEndian.AppendUint64(append([]byte(nil), prefixLease...), uint64(lease))
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: keyrange.PrefixEnd(p)})
 	if err != nil {
 		return nil, err
 	}
@@ -259,15 +259,4 @@ func indexAdd(b *pebble.Batch, lease int64, key []byte, d int64) error {
 		return b.Delete(k, nil)
 	}
 	return b.Set(k, binary.AppendUvarint(nil, uint64(n)), nil)
-}
-
-func prefixEnd(p []byte) []byte {
-	end := bytes.Clone(p)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }

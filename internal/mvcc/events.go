@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/keyrange"
 )
 
 // Read-side helpers for the watch hub: replaying past revisions as events
@@ -87,7 +88,7 @@ func ReadEvents(r pebble.Reader, from, to int64, match func(key []byte) bool, wi
 			}
 			if withPrev {
 				if hist == nil {
-					hist, ierr = r.NewIter(&pebble.IterOptions{LowerBound: prefixHistory, UpperBound: prefixEnd(prefixHistory)})
+					hist, ierr = r.NewIter(&pebble.IterOptions{LowerBound: prefixHistory, UpperBound: keyrange.PrefixEnd(prefixHistory)})
 					if ierr != nil {
 						return
 					}

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/dkv-io/dkv/internal/keyrange"
 )
 
 // Key layout. Every key this package writes starts with "s/m".
@@ -55,7 +56,7 @@ func histKey(dst, key []byte, rev int64) []byte {
 // key of a user key k < end sorts before histBound(end).
 func histBound(end []byte) []byte {
 	if end == nil {
-		return prefixEnd(prefixHistory)
+		return keyrange.PrefixEnd(prefixHistory)
 	}
 	return histGroup(nil, end)
 }
@@ -85,19 +86,6 @@ func changeKey(rev int64) []byte {
 	k := make([]byte, 0, len(prefixChanges)+8)
 	k = append(k, prefixChanges...)
 	return binary.BigEndian.AppendUint64(k, uint64(rev))
-}
-
-// prefixEnd returns the smallest key greater than every key with prefix
-// p, or nil if there is none.
-func prefixEnd(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }
 
 // record is one version of a key. In s/mk the mod revision is stored; in

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/dkv-io/dkv/internal/keyrange"
 )
 
 // purgeBatchKeys bounds the size of one purge batch.
@@ -32,7 +33,7 @@ func (s *Store) PurgeHistory(db *pebble.DB, upTo int64) error {
 	}
 	snap := db.NewSnapshot()
 	defer snap.Close()
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: prefixHistory, UpperBound: prefixEnd(prefixHistory)})
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: prefixHistory, UpperBound: keyrange.PrefixEnd(prefixHistory)})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/keyrange"
 )
 
 // visitFn receives each visible key in key order. key and rec.value are
@@ -37,7 +38,7 @@ func scanLatest(r pebble.Reader, sp span, fn visitFn) error {
 	}
 	opts := &pebble.IterOptions{LowerBound: latestKey(nil, sp.start)}
 	if sp.end == nil {
-		opts.UpperBound = prefixEnd(prefixLatest)
+		opts.UpperBound = keyrange.PrefixEnd(prefixLatest)
 	} else {
 		opts.UpperBound = latestKey(nil, sp.end)
 	}
@@ -77,7 +78,7 @@ func scanHistory(r pebble.Reader, sp span, rev int64, fn visitFn) error {
 	opts := &pebble.IterOptions{LowerBound: histGroup(nil, sp.start)}
 	switch {
 	case sp.single:
-		opts.UpperBound = prefixEnd(opts.LowerBound)
+		opts.UpperBound = keyrange.PrefixEnd(opts.LowerBound)
 	default:
 		opts.UpperBound = histBound(sp.end)
 	}

@@ -5,6 +5,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keyrange"
 )
 
 // Limits bounds the size of requests. The server validates proposals
@@ -324,7 +325,7 @@ type span struct {
 func makeSpan(key, rangeEnd []byte, prefix bool) span {
 	switch {
 	case prefix:
-		return span{start: key, end: prefixEnd(key)}
+		return span{start: key, end: keyrange.PrefixEnd(key)}
 	case len(rangeEnd) == 0:
 		return span{start: key, single: true}
 	case isAllKeys(rangeEnd):

@@ -6,10 +6,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/mvcc"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/keyrange"
+	"github.com/dkv-io/dkv/internal/mvcc"
 )
 
 // DefaultProgressInterval is the idle time after which a watch with
@@ -199,7 +201,7 @@ func (s *Stream) Add(spec Spec, start int64, pre func(id int64) []*dkvpb.WatchRe
 	w := &Watcher{spec: spec, stream: s, key: spec.Key}
 	switch {
 	case spec.Prefix:
-		w.end = prefixEnd(spec.Key)
+		w.end = keyrange.PrefixEnd(spec.Key)
 	case len(spec.RangeEnd) == 0:
 		w.single = true
 	case len(spec.RangeEnd) == 1 && spec.RangeEnd[0] == 0:
@@ -419,15 +421,4 @@ func (h *Hub) build(w *Watcher, items []*item) []*dkvpb.WatchResponse {
 	}
 	flush(false)
 	return out
-}
-
-func prefixEnd(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }
