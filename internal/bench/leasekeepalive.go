@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -36,37 +35,19 @@ func (w *leaseKAWorkload) Setup(ctx context.Context, env *Env) error {
 		fmt.Fprintf(env.Opts.Progress, "granting %d leases\n", n)
 	}
 	w.ids = make([]int64, n)
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for i := range min(n, 64) {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			lc := dkvpb.NewLeaseClient(env.Conn(i))
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= n || ctx.Err() != nil {
-					return
-				}
-				gctx, gcancel := opContext(ctx, env.Opts.OpTimeout)
-				g, err := lc.Grant(gctx, &dkvpb.LeaseGrantRequest{TtlMs: leaseKATTLMs})
-				gcancel()
-				if err != nil {
-					once.Do(func() { firstErr = fmt.Errorf("granting lease %d: %w", j, err); cancel() })
-					return
-				}
-				w.ids[j] = g.Id
+	return fanOut(ctx, n, 64, true, func(c int) func(context.Context, int) error {
+		lc := dkvpb.NewLeaseClient(env.Conn(c))
+		return func(ctx context.Context, j int) error {
+			gctx, cancel := opContext(ctx, env.Opts.OpTimeout)
+			defer cancel()
+			g, err := lc.Grant(gctx, &dkvpb.LeaseGrantRequest{TtlMs: leaseKATTLMs})
+			if err != nil {
+				return fmt.Errorf("granting lease %d: %w", j, err)
 			}
-		}(i)
-	}
-	wg.Wait()
-	return firstErr
+			w.ids[j] = g.Id
+			return nil
+		}
+	})
 }
 
 // share is client i's leases: every clients-th one from i, or, with more
@@ -98,33 +79,18 @@ func (w *leaseKAWorkload) Finish(ctx context.Context, env *Env, res *Result) err
 }
 
 func revokeAll(ctx context.Context, env *Env, ids []int64) error {
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-	)
-	for i := range min(len(ids), 64) {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			lc := dkvpb.NewLeaseClient(env.Conn(i))
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= len(ids) || ctx.Err() != nil {
-					return
-				}
-				rctx, cancel := opContext(ctx, env.Opts.OpTimeout)
-				_, err := lc.Revoke(rctx, &dkvpb.LeaseRevokeRequest{Id: ids[j]})
-				cancel()
-				if err != nil && dkverr.CodeOf(err) != dkverr.LeaseNotFound {
-					once.Do(func() { firstErr = fmt.Errorf("revoking lease %d: %w", ids[j], err) })
-				}
+	return fanOut(ctx, len(ids), 64, false, func(c int) func(context.Context, int) error {
+		lc := dkvpb.NewLeaseClient(env.Conn(c))
+		return func(ctx context.Context, j int) error {
+			rctx, cancel := opContext(ctx, env.Opts.OpTimeout)
+			defer cancel()
+			_, err := lc.Revoke(rctx, &dkvpb.LeaseRevokeRequest{Id: ids[j]})
+			if err != nil && dkverr.CodeOf(err) != dkverr.LeaseNotFound {
+				return fmt.Errorf("revoking lease %d: %w", ids[j], err)
 			}
-		}(i)
-	}
-	wg.Wait()
-	return firstErr
+			return nil
+		}
+	})
 }
 
 // kaWorker renews its leases one at a time, round-robin, over one

@@ -139,30 +139,50 @@ func preload(ctx context.Context, env *Env) error {
 	if env.Opts.Progress != nil {
 		fmt.Fprintf(env.Opts.Progress, "preloading %d keys (%d present)\n", env.Opts.Keys, got.Count)
 	}
+	return fanOut(ctx, env.Opts.Keys, min(env.Opts.Clients, 64), true, func(w int) func(context.Context, int) error {
+		kv, val := env.KV(w), env.Value(env.Rand(w))
+		return func(ctx context.Context, j int) error {
+			return putWithTimeout(ctx, kv, env.Opts.OpTimeout, &dkvpb.PutRequest{Key: env.Key(j), Value: val})
+		}
+	})
+}
+
+// fanOut runs an operation for every j in [0, n) on up to workers
+// goroutines; worker w makes its operation once with newOp(w) (to pick
+// its connection). It returns the first error. With stopOnErr the first
+// error also stops the rest; without, they carry on.
+func fanOut(ctx context.Context, n, workers int, stopOnErr bool, newOp func(w int) func(ctx context.Context, j int) error) error {
 	var (
 		next     atomic.Int64
 		wg       sync.WaitGroup
 		errOnce  sync.Once
 		firstErr error
 	)
-	ctx, cancel = context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for i := range min(env.Opts.Clients, 64) {
+	for w := range min(n, workers) {
 		wg.Add(1)
-		go func(i int) {
+		go func() {
 			defer wg.Done()
-			kv, val := env.KV(i), env.Value(env.Rand(i))
+			op := newOp(w)
 			for {
-				n := int(next.Add(1)) - 1
-				if n >= env.Opts.Keys || ctx.Err() != nil {
+				j := int(next.Add(1)) - 1
+				if j >= n || ctx.Err() != nil {
 					return
 				}
-				if err := putWithTimeout(ctx, kv, env.Opts.OpTimeout, &dkvpb.PutRequest{Key: env.Key(n), Value: val}); err != nil {
-					errOnce.Do(func() { firstErr = err; cancel() })
-					return
+				if err := op(ctx, j); err != nil {
+					errOnce.Do(func() {
+						firstErr = err
+						if stopOnErr {
+							cancel()
+						}
+					})
+					if stopOnErr {
+						return
+					}
 				}
 			}
-		}(i)
+		}()
 	}
 	wg.Wait()
 	return firstErr
