@@ -46,10 +46,3 @@ func (c *SkewClock) SetRate(rate float64) {
 	real := time.Now()
 	c.anchor, c.real, c.rate = c.nowLocked(real), real, rate
 }
-
-// Rate is the current rate.
-func (c *SkewClock) Rate() float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rate
-}

@@ -220,8 +220,11 @@ func (n *inprocNemesis) membership(ctx context.Context, l *tests.Node) (func() e
 		}
 		promoted := err == nil
 		if n.logf != nil {
-			n.logf("membership: learner %s %s %.1fs after its heal began", name,
-				map[bool]string{true: "promoted", false: "not promoted (still catching up)"}[promoted], time.Since(healStart).Seconds())
+			outcome := "promoted"
+			if !promoted {
+				outcome = "not promoted (still catching up)"
+			}
+			n.logf("membership: learner %s %s %.1fs after its heal began", name, outcome, time.Since(healStart).Seconds())
 		}
 		// The removal gets its own deadline: a learner that could not
 		// catch up during the faults (promotion timed out) must still be
