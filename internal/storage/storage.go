@@ -4,11 +4,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"regexp"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/wal"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -37,6 +43,15 @@ type Options struct {
 	NoSync bool
 	// CacheBytes is Pebble's block cache size (default 64 MiB).
 	CacheBytes int64
+	// WitnessInterval is how often the durability witness is refreshed
+	// (default DefaultWitnessInterval). See witness.go.
+	WitnessInterval time.Duration
+	// Logger receives storage warnings (default: stderr).
+	Logger *slog.Logger
+	// OnDamage is called, once, when Pebble reports corruption of a file
+	// while running (a checksum mismatch reading an SST, say). The error
+	// is a *DamageError. It must not block.
+	OnDamage func(error)
 }
 
 // Storage owns the node's Pebble database.
@@ -44,19 +59,43 @@ type Storage struct {
 	*raft.MemoryStorage
 
 	db   *pebble.DB
+	fs   vfs.FS
 	dir  string
 	sync bool
+	log  *slog.Logger
 
 	mu        sync.Mutex
 	lastIndex uint64 // last log index persisted to Pebble
+
+	wmu         sync.Mutex // serializes witness writes
+	witnessed   witness    // the witness on disk
+	haveWitness bool
+	witnessStop chan struct{}
+	witnessDone chan struct{}
+	closeOnce   sync.Once
+
+	damage   atomic.Pointer[DamageError]
+	onDamage func(error)
 }
 
 // Open opens (or creates) the database in dir and loads the raft log tail.
+// Data that was durable and is damaged or missing is refused with a
+// *DamageError (errors.Is(err, ErrDamaged)).
 func Open(dir string, opts Options) (*Storage, error) {
 	cache := opts.CacheBytes
 	if cache == 0 {
 		cache = 64 << 20
 	}
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), fs: fs, dir: dir, sync: !opts.NoSync, log: log, onDamage: opts.OnDamage}
+	newestWAL := s.newestWAL() // before Open, which starts a new one
 	c := pebble.NewCache(cache)
 	defer c.Unref()
 	po := &pebble.Options{
@@ -67,28 +106,160 @@ func Open(dir string, opts Options) (*Storage, error) {
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		Logger:                      quietLogger{},
+		// FormatWALSyncChunks and later record, in each WAL chunk, how far
+		// the log was synced: a damaged record followed by proof of a
+		// later sync is reported as corruption instead of being taken for
+		// a torn tail (with older formats Pebble replays up to the damage
+		// and silently drops the rest). Existing stores are upgraded.
+		FormatMajorVersion: pebble.FormatNewest,
+		EventListener: &pebble.EventListener{
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				s.reportDamage(&DamageError{Dir: dir, File: info.Path, Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", info.Details)})
+			},
+			BackgroundError: func(err error) {
+				if pebble.IsCorruptionError(err) {
+					s.reportDamage(&DamageError{Dir: dir, File: corruptFile(fs, dir, err), Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", err)})
+					return
+				}
+				quietLogger{}.Errorf("background error: %v", err)
+			},
+		},
 	}
 	db, err := pebble.Open(dir, po)
+	if err == nil && newestWAL == "" {
+		// A new store's first WAL predates its format upgrade and lacks
+		// sync offsets; reopening starts one that has them.
+		if err = db.Close(); err == nil {
+			db, err = pebble.Open(dir, po)
+		}
+	}
 	if err != nil {
+		if pebble.IsCorruptionError(err) {
+			w, _, _ := s.readWitness()
+			de := &DamageError{Dir: dir, File: corruptFile(fs, dir, err), Problem: fmt.Sprintf("Pebble cannot open it: %v", err)}
+			if w != (witness{}) {
+				de.Witness = &w
+			}
+			return nil, de
+		}
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), db: db, dir: dir, sync: !opts.NoSync}
-	if err := s.finishInstall(); err != nil {
+	s.db = db
+	fail := func(err error) (*Storage, error) {
 		db.Close()
+		if d := s.damage.Load(); d != nil {
+			return nil, d
+		}
+		if pebble.IsCorruptionError(err) {
+			return nil, &DamageError{Dir: dir, File: corruptFile(fs, dir, err), Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", err)}
+		}
 		return nil, err
+	}
+	if err := s.finishInstall(); err != nil {
+		return fail(err)
 	}
 	if err := s.load(); err != nil {
-		db.Close()
-		return nil, err
+		return fail(err)
 	}
+	if err := s.checkWitness(newestWAL); err != nil {
+		return fail(err)
+	}
+	if d := s.damage.Load(); d != nil {
+		return fail(d)
+	}
+	every := opts.WitnessInterval
+	if every <= 0 {
+		every = DefaultWitnessInterval
+	}
+	s.witnessStop, s.witnessDone = make(chan struct{}), make(chan struct{})
+	go s.witnessLoop(every)
 	return s, nil
+}
+
+// newestWAL is the path of the highest-numbered WAL in the data dir, "" if
+// none.
+func (s *Storage) newestWAL() string {
+	names, err := s.fs.List(s.dir)
+	if err != nil {
+		return ""
+	}
+	var best wal.NumWAL
+	name := ""
+	for _, n := range names {
+		if num, _, ok := wal.ParseLogFilename(n); ok && (name == "" || num > best) {
+			best, name = num, n
+		}
+	}
+	if name == "" {
+		return ""
+	}
+	return s.fs.PathJoin(s.dir, name)
+}
+
+var (
+	walInError  = regexp.MustCompile(`wal (\d+)`)
+	pathInError = regexp.MustCompile(`path: (\S+)`)
+)
+
+// corruptFile names the file a Pebble corruption error is about, when it
+// says.
+func corruptFile(fs vfs.FS, dir string, err error) string {
+	msg := fmt.Sprintf("%+v", err)
+	if m := pathInError.FindStringSubmatch(msg); m != nil {
+		return m[1]
+	}
+	if m := walInError.FindStringSubmatch(msg); m != nil {
+		if n, perr := strconv.ParseUint(m[1], 10, 64); perr == nil {
+			return fs.PathJoin(dir, fmt.Sprintf("%06d.log", n))
+		}
+	}
+	return ""
+}
+
+// reportDamage records the first corruption Pebble reports and tells the
+// owner.
+func (s *Storage) reportDamage(d *DamageError) {
+	// Not s.mu: Pebble calls this from inside reads.
+	d.LastGood, _ = s.MemoryStorage.LastIndex()
+	if !s.damage.CompareAndSwap(nil, d) {
+		return
+	}
+	if s.onDamage != nil {
+		s.onDamage(d)
+	}
+}
+
+// Damage is the corruption Pebble reported while running, or nil.
+func (s *Storage) Damage() error {
+	if d := s.damage.Load(); d != nil {
+		return d
+	}
+	return nil
+}
+
+func (s *Storage) logf(format string, args ...any) {
+	s.log.Warn(fmt.Sprintf(format, args...), "component", "storage")
 }
 
 // DB is the underlying database, for the state machine.
 func (s *Storage) DB() *pebble.DB { return s.db }
 
-// Close closes the database.
-func (s *Storage) Close() error { return s.db.Close() }
+// Close records a final durability witness (unless the data is damaged)
+// and closes the database.
+func (s *Storage) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.witnessStop)
+		<-s.witnessDone
+		if s.damage.Load() == nil {
+			if werr := s.refreshWitness(); werr != nil {
+				s.logf("cannot record the durability witness at close: %v", werr)
+			}
+		}
+		err = s.db.Close()
+	})
+	return err
+}
 
 func (s *Storage) writeOpts() *pebble.WriteOptions {
 	if s.sync {
@@ -229,6 +400,20 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 	if !raft.IsEmptyHardState(hs) {
 		if err := s.MemoryStorage.SetHardState(hs); err != nil {
 			return err
+		}
+		// A new term or vote reaches the witness before raft may act on
+		// it: a member that loses its HardState later is refused at open
+		// instead of voting a second time in this term. Elections are
+		// rare; the write path does not pay for this.
+		if mustSync && s.sync {
+			s.wmu.Lock()
+			changed := !s.haveWitness || s.witnessed.Term != hs.GetTerm() || s.witnessed.Vote != hs.GetVote()
+			s.wmu.Unlock()
+			if changed {
+				if err := s.writeWitness(s.captureLocked()); err != nil {
+					return fmt.Errorf("record term and vote in the durability witness: %w", err)
+				}
+			}
 		}
 	}
 	return nil

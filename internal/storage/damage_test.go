@@ -1,0 +1,277 @@
+package storage
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// crash stops s the way kill -9 would leave it: Pebble's files as they are,
+// no final witness, no flush.
+func crash(t *testing.T, s *Storage) {
+	t.Helper()
+	close(s.witnessStop)
+	<-s.witnessDone
+	s.closeOnce.Do(func() {})
+	if err := s.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeAcked saves n entries one synced Ready at a time, each committing the
+// one before, as a single node does, and refreshes the witness as its loop
+// would.
+func writeAcked(t *testing.T, s *Storage, from, to uint64) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		hs := &raftpb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(i - 1)}
+		e := &raftpb.Entry{Index: new(i), Term: new(uint64(2)), Data: []byte(strings.Repeat("v", 200))}
+		if err := s.Save(hs, []*raftpb.Entry{e}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.refreshWitness(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newestWALFile(t *testing.T, dir string) string {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(logs) == 0 {
+		t.Fatal("no WAL in", dir)
+	}
+	sort.Strings(logs)
+	return logs[len(logs)-1]
+}
+
+func openNoWitnessLoop(t *testing.T, dir string) (*Storage, error) {
+	t.Helper()
+	return Open(dir, Options{WitnessInterval: time.Hour})
+}
+
+func wantDamage(t *testing.T, err error, file string, lastGood uint64) *DamageError {
+	t.Helper()
+	var de *DamageError
+	if !errors.As(err, &de) || !errors.Is(err, ErrDamaged) {
+		t.Fatalf("open of damaged data: err = %v, want a *DamageError", err)
+	}
+	if file != "" && de.File != file {
+		t.Errorf("damage names file %q, want %q", de.File, file)
+	}
+	if lastGood != 0 && de.LastGood > lastGood {
+		t.Errorf("last good index %d, want <= %d", de.LastGood, lastGood)
+	}
+	msg := err.Error()
+	for _, want := range []string{"is damaged", "remove it from the cluster", "restore the data dir from a backup"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	return de
+}
+
+// A WAL cut to half its length after a crash replays as a shorter, clean
+// log; the witness shows that synced, committed entries are gone, and Open
+// refuses the store instead of serving the loss.
+func TestTruncatedWALIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 500)
+	crash(t, s)
+	wal := newestWALFile(t, dir)
+	fi, err := os.Stat(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(wal, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openNoWitnessLoop(t, dir)
+	de := wantDamage(t, err, wal, 499)
+	if de.LastGood == 0 || de.Witness == nil || de.Witness.Commit != 499 {
+		t.Errorf("damage %+v: want the recovered last index and a witness at commit 499", de)
+	}
+	t.Log(err)
+}
+
+// Eight flipped bytes in the middle of the newest WAL, with synced records
+// after them, are corruption (not a torn tail): Open names the WAL.
+func TestFlippedWALBytesAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 500)
+	crash(t, s)
+	wal := newestWALFile(t, dir)
+	flipMiddle(t, wal)
+	_, err = openNoWitnessLoop(t, dir)
+	wantDamage(t, err, wal, 0)
+	t.Log(err)
+}
+
+func flipMiddle(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := len(b) / 2
+	for i := mid; i < mid+8 && i < len(b); i++ {
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A member whose WAL lost its HardState (and log) entirely must not come
+// back as an empty node that could vote again in a term it voted in: the
+// vote was in the witness before Save returned.
+func TestLostHardStateIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A vote, synced, with no witness refresh but Save's own.
+	hs := &raftpb.HardState{Term: new(uint64(7)), Vote: new(uint64(3))}
+	if err := s.Save(hs, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, s)
+	wal := newestWALFile(t, dir)
+	if err := os.Truncate(wal, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openNoWitnessLoop(t, dir)
+	wantDamage(t, err, wal, 0)
+	t.Log(err)
+}
+
+// A damaged SST (bytes flipped in its middle) is a clean *DamageError that
+// names the file, not a panic.
+func TestFlippedSSTBytesAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 1000)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no sst after flush")
+	}
+	for _, f := range ssts {
+		flipMiddle(t, f)
+	}
+	_, err = openNoWitnessLoop(t, dir)
+	de := wantDamage(t, err, "", 0)
+	if !strings.HasSuffix(de.File, ".sst") {
+		t.Errorf("damage names %q, want the .sst", de.File)
+	}
+	t.Log(err)
+}
+
+// Losing only what was written after the last witness (a torn tail) is
+// accepted: the store opens with everything the witness saw.
+func TestTornTailAfterWitnessOpens(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 100)
+	// Written after the witness: the crash may tear these.
+	for i := uint64(101); i <= 110; i++ {
+		e := &raftpb.Entry{Index: new(i), Term: new(uint64(2)), Data: []byte(strings.Repeat("v", 200))}
+		if err := s.Save(nil, []*raftpb.Entry{e}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crash(t, s)
+	wal := newestWALFile(t, dir)
+	fi, _ := os.Stat(wal)
+	if err := os.Truncate(wal, fi.Size()-100); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatalf("torn tail after the witness refused: %v", err)
+	}
+	defer s.Close()
+	last, _ := s.LastIndex()
+	if last < 100 || last >= 110 {
+		t.Fatalf("last index %d, want in [100, 110)", last)
+	}
+}
+
+// An undamaged restart after a crash keeps every entry, and a clean close
+// leaves a witness that the next open accepts.
+func TestCrashAndCleanRestartKeepEverything(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 300)
+	crash(t, s)
+	s, err = openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := s.LastIndex(); last != 300 {
+		t.Fatalf("last index %d after crash, want 300", last)
+	}
+	writeAcked(t, s, 301, 310)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if last, _ := s.LastIndex(); last != 310 {
+		t.Fatalf("last index %d after clean restart, want 310", last)
+	}
+}
+
+// A leader of a later term may replace uncommitted entries the witness saw;
+// that is not damage.
+func TestEntriesReplacedByLaterLeaderAreNotDamage(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 20) // term 2, commit 19, last 20
+	hs := &raftpb.HardState{Term: new(uint64(3)), Vote: new(uint64(9)), Commit: new(uint64(19))}
+	e := &raftpb.Entry{Index: new(uint64(20)), Term: new(uint64(3))}
+	if err := s.Save(hs, []*raftpb.Entry{e}, true); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, s)
+	s, err = openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatalf("open after a leader replaced an entry: %v", err)
+	}
+	s.Close()
+}
