@@ -68,6 +68,10 @@ type Server struct {
 
 	removed     chan struct{}
 	removedOnce sync.Once
+
+	failed     chan struct{} // closed when the data was found damaged
+	failedOnce sync.Once
+	failErr    error
 }
 
 // New validates cfg and returns a Server that is not yet started.
@@ -83,6 +87,7 @@ func New(cfg Config) (*Server, error) {
 		stopc:     make(chan struct{}),
 		purgeKick: make(chan struct{}, 1),
 		removed:   make(chan struct{}),
+		failed:    make(chan struct{}),
 	}, nil
 }
 
@@ -141,13 +146,16 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	st, err := storage.Open(s.cfg.DataDir, storage.Options{NoSync: s.cfg.NoSync})
+	st, err := storage.Open(s.cfg.DataDir, storage.Options{NoSync: s.cfg.NoSync, Logger: s.log, OnDamage: s.damaged})
 	if err != nil {
-		return err
+		return err // a *storage.DamageError says what is damaged and what to do
 	}
 	s.store = st
 	if err := s.startNode(); err != nil {
 		st.Close()
+		if d := st.Damage(); d != nil {
+			return d // corruption found while loading the state
+		}
 		return err
 	}
 	s.metrics = newMetrics(s)
@@ -393,6 +401,30 @@ func (s *Server) waitReady() {
 			return
 		default:
 		}
+	}
+}
+
+// damaged is the storage's report of corruption found while running: the
+// node stops taking part (raftnode stops applying) and Failed is closed.
+func (s *Server) damaged(err error) {
+	s.failedOnce.Do(func() {
+		s.failErr = err
+		s.log.Error("stopping: data damaged", "err", err)
+		close(s.failed)
+	})
+}
+
+// Failed is closed when the node found its data damaged while running and
+// stopped serving; Err says what. The owner should Stop it and exit.
+func (s *Server) Failed() <-chan struct{} { return s.failed }
+
+// Err is why Failed was closed (a *storage.DamageError), or nil.
+func (s *Server) Err() error {
+	select {
+	case <-s.failed:
+		return s.failErr
+	default:
+		return nil
 	}
 }
 

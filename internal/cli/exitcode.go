@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/storage"
 )
 
 // Exit codes; keep in sync with exitCodeHelp and docs/cli.md.
@@ -21,6 +22,7 @@ const (
 	exitUnavailable   = 7
 	exitCompacted     = 8
 	exitLeaseNotFound = 9
+	exitDataDamaged   = 11 // dkv serve: durable data damaged or lost
 )
 
 // usageError marks a command-line mistake: exit code 2.
@@ -59,6 +61,7 @@ var codes = []struct {
 	{context.DeadlineExceeded, exitUnavailable, "Unavailable"},
 	{client.ErrCompacted, exitCompacted, "Compacted"},
 	{client.ErrLeaseNotFound, exitLeaseNotFound, "LeaseNotFound"},
+	{storage.ErrDamaged, exitDataDamaged, "DataDamaged"},
 }
 
 func exitCode(err error) int {

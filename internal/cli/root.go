@@ -23,7 +23,9 @@ const exitCodeHelp = `Exit codes:
   7  Unavailable (no reachable endpoint, no leader, timeout, or a write
      whose outcome is unknown)
   8  Compacted (the revision was compacted away)
-  9  LeaseNotFound`
+  9  LeaseNotFound
+ 11  DataDamaged (dkv serve: the data dir's durable data is damaged or
+     lost; see docs/cluster.md, "Damaged data")`
 
 // Main runs the dkv command with the process's arguments and exits.
 func Main() {

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/server"
 	"github.com/spf13/cobra"
 )
@@ -76,6 +78,9 @@ func (a *app) serve(cfg server.Config) error {
 	}
 	if err := srv.Start(ctx); err != nil {
 		srv.Stop()
+		if errors.Is(err, storage.ErrDamaged) {
+			return err // already says what to do
+		}
 		return fmt.Errorf("starting: %w", err)
 	}
 	show := func(addr string) string {
@@ -90,11 +95,19 @@ func (a *app) serve(cfg server.Config) error {
 	case <-srv.Ready():
 		fmt.Fprintln(a.stdout, "ready")
 	case <-ctx.Done():
+	case <-srv.Failed():
 	}
 	select {
 	case <-ctx.Done():
 	case <-srv.Removed():
 		fmt.Fprintln(a.stdout, "removed from the cluster")
+	case <-srv.Failed():
+	}
+	if err := srv.Err(); err != nil {
+		// Damaged data: stop without serving another request.
+		fmt.Fprintln(a.stdout, "stopping: data damaged")
+		stopWithin(srv, 10*time.Second)
+		return err
 	}
 	fmt.Fprintln(a.stdout, "shutting down")
 	done := make(chan error, 1)
@@ -109,4 +122,14 @@ func (a *app) serve(cfg server.Config) error {
 	}
 	fmt.Fprintln(a.stdout, "stopped")
 	return nil
+}
+
+// stopWithin stops srv, giving up waiting after d.
+func stopWithin(srv *server.Server, d time.Duration) {
+	done := make(chan struct{})
+	go func() { srv.Stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }

@@ -802,6 +802,12 @@ func (n *Node) run() {
 				pendingConfs = nil
 			}
 			if err := n.handleReady(&rd); err != nil {
+				if d := n.store.Damage(); d != nil {
+					// Damaged data: stop taking part, cleanly; the
+					// storage's owner reports it and exits.
+					n.log.Error("raft ready loop stopped: data damaged", "err", d)
+					return
+				}
 				n.log.Error("raft ready loop failed; stopping node", "err", err)
 				panic(fmt.Sprintf("dkv: raft ready loop: %v", err))
 			}
@@ -871,7 +877,7 @@ func (n *Node) handleReady(rd *raft.Ready) error {
 	if len(rd.CommittedEntries) > 0 {
 		if hasConfChange(rd.CommittedEntries) {
 			n.applyBarrier()
-			if err := n.apply(rd.CommittedEntries); err != nil {
+			if err := n.applyGuarded(rd.CommittedEntries); err != nil {
 				return err
 			}
 			return nil
@@ -905,12 +911,21 @@ func (n *Node) applyBarrier() {
 // runApply applies queued batches in order until applyc is closed.
 func (n *Node) runApply(done chan struct{}) {
 	defer close(done)
+	damaged := false
 	for job := range n.applyc {
 		if job.done != nil {
 			close(job.done)
 			continue
 		}
-		if err := n.apply(job.ents); err != nil {
+		if damaged {
+			continue // never apply on top of damaged data; drain until Stop
+		}
+		if err := n.applyGuarded(job.ents); err != nil {
+			if d := n.store.Damage(); d != nil {
+				n.log.Error("apply stopped: data damaged", "err", d)
+				damaged = true
+				continue
+			}
 			n.log.Error("apply failed; stopping node", "err", err)
 			panic(fmt.Sprintf("dkv: apply: %v", err))
 		}
@@ -919,6 +934,21 @@ func (n *Node) runApply(done chan struct{}) {
 		default:
 		}
 	}
+}
+
+// applyGuarded is apply, except that a state machine's panic on a storage
+// error that the storage reported as damage is returned as that error.
+func (n *Node) applyGuarded(ents []*raftpb.Entry) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if d := n.store.Damage(); d != nil {
+				err = d
+				return
+			}
+			panic(r)
+		}
+	}()
+	return n.apply(ents)
 }
 
 func (n *Node) installSnapshot(snap *raftpb.Snapshot) error {

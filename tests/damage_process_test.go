@@ -1,0 +1,307 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dkv-io/dkv/client"
+)
+
+// exitDataDamaged is dkv serve's exit code for damaged data (docs/cli.md).
+const exitDataDamaged = 11
+
+// damageNode is one single-node `dkv serve` process whose data dir the test
+// damages between runs.
+type damageNode struct {
+	t      *testing.T
+	dir    string
+	client string
+	args   []string
+	cmd    *exec.Cmd
+	out    *os.File
+	exited chan struct{}
+	run    int
+}
+
+func newDamageNode(t *testing.T) *damageNode {
+	base := t.TempDir()
+	n := &damageNode{t: t, dir: filepath.Join(base, "data"), client: FreeAddr(t)}
+	n.args = []string{"serve", "--name", "n1", "--client-addr", n.client, "--peer-addr", FreeAddr(t),
+		"--http-addr", "", "--data-dir", n.dir}
+	t.Cleanup(func() {
+		if n.cmd != nil && n.cmd.ProcessState == nil {
+			n.cmd.Process.Signal(syscall.SIGKILL)
+			<-n.exited
+		}
+	})
+	return n
+}
+
+func (n *damageNode) start() {
+	n.t.Helper()
+	n.run++
+	n.cmd = exec.Command(dkvBinary(n.t), n.args...)
+	f, err := os.Create(filepath.Join(filepath.Dir(n.dir), fmt.Sprintf("run%d.log", n.run)))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.out = f
+	n.cmd.Stdout, n.cmd.Stderr = f, f
+	if err := n.cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.exited = make(chan struct{})
+	go func() { n.cmd.Wait(); close(n.exited) }()
+}
+
+func (n *damageNode) output() string {
+	b, _ := os.ReadFile(n.out.Name())
+	return string(b)
+}
+
+// waitReadyOrExit waits until the process prints "ready" (true) or exits
+// (false).
+func (n *damageNode) waitReadyOrExit(timeout time.Duration) bool {
+	n.t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.exited:
+			return false
+		case <-deadline:
+			n.t.Fatalf("node neither ready nor exited after %v:\n%s", timeout, n.output())
+		case <-tick.C:
+			if strings.Contains(n.output(), "\nready\n") {
+				return true
+			}
+		}
+	}
+}
+
+func (n *damageNode) stop(sig syscall.Signal) {
+	n.cmd.Process.Signal(sig)
+	select {
+	case <-n.exited:
+	case <-time.After(30 * time.Second):
+		n.t.Fatalf("node did not exit after %v", sig)
+	}
+}
+
+func (n *damageNode) dial(ctx context.Context) *client.Client {
+	n.t.Helper()
+	c, err := client.New(ctx, client.Config{Endpoints: []string{n.client}, DialTimeout: 5 * time.Second, AutoSyncInterval: -1})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return c
+}
+
+// writeAckedKeys writes n keys with a few writers and returns those
+// acknowledged.
+func (n *damageNode) writeAckedKeys(ctx context.Context, count int) []string {
+	n.t.Helper()
+	c := n.dial(ctx)
+	defer c.Close()
+	var (
+		mu    sync.Mutex
+		acked []string
+		wg    sync.WaitGroup
+	)
+	const writers = 8
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < count; i += writers {
+				k := fmt.Sprintf("k/%06d", i)
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := c.Put(wctx, k, []byte(strings.Repeat("v", 100)+k))
+				cancel()
+				if err != nil {
+					n.t.Errorf("put %s: %v", k, err)
+					return
+				}
+				mu.Lock()
+				acked = append(acked, k)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if n.t.Failed() {
+		n.t.FailNow()
+	}
+	return acked
+}
+
+func (n *damageNode) missing(ctx context.Context, keys []string) int {
+	n.t.Helper()
+	c := n.dial(ctx)
+	defer c.Close()
+	res, err := c.Range(ctx, "k/", client.WithPrefix())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, kv := range res.KVs {
+		have[string(kv.Key)] = true
+	}
+	miss := 0
+	for _, k := range keys {
+		if !have[k] {
+			miss++
+		}
+	}
+	return miss
+}
+
+func (n *damageNode) newest(glob string) string {
+	n.t.Helper()
+	fs, _ := filepath.Glob(filepath.Join(n.dir, glob))
+	if len(fs) == 0 {
+		n.t.Fatalf("no %s in %s", glob, n.dir)
+	}
+	sort.Strings(fs)
+	return fs[len(fs)-1]
+}
+
+// wantRefused asserts the node exits with the damaged-data code and a
+// message naming file (a substring), without a Go stack trace.
+func (n *damageNode) wantRefused(ctx context.Context, acked []string, file string) {
+	n.t.Helper()
+	n.start()
+	if n.waitReadyOrExit(60 * time.Second) {
+		miss := n.missing(ctx, acked)
+		n.t.Fatalf("node started on damaged data: ready with %d of %d acknowledged keys missing\n%s", miss, len(acked), n.output())
+	}
+	out := n.output()
+	if code := n.cmd.ProcessState.ExitCode(); code != exitDataDamaged {
+		n.t.Errorf("exit code %d, want %d (DataDamaged)\n%s", code, exitDataDamaged, out)
+	}
+	for _, want := range []string{"Error: DataDamaged: data dir " + n.dir + " is damaged", file, "docs/cluster.md", "remove it from the cluster"} {
+		if !strings.Contains(out, want) {
+			n.t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"panic", "goroutine "} {
+		if strings.Contains(out, bad) {
+			n.t.Errorf("output has %q (a crash, not a clean refusal):\n%s", bad, out)
+		}
+	}
+	n.t.Logf("refused as expected:\n%s", out)
+}
+
+func truncateHalf(t *testing.T, path string) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flip8Middle(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(b) / 2; i < len(b)/2+8 && i < len(b); i++ {
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const damageKeys = 3000
+
+func damageTest(t *testing.T, damage func(n *damageNode) string) {
+	if testing.Short() {
+		t.Skip("process-level test; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n := newDamageNode(t)
+	n.start()
+	if !n.waitReadyOrExit(60 * time.Second) {
+		t.Fatalf("fresh node exited:\n%s", n.output())
+	}
+	acked := n.writeAckedKeys(ctx, damageKeys)
+	n.stop(syscall.SIGKILL)
+	file := damage(n)
+	n.wantRefused(ctx, acked, file)
+}
+
+// After kill -9, the newest WAL cut to half its length: the node must
+// refuse to start (it used to come up ready with acknowledged keys gone).
+func TestProcessTruncatedWALRefused(t *testing.T) {
+	damageTest(t, func(n *damageNode) string {
+		wal := n.newest("*.log")
+		truncateHalf(t, wal)
+		return filepath.Base(wal)
+	})
+}
+
+// After kill -9, eight bytes flipped in the middle of the newest WAL.
+func TestProcessFlippedWALRefused(t *testing.T) {
+	damageTest(t, func(n *damageNode) string {
+		wal := n.newest("*.log")
+		flip8Middle(t, wal)
+		return filepath.Base(wal)
+	})
+}
+
+// An undamaged restart after kill -9 keeps every acknowledged key; then,
+// with the data in SSTs, bytes flipped in an SST make the next start a
+// clean refusal naming it (it used to be a Go panic with a stack trace).
+func TestProcessUndamagedRestartThenFlippedSSTRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n := newDamageNode(t)
+	n.start()
+	if !n.waitReadyOrExit(60 * time.Second) {
+		t.Fatalf("fresh node exited:\n%s", n.output())
+	}
+	acked := n.writeAckedKeys(ctx, damageKeys)
+	n.stop(syscall.SIGKILL)
+
+	n.start() // replays the WAL into an SST
+	if !n.waitReadyOrExit(60 * time.Second) {
+		t.Fatalf("undamaged restart after kill -9 exited:\n%s", n.output())
+	}
+	if miss := n.missing(ctx, acked); miss != 0 {
+		t.Fatalf("undamaged restart lost %d of %d acknowledged keys", miss, len(acked))
+	}
+	n.stop(syscall.SIGTERM)
+	if code := n.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("clean stop exit code %d:\n%s", code, n.output())
+	}
+
+	ssts, _ := filepath.Glob(filepath.Join(n.dir, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no SST after restart")
+	}
+	biggest, size := "", int64(-1)
+	for _, f := range ssts {
+		if fi, err := os.Stat(f); err == nil && fi.Size() > size {
+			biggest, size = f, fi.Size()
+		}
+	}
+	flip8Middle(t, biggest)
+	n.wantRefused(ctx, acked, filepath.Base(biggest))
+}
