@@ -305,3 +305,4 @@ func TestProcessUndamagedRestartThenFlippedSSTRefused(t *testing.T) {
 	flip8Middle(t, biggest)
 	n.wantRefused(ctx, acked, filepath.Base(biggest))
 }
+

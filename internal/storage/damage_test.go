@@ -275,3 +275,52 @@ func TestEntriesReplacedByLaterLeaderAreNotDamage(t *testing.T) {
 	}
 	s.Close()
 }
+
+// Corruption Pebble finds while the store is open (an SST block failing its
+// checksum on a read) is reported once through OnDamage as a *DamageError
+// naming the file, and the read fails: no panic, no wrong data.
+func TestCorruptionWhileRunningIsReported(t *testing.T) {
+	dir := t.TempDir()
+	reported := make(chan error, 4)
+	s, err := Open(dir, Options{WitnessInterval: time.Hour, OnDamage: func(err error) { reported <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 1000)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no sst after flush")
+	}
+	for _, f := range ssts {
+		flipMiddle(t, f)
+	}
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
+	}
+	iterErr := it.Error()
+	it.Close()
+	if iterErr == nil {
+		t.Fatalf("read %d keys of a damaged SST without an error", n)
+	}
+	select {
+	case err := <-reported:
+		de := wantDamage(t, err, "", 0)
+		if !strings.HasSuffix(de.File, ".sst") {
+			t.Errorf("damage names %q, want the .sst", de.File)
+		}
+	default:
+		t.Fatalf("read failed (%v) but OnDamage was not called", iterErr)
+	}
+	if s.Damage() == nil {
+		t.Error("Damage() is nil after a reported corruption")
+	}
+	s.Close()
+}
