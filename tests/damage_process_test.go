@@ -305,4 +305,3 @@ func TestProcessUndamagedRestartThenFlippedSSTRefused(t *testing.T) {
 	flip8Middle(t, biggest)
 	n.wantRefused(ctx, acked, filepath.Base(biggest))
 }
-
