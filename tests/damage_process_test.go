@@ -305,3 +305,70 @@ func TestProcessUndamagedRestartThenFlippedSSTRefused(t *testing.T) {
 	flip8Middle(t, biggest)
 	n.wantRefused(ctx, acked, filepath.Base(biggest))
 }
+
+// A cluster member whose WAL lost everything (its log and HardState) must
+// not come back as a blank member that may vote a second time in a term
+// it already voted in: it refuses to start. It used to bootstrap again.
+func TestProcessMemberWithLostLogRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test; skipped with -short")
+	}
+	ms := startProcCluster(t, 3)
+	var eps []string
+	for _, m := range ms {
+		eps = append(eps, m.client)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := 0; i < 50; i++ {
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := cl.Put(wctx, fmt.Sprintf("k/%d", i), []byte("v"))
+		wcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var victim *procMember
+	Eventually(t, 30*time.Second, "a leader", func() bool { return leaderOf(ctx, ms) != nil })
+	l := leaderOf(ctx, ms)
+	for _, m := range ms {
+		if m != l {
+			victim = m
+			break
+		}
+	}
+	victim.kill9()
+	logs, _ := filepath.Glob(filepath.Join(victim.dir, "*.log"))
+	if len(logs) == 0 {
+		t.Fatal("no WAL")
+	}
+	for _, f := range logs {
+		if err := os.Truncate(f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim.start(t)
+	select {
+	case <-victim.exited:
+	case <-time.After(30 * time.Second):
+		out, _ := os.ReadFile(filepath.Join(filepath.Dir(victim.dir), victim.name+".log"))
+		t.Fatalf("member with a lost log and HardState kept running:\n%s", out)
+	}
+	out, _ := os.ReadFile(filepath.Join(filepath.Dir(victim.dir), victim.name+".log"))
+	if code := victim.cmd.ProcessState.ExitCode(); code != exitDataDamaged {
+		t.Errorf("exit code %d, want %d\n%s", code, exitDataDamaged, out)
+	}
+	for _, want := range []string{"the raft log and HardState are gone", "remove it from the cluster"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "goroutine ") {
+		t.Errorf("a stack trace:\n%s", out)
+	}
+}
