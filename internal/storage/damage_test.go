@@ -324,3 +324,15 @@ func TestCorruptionWhileRunningIsReported(t *testing.T) {
 	}
 	s.Close()
 }
+
+// BenchmarkSaveSyncedWitnessOff is BenchmarkSaveSynced with the witness
+// loop all but off, to see what the loop costs the write path.
+func BenchmarkSaveSyncedWitnessOff(b *testing.B) {
+	benchSave(b, Options{WitnessInterval: time.Hour})
+}
+
+// BenchmarkSaveSyncedWitness10ms refreshes the witness ten times as often
+// as the default.
+func BenchmarkSaveSyncedWitness10ms(b *testing.B) {
+	benchSave(b, Options{WitnessInterval: 10 * time.Millisecond})
+}

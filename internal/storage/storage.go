@@ -410,8 +410,11 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 			changed := !s.haveWitness || s.witnessed.Term != hs.GetTerm() || s.witnessed.Vote != hs.GetVote()
 			s.wmu.Unlock()
 			if changed {
+				// The HardState itself is durable; failing the node
+				// because the witness cannot be written (a full disk)
+				// would be worse than a witness one term behind.
 				if err := s.writeWitness(s.captureLocked()); err != nil {
-					return fmt.Errorf("record term and vote in the durability witness: %w", err)
+					s.logf("cannot record term %d and vote in the durability witness %s: %v", hs.GetTerm(), s.witnessPath(), err)
 				}
 			}
 		}
