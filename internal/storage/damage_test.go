@@ -36,7 +36,7 @@ func writeAcked(t *testing.T, s *Storage, from, to uint64) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.refreshWitness(); err != nil {
+	if err := s.refreshWitness(false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -335,4 +335,19 @@ func BenchmarkSaveSyncedWitnessOff(b *testing.B) {
 // as the default.
 func BenchmarkSaveSyncedWitness10ms(b *testing.B) {
 	benchSave(b, Options{WitnessInterval: 10 * time.Millisecond})
+}
+
+// A store that never held raft state (a member waiting to join) closes and
+// reopens without a witness claiming anything.
+func TestEmptyStoreReopens(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 2; i++ {
+		s, err := openNoWitnessLoop(t, dir)
+		if err != nil {
+			t.Fatalf("open %d of an empty store: %v", i, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

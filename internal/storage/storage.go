@@ -137,7 +137,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 		if pebble.IsCorruptionError(err) {
 			w, _, _ := s.readWitness()
 			de := &DamageError{Dir: dir, File: corruptFile(fs, dir, err), Problem: fmt.Sprintf("Pebble cannot open it: %v", err)}
-			if w != (witness{}) {
+			if !w.empty() {
 				de.Witness = &w
 			}
 			return nil, de
@@ -252,7 +252,7 @@ func (s *Storage) Close() error {
 		close(s.witnessStop)
 		<-s.witnessDone
 		if s.damage.Load() == nil {
-			if werr := s.refreshWitness(); werr != nil {
+			if werr := s.refreshWitness(true); werr != nil {
 				s.logf("cannot record the durability witness at close: %v", werr)
 			}
 		}

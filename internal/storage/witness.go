@@ -38,12 +38,19 @@ type witness struct {
 	Commit    uint64    `json:"commit"`
 	LastIndex uint64    `json:"last_index"`
 	LastTerm  uint64    `json:"last_term"`
-	Written   time.Time `json:"written"`
+	// Clean is set by Close: nothing was written after it.
+	Clean   bool      `json:"clean,omitempty"`
+	Written time.Time `json:"written"`
 }
 
 func (w witness) sameState(o witness) bool {
 	w.Written, o.Written = time.Time{}, time.Time{}
 	return w == o
+}
+
+// empty: no raft state yet (a member waiting to join); nothing to witness.
+func (w witness) empty() bool {
+	return w.Term == 0 && w.Vote == 0 && w.Commit == 0 && w.LastIndex == 0 && w.LastTerm == 0
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -145,15 +152,17 @@ func (s *Storage) writeWitness(w witness) error {
 	return nil
 }
 
-// refreshWitness syncs the WAL and records what is then durable.
-func (s *Storage) refreshWitness() error {
+// refreshWitness syncs the WAL and records what is then durable; clean
+// marks the last witness before a clean close.
+func (s *Storage) refreshWitness(clean bool) error {
 	s.mu.Lock()
 	w := s.captureLocked()
 	s.mu.Unlock()
+	w.Clean = clean
 	s.wmu.Lock()
 	same := s.haveWitness && s.witnessed.sameState(w)
 	s.wmu.Unlock()
-	if same || (w == witness{}) {
+	if same || w.empty() {
 		return nil
 	}
 	if err := s.Sync(); err != nil {
@@ -173,7 +182,7 @@ func (s *Storage) witnessLoop(every time.Duration) {
 			return
 		case <-t.C:
 		}
-		err := s.refreshWitness()
+		err := s.refreshWitness(false)
 		switch {
 		case err != nil && !failing:
 			// Once per failure spell, not once per tick.
@@ -205,7 +214,7 @@ func (s *Storage) checkWitness(newestWAL string) error {
 		return &DamageError{Dir: s.dir, File: newestWAL, Problem: problem, LastGood: last, Witness: &w}
 	}
 	switch {
-	case raft.IsEmptyHardState(hs) && last == 0:
+	case raft.IsEmptyHardState(hs) && last == 0 && !w.empty():
 		return damage("the raft log and HardState are gone")
 	case hs.GetTerm() < w.Term:
 		return damage(fmt.Sprintf("the HardState term went back from %d to %d", w.Term, hs.GetTerm()))
@@ -215,6 +224,10 @@ func (s *Storage) checkWitness(newestWAL string) error {
 		return damage(fmt.Sprintf("the commit index went back from %d to %d", w.Commit, hs.GetCommit()))
 	case last < w.Commit:
 		return damage(fmt.Sprintf("committed raft entries %d..%d are missing", last+1, w.Commit))
+	}
+	if !w.Clean && (w.LastIndex > 0 || last > 0) {
+		s.logf("recovering from an unclean shutdown: raft log recovered to index %d (commit %d), the durability witness of %s saw index %d (commit %d); writes synced after it and missing now would be a torn tail (not detectable)",
+			last, hs.GetCommit(), w.Written.Format(time.RFC3339Nano), w.LastIndex, w.Commit)
 	}
 	if w.LastIndex == 0 {
 		return nil
