@@ -33,11 +33,11 @@ const witnessFile = "durability-witness"
 const DefaultWitnessInterval = 100 * time.Millisecond
 
 type witness struct {
-	Term      uint64    `json:"term"`
-	Vote      uint64    `json:"vote"`
-	Commit    uint64    `json:"commit"`
-	LastIndex uint64    `json:"last_index"`
-	LastTerm  uint64    `json:"last_term"`
+	Term      uint64 `json:"term"`
+	Vote      uint64 `json:"vote"`
+	Commit    uint64 `json:"commit"`
+	LastIndex uint64 `json:"last_index"`
+	LastTerm  uint64 `json:"last_term"`
 	// Clean is set by Close: nothing was written after it.
 	Clean   bool      `json:"clean,omitempty"`
 	Written time.Time `json:"written"`
