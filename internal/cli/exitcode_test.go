@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/storage"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -32,6 +33,7 @@ func TestExitCodes(t *testing.T) {
 		{srv(client.ErrCompacted, "revision 3 compacted"), 8, "Error: Compacted: revision 3 compacted"},
 		{srv(client.ErrLeaseNotFound, "lease 9"), 9, "Error: LeaseNotFound: lease 9"},
 		{srv(client.ErrInternal, "disk on fire"), 1, "Error: internal server error: disk on fire"},
+		{fmt.Errorf("starting: %w", &storage.DamageError{Dir: "d", Problem: "x"}), 11, "Error: DataDamaged: starting: data dir d is damaged: x"},
 	} {
 		if got := exitCode(tc.err); got != tc.code {
 			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.code)
@@ -69,7 +71,7 @@ func TestHelpListsExitCodes(t *testing.T) {
 	if code := Run([]string{"--help"}, nil, &out, &out); code != 0 {
 		t.Fatalf("--help exit %d", code)
 	}
-	for _, want := range []string{"Exit codes:", "3  NotFound", "4  Conflict", "7  Unavailable", "9  LeaseNotFound"} {
+	for _, want := range []string{"Exit codes:", "3  NotFound", "4  Conflict", "7  Unavailable", "9  LeaseNotFound", "11  DataDamaged"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, out.String())
 		}

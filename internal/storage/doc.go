@@ -20,4 +20,13 @@
 // the log tail since the last compaction, repopulated from Pebble at start
 // (the pattern raft's doc.go describes). The log is compacted only below an
 // applied index that is durable.
+//
+// Damage: Open refuses (a *DamageError, errors.Is ErrDamaged) a data dir
+// whose durable raft state is damaged or missing: corruption Pebble reports
+// (WAL records with sync offsets after them, SST and MANIFEST checksums),
+// and loss it cannot see (a WAL cut short), found by comparing the
+// recovered log with the durability witness, a file beside Pebble's that
+// records the raft state known durable (witness.go). Corruption Pebble
+// reports while running is passed to Options.OnDamage and makes Damage
+// non-nil; the node must then stop.
 package storage
