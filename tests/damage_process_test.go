@@ -372,3 +372,72 @@ func TestProcessMemberWithLostLogRefused(t *testing.T) {
 		t.Errorf("a stack trace:\n%s", out)
 	}
 }
+
+// An SST damaged while the node runs: the first read of a damaged block
+// stops the node with the damaged-data exit code and message (it used to
+// be a Go panic with a stack trace), and the read is not answered.
+func TestProcessSSTDamagedWhileRunningStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n := newDamageNode(t)
+	n.start()
+	if !n.waitReadyOrExit(60 * time.Second) {
+		t.Fatalf("fresh node exited:\n%s", n.output())
+	}
+	acked := n.writeAckedKeys(ctx, damageKeys)
+	n.stop(syscall.SIGTERM)
+	n.start() // the WAL is replayed into an SST
+	if !n.waitReadyOrExit(60 * time.Second) {
+		t.Fatalf("restart exited:\n%s", n.output())
+	}
+	ssts, _ := filepath.Glob(filepath.Join(n.dir, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no SST after restart")
+	}
+	// The raft log ("r/...") fills the first half of the table and was
+	// read (cached) at start; the keyspace ("s/...") is the second half
+	// and has not been read yet.
+	for _, f := range ssts {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := len(b) * 3 / 4; i < len(b)*3/4+8 && i < len(b); i++ {
+			b[i] ^= 0xff
+		}
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := n.dial(ctx)
+	defer c.Close()
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	res, err := c.Range(rctx, "k/", client.WithPrefix(), client.WithSerializable())
+	rcancel()
+	if err == nil {
+		t.Errorf("range over a damaged SST answered %d of %d keys without an error", len(res.KVs), len(acked))
+	}
+	select {
+	case <-n.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node still running after reading a damaged SST (range err %v):\n%s", err, n.output())
+	}
+	out := n.output()
+	if code := n.cmd.ProcessState.ExitCode(); code != exitDataDamaged {
+		t.Errorf("exit code %d, want %d (DataDamaged)\n%s", code, exitDataDamaged, out)
+	}
+	for _, want := range []string{"Error: DataDamaged: data dir " + n.dir + " is damaged", ".sst", "docs/cluster.md"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"panic", "goroutine "} {
+		if strings.Contains(out, bad) {
+			t.Errorf("output has %q (a crash, not a clean stop):\n%s", bad, out)
+		}
+	}
+	t.Logf("range error: %v\n%s", err, out)
+}
