@@ -2,10 +2,13 @@ package storage
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -350,4 +353,40 @@ func TestEmptyStoreReopens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// A torn tail is reported in the log with how much was dropped.
+func TestTornTailIsLogged(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 50)
+	crash(t, s)
+	wal := newestWALFile(t, dir)
+	fi, _ := os.Stat(wal)
+	if err := os.Truncate(wal, fi.Size()-20); err != nil {
+		t.Fatal(err)
+	}
+	var logb strings.Builder
+	s, err = Open(dir, Options{WitnessInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logb}, nil))})
+	if err == nil {
+		s.Close()
+	}
+	if !strings.Contains(logb.String(), "ends in a torn tail") || !strings.Contains(logb.String(), filepath.Base(wal)) {
+		t.Errorf("log does not report the torn tail of %s:\n%s", wal, logb.String())
+	}
+	t.Log(logb.String())
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -96,6 +96,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 	}
 	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), fs: fs, dir: dir, sync: !opts.NoSync, log: log, onDamage: opts.OnDamage}
 	newestWAL := s.newestWAL() // before Open, which starts a new one
+	s.reportTornTail(newestWAL)
 	c := pebble.NewCache(cache)
 	defer c.Unref()
 	po := &pebble.Options{

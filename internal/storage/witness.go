@@ -10,7 +10,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/record"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/wal"
 	"go.etcd.io/raft/v3"
 )
 
@@ -226,8 +228,8 @@ func (s *Storage) checkWitness(newestWAL string) error {
 		return damage(fmt.Sprintf("committed raft entries %d..%d are missing", last+1, w.Commit))
 	}
 	if !w.Clean && (w.LastIndex > 0 || last > 0) {
-		s.logf("recovering from an unclean shutdown: raft log recovered to index %d (commit %d), the durability witness of %s saw index %d (commit %d); writes synced after it and missing now would be a torn tail (not detectable)",
-			last, hs.GetCommit(), w.Written.Format(time.RFC3339Nano), w.LastIndex, w.Commit)
+		s.log.Info(fmt.Sprintf("recovering from an unclean shutdown: raft log recovered to index %d (commit %d), the durability witness of %s saw index %d (commit %d); writes synced after it and missing now would be a torn tail (not detectable)",
+			last, hs.GetCommit(), w.Written.Format(time.RFC3339Nano), w.LastIndex, w.Commit), "component", "storage")
 	}
 	if w.LastIndex == 0 {
 		return nil
@@ -280,4 +282,45 @@ func (e *DamageError) Error() string {
 	}
 	b.WriteString(". Do not restart this member with this data: remove it from the cluster and add it back with an empty data dir, or restore the data dir from a backup (docs/cluster.md, \"Damaged data\")")
 	return b.String()
+}
+
+// reportTornTail reads the newest WAL before Pebble replays it and logs a
+// tail that holds no complete record: Pebble drops it silently. Damage with
+// synced records after it is left to Pebble, which refuses it.
+func (s *Storage) reportTornTail(path string) {
+	if path == "" {
+		return
+	}
+	logs, err := wal.Scan(wal.Dir{FS: s.fs, Dirname: s.dir})
+	if err != nil || len(logs) == 0 {
+		return
+	}
+	ll := logs[len(logs)-1]
+	if _, p := ll.SegmentLocation(ll.NumSegments() - 1); p != path {
+		return
+	}
+	size, err := ll.PhysicalSize()
+	if err != nil {
+		return
+	}
+	r := ll.OpenForRead()
+	defer r.Close()
+	records := 0
+	for {
+		rr, off, err := r.NextRecord()
+		if err == nil {
+			_, err = io.Copy(io.Discard, rr)
+		}
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, record.ErrUnexpectedEOF) && int64(size) > off.Physical {
+				s.logf("write-ahead log %s ends in a torn tail: its last %d of %d bytes (after %d complete records) hold no complete record and are dropped on replay; they were not synced before the crash, or were synced after the last durability witness",
+					path, int64(size)-off.Physical, size, records)
+			}
+			return
+		}
+		records++
+	}
 }
