@@ -153,6 +153,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.store = st
 	if err := s.startNode(); err != nil {
 		st.Close()
+		s.store = nil // Stop must not use the closed database
 		if d := st.Damage(); d != nil {
 			return d // corruption found while loading the state
 		}
