@@ -212,12 +212,16 @@ func truncateHalf(t *testing.T, path string) {
 	}
 }
 
-func flip8Middle(t *testing.T, path string) {
+func flip8Middle(t *testing.T, path string) { flip8At(t, path, 1, 2) }
+
+// flip8At inverts 8 bytes at num/den of the file.
+func flip8At(t *testing.T, path string, num, den int) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := len(b) / 2; i < len(b)/2+8 && i < len(b); i++ {
+	at := len(b) * num / den
+	for i := at; i < at+8 && i < len(b); i++ {
 		b[i] ^= 0xff
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
@@ -302,7 +306,9 @@ func TestProcessUndamagedRestartThenFlippedSSTRefused(t *testing.T) {
 			biggest, size = f, fi.Size()
 		}
 	}
-	flip8Middle(t, biggest)
+	// A quarter in: the raft log ("r/e/...", read at every start) fills
+	// the first half of the table.
+	flip8At(t, biggest, 1, 4)
 	n.wantRefused(ctx, acked, filepath.Base(biggest))
 }
 
@@ -401,15 +407,8 @@ func TestProcessSSTDamagedWhileRunningStops(t *testing.T) {
 	// read (cached) at start; the keyspace ("s/...") is the second half
 	// and has not been read yet.
 	for _, f := range ssts {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := len(b) * 3 / 4; i < len(b)*3/4+8 && i < len(b); i++ {
-			b[i] ^= 0xff
-		}
-		if err := os.WriteFile(f, b, 0o644); err != nil {
-			t.Fatal(err)
+		for _, at := range []int{5, 6, 7} {
+			flip8At(t, f, at, 8)
 		}
 	}
 	c := n.dial(ctx)
