@@ -390,3 +390,27 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// A damaged witness file is itself damage: Open names it.
+func TestDamagedWitnessIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 10)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, witnessFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[5] ^= 0x01
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openNoWitnessLoop(t, dir)
+	wantDamage(t, err, p, 0)
+}

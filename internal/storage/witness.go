@@ -99,9 +99,16 @@ func (s *Storage) readWitness() (w witness, ok bool, err error) {
 	if err != nil {
 		return w, false, err
 	}
-	w, err = decodeWitness(b)
-	return w, err == nil, err
+	if w, err = decodeWitness(b); err != nil {
+		return w, false, errBadWitness{err}
+	}
+	return w, true, nil
 }
+
+// errBadWitness: the witness file exists but its content is damaged.
+type errBadWitness struct{ err error }
+
+func (e errBadWitness) Error() string { return e.err.Error() }
 
 // captureLocked is the raft state Pebble holds now (s.mu held); once the
 // WAL is synced it is durable.
@@ -202,9 +209,13 @@ func (s *Storage) witnessLoop(every time.Duration) {
 // not survive are reported.
 func (s *Storage) checkWitness(newestWAL string) error {
 	w, ok, err := s.readWitness()
-	if err != nil {
+	var bad errBadWitness
+	if errors.As(err, &bad) {
 		return &DamageError{Dir: s.dir, File: s.witnessPath(),
-			Problem: fmt.Sprintf("the durability witness is unreadable: %v", err)}
+			Problem: fmt.Sprintf("the durability witness is damaged: %v", err)}
+	}
+	if err != nil {
+		return fmt.Errorf("read the durability witness: %w", err)
 	}
 	if !ok {
 		return nil
