@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -413,4 +414,28 @@ func TestDamagedWitnessIsRefused(t *testing.T) {
 	}
 	_, err = openNoWitnessLoop(t, dir)
 	wantDamage(t, err, p, 0)
+}
+
+// The witness goes through Options.FS like Pebble's files.
+func TestWitnessOnMemFS(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open("d", Options{FS: fs, WitnessInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 5)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Stat(fs.PathJoin("d", witnessFile)); err != nil {
+		t.Fatalf("no witness on the FS: %v", err)
+	}
+	s, err = Open("d", Options{FS: fs, WitnessInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
 }
