@@ -191,6 +191,9 @@ func (s *Storage) witnessLoop(every time.Duration) {
 			return
 		case <-t.C:
 		}
+		if s.damage.Load() != nil {
+			continue // the node is stopping; vouch for nothing more
+		}
 		err := s.refreshWitness(false)
 		switch {
 		case err != nil && !failing:
