@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -72,6 +73,7 @@ type Server struct {
 	failed     chan struct{} // closed when the data was found damaged
 	failedOnce sync.Once
 	failErr    error
+	started    atomic.Bool
 }
 
 // New validates cfg and returns a Server that is not yet started.
@@ -175,6 +177,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.wg.Add(2)
 	go s.leaseLoop()
 	go s.renewer.loop()
+	s.started.Store(true)
+	if s.Err() != nil {
+		go s.Stop() // damage was reported while starting
+	}
 	return nil
 }
 
@@ -406,17 +412,23 @@ func (s *Server) waitReady() {
 }
 
 // damaged is the storage's report of corruption found while running: the
-// node stops taking part (raftnode stops applying) and Failed is closed.
+// node stops applying (raftnode), Failed is closed and the server stops
+// itself.
 func (s *Server) damaged(err error) {
 	s.failedOnce.Do(func() {
 		s.failErr = err
 		s.log.Error("stopping: data damaged", "err", err)
 		close(s.failed)
+		if s.started.Load() {
+			// Not here: Pebble calls this from inside a read that Stop
+			// would wait for.
+			go s.Stop()
+		}
 	})
 }
 
-// Failed is closed when the node found its data damaged while running and
-// stopped serving; Err says what. The owner should Stop it and exit.
+// Failed is closed when the node found its data damaged while running; it
+// then stops itself, and Err says why. Stop waits for that.
 func (s *Server) Failed() <-chan struct{} { return s.failed }
 
 // Err is why Failed was closed (a *storage.DamageError), or nil.
