@@ -65,7 +65,7 @@ func Proof(secret []byte, clusterID, from, to uint64) []byte {
 func (t *GRPC) outgoing(ctx context.Context, to uint64) context.Context {
 	return metadata.AppendToOutgoingContext(ctx,
 		mdFrom, strconv.FormatUint(t.cfg.ID, 16),
-		mdProof, hex.EncodeToString(Proof(t.cfg.Secret, t.cfg.ClusterID, t.cfg.ID, to)))
+		mdProof, hexProof(t.cfg.Secret, t.cfg.ClusterID, t.cfg.ID, to))
 }
 
 // authenticate checks an incoming stream's handshake and returns the
@@ -83,6 +83,10 @@ func (t *GRPC) authenticate(ctx context.Context) (uint64, error) {
 	proof, err := hex.DecodeString(proofs[0])
 	if err != nil || !hmac.Equal(proof, Proof(t.cfg.Secret, t.cfg.ClusterID, from, t.cfg.ID)) {
 		return 0, t.refuse(DropHandshake, fmt.Sprintf("peer handshake from %x does not prove the cluster's peer secret (a different --initial-cluster-token or peer-secret file?)", from))
+	}
+	if from == t.cfg.ID {
+		// raft panics on a message from itself.
+		return 0, t.refuse(DropFromMismatch, fmt.Sprintf("peer stream claims to come from this member (%x)", from))
 	}
 	if !t.isMember(from) {
 		return 0, t.refuse(DropNotMember, fmt.Sprintf("peer stream from %x, which is not a member of this cluster", from))
@@ -149,4 +153,8 @@ func (l *logLimiter) warn(log *slog.Logger, reason, msg string) {
 	l.last[reason], l.suppressed[reason] = now, 0
 	l.mu.Unlock()
 	log.Warn("peer traffic refused", "reason", reason, "detail", msg, "not_logged_since_last", n)
+}
+
+func hexProof(secret []byte, clusterID, from, to uint64) string {
+	return hex.EncodeToString(Proof(secret, clusterID, from, to))
 }
