@@ -89,6 +89,7 @@ func (s *Server) loadPeerSecret(bootstrap bool, ms []member, joined []byte) ([]b
 		if s.cfg.InitialClusterToken != "" && !bytes.Equal(sec, tokenSecret(s.cfg.InitialClusterToken)) {
 			s.log.Warn("--initial-cluster-token is ignored: this member's peer secret was fixed when its data dir was created", "file", s.peerSecretPath())
 		}
+		s.warnIfDerived(sec, ms)
 		return sec, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -114,12 +115,27 @@ func (s *Server) loadPeerSecret(bootstrap bool, ms []member, joined []byte) ([]b
 			}
 		}
 		sec = defaultSecret(ms)
-		s.log.Warn("no --initial-cluster-token: the peer secret is derived from --initial-cluster, which is not secret, so the peer port is protected only by membership checks; bootstrap with --initial-cluster-token (docs/cluster.md, peer security)")
+		s.warnIfDerived(sec, ms)
 	}
 	if err := s.writePeerSecret(sec); err != nil {
 		return nil, err
 	}
 	return sec, nil
+}
+
+// warnIfDerived says, at every start, that the peer secret is the one
+// anybody can derive from --initial-cluster.
+func (s *Server) warnIfDerived(sec []byte, ms []member) {
+	if len(ms) == 0 {
+		parsed, err := parseInitialCluster(&s.cfg)
+		if err != nil {
+			return
+		}
+		ms = parsed
+	}
+	if bytes.Equal(sec, defaultSecret(ms)) {
+		s.log.Warn("PEER PORT NOT SECRET: this cluster was bootstrapped without --initial-cluster-token, so its peer secret is derived from --initial-cluster, which anyone can learn; the peer port is protected only by membership checks (docs/cluster.md, peer security)")
+	}
 }
 
 // joinContext asks for the peer secret in a join call's response header.

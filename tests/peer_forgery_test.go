@@ -305,3 +305,42 @@ func TestForgedPeerMessagesChangeNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinedMemberIsHandedThePeerSecret: a member started with --join
+// gets the cluster's secret in the join response (its own token, if any,
+// does not count), keeps it in its data dir, and takes part.
+func TestJoinedMemberIsHandedThePeerSecret(t *testing.T) {
+	c := NewCluster(t, 3, server.Config{})
+	c.WaitConverged()
+	read := func(nd *Node) string {
+		b, err := os.ReadFile(filepath.Join(nd.Dir, "peer-secret"))
+		if err != nil {
+			t.Fatalf("peer secret of %s: %v", nd.Name, err)
+		}
+		fi, err := os.Stat(filepath.Join(nd.Dir, "peer-secret"))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("peer secret of %s has mode %v, want 0600", nd.Name, fi.Mode().Perm())
+		}
+		return string(b)
+	}
+	want := read(c.Nodes[0])
+	for _, nd := range c.Nodes[1:] {
+		if read(nd) != want {
+			t.Fatalf("%s has another peer secret than n1", nd.Name)
+		}
+	}
+	c.base.InitialClusterToken = "not-the-clusters" // the joiner's own flag
+	n4 := c.Add("n4", []string{c.Nodes[1].Srv.ClientAddr()})
+	select {
+	case <-n4.Srv.Ready():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the joined member never became ready (its peer streams refused?)")
+	}
+	if read(n4) != want {
+		t.Fatal("the joined member keeps another peer secret than the cluster's")
+	}
+	if _, err := c.WaitLeader().KV.Put(context.Background(), &dkvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitConverged()
+}
