@@ -84,7 +84,12 @@ func (s *Server) writePeerSecret(sec []byte) error {
 // first start. joined is what the join handshake handed over (nil
 // otherwise); ms is the parsed --initial-cluster of a bootstrap.
 func (s *Server) loadPeerSecret(bootstrap bool, ms []member, joined []byte) ([]byte, error) {
+	// A data dir without raft state has never been part of a cluster (a
+	// start that failed early may have left a file): derive afresh.
 	sec, err := s.readPeerSecret()
+	if bootstrap || joined != nil {
+		err = fs.ErrNotExist
+	}
 	if err == nil {
 		if s.cfg.InitialClusterToken != "" && !bytes.Equal(sec, tokenSecret(s.cfg.InitialClusterToken)) {
 			s.log.Warn("--initial-cluster-token is ignored: this member's peer secret was fixed when its data dir was created", "file", s.peerSecretPath())
