@@ -64,6 +64,7 @@ func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRe
 	if err != nil {
 		return nil, wireErr(err)
 	}
+	c.s.offerPeerSecret(ctx, ms)
 	return &dkvpb.MemberListResponse{Header: c.s.header(), Members: ms, LeaderId: c.s.node.Status().Lead}, nil
 }
 

@@ -35,6 +35,14 @@ type Config struct {
 	// Join lists client endpoints of a running cluster. A new member
 	// asks them to add it (as a learner) and learns the cluster from them.
 	Join []string
+	// InitialClusterToken is the secret a new cluster's members prove to
+	// each other on the peer port (etcd's --initial-cluster-token). It is
+	// used when a member's data dir is created and kept there
+	// (peer-secret); a joining member is handed it. Without it a single
+	// node picks a random secret and a multi-node bootstrap derives one
+	// from InitialCluster, which guards the peer port only by membership
+	// checks (docs/cluster.md).
+	InitialClusterToken string
 	// AdvertiseClientAddr is the client URL other members and clients use
 	// to reach this node (default ClientAddr).
 	AdvertiseClientAddr string

@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -103,29 +104,32 @@ func (s *Server) publishClientURL() {
 
 // joinCluster asks a running member (cfg.Join) to add this node as a
 // learner, and learns the cluster id and the members' peer addresses.
-func (s *Server) joinCluster() (memberID, clusterID uint64, members []*dkvpb.Member, err error) {
+func (s *Server) joinCluster() (memberID, clusterID uint64, members []*dkvpb.Member, secret []byte, err error) {
 	memberID = MemberID(s.cfg.Name, s.cfg.PeerAddr)
 	var lastErr error
 	for _, ep := range s.cfg.Join {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		members, clusterID, err = s.joinVia(ctx, ep, memberID)
+		ctx, cancel := context.WithTimeout(joinContext(context.Background(), memberID), 15*time.Second)
+		var hdr metadata.MD
+		members, clusterID, err = s.joinVia(ctx, ep, memberID, &hdr)
 		cancel()
 		if err == nil {
-			return memberID, clusterID, members, nil
+			return memberID, clusterID, members, joinedSecret(hdr), nil
 		}
 		lastErr = fmt.Errorf("join via %s: %w", ep, err)
 	}
-	return 0, 0, nil, lastErr
+	return 0, 0, nil, nil, lastErr
 }
 
-func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64) ([]*dkvpb.Member, uint64, error) {
+// joinVia asks the member at ep to add this one; hdr receives the
+// response header, which carries the cluster's peer secret.
+func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64, hdr *metadata.MD) ([]*dkvpb.Member, uint64, error) {
 	conn, err := grpc.NewClient("passthrough:///"+ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, 0, err
 	}
 	defer conn.Close()
 	cc := dkvpb.NewClusterClient(conn)
-	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.WaitForReady(true))
+	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.WaitForReady(true), grpc.Header(hdr))
 	if err != nil {
 		return nil, 0, dkverr.FromGRPC(err)
 	}
@@ -138,7 +142,7 @@ func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64) ([]*dk
 			return nil, 0, fmt.Errorf("cluster already has a member named %q with peer URL %s", m.GetName(), m.GetPeerUrl())
 		}
 	}
-	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.cfg.PeerAddr, IsLearner: true})
+	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.cfg.PeerAddr, IsLearner: true}, grpc.Header(hdr))
 	if err != nil {
 		return nil, 0, dkverr.FromGRPC(err)
 	}
@@ -219,7 +223,11 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 		return nil, dkverr.New(dkverr.InvalidInput, "peer URL %q is not host:port", req.GetPeerUrl())
 	}
 	if !s.node.Status().IsLeader {
-		return onLeader(ctx, s, func(lc dkvpb.ClusterClient) (*dkvpb.MemberAddResponse, error) { return lc.MemberAdd(ctx, req) })
+		resp, err := onLeader(ctx, s, func(lc dkvpb.ClusterClient) (*dkvpb.MemberAddResponse, error) { return lc.MemberAdd(ctx, req) })
+		if err == nil {
+			s.offerPeerSecret(ctx, resp.GetMembers())
+		}
+		return resp, err
 	}
 	if m, ms, _ := s.findMember(ctx, req.GetName()); m != nil {
 		return nil, dkverr.New(dkverr.Conflict, "a member named %q already exists", req.GetName())
@@ -247,6 +255,7 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 	if err != nil {
 		return nil, wireErr(err)
 	}
+	s.offerPeerSecret(ctx, ms)
 	return &dkvpb.MemberAddResponse{Header: s.header(), Member: rec, Members: ms}, nil
 }
 

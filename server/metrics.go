@@ -65,6 +65,10 @@ func newMetrics(s *Server) *metrics {
 	gauge("mvcc_compact_revision", "Revision below which history is compacted.", func() float64 { return float64(s.kv.CompactRevision()) })
 	gauge("db_size_bytes", "Pebble disk space used.", func() float64 { return float64(s.dbSize()) })
 	m.reg.MustRegister(n.Stats().PersistSeconds, n.Stats().ApplySeconds, n.Stats().ProposalSeconds)
+	counter("raft_log_divergence_total", "Appends from the leader showing this member's committed log differs from the leader's; the member cannot catch up and must be removed and re-added.", func() float64 { return float64(n.Stats().LogDivergence.Load()) })
+	if s.transport != nil {
+		m.reg.MustRegister(s.transport.Metrics())
+	}
 	m.reg.MustRegister(m.requests, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

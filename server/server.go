@@ -43,8 +43,9 @@ type Server struct {
 	limits  mvcc.Limits
 	metrics *metrics
 
-	memberID  uint64
-	clusterID uint64
+	memberID   uint64
+	clusterID  uint64
+	peerSecret []byte
 
 	grpcSrv   *grpc.Server
 	clientLis net.Listener
@@ -202,6 +203,8 @@ func (s *Server) startNode() error {
 		peers   []raft.Peer
 		join    bool
 		initial []*dkvpb.Member // peer addresses known before the member table
+		boot    []member        // --initial-cluster of a bootstrap
+		joined  []byte          // peer secret handed over by a join
 	)
 	switch {
 	case s.store.HasRaftState():
@@ -212,7 +215,7 @@ func (s *Server) startNode() error {
 			return err
 		}
 	case s.cfg.InitialClusterState == "existing":
-		if s.memberID, s.clusterID, initial, err = s.joinCluster(); err != nil {
+		if s.memberID, s.clusterID, initial, joined, err = s.joinCluster(); err != nil {
 			return err
 		}
 		join = true
@@ -222,6 +225,7 @@ func (s *Server) startNode() error {
 			return err
 		}
 		s.clusterID = clusterIDOf(ms)
+		boot = ms
 		for _, m := range ms {
 			id := MemberID(m.name, m.peerURL)
 			rec := &dkvpb.Member{Id: id, Name: m.name, PeerUrl: m.peerURL}
@@ -248,9 +252,12 @@ func (s *Server) startNode() error {
 		}
 	}
 	if s.cfg.PeerAddr != "" {
+		if s.peerSecret, err = s.loadPeerSecret(boot != nil, boot, joined); err != nil {
+			return err
+		}
 		s.transport = transport.New(transport.Config{
 			ID: s.memberID, ClusterID: s.clusterID, Storage: s.store,
-			Logger: s.log, Faults: s.cfg.PeerFaults,
+			Logger: s.log, Faults: s.cfg.PeerFaults, Secret: s.peerSecret,
 		})
 	}
 	rc := raftnode.Config{
@@ -261,6 +268,7 @@ func (s *Server) startNode() error {
 		ElectionTicks: s.cfg.ElectionTicks,
 		Peers:         peers,
 		Join:          join,
+		KnownMembers:  memberIDs(initial),
 		ConfChanged:   s.syncPeers,
 		Logger:        s.log,
 	}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,6 +68,16 @@ func FreeAddr(t testing.TB) string {
 	return ""
 }
 
+// RandomToken returns a fresh --initial-cluster-token, so a test
+// cluster's peer ports admit its own members only.
+func RandomToken() string {
+	b := make([]byte, 16)
+	for i := range b {
+		b[i] = byte(rand.IntN(256))
+	}
+	return hex.EncodeToString(b)
+}
+
 // Quiet is a logger that drops everything below errors, to keep test
 // output readable.
 var Quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -88,6 +99,9 @@ func NewClusterEach(t testing.TB, n int, base server.Config, each func(nd *Node)
 	}
 	if base.Logger == nil {
 		base.Logger = Quiet
+	}
+	if base.InitialClusterToken == "" {
+		base.InitialClusterToken = RandomToken()
 	}
 	c := &Cluster{t: t, Faults: &transport.Faults{}, base: base, each: each}
 	var parts []string

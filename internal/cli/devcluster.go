@@ -3,6 +3,8 @@ package cli
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -71,6 +73,13 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string) error {
 		ms = append(ms, m)
 		initial = append(initial, m.name+"="+m.peer)
 	}
+	// A fresh random token per run: the dev cluster's peer port admits
+	// its own members only (a reused data dir keeps its first secret).
+	tok := make([]byte, 16)
+	if _, err := rand.Read(tok); err != nil {
+		return err
+	}
+	token := hex.EncodeToString(tok)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var (
@@ -89,7 +98,7 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string) error {
 	}
 	for _, m := range ms {
 		c := exec.Command(self, "serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
-			"--http-addr", m.http, "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","))
+			"--http-addr", m.http, "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token)
 		stdout, _ := c.StdoutPipe()
 		stderr, _ := c.StderrPipe()
 		if err := c.Start(); err != nil {

@@ -45,6 +45,7 @@ stops the node cleanly.`,
 	f.StringVar(&cfg.Name, "name", "default", "this member's name, unique in the cluster")
 	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "name=peerAddr,... of a new cluster (default: this node alone)")
 	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "", `"new" to bootstrap --initial-cluster, "existing" to join (default: existing with --join, else new)`)
+	f.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", "", "secret the members of a new cluster prove to each other on the peer port; give every member the same one (kept in the data dir; a joining member is handed it)")
 	f.StringSliceVar(&cfg.Join, "join", nil, "client endpoints of a running cluster to join as a learner (comma separated)")
 	f.StringVar(&cfg.AdvertiseClientAddr, "advertise-client-addr", "", "client address other members and clients use to reach this node (default --client-addr)")
 	f.IntVar(&cfg.MaxValueBytes, "max-value-bytes", 1<<20, "largest value accepted")

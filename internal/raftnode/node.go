@@ -56,6 +56,9 @@ type Config struct {
 	// Join starts a member with empty state that waits to be sent the log
 	// by the leader of an existing cluster.
 	Join bool
+	// KnownMembers are admitted as senders until a configuration is
+	// applied: the members a joining node was told about.
+	KnownMembers []uint64
 	// SnapshotCount is how many applied entries trigger a log compaction.
 	SnapshotCount uint64
 	// CatchUpEntries are kept in the log below a compaction, so slightly
@@ -105,6 +108,8 @@ type Node struct {
 	leaderCh  atomic.Pointer[chan struct{}] // closed and replaced on each leader change
 	appliedCh atomic.Pointer[chan struct{}] // closed and replaced after each apply batch
 	confState atomic.Pointer[raftpb.ConfState]
+	members   memberSet
+	diverge   divergence
 
 	stats Stats
 
@@ -124,6 +129,9 @@ type Stats struct {
 	PendingProps     atomic.Int64
 	LeaderChanges    atomic.Uint64
 	Readies          atomic.Uint64
+	// LogDivergence counts appends from the leader that showed this
+	// member's committed log differs from the leader's (see checkAppend).
+	LogDivergence atomic.Uint64
 
 	// Where a write's time goes: the synced raft log write of a Ready,
 	// the apply of a committed batch (one Pebble commit), and a
@@ -237,6 +245,14 @@ func New(cfg Config) (*Node, error) {
 	n.idSeq.Store(uint64(time.Now().UnixMilli()) << 8 & (1<<48 - 1))
 	n.applied.Store(applied)
 	n.confState.Store(cs)
+	for _, p := range cfg.Peers {
+		n.members.known = append(n.members.known, p.ID)
+	}
+	n.members.known = append(n.members.known, cfg.KnownMembers...)
+	n.members.setApplied(cs)
+	if err := n.scanPendingConfChanges(applied); err != nil {
+		return nil, err
+	}
 	lc := make(chan struct{})
 	n.leaderCh.Store(&lc)
 	ac := make(chan struct{})
@@ -690,6 +706,9 @@ func (n *Node) run() {
 		}
 	}
 	stepRecv := func(m *raftpb.Message) {
+		if n.checkAppend(m) {
+			return
+		}
 		if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			n.log.Debug("raft step", "type", m.GetType(), "err", err)
 		}
@@ -861,6 +880,7 @@ func (n *Node) handleReady(rd *raft.Ready) error {
 	if err := n.store.Save(rd.HardState, rd.Entries, rd.MustSync); err != nil {
 		return err
 	}
+	n.members.appended(rd.Entries)
 	if rd.MustSync {
 		n.stats.PersistSeconds.Observe(time.Since(persistStart).Seconds())
 	}
@@ -971,6 +991,8 @@ func (n *Node) installSnapshot(snap *raftpb.Snapshot) error {
 		return err
 	}
 	n.confState.Store(cs)
+	n.members.setApplied(cs)
+	n.members.appliedTo(snap.GetMetadata().GetIndex())
 	if err := n.cfg.StateMachine.Restored(); err != nil {
 		return err
 	}
@@ -1054,6 +1076,7 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 	n.stats.AppliedBatch.Add(1)
 	n.stats.ApplySeconds.Observe(time.Since(start).Seconds())
 	n.applied.Store(last)
+	n.members.appliedTo(last)
 	n.cfg.StateMachine.Committed(last, results)
 	n.mu.Lock()
 	for _, d := range done {
@@ -1095,6 +1118,7 @@ func (n *Node) applyConfChange(b *pebble.Batch, e *raftpb.Entry) error {
 	}
 	cs := n.rn.ApplyConfChange(cc)
 	n.confState.Store(cs)
+	n.members.setApplied(cs)
 	if b == nil {
 		return nil
 	}

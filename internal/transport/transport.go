@@ -11,9 +11,11 @@ import (
 
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/internal/transport/transportpb"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -37,7 +39,29 @@ type Config struct {
 	// QueueSize bounds each peer's outgoing queue (default 4096).
 	QueueSize int
 	Faults    *Faults
+	// Secret is the cluster's peer secret: every stream proves it in its
+	// handshake (see Proof), and streams that do not are refused.
+	Secret []byte
+
+	// reconnect overrides the connection backoff (tests).
+	reconnect *backoff.Config
 }
+
+// reconnectBackoff is how a peer connection is re-dialled after it
+// failed. gRPC's default grows to two minutes, so a member that was down
+// for a while waited that long to be dialled again after it came back;
+// capped, a restarted member is dialled again within a second (and at
+// once when it reaches out first, see peerSeen). The worst case is
+// MaxDelay*(1+Jitter) = 960ms.
+var reconnectBackoff = backoff.Config{
+	BaseDelay:  50 * time.Millisecond,
+	Multiplier: 1.6,
+	Jitter:     0.2,
+	MaxDelay:   800 * time.Millisecond,
+}
+
+// maxStreamBackoff caps the wait between attempts to open a stream.
+const maxStreamBackoff = 800 * time.Millisecond
 
 // GRPC is the gRPC peer transport.
 type GRPC struct {
@@ -49,6 +73,9 @@ type GRPC struct {
 	peers map[uint64]*peer
 	stopc chan struct{}
 	wg    sync.WaitGroup
+
+	drops   *prometheus.CounterVec
+	limiter logLimiter
 }
 
 // New returns a transport with no peers; AddPeer adds them.
@@ -62,7 +89,7 @@ func New(cfg Config) *GRPC {
 	if cfg.Faults == nil {
 		cfg.Faults = &Faults{}
 	}
-	return &GRPC{cfg: cfg, log: cfg.Logger, peers: map[uint64]*peer{}, stopc: make(chan struct{})}
+	return &GRPC{cfg: cfg, log: cfg.Logger, peers: map[uint64]*peer{}, stopc: make(chan struct{}), drops: newDropCounter()}
 }
 
 // Register adds the Peer service to a gRPC server (the peer listener's).
@@ -85,7 +112,7 @@ func (t *GRPC) AddPeer(id uint64, addr string) {
 		}
 		p.stop()
 	}
-	p := &peer{t: t, id: id, addr: addr, q: make(chan *raftpb.Message, t.cfg.QueueSize), snapq: make(chan *raftpb.Message, 1), stopc: make(chan struct{})}
+	p := &peer{t: t, id: id, addr: addr, q: make(chan *raftpb.Message, t.cfg.QueueSize), snapq: make(chan *raftpb.Message, 1), stopc: make(chan struct{}), kickc: make(chan struct{}, 1)}
 	t.peers[id] = p
 	t.wg.Add(2)
 	go p.run()
@@ -99,6 +126,18 @@ func (t *GRPC) RemovePeer(id uint64) {
 	if p, ok := t.peers[id]; ok {
 		p.stop()
 		delete(t.peers, id)
+	}
+}
+
+// peerSeen is called when member id has opened an authenticated stream
+// to us: it is up, so a connection to it that is waiting out a backoff is
+// re-dialled now rather than when the backoff ends.
+func (t *GRPC) peerSeen(id uint64) {
+	t.mu.RLock()
+	p := t.peers[id]
+	t.mu.RUnlock()
+	if p != nil {
+		p.kick()
 	}
 }
 
@@ -169,19 +208,39 @@ type peer struct {
 	snapq    chan *raftpb.Message
 	stopc    chan struct{}
 	stopOnce sync.Once
+	kickc    chan struct{} // wakes run from its backoff
 	connMu   sync.Mutex
 	conn     *grpc.ClientConn
 }
 
 func (p *peer) stop() { p.stopOnce.Do(func() { close(p.stopc) }) }
 
+// kick re-dials a peer whose connection or stream is waiting out a
+// backoff (it does nothing to a healthy connection).
+func (p *peer) kick() {
+	p.connMu.Lock()
+	if p.conn != nil {
+		p.conn.ResetConnectBackoff()
+	}
+	p.connMu.Unlock()
+	select {
+	case p.kickc <- struct{}{}:
+	default:
+	}
+}
+
 func (p *peer) client() (transportpb.PeerClient, error) {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
 	if p.conn == nil {
+		bo := reconnectBackoff
+		if p.t.cfg.reconnect != nil {
+			bo = *p.t.cfg.reconnect
+		}
 		c, err := grpc.NewClient("passthrough:///"+p.addr,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(256<<20)),
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
 		)
 		if err != nil {
 			return nil, err
@@ -216,16 +275,23 @@ func (p *peer) run() {
 			return
 		}
 		p.t.cfg.Raft.ReportUnreachable(p.id)
-		p.t.log.Debug("peer stream broke", "peer", fmt.Sprintf("%x", p.id), "err", err)
+		if c := status.Code(err); c == codes.Unauthenticated || c == codes.FailedPrecondition {
+			// A misconfigured member (wrong secret, cluster or id) must
+			// be visible to its operator.
+			p.t.limiter.warn(p.t.log, "refused-by-peer", fmt.Sprintf("peer %x at %s refused our stream: %v", p.id, p.addr, err))
+		} else {
+			p.t.log.Debug("peer stream broke", "peer", fmt.Sprintf("%x", p.id), "err", err)
+		}
 		// Drop what is queued: raft resends after it learns the peer is
 		// unreachable, and stale heartbeats only add load.
 		p.drain()
 		select {
 		case <-p.stopc:
 			return
+		case <-p.kickc:
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, time.Second)
+		backoff = min(backoff*2, maxStreamBackoff)
 	}
 }
 
@@ -241,12 +307,13 @@ func (p *peer) drain() {
 
 const maxBatchBytes = 4 << 20
 
+// stream sends the queue on one Messages stream until it breaks.
 func (p *peer) stream() error {
 	c, err := p.client()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(p.t.outgoing(context.Background(), p.id))
 	defer cancel()
 	st, err := c.Messages(ctx)
 	if err != nil {
@@ -328,7 +395,7 @@ func (p *peer) sendSnapshot(m *raftpb.Message) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(p.t.outgoing(context.Background(), p.id))
 	defer cancel()
 	go func() {
 		select {
@@ -365,8 +432,16 @@ func (p *peer) sendSnapshot(m *raftpb.Message) error {
 	return err
 }
 
-// Messages receives one sender's stream.
+// Messages receives one sender's stream. The stream is bound to the member
+// its handshake proves; nothing on it reaches raft unless it comes from
+// that member, is addressed to this one, and the member still belongs to
+// the cluster.
 func (t *GRPC) Messages(st grpc.ClientStreamingServer[transportpb.MessageBatch, transportpb.Ack]) error {
+	from, err := t.authenticate(st.Context())
+	if err != nil {
+		return err
+	}
+	t.peerSeen(from)
 	for {
 		b, err := st.Recv()
 		if err == io.EOF {
@@ -375,16 +450,35 @@ func (t *GRPC) Messages(st grpc.ClientStreamingServer[transportpb.MessageBatch, 
 		if err != nil {
 			return err
 		}
-		if err := t.checkFrame(b.GetClusterId(), b.GetTo()); err != nil {
+		if err := t.checkFrame(b.GetClusterId(), b.GetTo(), len(b.GetMessages())); err != nil {
 			return err
 		}
+		if b.GetFrom() != from {
+			t.dropped(DropFromMismatch, len(b.GetMessages()), fmt.Sprintf("frame claims sender %x on a stream bound to %x", b.GetFrom(), from))
+			continue
+		}
 		if t.cfg.Faults.drop(b.GetFrom(), t.cfg.ID) {
+			continue
+		}
+		if !t.isMember(from) {
+			t.dropped(DropNotMember, len(b.GetMessages()), fmt.Sprintf("messages from %x, which is no longer a member", from))
 			continue
 		}
 		for _, data := range b.GetMessages() {
 			m := &raftpb.Message{}
 			if err := proto.Unmarshal(data, m); err != nil {
+				t.dropped(DropBadMessage, 1, fmt.Sprintf("undecodable raft message from %x: %v", from, err))
 				return status.Errorf(codes.InvalidArgument, "bad raft message: %v", err)
+			}
+			if !t.admit(m, from) {
+				continue
+			}
+			// A snapshot's state comes on the Snapshot stream, staged
+			// before raft sees the MsgSnap; one here would make raft
+			// install a snapshot whose state was never received.
+			if m.GetType() == raftpb.MsgSnap {
+				t.dropped(DropSnapOnStream, 1, fmt.Sprintf("MsgSnap from %x on the messages stream", from))
+				continue
 			}
 			if err := t.cfg.Raft.Step(st.Context(), m); err != nil {
 				return err
@@ -393,8 +487,27 @@ func (t *GRPC) Messages(st grpc.ClientStreamingServer[transportpb.MessageBatch, 
 	}
 }
 
+// admit checks one decoded message against the stream's member.
+func (t *GRPC) admit(m *raftpb.Message, from uint64) bool {
+	if m.GetFrom() != from {
+		t.dropped(DropFromMismatch, 1, fmt.Sprintf("%v claims sender %x on a stream bound to %x", m.GetType(), m.GetFrom(), from))
+		return false
+	}
+	if m.GetTo() != t.cfg.ID {
+		t.dropped(DropWrongTarget, 1, fmt.Sprintf("%v from %x is addressed to %x, this member is %x", m.GetType(), from, m.GetTo(), t.cfg.ID))
+		return false
+	}
+	return true
+}
+
 // Snapshot receives a snapshot, stages it, then hands raft the MsgSnap.
+// The handshake is checked before anything is staged.
 func (t *GRPC) Snapshot(st grpc.ClientStreamingServer[transportpb.SnapshotChunk, transportpb.Ack]) error {
+	from, err := t.authenticate(st.Context())
+	if err != nil {
+		return err
+	}
+	t.peerSeen(from)
 	stager, err := t.cfg.Storage.StageSnapshot()
 	if err != nil {
 		return status.Errorf(codes.Internal, "stage snapshot: %v", err)
@@ -410,8 +523,16 @@ func (t *GRPC) Snapshot(st grpc.ClientStreamingServer[transportpb.SnapshotChunk,
 		if err != nil {
 			return err
 		}
-		if err := t.checkFrame(ch.GetClusterId(), ch.GetTo()); err != nil {
+		if err := t.checkFrame(ch.GetClusterId(), ch.GetTo(), 1); err != nil {
 			return err
+		}
+		if ch.GetFrom() != from {
+			t.dropped(DropFromMismatch, 1, fmt.Sprintf("snapshot chunk claims sender %x on a stream bound to %x", ch.GetFrom(), from))
+			return status.Errorf(codes.PermissionDenied, "snapshot chunk from %x on a stream bound to %x", ch.GetFrom(), from)
+		}
+		if !t.isMember(from) {
+			t.dropped(DropNotMember, 1, fmt.Sprintf("snapshot from %x, which is no longer a member", from))
+			return status.Errorf(codes.PermissionDenied, "%x is not a member", from)
 		}
 		if len(ch.GetData()) > 0 {
 			if err := stager.Write(ch.GetData()); err != nil {
@@ -423,7 +544,14 @@ func (t *GRPC) Snapshot(st grpc.ClientStreamingServer[transportpb.SnapshotChunk,
 		}
 		m := &raftpb.Message{}
 		if err := proto.Unmarshal(ch.GetMessage(), m); err != nil {
+			t.dropped(DropBadMessage, 1, fmt.Sprintf("undecodable snapshot message from %x: %v", from, err))
 			return status.Errorf(codes.InvalidArgument, "bad snapshot message: %v", err)
+		}
+		if !t.admit(m, from) || m.GetType() != raftpb.MsgSnap {
+			if m.GetType() != raftpb.MsgSnap {
+				t.dropped(DropBadMessage, 1, fmt.Sprintf("snapshot stream from %x ends with %v, not MsgSnap", from, m.GetType()))
+			}
+			return status.Errorf(codes.PermissionDenied, "snapshot message refused")
 		}
 		if err := stager.Commit(m.GetSnapshot().GetMetadata().GetIndex()); err != nil {
 			return status.Errorf(codes.Internal, "stage snapshot: %v", err)
@@ -436,11 +564,13 @@ func (t *GRPC) Snapshot(st grpc.ClientStreamingServer[transportpb.SnapshotChunk,
 	}
 }
 
-func (t *GRPC) checkFrame(clusterID, to uint64) error {
+func (t *GRPC) checkFrame(clusterID, to uint64, n int) error {
 	if clusterID != t.cfg.ClusterID {
+		t.dropped(DropWrongTarget, n, fmt.Sprintf("frame for cluster %x, this member belongs to %x", clusterID, t.cfg.ClusterID))
 		return status.Errorf(codes.FailedPrecondition, "cluster id mismatch: frame for cluster %x, this member belongs to %x", clusterID, t.cfg.ClusterID)
 	}
 	if to != t.cfg.ID {
+		t.dropped(DropWrongTarget, n, fmt.Sprintf("frame for member %x, this member is %x", to, t.cfg.ID))
 		return status.Errorf(codes.FailedPrecondition, "member id mismatch: frame for %x, this member is %x", to, t.cfg.ID)
 	}
 	return nil

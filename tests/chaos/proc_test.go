@@ -55,13 +55,14 @@ type procCluster struct {
 	t     testing.TB
 	bin   string
 	ic    string
+	token string
 	ids   faultproxy.ProcessIdentifier
 	nodes []*procNode
 	down  map[*procNode]bool
 }
 
 func newProcCluster(t testing.TB, n int) *procCluster {
-	pc := &procCluster{t: t, bin: dkvBinary(t), down: map[*procNode]bool{}}
+	pc := &procCluster{t: t, bin: dkvBinary(t), down: map[*procNode]bool{}, token: tests.RandomToken()}
 	var parts []string
 	dir := t.TempDir()
 	for i := 0; i < n; i++ {
@@ -102,7 +103,7 @@ func (pc *procCluster) start(nd *procNode) {
 		pc.t.Fatal(err)
 	}
 	cmd := exec.Command(pc.bin, "serve", "--name", nd.name, "--peer-addr", nd.peer, "--client-addr", nd.client,
-		"--http-addr", "", "--data-dir", nd.dir, "--initial-cluster", pc.ic)
+		"--http-addr", "", "--data-dir", nd.dir, "--initial-cluster", pc.ic, "--initial-cluster-token", pc.token)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		pc.t.Fatal(err)
