@@ -130,7 +130,11 @@ func (c *Client) acquireRPC(ctx context.Context, req *dkvpb.LockAcquireRequest) 
 	var resp *dkvpb.LockAcquireResponse
 	// The owner makes a retry return the same grant or queue place, so it
 	// is retried like a read.
-	err := c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	call := c.call
+	if req.Wait {
+		call = c.callWait // queued: silence is not a hang
+	}
+	err := call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.lockClient().Acquire(ctx, req, o...)
 		return err
 	})
