@@ -32,11 +32,15 @@ type Config struct {
 	// when the client knows it.
 	Endpoints []string
 	// DialTimeout bounds how long New waits for the first connection
-	// (default 5s). New returns at once with the cause ("connection
-	// refused", a DNS error) when every endpoint has failed to connect. A
-	// negative value makes New return at once and connect in the
-	// background.
+	// (default 5s); its error names each endpoint's last failure
+	// ("connection refused", a DNS error). A negative value makes New
+	// return at once and connect in the background.
 	DialTimeout time.Duration
+	// FailFast makes New give up as soon as every endpoint has failed to
+	// connect once, rather than wait DialTimeout for one to come up: what
+	// a command-line tool wants, unlike a service started along with its
+	// cluster.
+	FailFast bool
 	// MaxRetries is how many times a retryable failure (see the package
 	// doc) is retried, with backoff, within the call's ctx (default 8).
 	MaxRetries int
@@ -196,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("dkv client: %w", err)
 	}
 	if cfg.DialTimeout > 0 {
-		if err := waitConnected(ctx, conn, rt, cfg.DialTimeout); err != nil {
+		if err := waitConnected(ctx, conn, rt, cfg.DialTimeout, cfg.FailFast); err != nil {
 			conn.Close()
 			return nil, err
 		}
@@ -229,9 +233,10 @@ func newClient(cfg Config, conn *grpc.ClientConn) *Client {
 	}
 }
 
-// waitConnected waits until some endpoint is connected, and gives up at
-// once, with every endpoint's error, when all of them failed to connect.
-func waitConnected(ctx context.Context, conn *grpc.ClientConn, rt *router, timeout time.Duration) error {
+// waitConnected waits until some endpoint is connected; with failFast it
+// gives up, with every endpoint's error, once all of them failed to
+// connect.
+func waitConnected(ctx context.Context, conn *grpc.ClientConn, rt *router, timeout time.Duration, failFast bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn.Connect()
@@ -241,7 +246,9 @@ func waitConnected(ctx context.Context, conn *grpc.ClientConn, rt *router, timeo
 		case connectivity.Ready:
 			return nil
 		case connectivity.TransientFailure:
-			return newError(ErrUnavailable, "no endpoint reachable: %s", rt.failures())
+			if failFast {
+				return newError(ErrUnavailable, "no endpoint reachable: %s", rt.failures())
+			}
 		}
 		if !conn.WaitForStateChange(ctx, s) {
 			if ctx.Err() == context.DeadlineExceeded {
@@ -309,24 +316,23 @@ func (c *Client) MemberList(ctx context.Context, opts ...OpOption) (*dkvpb.Membe
 // any unavailability; a write only when it certainly did not apply (the
 // server refused it with Unavailable, or it never left this process).
 func (c *Client) call(ctx context.Context, write bool, rpc func(context.Context, ...grpc.CallOption) error) error {
-	return c.invoke(ctx, attempt{write: write}, rpc)
+	return c.invoke(ctx, write, false, rpc)
 }
 
 // callWait is call for a request that may legitimately wait long (a
 // lock acquire that queues): the router does not take its silence for a
 // hung endpoint.
 func (c *Client) callWait(ctx context.Context, write bool, rpc func(context.Context, ...grpc.CallOption) error) error {
-	return c.invoke(ctx, attempt{write: write, long: true}, rpc)
+	return c.invoke(ctx, write, true, rpc)
 }
 
-func (c *Client) invoke(ctx context.Context, kind attempt, rpc func(context.Context, ...grpc.CallOption) error) error {
+func (c *Client) invoke(ctx context.Context, write, long bool, rpc func(context.Context, ...grpc.CallOption) error) error {
 	backoff := c.cfg.RetryBackoff
 	for n := 0; ; n++ {
 		var p peer.Peer
 		actx, cancel := context.WithCancelCause(ctx)
-		a := kind
-		a.start, a.cancel = time.Now(), cancel
-		err := rpc(withAttempt(actx, &a), grpc.Peer(&p))
+		a := &attempt{write: write, long: long, start: time.Now(), cancel: cancel}
+		err := rpc(withAttempt(actx, a), grpc.Peer(&p))
 		cancel(nil)
 		if err == nil {
 			return nil
@@ -335,14 +341,14 @@ func (c *Client) invoke(ctx context.Context, kind attempt, rpc func(context.Cont
 		var hung *unresponsiveError
 		if ctx.Err() == nil && errors.As(context.Cause(actx), &hung) {
 			// Given up because its endpoint stopped answering.
-			if kind.write {
+			if write {
 				return fmt.Errorf("%w: %w", ErrUnknownOutcome, hung)
 			}
 			f = failure{err: &Error{Kind: ErrUnavailable, Msg: hung.Error()}, readRetryable: true}
 		} else {
-			f = classify(ctx, err, p.Addr != nil, kind.write)
+			f = classify(ctx, err, p.Addr != nil, write)
 		}
-		retry := f.retryable || (!kind.write && f.readRetryable)
+		retry := f.retryable || (!write && f.readRetryable)
 		if !retry || n >= c.cfg.MaxRetries {
 			return f.err
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"time"
 
@@ -189,7 +190,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if req.Lease == 0 {
 		// Grant the lease first and keep it alive while queued, so a long
 		// wait does not outlive it; the lock owns it (Release revokes it).
-		g, err := c.Grant(ctx, ttl)
+		g, err := c.grantForLock(ctx, ttl)
 		if err != nil {
 			return LockHandle{}, err
 		}
@@ -218,6 +219,20 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		return LockHandle{}, newError(ErrUnavailable, "lock %q was not granted", key)
 	}
 	return handleFromPB(resp.GetHandle()), nil
+}
+
+// grantForLock grants the lease a waiting lock will own. A grant whose
+// outcome is unknown (say the leader died while it was pending) is just
+// granted again: a lease that nothing uses has no keys and expires after
+// its TTL, so a duplicate costs nothing, and the caller need not see an
+// unknown outcome for a lock it has not yet asked for.
+func (c *Client) grantForLock(ctx context.Context, ttl time.Duration) (*LeaseGrant, error) {
+	for n := 0; ; n++ {
+		g, err := c.Grant(ctx, ttl)
+		if err == nil || !errors.Is(err, ErrUnknownOutcome) || ctx.Err() != nil || n >= c.cfg.MaxRetries {
+			return g, err
+		}
+	}
 }
 
 func (c *Client) revokeQuietly(id int64) {

@@ -33,6 +33,15 @@ type attempt struct {
 	start time.Time
 	// cancel gives the attempt up with an *unresponsiveError.
 	cancel context.CancelCauseFunc
+	// ep is the endpoint it was sent to, once picked.
+	ep atomic.Pointer[endpoint]
+}
+
+// heard records an answer on the attempt's endpoint (a stream message).
+func (a *attempt) heard() {
+	if e := a.ep.Load(); e != nil {
+		e.heard()
+	}
 }
 
 // unresponsiveError is the cause of an attempt given up because its
@@ -129,6 +138,7 @@ func (r *router) begin(a *attempt, addr string, up bool) *endpoint {
 		return e
 	}
 	r.begun.Add(1)
+	a.ep.Store(e)
 	e.inflight[a] = struct{}{}
 	if e.down && up && a.cancel != nil {
 		// Picked just as the endpoint was found unresponsive.
@@ -144,6 +154,17 @@ func (r *router) end(a *attempt, e *endpoint) {
 	r.mu.Lock()
 	delete(e.inflight, a)
 	r.mu.Unlock()
+}
+
+// streamAttempt is for a long-lived stream opened with the returned ctx:
+// heard records each message received; if the stream's endpoint stops
+// answering the router ends the stream (its ctx is cancelled with an
+// *unresponsiveError), so that the caller reconnects elsewhere. end must
+// be called once the stream is over.
+func (c *Client) streamAttempt(ctx context.Context) (sctx context.Context, heard, end func()) {
+	actx, cancel := context.WithCancelCause(ctx)
+	a := &attempt{long: true, start: time.Now(), cancel: cancel}
+	return withAttempt(actx, a), a.heard, func() { cancel(nil) }
 }
 
 // probeTimeout: silence of a quarter of the timeout starts a probe, which

@@ -174,17 +174,23 @@ func TestHungEndpointIsRoutedAround(t *testing.T) {
 	}
 }
 
-// New reports why no endpoint can be reached, at once, instead of
-// waiting for DialTimeout and saying "context deadline exceeded".
+// With FailFast, New reports why no endpoint can be reached, at once,
+// instead of waiting for DialTimeout and saying "context deadline
+// exceeded". Without it, it waits (the cluster may be starting) but still
+// names the cause.
 func TestNewFailsFastWithTheCause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := client.New(ctx, client.Config{Endpoints: []string{deadAddr(t), deadAddr(t)}, DialTimeout: time.Hour})
+	_, err := client.New(ctx, client.Config{Endpoints: []string{deadAddr(t), deadAddr(t)}, DialTimeout: time.Hour, FailFast: true})
 	if ctx.Err() != nil {
 		t.Fatal("New waited for the deadline")
 	}
 	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("got %v, want ErrUnavailable naming connection refused", err)
+	}
+	_, err = client.New(ctx, client.Config{Endpoints: []string{deadAddr(t)}, DialTimeout: 300 * time.Millisecond})
+	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("without FailFast: got %v, want ErrUnavailable naming connection refused", err)
 	}
 }
 

@@ -155,7 +155,7 @@ func (a *app) newClient(ctx context.Context, discover bool) (*client.Client, err
 	if discover {
 		sync = 0 // the client's default interval
 	}
-	return client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, AutoSyncInterval: sync})
+	return client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync})
 }
 
 // endpointList parses --endpoints; a malformed one is a usage error.
