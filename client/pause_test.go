@@ -157,6 +157,44 @@ func testPausedMember(t *testing.T, which string) {
 		return true
 	})
 
+	// A second client holds watches and a kept-alive lease: its streams,
+	// spread over the members, must not stay stuck on the paused one.
+	wc, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: 10 * time.Second, AutoSyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	tests.Eventually(t, 10*time.Second, "the watching client reads through every endpoint", func() bool {
+		for range 20 {
+			if _, err := wc.Get(ctx, "warm", client.WithSerializable()); err != nil && !errors.Is(err, client.ErrNotFound) {
+				return false
+			}
+		}
+		return true
+	})
+	const watches = 6
+	watchEvents := make([]atomic.Int64, watches)
+	for i := range watches {
+		w, err := wc.WatchPrefix(ctx, "p/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		go func() {
+			for b := range w.Events() {
+				watchEvents[i].Add(int64(len(b.Events)))
+			}
+		}()
+	}
+	lease, err := wc.Grant(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := wc.KeepAlive(ctx, lease.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	var (
 		mu      sync.Mutex
 		acked   []string
@@ -230,8 +268,16 @@ func testPausedMember(t *testing.T, which string) {
 		t.Fatal(err)
 	}
 	w1, r1, u1 := writes.Load(), reads.Load(), unknown.Load()
+	var ev1 [watches]int64
+	for i := range watches {
+		ev1[i] = watchEvents[i].Load()
+	}
 	time.Sleep(window)
 	wDuring, rDuring, uDuring := writes.Load()-w1, reads.Load()-r1, unknown.Load()-u1
+	var evDuring [watches]int64
+	for i := range watches {
+		evDuring[i] = watchEvents[i].Load() - ev1[i]
+	}
 	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -249,6 +295,17 @@ func testPausedMember(t *testing.T, which string) {
 	}
 	if rDuring < rBefore/4 {
 		t.Errorf("%d reads while the %s was paused, %d in the same time before: the client stalled", rDuring, which, rBefore)
+	}
+	t.Logf("events per watch during the pause: %v", evDuring)
+	for i, n := range evDuring {
+		if n == 0 {
+			t.Errorf("watch %d received no event while the %s was paused: its stream stayed on it", i, which)
+		}
+	}
+	select {
+	case err := <-lost:
+		t.Errorf("lease kept alive through the pause was lost: %v", err)
+	default:
 	}
 
 	// Every acknowledged write is there.

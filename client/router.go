@@ -175,8 +175,8 @@ const (
 	// leaderRefresh is how often a busy client re-learns the leader.
 	leaderRefresh = 2 * time.Second
 	// longProbeGap: endpoints with only long waits in flight (a lock
-	// queue, a watch) are probed this many timeouts apart.
-	longProbeGap = 5
+	// queue, a quiet watch) are probed this many timeouts apart.
+	longProbeGap = 2
 )
 
 func (r *router) monitor() {
