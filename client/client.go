@@ -2,7 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +14,8 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/server"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/attributes"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
@@ -20,13 +25,22 @@ import (
 
 // Config configures a remote Client.
 type Config struct {
-	// Endpoints are the gRPC addresses ("host:port") of cluster members.
-	// Requests are balanced round-robin across those that are up.
+	// Endpoints are the gRPC addresses of cluster members: "host:port",
+	// or "http://host:port" as etcd tools write them. (https:// is
+	// refused: the client has no TLS yet.) Reads are balanced round-robin
+	// across those that are up and answering; writes go to the leader
+	// when the client knows it.
 	Endpoints []string
 	// DialTimeout bounds how long New waits for the first connection
-	// (default 5s). A negative value makes New return at once and connect
-	// in the background.
+	// (default 5s); its error names each endpoint's last failure
+	// ("connection refused", a DNS error). A negative value makes New
+	// return at once and connect in the background.
 	DialTimeout time.Duration
+	// FailFast makes New give up as soon as every endpoint has failed to
+	// connect once, rather than wait DialTimeout for one to come up: what
+	// a command-line tool wants, unlike a service started along with its
+	// cluster.
+	FailFast bool
 	// MaxRetries is how many times a retryable failure (see the package
 	// doc) is retried, with backoff, within the call's ctx (default 8).
 	MaxRetries int
@@ -36,10 +50,20 @@ type Config struct {
 	// DialOptions are extra gRPC options, appended after the client's own.
 	DialOptions []grpc.DialOption
 	// AutoSyncInterval is how often the client asks the cluster for its
-	// members and adds their client URLs to the endpoints it balances
-	// over, so that naming one member is enough to reach them all
-	// (default 30s; negative disables discovery).
+	// members and adds their client URLs to the endpoints it uses, so that
+	// naming one member is enough to reach them all (default 30s). The
+	// first sync runs in the background as New returns; New never waits
+	// for it. Negative disables discovery: the client then talks only to
+	// Endpoints, which is what a tool asking one particular member needs.
 	AutoSyncInterval time.Duration
+	// UnresponsiveTimeout is how long an endpoint with requests in flight
+	// may answer nothing before the client treats it as hung (a paused
+	// or stuck member keeps its connections open): the client then sends
+	// new requests to the other endpoints, gives up the requests in
+	// flight on it (reads are retried elsewhere; a write that was sent
+	// reports ErrUnknownOutcome and is not retried) and probes it until
+	// it answers again. Default 1s; negative disables the check.
+	UnresponsiveTimeout time.Duration
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -56,6 +80,9 @@ func (c *Config) EnsureDefaults() {
 	if c.AutoSyncInterval == 0 {
 		c.AutoSyncInterval = 30 * time.Second
 	}
+	if c.UnresponsiveTimeout == 0 {
+		c.UnresponsiveTimeout = time.Second
+	}
 }
 
 // Validate reports the first invalid setting.
@@ -64,14 +91,53 @@ func (c *Config) Validate() error {
 		return newError(ErrInvalidInput, "no endpoints")
 	}
 	for _, e := range c.Endpoints {
-		if strings.TrimSpace(e) == "" {
-			return newError(ErrInvalidInput, "empty endpoint in %q", c.Endpoints)
+		if _, err := ParseEndpoint(e); err != nil {
+			return err
 		}
 	}
 	if c.MaxRetries < 0 {
 		return newError(ErrInvalidInput, "max retries %d is negative", c.MaxRetries)
 	}
+	if c.UnresponsiveTimeout > 0 && c.UnresponsiveTimeout < 10*time.Millisecond {
+		return newError(ErrInvalidInput, "unresponsive timeout %v: it must be at least 10ms (or negative to disable)", c.UnresponsiveTimeout)
+	}
 	return nil
+}
+
+// ParseEndpoint checks one endpoint and returns it as "host:port": an
+// "http://" prefix and a trailing "/" are dropped; "https://" is refused
+// (no TLS yet), as is an address without a port.
+func ParseEndpoint(s string) (string, error) {
+	e := strings.TrimSpace(s)
+	if e == "" {
+		return "", newError(ErrInvalidInput, "empty endpoint")
+	}
+	if scheme, rest, ok := strings.Cut(e, "://"); ok {
+		switch strings.ToLower(scheme) {
+		case "http":
+			e = strings.TrimSuffix(rest, "/")
+		case "https":
+			return "", newError(ErrInvalidInput, "endpoint %q: https (TLS) is not supported yet; use host:port or http://host:port", s)
+		default:
+			return "", newError(ErrInvalidInput, "endpoint %q: unknown scheme %q; use host:port or http://host:port", s, scheme)
+		}
+	}
+	host, port, err := net.SplitHostPort(e)
+	if err != nil {
+		msg := err.Error()
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			msg = ae.Err
+		}
+		return "", newError(ErrInvalidInput, "endpoint %q: %s; want host:port, e.g. 127.0.0.1:7861", s, msg)
+	}
+	if host == "" {
+		return "", newError(ErrInvalidInput, "endpoint %q: no host; want host:port, e.g. 127.0.0.1:7861", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", newError(ErrInvalidInput, "endpoint %q: port %q is not a number from 1 to 65535", s, port)
+	}
+	return e, nil
 }
 
 // Client is a connection to a DKV store, remote (New) or embedded
@@ -85,6 +151,7 @@ type Client struct {
 
 	srv        *server.Server // embedded mode only
 	resolver   *manual.Resolver
+	router     *router
 	stopSync   chan struct{}
 	epMu       sync.Mutex
 	discovered []string
@@ -103,19 +170,29 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	// A private resolver per client hands gRPC every endpoint; the
-	// round_robin policy skips endpoints whose connection is down.
-	r := manual.NewBuilderWithScheme(fmt.Sprintf("dkv%d", schemeSeq.Add(1)))
-	addrs := make([]resolver.Address, len(cfg.Endpoints))
+	eps := make([]string, len(cfg.Endpoints))
 	for i, e := range cfg.Endpoints {
-		addrs[i] = resolver.Address{Addr: strings.TrimSpace(e)}
+		eps[i], _ = ParseEndpoint(e)
 	}
-	r.InitialState(resolver.State{Addresses: addrs})
+	cfg.Endpoints = eps
+	// A private resolver per client hands gRPC every endpoint, and the
+	// client's router to its balancer (balancer.go).
+	var c *Client
+	rt := newRouter(cfg.UnresponsiveTimeout, func(ctx context.Context, _ string) (*dkvpb.StatusResponse, error) {
+		return c.cluster.Status(ctx, &dkvpb.StatusRequest{})
+	})
+	r := manual.NewBuilderWithScheme(fmt.Sprintf("dkv%d", schemeSeq.Add(1)))
+	r.InitialState(resolverState(rt, eps))
 	opts := []grpc.DialOption{
 		grpc.WithResolvers(r),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"` + balancerName + `":{}}]}`),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		// Reconnect to a member that comes back within seconds, not the
+		// minutes gRPC's default backoff can reach.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second,
+		}}),
 	}
 	opts = append(opts, cfg.DialOptions...)
 	conn, err := grpc.NewClient(r.Scheme()+":///dkv", opts...)
@@ -123,17 +200,27 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("dkv client: %w", err)
 	}
 	if cfg.DialTimeout > 0 {
-		if err := waitConnected(ctx, conn, cfg.DialTimeout); err != nil {
+		if err := waitConnected(ctx, conn, rt, cfg.DialTimeout, cfg.FailFast); err != nil {
 			conn.Close()
-			return nil, newError(ErrUnavailable, "no endpoint of %s reachable within %v: %v", strings.Join(cfg.Endpoints, ","), cfg.DialTimeout, err)
+			return nil, err
 		}
 	}
-	c := newClient(cfg, conn)
+	c = newClient(cfg, conn)
 	c.resolver = r
+	c.router = rt
+	rt.start()
 	if cfg.AutoSyncInterval > 0 {
 		c.startAutoSync()
 	}
 	return c, nil
+}
+
+func resolverState(rt *router, eps []string) resolver.State {
+	addrs := make([]resolver.Address, len(eps))
+	for i, e := range eps {
+		addrs[i] = resolver.Address{Addr: e}
+	}
+	return resolver.State{Addresses: addrs, Attributes: attributes.New(routerKey{}, rt)}
 }
 
 func newClient(cfg Config, conn *grpc.ClientConn) *Client {
@@ -146,17 +233,28 @@ func newClient(cfg Config, conn *grpc.ClientConn) *Client {
 	}
 }
 
-func waitConnected(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration) error {
+// waitConnected waits until some endpoint is connected; with failFast it
+// gives up, with every endpoint's error, once all of them failed to
+// connect.
+func waitConnected(ctx context.Context, conn *grpc.ClientConn, rt *router, timeout time.Duration, failFast bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn.Connect()
 	for {
 		s := conn.GetState()
-		if s == connectivity.Ready {
+		switch s {
+		case connectivity.Ready:
 			return nil
+		case connectivity.TransientFailure:
+			if failFast {
+				return newError(ErrUnavailable, "no endpoint reachable: %s", rt.failures())
+			}
 		}
 		if !conn.WaitForStateChange(ctx, s) {
-			return ctx.Err()
+			if ctx.Err() == context.DeadlineExceeded {
+				return newError(ErrUnavailable, "no endpoint connected within %v: %s", timeout, rt.connSummary())
+			}
+			return newError(ErrUnavailable, "no endpoint connected: %v (%s)", ctx.Err(), rt.connSummary())
 		}
 	}
 }
@@ -167,6 +265,9 @@ func (c *Client) Close() error {
 		if c.stopSync != nil {
 			close(c.stopSync)
 			<-c.syncDone
+		}
+		if c.router != nil {
+			c.router.stop()
 		}
 		c.closeErr = c.conn.Close()
 		if c.srv != nil {
@@ -192,11 +293,20 @@ func (c *Client) Status(ctx context.Context) (*dkvpb.StatusResponse, error) {
 	return resp, err
 }
 
-// MemberList lists the cluster's members, as seen linearizably.
-func (c *Client) MemberList(ctx context.Context) (*dkvpb.MemberListResponse, error) {
+// MemberList lists the cluster's members, as seen linearizably, or with
+// WithSerializable as the contacted member knows them (no quorum needed;
+// possibly stale).
+func (c *Client) MemberList(ctx context.Context, opts ...OpOption) (*dkvpb.MemberListResponse, error) {
+	cfg := buildConfig(opts)
+	if err := cfg.readOnlyErr("member list"); err != nil {
+		return nil, err
+	}
+	if cfg.prefix || cfg.hasRange || cfg.limit != 0 || cfg.rev != 0 || cfg.keysOnly || cfg.countOnly || cfg.lock != nil {
+		return nil, newError(ErrInvalidInput, "member list takes only WithSerializable")
+	}
 	var resp *dkvpb.MemberListResponse
 	err := c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
-		resp, err = c.cluster.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, o...)
+		resp, err = c.cluster.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: !cfg.serializable}, o...)
 		return err
 	})
 	return resp, err
@@ -206,16 +316,40 @@ func (c *Client) MemberList(ctx context.Context) (*dkvpb.MemberListResponse, err
 // any unavailability; a write only when it certainly did not apply (the
 // server refused it with Unavailable, or it never left this process).
 func (c *Client) call(ctx context.Context, write bool, rpc func(context.Context, ...grpc.CallOption) error) error {
+	return c.invoke(ctx, write, false, rpc)
+}
+
+// callWait is call for a request that may legitimately wait long (a
+// lock acquire that queues): the router does not take its silence for a
+// hung endpoint.
+func (c *Client) callWait(ctx context.Context, write bool, rpc func(context.Context, ...grpc.CallOption) error) error {
+	return c.invoke(ctx, write, true, rpc)
+}
+
+func (c *Client) invoke(ctx context.Context, write, long bool, rpc func(context.Context, ...grpc.CallOption) error) error {
 	backoff := c.cfg.RetryBackoff
-	for attempt := 0; ; attempt++ {
+	for n := 0; ; n++ {
 		var p peer.Peer
-		err := rpc(ctx, grpc.Peer(&p))
+		actx, cancel := context.WithCancelCause(ctx)
+		a := &attempt{write: write, long: long, start: time.Now(), cancel: cancel}
+		err := rpc(withAttempt(actx, a), grpc.Peer(&p))
+		cancel(nil)
 		if err == nil {
 			return nil
 		}
-		f := classify(ctx, err, p.Addr != nil, write)
+		var f failure
+		var hung *unresponsiveError
+		if ctx.Err() == nil && errors.As(context.Cause(actx), &hung) {
+			// Given up because its endpoint stopped answering.
+			if write {
+				return fmt.Errorf("%w: %w", ErrUnknownOutcome, hung)
+			}
+			f = failure{err: &Error{Kind: ErrUnavailable, Msg: hung.Error()}, readRetryable: true}
+		} else {
+			f = classify(ctx, err, p.Addr != nil, write)
+		}
 		retry := f.retryable || (!write && f.readRetryable)
-		if !retry || attempt >= c.cfg.MaxRetries {
+		if !retry || n >= c.cfg.MaxRetries {
 			return f.err
 		}
 		t := time.NewTimer(backoff)

@@ -5,30 +5,33 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"google.golang.org/grpc/resolver"
 )
 
-// startAutoSync discovers the cluster's members now (best effort) and then
-// every AutoSyncInterval, until Close.
+// startAutoSync discovers the cluster's members in the background, at
+// once and then every AutoSyncInterval, until Close. Nothing waits for
+// it: a request made before the first sync completes uses the configured
+// endpoints.
 func (c *Client) startAutoSync() {
 	c.stopSync = make(chan struct{})
 	c.syncDone = make(chan struct{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_ = c.SyncEndpoints(ctx)
-	cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-c.stopSync
+		cancel()
+	}()
 	go func() {
 		defer close(c.syncDone)
+		defer cancel()
 		t := time.NewTicker(c.cfg.AutoSyncInterval)
 		defer t.Stop()
 		for {
+			sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = c.SyncEndpoints(sctx)
+			scancel()
 			select {
 			case <-c.stopSync:
 				return
 			case <-t.C:
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = c.SyncEndpoints(ctx)
-				cancel()
 			}
 		}
 	}()
@@ -42,7 +45,10 @@ func (c *Client) SyncEndpoints(ctx context.Context) error {
 	if c.resolver == nil {
 		return nil // embedded: one in-process node
 	}
-	resp, err := c.MemberList(ctx)
+	// The contacted member's view is enough (and needs no quorum): the
+	// configured endpoints are kept, and the next sync corrects a stale
+	// list.
+	resp, err := c.MemberList(ctx, WithSerializable())
 	if err != nil {
 		return err
 	}
@@ -52,14 +58,10 @@ func (c *Client) SyncEndpoints(ctx context.Context) error {
 			eps = append(eps, u)
 		}
 	}
-	addrs := make([]resolver.Address, len(eps))
-	for i, e := range eps {
-		addrs[i] = resolver.Address{Addr: e}
-	}
 	c.epMu.Lock()
 	c.discovered = eps
 	c.epMu.Unlock()
-	c.resolver.UpdateState(resolver.State{Addresses: addrs})
+	c.resolver.UpdateState(resolverState(c.router, eps))
 	return nil
 }
 

@@ -37,12 +37,16 @@ func TestClientDiscoversMembersAndSurvivesLossOfSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	eps := cl.Endpoints()
-	for _, nd := range c.Nodes {
-		if !slices.Contains(eps, nd.Cfg.ClientAddr) {
-			t.Fatalf("endpoints %v miss %s", eps, nd.Cfg.ClientAddr)
+	// Discovery runs in the background.
+	c.Eventually(10*time.Second, "every member discovered", func() bool {
+		eps := cl.Endpoints()
+		for _, nd := range c.Nodes {
+			if !slices.Contains(eps, nd.Cfg.ClientAddr) {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	if _, err := cl.Put(ctx, "k", []byte("v1")); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,9 @@
 // One *Client type serves two deployments with the same API:
 //
 //   - New connects to a remote DKV cluster over gRPC. With several
-//     endpoints it balances across them and routes around dead ones.
+//     endpoints it balances reads across them, sends writes to the
+//     leader once it knows it, and routes around members that are down
+//     or hung (Config.UnresponsiveTimeout).
 //   - OpenEmbedded starts a single-node store in this process (no network
 //     listeners) and talks to it through an in-memory pipe.
 //

@@ -318,8 +318,8 @@ func (k *keepAliver) expireLocal(now time.Time) {
 // stream runs one keep-alive stream until it breaks or there is nothing
 // left to keep alive; it reports whether the stream got any answer.
 func (k *keepAliver) stream() (answered bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, heard, end := k.c.streamAttempt(context.Background())
+	defer end()
 	st, err := k.c.leaseClient().KeepAlive(ctx)
 	if err != nil {
 		return false
@@ -343,6 +343,7 @@ func (k *keepAliver) stream() (answered bool) {
 				recvErr <- err
 				return
 			}
+			heard()
 			gotAnswer.Do(func() { close(answeredc) })
 			k.acked(resp.GetResults())
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"time"
 
@@ -130,7 +131,11 @@ func (c *Client) acquireRPC(ctx context.Context, req *dkvpb.LockAcquireRequest) 
 	var resp *dkvpb.LockAcquireResponse
 	// The owner makes a retry return the same grant or queue place, so it
 	// is retried like a read.
-	err := c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	call := c.call
+	if req.Wait {
+		call = c.callWait // queued: silence is not a hang
+	}
+	err := call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.lockClient().Acquire(ctx, req, o...)
 		return err
 	})
@@ -185,7 +190,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if req.Lease == 0 {
 		// Grant the lease first and keep it alive while queued, so a long
 		// wait does not outlive it; the lock owns it (Release revokes it).
-		g, err := c.Grant(ctx, ttl)
+		g, err := c.grantForLock(ctx, ttl)
 		if err != nil {
 			return LockHandle{}, err
 		}
@@ -214,6 +219,20 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		return LockHandle{}, newError(ErrUnavailable, "lock %q was not granted", key)
 	}
 	return handleFromPB(resp.GetHandle()), nil
+}
+
+// grantForLock grants the lease a waiting lock will own. A grant whose
+// outcome is unknown (say the leader died while it was pending) is just
+// granted again: a lease that nothing uses has no keys and expires after
+// its TTL, so a duplicate costs nothing, and the caller need not see an
+// unknown outcome for a lock it has not yet asked for.
+func (c *Client) grantForLock(ctx context.Context, ttl time.Duration) (*LeaseGrant, error) {
+	for n := 0; ; n++ {
+		g, err := c.Grant(ctx, ttl)
+		if err == nil || !errors.Is(err, ErrUnknownOutcome) || ctx.Err() != nil || n >= c.cfg.MaxRetries {
+			return g, err
+		}
+	}
 }
 
 func (c *Client) revokeQuietly(id int64) {

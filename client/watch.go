@@ -316,10 +316,18 @@ func (w *Watch) tryOpen(first bool) (watchStream, error) {
 		r.StartRevision = w.Revision() + 1
 		req = r
 	}
-	st, err := dkvpb.NewWatchClient(w.c.conn).Watch(w.ctx)
+	sctx, heard, end := w.c.streamAttempt(w.ctx)
+	opened := false
+	defer func() {
+		if !opened {
+			end()
+		}
+	}()
+	raw, err := dkvpb.NewWatchClient(w.c.conn).Watch(sctx)
 	if err != nil {
 		return nil, err
 	}
+	st := &trackedWatch{watchStream: raw, heard: heard, end: end}
 	if err := st.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_CreateRequest{CreateRequest: req}}); err != nil {
 		return nil, recvErr(st, err)
 	}
@@ -358,7 +366,31 @@ func (w *Watch) tryOpen(first bool) (watchStream, error) {
 	} else if rev != w.Revision() {
 		return nil, newError(ErrInternal, "watch resumed after revision %d, asked after %d", rev, w.Revision())
 	}
+	opened = true
 	return st, nil
+}
+
+// trackedWatch is a watch stream the client's router knows of: each
+// message counts as an answer from its endpoint, and the router ends the
+// stream if that endpoint stops answering (the watch then resumes on
+// another).
+type trackedWatch struct {
+	watchStream
+	heard, end func()
+}
+
+func (t *trackedWatch) Recv() (*dkvpb.WatchResponse, error) {
+	r, err := t.watchStream.Recv()
+	if err == nil {
+		t.heard()
+	}
+	return r, err
+}
+
+func endStream(st watchStream) {
+	if t, ok := st.(*trackedWatch); ok {
+		t.end()
+	}
 }
 
 // recvErr returns the stream's real error when Send failed (gRPC reports
@@ -433,6 +465,7 @@ func (w *Watch) run(st watchStream) {
 	defer func() { w.finish(err) }()
 	for {
 		err = w.pump(st)
+		endStream(st)
 		if w.ctx.Err() != nil || !retryableWatchErr(err) {
 			return
 		}

@@ -54,7 +54,11 @@ number of matching keys. -o json prints
 			}
 			opts = append(opts, lo)
 			key := argv[0]
-			return a.run(func(ctx context.Context, c *client.Client) error {
+			run := a.run
+			if serializable {
+				run = a.runMember // the named member's own, possibly stale, view
+			}
+			return run(func(ctx context.Context, c *client.Client) error {
 				r, err := c.Range(ctx, key, opts...)
 				if err != nil {
 					return err

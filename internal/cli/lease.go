@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -150,16 +149,7 @@ func (a *app) printKeepAlive(id int64, ttl time.Duration) error {
 
 // connect opens a client for a command that outlives --timeout.
 func (a *app) connect(ctx context.Context) (*client.Client, error) {
-	var eps []string
-	for _, e := range strings.Split(a.endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
-	if len(eps) == 0 {
-		return nil, usagef("--endpoints is empty")
-	}
-	return client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout})
+	return a.newClient(ctx, a.discover)
 }
 
 func (a *app) leaseRevokeCmd() *cobra.Command {

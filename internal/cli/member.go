@@ -28,13 +28,21 @@ func (a *app) memberCmd() *cobra.Command {
 			return usagef("member needs a subcommand: list, add, promote, remove")
 		},
 	}
-	cmd.AddCommand(&cobra.Command{
+	var serializable bool
+	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the cluster's members",
-		Args:  args(cobra.NoArgs),
+		Long: `List the cluster's members as the cluster agrees on them (needs a
+quorum), or with --serializable as the member at --endpoints knows them
+(answers without a quorum; may be stale).`,
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.run(func(ctx context.Context, c *client.Client) error {
-				ml, err := c.MemberList(ctx)
+			run, opts := a.run, []client.OpOption(nil)
+			if serializable {
+				run, opts = a.runMember, []client.OpOption{client.WithSerializable()}
+			}
+			return run(func(ctx context.Context, c *client.Client) error {
+				ml, err := c.MemberList(ctx, opts...)
 				if err != nil {
 					return err
 				}
@@ -63,7 +71,9 @@ func (a *app) memberCmd() *cobra.Command {
 				return tw.Flush()
 			})
 		},
-	})
+	}
+	list.Flags().BoolVar(&serializable, "serializable", false, "answer from the member at --endpoints without a quorum (may be stale)")
+	cmd.AddCommand(list)
 	var learner bool
 	add := &cobra.Command{
 		Use:   "add NAME PEER_ADDR",

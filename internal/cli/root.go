@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +36,7 @@ func Main() {
 // app holds the global flags and the I/O streams every command uses.
 type app struct {
 	endpoints string
+	discover  bool
 	timeout   time.Duration
 	output    string
 
@@ -72,7 +74,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `dkv runs a DKV node (dkv serve) and talks to a DKV cluster.
 
 Client commands connect to --endpoints (env DKV_ENDPOINTS, comma separated)
-and give up after --timeout. Output is text for scripts and humans, or one
+and talk only to them (--discover adds the other members' addresses, for
+long-running commands), and give up after --timeout. Output is text for scripts and humans, or one
 JSON object per command with -o json.
 
 ` + exitCodeHelp,
@@ -94,7 +97,8 @@ JSON object per command with -o json.
 		defEndpoints = "127.0.0.1:7861"
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.endpoints, "endpoints", defEndpoints, "comma-separated gRPC endpoints (env DKV_ENDPOINTS)")
+	pf.StringVar(&a.endpoints, "endpoints", defEndpoints, "comma-separated gRPC endpoints, host:port or http://host:port (env DKV_ENDPOINTS)")
+	pf.BoolVar(&a.discover, "discover", false, "also use every member's client address from the member list, learnt in the background (never for per-member commands)")
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "time limit for the command, including connecting")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
 	root.AddCommand(
@@ -120,23 +124,63 @@ JSON object per command with -o json.
 
 // run connects, runs fn within --timeout and closes the client.
 func (a *app) run(fn func(ctx context.Context, c *client.Client) error) error {
+	return a.runWith(a.discover, fn)
+}
+
+// runMember is run for a command about one member (status, a
+// serializable read): it talks only to the endpoints named, never to
+// discovered ones, so `--endpoints X` answers from X.
+func (a *app) runMember(fn func(ctx context.Context, c *client.Client) error) error {
+	return a.runWith(false, fn)
+}
+
+func (a *app) runWith(discover bool, fn func(ctx context.Context, c *client.Client) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
-	var eps []string
-	for _, e := range strings.Split(a.endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
-	if len(eps) == 0 {
-		return usagef("--endpoints is empty")
-	}
-	c, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout})
+	c, err := a.newClient(ctx, discover)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	return fn(ctx, c)
+}
+
+// newClient connects to --endpoints, waiting up to --timeout for a first
+// connection and failing at once when none can be reached. With discover
+// it also learns the other members in the background.
+func (a *app) newClient(ctx context.Context, discover bool) (*client.Client, error) {
+	eps, err := a.endpointList()
+	if err != nil {
+		return nil, err
+	}
+	sync := time.Duration(-1)
+	if discover {
+		sync = 0 // the client's default interval
+	}
+	return client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync})
+}
+
+// endpointList parses --endpoints; a malformed one is a usage error.
+func (a *app) endpointList() ([]string, error) {
+	var eps []string
+	for _, e := range strings.Split(a.endpoints, ",") {
+		if strings.TrimSpace(e) == "" {
+			continue
+		}
+		ep, err := client.ParseEndpoint(e)
+		if err != nil {
+			var ce *client.Error
+			if errors.As(err, &ce) {
+				return nil, usagef("--endpoints: %s", ce.Msg)
+			}
+			return nil, usagef("--endpoints: %v", err)
+		}
+		eps = append(eps, ep)
+	}
+	if len(eps) == 0 {
+		return nil, usagef("--endpoints is empty")
+	}
+	return eps, nil
 }
 
 func (a *app) json() bool { return a.output == "json" }

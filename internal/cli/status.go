@@ -25,10 +25,11 @@ type jsonStatus struct {
 func (a *app) statusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Show the status of the member that answers",
+		Short: "Show the status of the member at --endpoints",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.run(func(ctx context.Context, c *client.Client) error {
+			// Per member: asks the endpoint named, never a discovered one.
+			return a.runMember(func(ctx context.Context, c *client.Client) error {
 				st, err := c.Status(ctx)
 				if err != nil {
 					return err
