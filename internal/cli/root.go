@@ -113,6 +113,7 @@ JSON object per command with -o json.
 		a.leaderCmd(),
 		a.benchCmd(),
 	)
+	a.addVersion(root)
 	return root
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ type jsonStatus struct {
 	Name             string `json:"name"`
 	MemberID         string `json:"member_id"`
 	LeaderID         string `json:"leader_id"`
+	LeaderName       string `json:"leader_name,omitempty"`
 	RaftTerm         uint64 `json:"raft_term"`
 	RaftIndex        uint64 `json:"raft_index"`
 	RaftAppliedIndex uint64 `json:"raft_applied_index"`
@@ -35,8 +37,8 @@ func (a *app) statusCmd() *cobra.Command {
 				}
 				s := jsonStatus{
 					Name:             st.GetName(),
-					MemberID:         fmt.Sprintf("%x", st.GetMemberId()),
-					LeaderID:         fmt.Sprintf("%x", st.GetLeaderId()),
+					MemberID:         memberID(st.GetMemberId()),
+					LeaderID:         memberID(st.GetLeaderId()),
 					RaftTerm:         st.GetRaftTerm(),
 					RaftIndex:        st.GetRaftIndex(),
 					RaftAppliedIndex: st.GetRaftAppliedIndex(),
@@ -46,13 +48,30 @@ func (a *app) statusCmd() *cobra.Command {
 					IsLearner:        st.GetIsLearner(),
 					Version:          st.GetVersion(),
 				}
+				if st.GetLeaderId() == st.GetMemberId() {
+					s.LeaderName = st.GetName()
+				} else if st.GetLeaderId() != 0 {
+					s.LeaderName = memberNames(ctx, c)[st.GetLeaderId()]
+				}
 				if a.json() {
 					return writeJSON(a.stdout, s)
 				}
-				fmt.Fprintf(a.stdout, "name:              %s\nmember id:         %s\nleader id:         %s\nraft term:         %d\nraft index:        %d\nraft applied:      %d\nrevision:          %d\ncompact revision:  %d\ndb size:           %d\nlearner:           %v\nversion:           %s\n",
-					s.Name, s.MemberID, s.LeaderID, s.RaftTerm, s.RaftIndex, s.RaftAppliedIndex, s.Revision, s.CompactRevision, s.DBSize, s.IsLearner, s.Version)
-				return nil
+				return writeStatus(a.stdout, s)
 			})
 		},
 	}
+}
+
+// writeStatus is the text form of dkv status.
+func writeStatus(w io.Writer, s jsonStatus) error {
+	leader := "none (no leader known)"
+	if s.LeaderID != "0" {
+		leader = s.LeaderID
+		if s.LeaderName != "" {
+			leader = s.LeaderName + " (" + s.LeaderID + ")"
+		}
+	}
+	_, err := fmt.Fprintf(w, "name:              %s\nmember id:         %s\nleader:            %s\nraft term:         %d\nraft index:        %d\nraft applied:      %d\nrevision:          %d\ncompact revision:  %d\ndb size:           %s\nlearner:           %v\nversion:           %s\n",
+		s.Name, s.MemberID, leader, s.RaftTerm, s.RaftIndex, s.RaftAppliedIndex, s.Revision, s.CompactRevision, humanBytes(s.DBSize), s.IsLearner, s.Version)
+	return err
 }
