@@ -68,6 +68,7 @@ type Server struct {
 
 	removed     chan struct{}
 	removedOnce sync.Once
+	contacts    contactTable // when each member was last heard from
 }
 
 // New validates cfg and returns a Server that is not yet started.
@@ -257,7 +258,7 @@ func (s *Server) startNode() error {
 		return err
 	}
 	if s.transport != nil {
-		s.transport.SetRaft(s.node)
+		s.transport.SetRaft(contactRecorder{Raft: s.node, t: &s.contacts})
 		if err := s.startPeerListener(); err != nil {
 			return err
 		}
@@ -385,7 +386,7 @@ func (s *Server) waitReady() {
 		if err == nil {
 			close(s.ready)
 			s.publishClientURL()
-			s.log.Info("dkv node ready", "member_id", fmt.Sprintf("%x", s.memberID), "revision", s.kv.Revision())
+			s.log.Info("dkv node ready", "member_id", fmt.Sprint(s.memberID), "revision", s.kv.Revision())
 			return
 		}
 		select {

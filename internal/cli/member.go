@@ -28,7 +28,7 @@ func (a *app) memberCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.printMemberList(ml)
+				return a.printMemberList(ctx, ml)
 			})
 		},
 	})

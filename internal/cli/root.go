@@ -112,6 +112,7 @@ JSON object per command with -o json.
 		a.devClusterCmd(),
 		a.leaderCmd(),
 		a.benchCmd(),
+		a.endpointCmd(),
 	)
 	a.addVersion(root)
 	return root

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/spf13/cobra"
 )
@@ -35,22 +36,8 @@ func (a *app) statusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				s := jsonStatus{
-					Name:             st.GetName(),
-					MemberID:         memberID(st.GetMemberId()),
-					LeaderID:         memberID(st.GetLeaderId()),
-					RaftTerm:         st.GetRaftTerm(),
-					RaftIndex:        st.GetRaftIndex(),
-					RaftAppliedIndex: st.GetRaftAppliedIndex(),
-					Revision:         st.GetRevision(),
-					CompactRevision:  st.GetCompactRevision(),
-					DBSize:           st.GetDbSize(),
-					IsLearner:        st.GetIsLearner(),
-					Version:          st.GetVersion(),
-				}
-				if st.GetLeaderId() == st.GetMemberId() {
-					s.LeaderName = st.GetName()
-				} else if st.GetLeaderId() != 0 {
+				s := statusOf(st)
+				if st.GetLeaderId() != 0 && st.GetLeaderId() != st.GetMemberId() {
 					s.LeaderName = memberNames(ctx, c)[st.GetLeaderId()]
 				}
 				if a.json() {
@@ -60,6 +47,27 @@ func (a *app) statusCmd() *cobra.Command {
 			})
 		},
 	}
+}
+
+// statusOf is the -o json form of a status reply, without LeaderName.
+func statusOf(st *dkvpb.StatusResponse) jsonStatus {
+	s := jsonStatus{
+		Name:             st.GetName(),
+		MemberID:         memberID(st.GetMemberId()),
+		LeaderID:         memberID(st.GetLeaderId()),
+		RaftTerm:         st.GetRaftTerm(),
+		RaftIndex:        st.GetRaftIndex(),
+		RaftAppliedIndex: st.GetRaftAppliedIndex(),
+		Revision:         st.GetRevision(),
+		CompactRevision:  st.GetCompactRevision(),
+		DBSize:           st.GetDbSize(),
+		IsLearner:        st.GetIsLearner(),
+		Version:          st.GetVersion(),
+	}
+	if st.GetLeaderId() == st.GetMemberId() {
+		s.LeaderName = st.GetName()
+	}
+	return s
 }
 
 // writeStatus is the text form of dkv status.
