@@ -34,7 +34,7 @@ var reachNames = map[dkvpb.Reachability_State]string{
 // leaderView returns the leader's member list when ml came from a
 // follower, for the leader is the one member that hears from all the
 // others; ml itself if it came from the leader, there is no leader, or the
-// leader cannot be asked within a second or two.
+// leader cannot be asked within a second.
 func (a *app) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkvpb.MemberListResponse {
 	lead := ml.GetLeaderId()
 	if lead == 0 || ml.GetHeader().GetMemberId() == lead {
@@ -49,9 +49,9 @@ func (a *app) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkv
 	if url == "" {
 		return ml
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, 2*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, time.Second))
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: []string{url}, AutoSyncInterval: -1, DialTimeout: min(a.timeout, 2*time.Second), MaxRetries: 1})
+	c, err := client.New(ctx, client.Config{Endpoints: []string{url}, AutoSyncInterval: -1, DialTimeout: min(a.timeout, time.Second), MaxRetries: 1})
 	if err != nil {
 		return ml
 	}
