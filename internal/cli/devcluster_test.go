@@ -16,17 +16,19 @@ import (
 	"time"
 )
 
-// freeBase finds a base port whose dev-cluster ports (base+10*i+{0,1,2})
-// are all free now, below the ephemeral range.
-func freeBase(t *testing.T, nodes int) int {
+// freeHost picks a random loopback address (as tests.FreeAddr does: other
+// tests' connections take ephemeral ports on 127.0.0.1) and a base port
+// whose dev-cluster ports (base+10*i+{0,1,2}) on it are free now.
+func freeHost(t *testing.T, nodes int) (host string, base int) {
 	t.Helper()
 	for try := 0; try < 50; try++ {
-		base := 20000 + 10*rand.IntN(1500)
+		host = fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(250), rand.IntN(256), 1+rand.IntN(250))
+		base = 20000 + 10*rand.IntN(1000)
 		ok := true
 		var ls []net.Listener
 		for i := 0; i < nodes && ok; i++ {
 			for j := 0; j < 3; j++ {
-				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+10*i+j))
+				l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", host, base+10*i+j))
 				if err != nil {
 					ok = false
 					break
@@ -38,11 +40,11 @@ func freeBase(t *testing.T, nodes int) int {
 			l.Close()
 		}
 		if ok {
-			return base
+			return host, base
 		}
 	}
 	t.Fatal("no free port range for a dev cluster")
-	return 0
+	return "", 0
 }
 
 // devCluster is a running `dkv dev-cluster` with its stdin and output.
@@ -56,9 +58,9 @@ type devCluster struct {
 	done  chan struct{}
 }
 
-func startDevCluster(t *testing.T, dir string, base int, extra ...string) *devCluster {
+func startDevCluster(t *testing.T, dir, host string, base int, extra ...string) *devCluster {
 	t.Helper()
-	args := append([]string{"dev-cluster", "--nodes", "3", "--base-port", fmt.Sprint(base), "--data-dir", dir}, extra...)
+	args := append([]string{"dev-cluster", "--nodes", "3", "--host", host, "--base-port", fmt.Sprint(base), "--data-dir", dir}, extra...)
 	d := &devCluster{t: t, cmd: exec.Command(dkvBin, args...), done: make(chan struct{})}
 	var err error
 	if d.stdin, err = d.cmd.StdinPipe(); err != nil {
@@ -94,7 +96,7 @@ func startDevCluster(t *testing.T, dir string, base int, extra ...string) *devCl
 	})
 	var eps []string
 	for i := 0; i < 3; i++ {
-		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", base+10*i))
+		eps = append(eps, fmt.Sprintf("%s:%d", host, base+10*i))
 	}
 	d.eps = strings.Join(eps, ",")
 	for _, n := range []string{"n1", "n2", "n3"} {
@@ -171,7 +173,8 @@ func rowOf(table, name string) string {
 // back with "restart NAME" on dev-cluster's stdin.
 func TestDevClusterDeadMemberVisibleAndRestartable(t *testing.T) {
 	dir := t.TempDir()
-	d := startDevCluster(t, dir, freeBase(t, 3))
+	host, base := freeHost(t, 3)
+	d := startDevCluster(t, dir, host, base)
 
 	r := d.eventually("all healthy", func(r result) bool { return r.code == 0 }, "endpoint", "health", "--cluster")
 	if got := strings.Count(r.stdout, " is healthy: served a linearizable read: took = "); got != 3 {
@@ -215,8 +218,8 @@ func TestDevClusterDeadMemberVisibleAndRestartable(t *testing.T) {
 // --fresh starts from empty data dirs; without it the data is kept.
 func TestDevClusterFresh(t *testing.T) {
 	dir := t.TempDir()
-	base := freeBase(t, 3)
-	d := startDevCluster(t, dir, base)
+	host, base := freeHost(t, 3)
+	d := startDevCluster(t, dir, host, base)
 	d.eventually("a write", func(r result) bool { return r.code == 0 }, "put", "kept", "yes")
 	d.cmd.Process.Signal(syscall.SIGINT)
 	<-d.done
@@ -224,12 +227,12 @@ func TestDevClusterFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d = startDevCluster(t, dir, base)
+	d = startDevCluster(t, dir, host, base)
 	d.eventually("the key kept", func(r result) bool { return r.stdout == "yes\n" }, "get", "kept")
 	d.cmd.Process.Signal(syscall.SIGINT)
 	<-d.done
 
-	d = startDevCluster(t, dir, base, "--fresh")
+	d = startDevCluster(t, dir, host, base, "--fresh")
 	d.eventually("a leader", func(r result) bool { return r.code == 0 }, "endpoint", "health", "--cluster")
 	if r := d.dkv("get", "kept"); r.code != 3 {
 		t.Fatalf("after --fresh, get kept: exit %d %q, want 3 (NotFound)", r.code, r.stdout)

@@ -137,7 +137,9 @@ func TestCLIOutputForScriptsAndPeople(t *testing.T) {
 
 	t.Run("lease keepalive prints every renewal", func(t *testing.T) {
 		n := n.with(t)
-		id := strings.TrimSpace(n.ok("", "lease", "grant", "1s"))
+		// 5s: renewed every ~1.7s; a shorter TTL can run out while a
+		// race-built dkv starts.
+		id := strings.TrimSpace(n.ok("", "lease", "grant", "5s"))
 		cmd := exec.Command(dkvBin, "lease", "keepalive", id)
 		cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.addr)
 		out, err := cmd.StdoutPipe()
