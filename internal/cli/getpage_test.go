@@ -106,6 +106,24 @@ func TestJSONBinaryKeys(t *testing.T) {
 			t.Errorf("dkv %v -o json: key %v, key_base64 %q; want only key_base64 %q", args, js.KVs[0].Key, js.KVs[0].KeyBase64, base64.StdEncoding.EncodeToString([]byte(key)))
 		}
 	}
+	// dkv watch -o json too, for the event's key and its kv.
+	_, lines := startWatch(t, n, "bin/", "--prefix", "--snapshot", "-o", "json")
+	select {
+	case l := <-lines:
+		var ev struct {
+			Key       *string `json:"key"`
+			KeyBase64 string  `json:"key_base64"`
+			KV        struct {
+				KeyBase64 string `json:"key_base64"`
+			} `json:"kv"`
+		}
+		want := base64.StdEncoding.EncodeToString([]byte(key))
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || ev.Key != nil || ev.KeyBase64 != want || ev.KV.KeyBase64 != want {
+			t.Errorf("watch -o json printed %q (%v); want key_base64 %q", l, err, want)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("watch printed nothing")
+	}
 	// A UTF-8 key stays a plain "key".
 	n.ok("", "put", "plain/ключ", "v")
 	if out := n.ok("", "-o", "json", "get", "plain/ключ"); !strings.Contains(out, `"key":"plain/ключ"`) || strings.Contains(out, "key_base64") {

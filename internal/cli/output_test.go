@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -95,6 +96,12 @@ func TestCLIOutputForScriptsAndPeople(t *testing.T) {
 		}
 		if got := n.ok("", "member", "list"); !strings.Contains(got, want) {
 			t.Errorf("member list does not show id %s:\n%s", want, got)
+		}
+		// Commands taking a member NAME take its id too, decimal or hex.
+		for _, arg := range []string{want, fmt.Sprintf("0x%x", st.GetMemberId()), fmt.Sprintf("%x", st.GetMemberId())} {
+			if got := n.ok("", "leader", "transfer", arg); got != "default ("+want+") is the leader\n" {
+				t.Errorf("leader transfer %s printed %q", arg, got)
+			}
 		}
 	})
 
