@@ -2,8 +2,13 @@
 # image is pulled, so the build works without a registry. Build the
 # binary first and use its directory as the context:
 #
-#   CGO_ENABLED=0 go build -o bin/dkv ./cmd/dkv
+#   make image        # = make build (CGO_ENABLED=0) + the docker build below
 #   docker build -f Dockerfile -t dkv:dev bin/
+#
+# The binary must be static: a scratch image has no libc or dynamic
+# loader, and a cgo-linked dkv fails there with "exec /dkv: no such file
+# or directory". `make build` sets CGO_ENABLED=0; a plain `go build` on a
+# machine with a C compiler does not.
 #
 # Ports: 7861 client gRPC, 7862 peers, 7863 HTTP. Data lives in /data.
 FROM scratch

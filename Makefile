@@ -3,10 +3,23 @@
 
 GO ?= go
 
-.PHONY: build test lint generate compare chaos bench
+.PHONY: build image test lint generate compare chaos bench
 
+# The version `dkv version` reports; override with VERSION=v1.2.3.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/dkv-io/dkv/internal/cli.version=$(VERSION)
+
+# A static binary (no cgo, so no libc to find at run time): the Dockerfile
+# copies bin/dkv into a FROM scratch image, where a dynamically linked one
+# fails with "exec /dkv: no such file or directory".
+BIN ?= bin/dkv
 build:
-	$(GO) build -o bin/dkv ./cmd/dkv
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/dkv
+
+# The FROM scratch image dkv:dev that deploy/docker-compose.yml runs.
+IMAGE ?= dkv:dev
+image: build
+	docker build -f Dockerfile -t $(IMAGE) bin/
 
 test:
 	$(GO) test -race -timeout 30m ./...

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -75,7 +76,25 @@ func (e *Error) Error() string {
 	if e.Msg == "" {
 		return e.Kind.Error()
 	}
+	if strings.Contains(e.Msg, kindPhrase(e.Kind)) {
+		// The message already says what kind of failure it is (`key "x"
+		// not found`): "not found: " in front would only repeat it.
+		return e.Msg
+	}
 	return e.Kind.Error() + ": " + e.Msg
+}
+
+// kindPhrase is the words of a sentinel that a message repeating it
+// contains: "not found" for both NotFound and LeaseNotFound, "compacted"
+// for "revision compacted".
+func kindPhrase(kind error) string {
+	switch kind {
+	case ErrLeaseNotFound:
+		return "not found"
+	case ErrCompacted:
+		return "compacted"
+	}
+	return kind.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Kind }
@@ -140,7 +159,10 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 			if st.Code() == codes.Canceled {
 				base = context.Canceled
 			}
-			cause = fmt.Errorf("%w (%s)", base, st.Message())
+			cause = base
+			if msg := st.Message(); msg != "" && msg != base.Error() {
+				cause = fmt.Errorf("%w (%s)", base, msg)
+			}
 		}
 		if write && sent {
 			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)}

@@ -65,7 +65,7 @@ func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRe
 		return nil, wireErr(err)
 	}
 	c.s.offerPeerSecret(ctx, ms)
-	return &dkvpb.MemberListResponse{Header: c.s.header(), Members: ms, LeaderId: c.s.node.Status().Lead}, nil
+	return &dkvpb.MemberListResponse{Header: c.s.header(), Members: c.s.withReachability(ms), LeaderId: c.s.node.Status().Lead}, nil
 }
 
 func (s *Server) dbSize() int64 {

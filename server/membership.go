@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/raftnode"
+	"github.com/dkv-io/dkv/internal/transport"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
@@ -59,7 +61,7 @@ func (s *Server) syncPeers() {
 	}
 	if !self {
 		s.removedOnce.Do(func() {
-			s.log.Warn("this member was removed from the cluster; it no longer takes part", "member_id", fmt.Sprintf("%x", s.memberID))
+			s.log.Warn("this member was removed from the cluster; it no longer takes part", "member_id", fmt.Sprint(s.memberID))
 			close(s.removed)
 		})
 	}
@@ -391,3 +393,75 @@ func (s *Server) ReachableVoters(ctx context.Context) ([]uint64, error) {
 // Removed is closed when this member has been removed from the cluster;
 // dkv serve exits then.
 func (s *Server) Removed() <-chan struct{} { return s.removed }
+
+// contactTable records when a raft message last arrived from each member:
+// the answering member's evidence for MemberList's reachability.
+type contactTable struct {
+	mu   sync.Mutex
+	last map[uint64]time.Time
+}
+
+func (t *contactTable) saw(id uint64) {
+	now := time.Now()
+	t.mu.Lock()
+	if t.last == nil {
+		t.last = map[uint64]time.Time{}
+	}
+	t.last[id] = now
+	t.mu.Unlock()
+}
+
+func (t *contactTable) get(id uint64) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.last[id]
+	return at, ok
+}
+
+// contactRecorder is the transport's view of the raft node: it notes the
+// sender of every message the transport admits, then steps it.
+type contactRecorder struct {
+	transport.Raft
+	t *contactTable
+}
+
+func (r contactRecorder) Step(ctx context.Context, m *raftpb.Message) error {
+	r.t.saw(m.GetFrom())
+	return r.Raft.Step(ctx, m)
+}
+
+// withReachability returns copies of ms with each member's reachability
+// as this member sees it: reachable if a raft message arrived from it
+// within an election timeout; unreachable if silent for longer while one
+// of the two leads (the leader hears from every member at each heartbeat,
+// and every member hears from the leader); unknown between two followers,
+// which exchange no messages.
+func (s *Server) withReachability(ms []*dkvpb.Member) []*dkvpb.Member {
+	st := s.node.Status()
+	timeout := s.cfg.TickInterval * time.Duration(s.cfg.ElectionTicks)
+	now := time.Now()
+	out := make([]*dkvpb.Member, 0, len(ms))
+	for _, m := range ms {
+		m = proto.Clone(m).(*dkvpb.Member)
+		r := &dkvpb.Reachability{LastContactMs: -1}
+		if m.GetId() == s.memberID {
+			r.State, r.LastContactMs = dkvpb.Reachability_STATE_SELF, 0
+		} else {
+			at, ok := s.contacts.get(m.GetId())
+			if ok {
+				r.LastContactMs = now.Sub(at).Milliseconds()
+			}
+			switch {
+			case ok && now.Sub(at) <= timeout:
+				r.State = dkvpb.Reachability_STATE_REACHABLE
+			case st.IsLeader || (st.Lead != 0 && m.GetId() == st.Lead):
+				r.State = dkvpb.Reachability_STATE_UNREACHABLE
+			default:
+				r.State = dkvpb.Reachability_STATE_UNKNOWN
+			}
+		}
+		m.Reachability = r
+		out = append(out, m)
+	}
+	return out
+}

@@ -75,6 +75,7 @@ type Server struct {
 	failedOnce sync.Once
 	failErr    error
 	started    atomic.Bool
+	contacts   contactTable // when each member was last heard from
 }
 
 // New validates cfg and returns a Server that is not yet started.
@@ -280,7 +281,7 @@ func (s *Server) startNode() error {
 		return err
 	}
 	if s.transport != nil {
-		s.transport.SetRaft(s.node)
+		s.transport.SetRaft(contactRecorder{Raft: s.node, t: &s.contacts})
 		if err := s.startPeerListener(); err != nil {
 			return err
 		}
@@ -408,7 +409,7 @@ func (s *Server) waitReady() {
 		if err == nil {
 			close(s.ready)
 			s.publishClientURL()
-			s.log.Info("dkv node ready", "member_id", fmt.Sprintf("%x", s.memberID), "revision", s.kv.Revision())
+			s.log.Info("dkv node ready", "member_id", fmt.Sprint(s.memberID), "revision", s.kv.Revision())
 			return
 		}
 		select {

@@ -175,7 +175,7 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 	refuse := func(err error) *dkvpb.WatchResponse {
 		r := &dkvpb.WatchResponse{
 			Header: s.header(), WatchId: req.GetWatchId(), Created: true, Canceled: true,
-			CancelStatus: dkverr.CodeOf(err).Reason(), CancelReason: err.Error(),
+			CancelStatus: dkverr.CodeOf(err).Reason(), CancelReason: dkverr.Message(err),
 		}
 		var de *dkverr.Error
 		if errors.As(err, &de) && de.Metadata["compact_revision"] != "" {

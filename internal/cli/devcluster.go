@@ -19,12 +19,19 @@ import (
 	"github.com/spf13/cobra"
 )
 
+const devClusterHelp = `Type a command and Enter while it runs:
+  restart NAME|all   start a member that exited (or stop and start it)
+  kill NAME          SIGKILL a member, to try failover
+  stop NAME          SIGTERM a member
+  list               show each member and whether it runs`
+
 func (a *app) devClusterCmd() *cobra.Command {
 	var (
 		nodes    int
 		basePort int
 		dataDir  string
 		host     string
+		fresh    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev-cluster",
@@ -33,7 +40,12 @@ func (a *app) devClusterCmd() *cobra.Command {
 loopback, each with its own data dir under --data-dir, forming one cluster.
 Member i (from 1) listens on client port base+10*(i-1), peer port +1 and
 HTTP port +2. Their output is prefixed with the member's name. Ctrl-C
-stops them all. Data is kept, so the same command restarts the cluster.`,
+stops them all. Data is kept, so the same command restarts the cluster;
+--fresh deletes the members' data dirs first.
+
+When a member exits (killed, crashed, removed from the cluster) dev-cluster
+prints "[dev-cluster] NAME exited: ..." and keeps the others running; it
+stops when every member has exited. ` + devClusterHelp,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 7 {
@@ -42,7 +54,7 @@ stops them all. Data is kept, so the same command restarts the cluster.`,
 			if basePort < 1024 || basePort+10*nodes > 65535 {
 				return usagef("--base-port %d leaves no room for %d members", basePort, nodes)
 			}
-			return a.devCluster(nodes, basePort, host, dataDir)
+			return a.devCluster(nodes, basePort, host, dataDir, fresh)
 		},
 	}
 	f := cmd.Flags()
@@ -50,20 +62,35 @@ stops them all. Data is kept, so the same command restarts the cluster.`,
 	f.IntVar(&basePort, "base-port", 17861, "client port of the first member")
 	f.StringVar(&dataDir, "data-dir", "./dkv-dev", "parent directory of the members' data dirs")
 	f.StringVar(&host, "host", "127.0.0.1", "loopback address to listen on")
+	f.BoolVar(&fresh, "fresh", false, "delete the members' data dirs (DATA-DIR/n1 ...) first: start an empty cluster")
 	return cmd
 }
 
-func (a *app) devCluster(nodes, basePort int, host, dataDir string) error {
+// devMember is one dkv serve process of a dev cluster.
+type devMember struct {
+	name, client, peer, http, dir string
+	args                          []string
+
+	cmd     *exec.Cmd
+	running bool
+}
+
+type devExit struct {
+	m   *devMember
+	cmd *exec.Cmd
+	err error
+}
+
+func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	type member struct{ name, client, peer, http, dir string }
-	var ms []member
+	var ms []*devMember
 	var initial []string
 	for i := 0; i < nodes; i++ {
 		p := basePort + 10*i
-		m := member{
+		m := &devMember{
 			name:   fmt.Sprintf("n%d", i+1),
 			client: fmt.Sprintf("%s:%d", host, p),
 			peer:   fmt.Sprintf("%s:%d", host, p+1),
@@ -80,15 +107,28 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string) error {
 		return err
 	}
 	token := hex.EncodeToString(tok)
+	for _, m := range ms {
+		m.args = []string{"serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
+			"--http-addr", m.http, "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token}
+		if fresh {
+			if err := os.RemoveAll(m.dir); err != nil {
+				return fmt.Errorf("--fresh: %w", err)
+			}
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var (
-		wg    sync.WaitGroup
-		procs []*exec.Cmd
 		outMu sync.Mutex
+		pipes sync.WaitGroup
 	)
-	prefix := func(name string, r io.Reader, w io.Writer) {
-		defer wg.Done()
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(a.stdout, "[dev-cluster] "+format+"\n", args...)
+	}
+	prefix := func(name string, r io.Reader, w io.Writer, done *sync.WaitGroup) {
+		defer done.Done()
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			outMu.Lock()
@@ -96,21 +136,45 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string) error {
 			outMu.Unlock()
 		}
 	}
-	for _, m := range ms {
-		c := exec.Command(self, "serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
-			"--http-addr", m.http, "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token)
-		stdout, _ := c.StdoutPipe()
-		stderr, _ := c.StderrPipe()
+	exits := make(chan devExit, len(ms))
+	start := func(m *devMember) error {
+		c := exec.Command(self, m.args...)
+		stdout, err := c.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		stderr, err := c.StderrPipe()
+		if err != nil {
+			return err
+		}
 		if err := c.Start(); err != nil {
-			for _, p := range procs {
-				p.Process.Signal(syscall.SIGTERM)
-			}
 			return fmt.Errorf("start %s: %w", m.name, err)
 		}
-		procs = append(procs, c)
-		wg.Add(2)
-		go prefix(m.name, stdout, a.stdout)
-		go prefix(m.name, stderr, a.stderr)
+		m.cmd, m.running = c, true
+		var done sync.WaitGroup
+		done.Add(2)
+		pipes.Add(1)
+		go prefix(m.name, stdout, a.stdout, &done)
+		go prefix(m.name, stderr, a.stderr, &done)
+		go func() {
+			defer pipes.Done()
+			done.Wait() // read everything before Wait closes the pipes
+			exits <- devExit{m: m, cmd: c, err: c.Wait()}
+		}()
+		return nil
+	}
+	signalAll := func(sig os.Signal) {
+		for _, m := range ms {
+			if m.running {
+				m.cmd.Process.Signal(sig)
+			}
+		}
+	}
+	for _, m := range ms {
+		if err := start(m); err != nil {
+			signalAll(syscall.SIGTERM)
+			return err
+		}
 	}
 	var eps []string
 	for _, m := range ms {
@@ -121,39 +185,131 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string) error {
 	for _, m := range ms {
 		fmt.Fprintf(a.stdout, "  %s  client %s  http %s  peer %s\n", m.name, m.client, m.http, m.peer)
 	}
-	fmt.Fprintf(a.stdout, "try:  export DKV_ENDPOINTS=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n", strings.Join(eps, ","))
+	fmt.Fprintf(a.stdout, "try:  export DKV_ENDPOINTS=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n", strings.Join(eps, ","), devClusterHelp)
 	outMu.Unlock()
 
-	exited := make(chan struct{}, len(procs))
-	for _, p := range procs {
-		go func(p *exec.Cmd) { p.Wait(); exited <- struct{}{} }(p)
+	// Commands from stdin; EOF (no terminal, or dev-cluster &) just ends them.
+	cmds := make(chan []string)
+	go func() {
+		sc := bufio.NewScanner(a.stdin)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) > 0 {
+				select {
+				case cmds <- f:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	find := func(name string) []*devMember {
+		if name == "all" {
+			return ms
+		}
+		for _, m := range ms {
+			if m.name == name {
+				return []*devMember{m}
+			}
+		}
+		return nil
 	}
-	// A member may exit on its own (removed from the cluster, or killed to
-	// try failover); the rest keep running until Ctrl-C or all are gone.
-	running := len(procs)
-wait:
+	// pendingRestart: members to start again once their old process is gone.
+	pendingRestart := map[*devMember]bool{}
+	running := len(ms)
+loop:
 	for running > 0 {
 		select {
 		case <-ctx.Done():
-			break wait
-		case <-exited:
+			break loop
+		case e := <-exits:
+			if e.cmd != e.m.cmd {
+				continue // an older process of a restarted member
+			}
+			e.m.running = false
 			running--
+			why := "exit status 0"
+			if e.err != nil {
+				why = e.err.Error()
+			}
+			if pendingRestart[e.m] {
+				delete(pendingRestart, e.m)
+				if err := start(e.m); err != nil {
+					say("%v", err)
+					continue
+				}
+				running++
+				say("%s restarted", e.m.name)
+				continue
+			}
+			say("%s exited: %s; type \"restart %s\" to start it again", e.m.name, why, e.m.name)
+		case f := <-cmds:
+			if len(f) != 2 && f[0] != "list" && f[0] != "help" {
+				say("usage:\n%s", devClusterHelp)
+				continue
+			}
+			switch f[0] {
+			case "list":
+				for _, m := range ms {
+					state := "exited"
+					if m.running {
+						state = fmt.Sprintf("running (pid %d)", m.cmd.Process.Pid)
+					}
+					say("%s  client %s  %s", m.name, m.client, state)
+				}
+				continue
+			case "help":
+				say("%s", devClusterHelp)
+				continue
+			}
+			if f[0] != "restart" && f[0] != "kill" && f[0] != "stop" {
+				say("unknown command %q\n%s", f[0], devClusterHelp)
+				continue
+			}
+			targets := find(f[1])
+			if targets == nil {
+				say("no member %q (members: n1..n%d, or all)", f[1], len(ms))
+				continue
+			}
+			for _, m := range targets {
+				switch f[0] {
+				case "restart":
+					if !m.running {
+						if err := start(m); err != nil {
+							say("%v", err)
+							continue
+						}
+						running++
+						say("%s started", m.name)
+					} else {
+						pendingRestart[m] = true
+						m.cmd.Process.Signal(syscall.SIGTERM)
+					}
+				case "kill":
+					if m.running {
+						m.cmd.Process.Kill()
+					}
+				case "stop":
+					if m.running {
+						m.cmd.Process.Signal(syscall.SIGTERM)
+					}
+				}
+			}
 		}
 	}
-	for _, p := range procs {
-		p.Process.Signal(syscall.SIGTERM)
-	}
+	signalAll(syscall.SIGTERM)
 	deadline := time.After(10 * time.Second)
-	for range running {
+	for running > 0 {
 		select {
-		case <-exited:
-		case <-deadline:
-			for _, p := range procs {
-				p.Process.Kill()
+		case e := <-exits:
+			if e.cmd == e.m.cmd {
+				e.m.running = false
+				running--
 			}
+		case <-deadline:
+			signalAll(syscall.SIGKILL)
 			return fmt.Errorf("members did not stop within 10s; killed")
 		}
 	}
-	wg.Wait()
+	pipes.Wait()
 	return nil
 }

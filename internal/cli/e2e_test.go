@@ -292,7 +292,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	n.ok("", "compact", strconv.FormatInt(revs[2], 10))
 	n.fails(8, "Error: Compacted: ", "get", "hist", "--rev", strconv.FormatInt(revs[0], 10))
 
-	if got := n.ok("", "status"); !strings.Contains(got, "leader id:") {
+	if got := n.ok("", "status"); !strings.Contains(got, "leader:") {
 		t.Fatalf("status printed %q", got)
 	}
 	if got := n.ok("", "-o", "json", "member", "list"); !strings.Contains(got, `"is_leader":true`) {

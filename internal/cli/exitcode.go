@@ -93,7 +93,13 @@ func errorLine(err error) string {
 		case errors.As(err, &ce) && ce.Msg != "":
 			return fmt.Sprintf("Error: %s: %s", c.name, ce.Msg)
 		default:
-			return fmt.Sprintf("Error: %s: %v", c.name, err)
+			// fmt.Errorf("%w: lock %q is held", client.ErrLocked, ...):
+			// the name says "Locked" already, so drop "locked: ".
+			msg := err.Error()
+			if rest, ok := strings.CutPrefix(msg, c.err.Error()+": "); ok {
+				msg = rest
+			}
+			return fmt.Sprintf("Error: %s: %s", c.name, msg)
 		}
 	}
 	return fmt.Sprintf("Error: %v", err)

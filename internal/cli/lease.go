@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
@@ -75,8 +78,9 @@ func (a *app) leaseGrantCmd() *cobra.Command {
 				if a.json() {
 					return writeJSON(a.stdout, map[string]int64{"id": g.ID, "ttl_ms": ms(g.TTL)})
 				}
-				fmt.Fprintf(a.stdout, "lease %d granted with TTL %v\n", g.ID, g.TTL)
-				return nil
+				// The bare id, so that ID=$(dkv lease grant 10s) works.
+				_, err = fmt.Fprintln(a.stdout, g.ID)
+				return err
 			})
 		},
 	}
@@ -89,9 +93,11 @@ func (a *app) leaseKeepAliveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keepalive ID",
 		Short: "Keep a lease alive until interrupted (or once, with --once)",
-		Long: `Renews the lease about every TTL/3 and prints each renewal, until
-interrupted (Ctrl-C) or the lease is gone (exit 9). --timeout bounds each
-renewal, not the whole command.`,
+		Long: `Renews the lease about every TTL/3 and prints one line per renewal
+with the time and the TTL the lease has left after it
+("lease 7 renewed at 10:04:05, remaining 10s"), until interrupted (Ctrl-C)
+or the lease is gone (exit 9). --timeout bounds each renewal, not the whole
+command.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			id, err := parseLeaseID(argv[0])
@@ -143,7 +149,7 @@ func (a *app) printKeepAlive(id int64, ttl time.Duration) error {
 	if a.json() {
 		return writeJSON(a.stdout, map[string]int64{"id": id, "ttl_ms": ms(ttl)})
 	}
-	_, err := fmt.Fprintf(a.stdout, "lease %d kept alive with TTL %v\n", id, ttl)
+	_, err := fmt.Fprintf(a.stdout, "lease %d renewed at %s, remaining %v\n", id, time.Now().Format(time.TimeOnly), ttl)
 	return err
 }
 
@@ -231,18 +237,62 @@ func (a *app) leaseListCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				rem, err := remainingTTLs(ctx, c, ls)
+				if err != nil {
+					return err
+				}
 				if a.json() {
 					out := make([]map[string]int64, 0, len(ls))
-					for _, l := range ls {
-						out = append(out, map[string]int64{"id": l.ID, "granted_ttl_ms": ms(l.GrantedTTL)})
+					for i, l := range ls {
+						if rem[i] < 0 {
+							continue // gone since it was listed
+						}
+						out = append(out, map[string]int64{"id": l.ID, "granted_ttl_ms": ms(l.GrantedTTL), "remaining_ms": ms(rem[i])})
 					}
 					return writeJSON(a.stdout, map[string]any{"leases": out})
 				}
-				for _, l := range ls {
-					fmt.Fprintf(a.stdout, "%d\t%v\n", l.ID, l.GrantedTTL)
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tGRANTED TTL\tREMAINING")
+				for i, l := range ls {
+					if rem[i] < 0 {
+						continue
+					}
+					fmt.Fprintf(tw, "%d\t%v\t%v\n", l.ID, l.GrantedTTL, rem[i].Round(100*time.Millisecond))
 				}
-				return nil
+				return tw.Flush()
 			})
 		},
 	}
+}
+
+// remainingTTLs asks for each listed lease's remaining TTL, a few at a
+// time; -1 marks a lease that expired or was revoked since the listing.
+func remainingTTLs(ctx context.Context, c *client.Client, ls []client.LeaseStatus) ([]time.Duration, error) {
+	rem := make([]time.Duration, len(ls))
+	errs := make([]error, len(ls))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			info, err := c.TimeToLive(ctx, l.ID)
+			switch {
+			case errors.Is(err, client.ErrLeaseNotFound):
+				rem[i] = -1
+			case err != nil:
+				errs[i] = err
+			default:
+				rem[i] = info.Remaining
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return rem, nil
 }

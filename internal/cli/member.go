@@ -3,21 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/spf13/cobra"
 )
-
-type jsonMember struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	PeerURL   string `json:"peer_url"`
-	ClientURL string `json:"client_url"`
-	IsLearner bool   `json:"is_learner"`
-	IsLeader  bool   `json:"is_leader"`
-}
 
 func (a *app) memberCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -46,29 +36,7 @@ quorum), or with --serializable as the member at --endpoints knows them
 				if err != nil {
 					return err
 				}
-				members := []jsonMember{}
-				for _, m := range ml.GetMembers() {
-					members = append(members, jsonMember{
-						ID: fmt.Sprintf("%x", m.GetId()), Name: m.GetName(), PeerURL: m.GetPeerUrl(),
-						ClientURL: m.GetClientUrl(), IsLearner: m.GetIsLearner(), IsLeader: m.GetId() == ml.GetLeaderId(),
-					})
-				}
-				if a.json() {
-					return writeJSON(a.stdout, map[string]any{"members": members})
-				}
-				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tPEER\tCLIENT\tROLE")
-				for _, m := range members {
-					role := "follower"
-					switch {
-					case m.IsLeader:
-						role = "leader"
-					case m.IsLearner:
-						role = "learner"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Name, m.PeerURL, m.ClientURL, role)
-				}
-				return tw.Flush()
+				return a.printMemberList(ctx, ml)
 			})
 		},
 	}
@@ -85,7 +53,7 @@ quorum), or with --serializable as the member at --endpoints knows them
 				if err != nil {
 					return err
 				}
-				return a.printMembership(resp.GetMembers(), fmt.Sprintf("added %s (%x)", argv[0], resp.GetMember().GetId()))
+				return a.printMembership(resp.GetMembers(), fmt.Sprintf("added %s (%s)", argv[0], memberID(resp.GetMember().GetId())))
 			})
 		},
 	}
@@ -96,11 +64,12 @@ quorum), or with --serializable as the member at --endpoints knows them
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
-				resp, err := c.MemberPromote(ctx, argv[0])
+				name := resolveMember(ctx, c, argv[0])
+				resp, err := c.MemberPromote(ctx, name)
 				if err != nil {
 					return err
 				}
-				return a.printMembership(resp.GetMembers(), "promoted "+argv[0])
+				return a.printMembership(resp.GetMembers(), "promoted "+name)
 			})
 		},
 	}, &cobra.Command{
@@ -109,11 +78,12 @@ quorum), or with --serializable as the member at --endpoints knows them
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
-				resp, err := c.MemberRemove(ctx, argv[0])
+				name := resolveMember(ctx, c, argv[0])
+				resp, err := c.MemberRemove(ctx, name)
 				if err != nil {
 					return err
 				}
-				return a.printMembership(resp.GetMembers(), "removed "+argv[0])
+				return a.printMembership(resp.GetMembers(), "removed "+name)
 			})
 		},
 	})
@@ -124,7 +94,7 @@ func (a *app) printMembership(ms []*dkvpb.Member, msg string) error {
 	if a.json() {
 		out := []jsonMember{}
 		for _, m := range ms {
-			out = append(out, jsonMember{ID: fmt.Sprintf("%x", m.GetId()), Name: m.GetName(), PeerURL: m.GetPeerUrl(), ClientURL: m.GetClientUrl(), IsLearner: m.GetIsLearner()})
+			out = append(out, jsonMember{ID: memberID(m.GetId()), Name: m.GetName(), PeerURL: m.GetPeerUrl(), ClientURL: m.GetClientUrl(), IsLearner: m.GetIsLearner()})
 		}
 		return writeJSON(a.stdout, map[string]any{"result": msg, "members": out})
 	}
@@ -145,14 +115,15 @@ func (a *app) leaderCmd() *cobra.Command {
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
-				resp, err := c.LeaderTransfer(ctx, argv[0])
+				name := resolveMember(ctx, c, argv[0])
+				resp, err := c.LeaderTransfer(ctx, name)
 				if err != nil {
 					return err
 				}
 				if a.json() {
-					return writeJSON(a.stdout, map[string]any{"leader_id": fmt.Sprintf("%x", resp.GetLeaderId())})
+					return writeJSON(a.stdout, map[string]any{"leader_id": memberID(resp.GetLeaderId())})
 				}
-				_, err = fmt.Fprintf(a.stdout, "%s (%x) is the leader\n", argv[0], resp.GetLeaderId())
+				_, err = fmt.Fprintf(a.stdout, "%s (%s) is the leader\n", name, memberID(resp.GetLeaderId()))
 				return err
 			})
 		},

@@ -10,10 +10,12 @@ import (
 	"github.com/dkv-io/dkv/client"
 )
 
-// jsonKV is a key-value in -o json output. Values that are valid UTF-8
-// appear as "value"; others as "value_base64".
+// jsonKV is a key-value in -o json output. Keys and values that are
+// valid UTF-8 appear as "key" and "value"; others as "key_base64" and
+// "value_base64" (JSON strings cannot carry arbitrary bytes).
 type jsonKV struct {
-	Key            string  `json:"key"`
+	Key            *string `json:"key,omitempty"`
+	KeyBase64      string  `json:"key_base64,omitempty"`
 	Value          *string `json:"value,omitempty"`
 	ValueBase64    string  `json:"value_base64,omitempty"`
 	CreateRevision int64   `json:"create_revision"`
@@ -26,7 +28,8 @@ func toJSONKV(kv *client.KeyValue) *jsonKV {
 	if kv == nil {
 		return nil
 	}
-	j := &jsonKV{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
+	j := &jsonKV{CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
+	j.Key, j.KeyBase64 = jsonKey(kv.Key)
 	if utf8.Valid(kv.Value) {
 		s := string(kv.Value)
 		j.Value = &s
@@ -34,6 +37,15 @@ func toJSONKV(kv *client.KeyValue) *jsonKV {
 		j.ValueBase64 = base64.StdEncoding.EncodeToString(kv.Value)
 	}
 	return j
+}
+
+// jsonKey is a key for -o json: the string when it is valid UTF-8, else
+// its base64 (the second result).
+func jsonKey(k string) (*string, string) {
+	if utf8.ValidString(k) {
+		return &k, ""
+	}
+	return nil, base64.StdEncoding.EncodeToString([]byte(k))
 }
 
 func toJSONKVs(kvs []*client.KeyValue) []*jsonKV {

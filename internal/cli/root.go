@@ -118,7 +118,9 @@ JSON object per command with -o json.
 		a.devClusterCmd(),
 		a.leaderCmd(),
 		a.benchCmd(),
+		a.endpointCmd(),
 	)
+	a.addVersion(root)
 	return root
 }
 

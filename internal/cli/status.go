@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/spf13/cobra"
 )
@@ -12,6 +14,7 @@ type jsonStatus struct {
 	Name             string `json:"name"`
 	MemberID         string `json:"member_id"`
 	LeaderID         string `json:"leader_id"`
+	LeaderName       string `json:"leader_name,omitempty"`
 	RaftTerm         uint64 `json:"raft_term"`
 	RaftIndex        uint64 `json:"raft_index"`
 	RaftAppliedIndex uint64 `json:"raft_applied_index"`
@@ -34,26 +37,50 @@ func (a *app) statusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				s := jsonStatus{
-					Name:             st.GetName(),
-					MemberID:         fmt.Sprintf("%x", st.GetMemberId()),
-					LeaderID:         fmt.Sprintf("%x", st.GetLeaderId()),
-					RaftTerm:         st.GetRaftTerm(),
-					RaftIndex:        st.GetRaftIndex(),
-					RaftAppliedIndex: st.GetRaftAppliedIndex(),
-					Revision:         st.GetRevision(),
-					CompactRevision:  st.GetCompactRevision(),
-					DBSize:           st.GetDbSize(),
-					IsLearner:        st.GetIsLearner(),
-					Version:          st.GetVersion(),
+				s := statusOf(st)
+				if st.GetLeaderId() != 0 && st.GetLeaderId() != st.GetMemberId() {
+					s.LeaderName = memberNames(ctx, c)[st.GetLeaderId()]
 				}
 				if a.json() {
 					return writeJSON(a.stdout, s)
 				}
-				fmt.Fprintf(a.stdout, "name:              %s\nmember id:         %s\nleader id:         %s\nraft term:         %d\nraft index:        %d\nraft applied:      %d\nrevision:          %d\ncompact revision:  %d\ndb size:           %d\nlearner:           %v\nversion:           %s\n",
-					s.Name, s.MemberID, s.LeaderID, s.RaftTerm, s.RaftIndex, s.RaftAppliedIndex, s.Revision, s.CompactRevision, s.DBSize, s.IsLearner, s.Version)
-				return nil
+				return writeStatus(a.stdout, s)
 			})
 		},
 	}
+}
+
+// statusOf is the -o json form of a status reply, without LeaderName.
+func statusOf(st *dkvpb.StatusResponse) jsonStatus {
+	s := jsonStatus{
+		Name:             st.GetName(),
+		MemberID:         memberID(st.GetMemberId()),
+		LeaderID:         memberID(st.GetLeaderId()),
+		RaftTerm:         st.GetRaftTerm(),
+		RaftIndex:        st.GetRaftIndex(),
+		RaftAppliedIndex: st.GetRaftAppliedIndex(),
+		Revision:         st.GetRevision(),
+		CompactRevision:  st.GetCompactRevision(),
+		DBSize:           st.GetDbSize(),
+		IsLearner:        st.GetIsLearner(),
+		Version:          st.GetVersion(),
+	}
+	if st.GetLeaderId() == st.GetMemberId() {
+		s.LeaderName = st.GetName()
+	}
+	return s
+}
+
+// writeStatus is the text form of dkv status.
+func writeStatus(w io.Writer, s jsonStatus) error {
+	leader := "none (no leader known)"
+	if s.LeaderID != "0" {
+		leader = s.LeaderID
+		if s.LeaderName != "" {
+			leader = s.LeaderName + " (" + s.LeaderID + ")"
+		}
+	}
+	_, err := fmt.Fprintf(w, "name:              %s\nmember id:         %s\nleader:            %s\nraft term:         %d\nraft index:        %d\nraft applied:      %d\nrevision:          %d\ncompact revision:  %d\ndb size:           %s\nlearner:           %v\nversion:           %s\n",
+		s.Name, s.MemberID, leader, s.RaftTerm, s.RaftIndex, s.RaftAppliedIndex, s.Revision, s.CompactRevision, humanBytes(s.DBSize), s.IsLearner, s.Version)
+	return err
 }

@@ -16,7 +16,8 @@ import (
 type jsonWatchEvent struct {
 	Type     string  `json:"type"` // PUT, DELETE, or SNAPSHOT for the initial state
 	Revision int64   `json:"revision"`
-	Key      string  `json:"key"`
+	Key      *string `json:"key,omitempty"`
+	KeyB64   string  `json:"key_base64,omitempty"` // instead of key, when it is not UTF-8
 	KV       *jsonKV `json:"kv,omitempty"`
 	PrevKV   *jsonKV `json:"prev_kv,omitempty"`
 }
@@ -125,14 +126,14 @@ func (a *app) runWatch(key string, opts []client.WatchOption) error {
 	defer w.Stop()
 	if init := w.Initial(); init != nil {
 		for _, kv := range init.KVs {
-			if err := a.printWatch(jsonWatchEvent{Type: "SNAPSHOT", Revision: init.Revision, Key: kv.Key, KV: toJSONKV(kv)}, kv.Value, nil); err != nil {
+			if err := a.printWatch(watchEvent("SNAPSHOT", init.Revision, kv.Key, toJSONKV(kv), nil), kv.Key, kv.Value, nil); err != nil {
 				return err
 			}
 		}
 	}
 	for b := range w.Events() {
 		for _, e := range b.Events {
-			j := jsonWatchEvent{Type: e.Type.String(), Revision: e.Revision, Key: e.KV.Key, PrevKV: toJSONKV(e.PrevKV)}
+			j := watchEvent(e.Type.String(), e.Revision, e.KV.Key, nil, toJSONKV(e.PrevKV))
 			var prevVal []byte
 			if e.PrevKV != nil {
 				prevVal = e.PrevKV.Value
@@ -140,7 +141,7 @@ func (a *app) runWatch(key string, opts []client.WatchOption) error {
 			if e.Type == client.EventPut {
 				j.KV = toJSONKV(e.KV)
 			}
-			if err := a.printWatch(j, e.KV.Value, prevVal); err != nil {
+			if err := a.printWatch(j, e.KV.Key, e.KV.Value, prevVal); err != nil {
 				return err
 			}
 		}
@@ -151,16 +152,22 @@ func (a *app) runWatch(key string, opts []client.WatchOption) error {
 	return w.Err()
 }
 
-func (a *app) printWatch(j jsonWatchEvent, value, prev []byte) error {
+func watchEvent(typ string, rev int64, key string, kv, prev *jsonKV) jsonWatchEvent {
+	j := jsonWatchEvent{Type: typ, Revision: rev, KV: kv, PrevKV: prev}
+	j.Key, j.KeyB64 = jsonKey(key)
+	return j
+}
+
+func (a *app) printWatch(j jsonWatchEvent, key string, value, prev []byte) error {
 	if a.json() {
 		return writeJSON(a.stdout, j)
 	}
 	var err error
 	switch {
 	case j.Type == "DELETE":
-		_, err = fmt.Fprintf(a.stdout, "DELETE %s", j.Key)
+		_, err = fmt.Fprintf(a.stdout, "DELETE %s", key)
 	default:
-		_, err = fmt.Fprintf(a.stdout, "PUT %s %s", j.Key, value)
+		_, err = fmt.Fprintf(a.stdout, "PUT %s %s", key, value)
 	}
 	if err == nil && j.PrevKV != nil {
 		_, err = fmt.Fprintf(a.stdout, " (prev: %s)", prev)

@@ -105,6 +105,18 @@ func (e *Error) GRPCStatus() *status.Status {
 	return st
 }
 
+// Message is err's text without the code in front: the Msg of a DKV
+// error, err.Error() otherwise. Use it where the code travels separately
+// (a status field, a gRPC code) so that the code is not printed twice
+// ("Compacted: Compacted: ...").
+func Message(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Msg
+	}
+	return err.Error()
+}
+
 // New returns an error with code c and a formatted message.
 func New(c Code, format string, args ...any) *Error {
 	return &Error{Code: c, Msg: fmt.Sprintf(format, args...)}

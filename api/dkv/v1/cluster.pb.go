@@ -21,6 +21,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type Reachability_State int32
+
+const (
+	// No message lately, and none expected: both are followers.
+	Reachability_STATE_UNKNOWN Reachability_State = 0
+	// The answering member itself.
+	Reachability_STATE_SELF Reachability_State = 1
+	// A raft message arrived from it within the last election timeout.
+	Reachability_STATE_REACHABLE Reachability_State = 2
+	// Silent for longer than an election timeout although it should have
+	// talked: the answering member leads, or this member is the leader.
+	Reachability_STATE_UNREACHABLE Reachability_State = 3
+)
+
+// Enum value maps for Reachability_State.
+var (
+	Reachability_State_name = map[int32]string{
+		0: "STATE_UNKNOWN",
+		1: "STATE_SELF",
+		2: "STATE_REACHABLE",
+		3: "STATE_UNREACHABLE",
+	}
+	Reachability_State_value = map[string]int32{
+		"STATE_UNKNOWN":     0,
+		"STATE_SELF":        1,
+		"STATE_REACHABLE":   2,
+		"STATE_UNREACHABLE": 3,
+	}
+)
+
+func (x Reachability_State) Enum() *Reachability_State {
+	p := new(Reachability_State)
+	*p = x
+	return p
+}
+
+func (x Reachability_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Reachability_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_dkv_v1_cluster_proto_enumTypes[0].Descriptor()
+}
+
+func (Reachability_State) Type() protoreflect.EnumType {
+	return &file_dkv_v1_cluster_proto_enumTypes[0]
+}
+
+func (x Reachability_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Reachability_State.Descriptor instead.
+func (Reachability_State) EnumDescriptor() ([]byte, []int) {
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{5, 0}
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -303,12 +360,15 @@ func (x *HashKVResponse) GetCompactRevision() int64 {
 }
 
 type Member struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	PeerUrl       string                 `protobuf:"bytes,3,opt,name=peer_url,json=peerUrl,proto3" json:"peer_url,omitempty"`
-	ClientUrl     string                 `protobuf:"bytes,4,opt,name=client_url,json=clientUrl,proto3" json:"client_url,omitempty"`
-	IsLearner     bool                   `protobuf:"varint,5,opt,name=is_learner,json=isLearner,proto3" json:"is_learner,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PeerUrl   string                 `protobuf:"bytes,3,opt,name=peer_url,json=peerUrl,proto3" json:"peer_url,omitempty"`
+	ClientUrl string                 `protobuf:"bytes,4,opt,name=client_url,json=clientUrl,proto3" json:"client_url,omitempty"`
+	IsLearner bool                   `protobuf:"varint,5,opt,name=is_learner,json=isLearner,proto3" json:"is_learner,omitempty"`
+	// How the member that answered (header.member_id) sees this one. Set in
+	// MemberList replies only.
+	Reachability  *Reachability `protobuf:"bytes,6,opt,name=reachability,proto3" json:"reachability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -378,6 +438,70 @@ func (x *Member) GetIsLearner() bool {
 	return false
 }
 
+func (x *Member) GetReachability() *Reachability {
+	if x != nil {
+		return x.Reachability
+	}
+	return nil
+}
+
+// Reachability is one member's view of another, from the raft messages it
+// received. Followers exchange no messages with each other, so a follower
+// knows only itself and the leader; ask the leader for the full picture.
+type Reachability struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State Reachability_State     `protobuf:"varint,1,opt,name=state,proto3,enum=dkv.v1.Reachability_State" json:"state,omitempty"`
+	// Milliseconds since the answering member last received a raft message
+	// from this member; -1 if it has received none since it started.
+	LastContactMs int64 `protobuf:"varint,2,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reachability) Reset() {
+	*x = Reachability{}
+	mi := &file_dkv_v1_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reachability) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reachability) ProtoMessage() {}
+
+func (x *Reachability) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reachability.ProtoReflect.Descriptor instead.
+func (*Reachability) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Reachability) GetState() Reachability_State {
+	if x != nil {
+		return x.State
+	}
+	return Reachability_STATE_UNKNOWN
+}
+
+func (x *Reachability) GetLastContactMs() int64 {
+	if x != nil {
+		return x.LastContactMs
+	}
+	return 0
+}
+
 type MemberListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Linearizable  bool                   `protobuf:"varint,1,opt,name=linearizable,proto3" json:"linearizable,omitempty"`
@@ -387,7 +511,7 @@ type MemberListRequest struct {
 
 func (x *MemberListRequest) Reset() {
 	*x = MemberListRequest{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[5]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +523,7 @@ func (x *MemberListRequest) String() string {
 func (*MemberListRequest) ProtoMessage() {}
 
 func (x *MemberListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[5]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +536,7 @@ func (x *MemberListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberListRequest.ProtoReflect.Descriptor instead.
 func (*MemberListRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MemberListRequest) GetLinearizable() bool {
@@ -433,7 +557,7 @@ type MemberListResponse struct {
 
 func (x *MemberListResponse) Reset() {
 	*x = MemberListResponse{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[6]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +569,7 @@ func (x *MemberListResponse) String() string {
 func (*MemberListResponse) ProtoMessage() {}
 
 func (x *MemberListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[6]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +582,7 @@ func (x *MemberListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberListResponse.ProtoReflect.Descriptor instead.
 func (*MemberListResponse) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MemberListResponse) GetHeader() *ResponseHeader {
@@ -493,7 +617,7 @@ type MemberAddRequest struct {
 
 func (x *MemberAddRequest) Reset() {
 	*x = MemberAddRequest{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[7]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +629,7 @@ func (x *MemberAddRequest) String() string {
 func (*MemberAddRequest) ProtoMessage() {}
 
 func (x *MemberAddRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[7]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +642,7 @@ func (x *MemberAddRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAddRequest.ProtoReflect.Descriptor instead.
 func (*MemberAddRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MemberAddRequest) GetName() string {
@@ -553,7 +677,7 @@ type MemberAddResponse struct {
 
 func (x *MemberAddResponse) Reset() {
 	*x = MemberAddResponse{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[8]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +689,7 @@ func (x *MemberAddResponse) String() string {
 func (*MemberAddResponse) ProtoMessage() {}
 
 func (x *MemberAddResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[8]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +702,7 @@ func (x *MemberAddResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAddResponse.ProtoReflect.Descriptor instead.
 func (*MemberAddResponse) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MemberAddResponse) GetHeader() *ResponseHeader {
@@ -611,7 +735,7 @@ type MemberPromoteRequest struct {
 
 func (x *MemberPromoteRequest) Reset() {
 	*x = MemberPromoteRequest{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[9]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +747,7 @@ func (x *MemberPromoteRequest) String() string {
 func (*MemberPromoteRequest) ProtoMessage() {}
 
 func (x *MemberPromoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[9]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +760,7 @@ func (x *MemberPromoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPromoteRequest.ProtoReflect.Descriptor instead.
 func (*MemberPromoteRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MemberPromoteRequest) GetName() string {
@@ -656,7 +780,7 @@ type MemberPromoteResponse struct {
 
 func (x *MemberPromoteResponse) Reset() {
 	*x = MemberPromoteResponse{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[10]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +792,7 @@ func (x *MemberPromoteResponse) String() string {
 func (*MemberPromoteResponse) ProtoMessage() {}
 
 func (x *MemberPromoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[10]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +805,7 @@ func (x *MemberPromoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPromoteResponse.ProtoReflect.Descriptor instead.
 func (*MemberPromoteResponse) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MemberPromoteResponse) GetHeader() *ResponseHeader {
@@ -707,7 +831,7 @@ type MemberRemoveRequest struct {
 
 func (x *MemberRemoveRequest) Reset() {
 	*x = MemberRemoveRequest{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[11]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +843,7 @@ func (x *MemberRemoveRequest) String() string {
 func (*MemberRemoveRequest) ProtoMessage() {}
 
 func (x *MemberRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[11]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +856,7 @@ func (x *MemberRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRemoveRequest.ProtoReflect.Descriptor instead.
 func (*MemberRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MemberRemoveRequest) GetName() string {
@@ -752,7 +876,7 @@ type MemberRemoveResponse struct {
 
 func (x *MemberRemoveResponse) Reset() {
 	*x = MemberRemoveResponse{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[12]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +888,7 @@ func (x *MemberRemoveResponse) String() string {
 func (*MemberRemoveResponse) ProtoMessage() {}
 
 func (x *MemberRemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[12]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +901,7 @@ func (x *MemberRemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRemoveResponse.ProtoReflect.Descriptor instead.
 func (*MemberRemoveResponse) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MemberRemoveResponse) GetHeader() *ResponseHeader {
@@ -803,7 +927,7 @@ type LeaderTransferRequest struct {
 
 func (x *LeaderTransferRequest) Reset() {
 	*x = LeaderTransferRequest{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[13]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +939,7 @@ func (x *LeaderTransferRequest) String() string {
 func (*LeaderTransferRequest) ProtoMessage() {}
 
 func (x *LeaderTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[13]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +952,7 @@ func (x *LeaderTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderTransferRequest.ProtoReflect.Descriptor instead.
 func (*LeaderTransferRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaderTransferRequest) GetName() string {
@@ -848,7 +972,7 @@ type LeaderTransferResponse struct {
 
 func (x *LeaderTransferResponse) Reset() {
 	*x = LeaderTransferResponse{}
-	mi := &file_dkv_v1_cluster_proto_msgTypes[14]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +984,7 @@ func (x *LeaderTransferResponse) String() string {
 func (*LeaderTransferResponse) ProtoMessage() {}
 
 func (x *LeaderTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_cluster_proto_msgTypes[14]
+	mi := &file_dkv_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +997,7 @@ func (x *LeaderTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderTransferResponse.ProtoReflect.Descriptor instead.
 func (*LeaderTransferResponse) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_dkv_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeaderTransferResponse) GetHeader() *ResponseHeader {
@@ -918,7 +1042,7 @@ const file_dkv_v1_cluster_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\x04R\x04hash\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x12)\n" +
-	"\x10compact_revision\x18\x04 \x01(\x03R\x0fcompactRevision\"\x85\x01\n" +
+	"\x10compact_revision\x18\x04 \x01(\x03R\x0fcompactRevision\"\xbf\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
@@ -926,7 +1050,17 @@ const file_dkv_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"client_url\x18\x04 \x01(\tR\tclientUrl\x12\x1d\n" +
 	"\n" +
-	"is_learner\x18\x05 \x01(\bR\tisLearner\"7\n" +
+	"is_learner\x18\x05 \x01(\bR\tisLearner\x128\n" +
+	"\freachability\x18\x06 \x01(\v2\x14.dkv.v1.ReachabilityR\freachability\"\xc0\x01\n" +
+	"\fReachability\x120\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1a.dkv.v1.Reachability.StateR\x05state\x12&\n" +
+	"\x0flast_contact_ms\x18\x02 \x01(\x03R\rlastContactMs\"V\n" +
+	"\x05State\x12\x11\n" +
+	"\rSTATE_UNKNOWN\x10\x00\x12\x0e\n" +
+	"\n" +
+	"STATE_SELF\x10\x01\x12\x13\n" +
+	"\x0fSTATE_REACHABLE\x10\x02\x12\x15\n" +
+	"\x11STATE_UNREACHABLE\x10\x03\"7\n" +
 	"\x11MemberListRequest\x12\"\n" +
 	"\flinearizable\x18\x01 \x01(\bR\flinearizable\"\x8b\x01\n" +
 	"\x12MemberListResponse\x12.\n" +
@@ -979,57 +1113,62 @@ func file_dkv_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_dkv_v1_cluster_proto_rawDescData
 }
 
-var file_dkv_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_dkv_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_dkv_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_dkv_v1_cluster_proto_goTypes = []any{
-	(*StatusRequest)(nil),          // 0: dkv.v1.StatusRequest
-	(*StatusResponse)(nil),         // 1: dkv.v1.StatusResponse
-	(*HashKVRequest)(nil),          // 2: dkv.v1.HashKVRequest
-	(*HashKVResponse)(nil),         // 3: dkv.v1.HashKVResponse
-	(*Member)(nil),                 // 4: dkv.v1.Member
-	(*MemberListRequest)(nil),      // 5: dkv.v1.MemberListRequest
-	(*MemberListResponse)(nil),     // 6: dkv.v1.MemberListResponse
-	(*MemberAddRequest)(nil),       // 7: dkv.v1.MemberAddRequest
-	(*MemberAddResponse)(nil),      // 8: dkv.v1.MemberAddResponse
-	(*MemberPromoteRequest)(nil),   // 9: dkv.v1.MemberPromoteRequest
-	(*MemberPromoteResponse)(nil),  // 10: dkv.v1.MemberPromoteResponse
-	(*MemberRemoveRequest)(nil),    // 11: dkv.v1.MemberRemoveRequest
-	(*MemberRemoveResponse)(nil),   // 12: dkv.v1.MemberRemoveResponse
-	(*LeaderTransferRequest)(nil),  // 13: dkv.v1.LeaderTransferRequest
-	(*LeaderTransferResponse)(nil), // 14: dkv.v1.LeaderTransferResponse
-	(*ResponseHeader)(nil),         // 15: dkv.v1.ResponseHeader
+	(Reachability_State)(0),        // 0: dkv.v1.Reachability.State
+	(*StatusRequest)(nil),          // 1: dkv.v1.StatusRequest
+	(*StatusResponse)(nil),         // 2: dkv.v1.StatusResponse
+	(*HashKVRequest)(nil),          // 3: dkv.v1.HashKVRequest
+	(*HashKVResponse)(nil),         // 4: dkv.v1.HashKVResponse
+	(*Member)(nil),                 // 5: dkv.v1.Member
+	(*Reachability)(nil),           // 6: dkv.v1.Reachability
+	(*MemberListRequest)(nil),      // 7: dkv.v1.MemberListRequest
+	(*MemberListResponse)(nil),     // 8: dkv.v1.MemberListResponse
+	(*MemberAddRequest)(nil),       // 9: dkv.v1.MemberAddRequest
+	(*MemberAddResponse)(nil),      // 10: dkv.v1.MemberAddResponse
+	(*MemberPromoteRequest)(nil),   // 11: dkv.v1.MemberPromoteRequest
+	(*MemberPromoteResponse)(nil),  // 12: dkv.v1.MemberPromoteResponse
+	(*MemberRemoveRequest)(nil),    // 13: dkv.v1.MemberRemoveRequest
+	(*MemberRemoveResponse)(nil),   // 14: dkv.v1.MemberRemoveResponse
+	(*LeaderTransferRequest)(nil),  // 15: dkv.v1.LeaderTransferRequest
+	(*LeaderTransferResponse)(nil), // 16: dkv.v1.LeaderTransferResponse
+	(*ResponseHeader)(nil),         // 17: dkv.v1.ResponseHeader
 }
 var file_dkv_v1_cluster_proto_depIdxs = []int32{
-	15, // 0: dkv.v1.StatusResponse.header:type_name -> dkv.v1.ResponseHeader
-	15, // 1: dkv.v1.HashKVResponse.header:type_name -> dkv.v1.ResponseHeader
-	15, // 2: dkv.v1.MemberListResponse.header:type_name -> dkv.v1.ResponseHeader
-	4,  // 3: dkv.v1.MemberListResponse.members:type_name -> dkv.v1.Member
-	15, // 4: dkv.v1.MemberAddResponse.header:type_name -> dkv.v1.ResponseHeader
-	4,  // 5: dkv.v1.MemberAddResponse.member:type_name -> dkv.v1.Member
-	4,  // 6: dkv.v1.MemberAddResponse.members:type_name -> dkv.v1.Member
-	15, // 7: dkv.v1.MemberPromoteResponse.header:type_name -> dkv.v1.ResponseHeader
-	4,  // 8: dkv.v1.MemberPromoteResponse.members:type_name -> dkv.v1.Member
-	15, // 9: dkv.v1.MemberRemoveResponse.header:type_name -> dkv.v1.ResponseHeader
-	4,  // 10: dkv.v1.MemberRemoveResponse.members:type_name -> dkv.v1.Member
-	15, // 11: dkv.v1.LeaderTransferResponse.header:type_name -> dkv.v1.ResponseHeader
-	0,  // 12: dkv.v1.Cluster.Status:input_type -> dkv.v1.StatusRequest
-	2,  // 13: dkv.v1.Cluster.HashKV:input_type -> dkv.v1.HashKVRequest
-	5,  // 14: dkv.v1.Cluster.MemberList:input_type -> dkv.v1.MemberListRequest
-	7,  // 15: dkv.v1.Cluster.MemberAdd:input_type -> dkv.v1.MemberAddRequest
-	9,  // 16: dkv.v1.Cluster.MemberPromote:input_type -> dkv.v1.MemberPromoteRequest
-	11, // 17: dkv.v1.Cluster.MemberRemove:input_type -> dkv.v1.MemberRemoveRequest
-	13, // 18: dkv.v1.Cluster.LeaderTransfer:input_type -> dkv.v1.LeaderTransferRequest
-	1,  // 19: dkv.v1.Cluster.Status:output_type -> dkv.v1.StatusResponse
-	3,  // 20: dkv.v1.Cluster.HashKV:output_type -> dkv.v1.HashKVResponse
-	6,  // 21: dkv.v1.Cluster.MemberList:output_type -> dkv.v1.MemberListResponse
-	8,  // 22: dkv.v1.Cluster.MemberAdd:output_type -> dkv.v1.MemberAddResponse
-	10, // 23: dkv.v1.Cluster.MemberPromote:output_type -> dkv.v1.MemberPromoteResponse
-	12, // 24: dkv.v1.Cluster.MemberRemove:output_type -> dkv.v1.MemberRemoveResponse
-	14, // 25: dkv.v1.Cluster.LeaderTransfer:output_type -> dkv.v1.LeaderTransferResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	17, // 0: dkv.v1.StatusResponse.header:type_name -> dkv.v1.ResponseHeader
+	17, // 1: dkv.v1.HashKVResponse.header:type_name -> dkv.v1.ResponseHeader
+	6,  // 2: dkv.v1.Member.reachability:type_name -> dkv.v1.Reachability
+	0,  // 3: dkv.v1.Reachability.state:type_name -> dkv.v1.Reachability.State
+	17, // 4: dkv.v1.MemberListResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 5: dkv.v1.MemberListResponse.members:type_name -> dkv.v1.Member
+	17, // 6: dkv.v1.MemberAddResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 7: dkv.v1.MemberAddResponse.member:type_name -> dkv.v1.Member
+	5,  // 8: dkv.v1.MemberAddResponse.members:type_name -> dkv.v1.Member
+	17, // 9: dkv.v1.MemberPromoteResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 10: dkv.v1.MemberPromoteResponse.members:type_name -> dkv.v1.Member
+	17, // 11: dkv.v1.MemberRemoveResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 12: dkv.v1.MemberRemoveResponse.members:type_name -> dkv.v1.Member
+	17, // 13: dkv.v1.LeaderTransferResponse.header:type_name -> dkv.v1.ResponseHeader
+	1,  // 14: dkv.v1.Cluster.Status:input_type -> dkv.v1.StatusRequest
+	3,  // 15: dkv.v1.Cluster.HashKV:input_type -> dkv.v1.HashKVRequest
+	7,  // 16: dkv.v1.Cluster.MemberList:input_type -> dkv.v1.MemberListRequest
+	9,  // 17: dkv.v1.Cluster.MemberAdd:input_type -> dkv.v1.MemberAddRequest
+	11, // 18: dkv.v1.Cluster.MemberPromote:input_type -> dkv.v1.MemberPromoteRequest
+	13, // 19: dkv.v1.Cluster.MemberRemove:input_type -> dkv.v1.MemberRemoveRequest
+	15, // 20: dkv.v1.Cluster.LeaderTransfer:input_type -> dkv.v1.LeaderTransferRequest
+	2,  // 21: dkv.v1.Cluster.Status:output_type -> dkv.v1.StatusResponse
+	4,  // 22: dkv.v1.Cluster.HashKV:output_type -> dkv.v1.HashKVResponse
+	8,  // 23: dkv.v1.Cluster.MemberList:output_type -> dkv.v1.MemberListResponse
+	10, // 24: dkv.v1.Cluster.MemberAdd:output_type -> dkv.v1.MemberAddResponse
+	12, // 25: dkv.v1.Cluster.MemberPromote:output_type -> dkv.v1.MemberPromoteResponse
+	14, // 26: dkv.v1.Cluster.MemberRemove:output_type -> dkv.v1.MemberRemoveResponse
+	16, // 27: dkv.v1.Cluster.LeaderTransfer:output_type -> dkv.v1.LeaderTransferResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_cluster_proto_init() }
@@ -1043,13 +1182,14 @@ func file_dkv_v1_cluster_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_cluster_proto_rawDesc), len(file_dkv_v1_cluster_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   15,
+			NumEnums:      1,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_dkv_v1_cluster_proto_goTypes,
 		DependencyIndexes: file_dkv_v1_cluster_proto_depIdxs,
+		EnumInfos:         file_dkv_v1_cluster_proto_enumTypes,
 		MessageInfos:      file_dkv_v1_cluster_proto_msgTypes,
 	}.Build()
 	File_dkv_v1_cluster_proto = out.File

@@ -1,0 +1,240 @@
+package cli_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// freeHost picks a random loopback address (as tests.FreeAddr does: other
+// tests' connections take ephemeral ports on 127.0.0.1) and a base port
+// whose dev-cluster ports (base+10*i+{0,1,2}) on it are free now.
+func freeHost(t *testing.T, nodes int) (host string, base int) {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		host = fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(250), rand.IntN(256), 1+rand.IntN(250))
+		base = 20000 + 10*rand.IntN(1000)
+		ok := true
+		var ls []net.Listener
+		for i := 0; i < nodes && ok; i++ {
+			for j := 0; j < 3; j++ {
+				l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", host, base+10*i+j))
+				if err != nil {
+					ok = false
+					break
+				}
+				ls = append(ls, l)
+			}
+		}
+		for _, l := range ls {
+			l.Close()
+		}
+		if ok {
+			return host, base
+		}
+	}
+	t.Fatal("no free port range for a dev cluster")
+	return "", 0
+}
+
+// devCluster is a running `dkv dev-cluster` with its stdin and output.
+type devCluster struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	mu    sync.Mutex
+	lines []string
+	eps   string
+	done  chan struct{}
+}
+
+func startDevCluster(t *testing.T, dir, host string, base int, extra ...string) *devCluster {
+	t.Helper()
+	args := append([]string{"dev-cluster", "--nodes", "3", "--host", host, "--base-port", fmt.Sprint(base), "--data-dir", dir}, extra...)
+	d := &devCluster{t: t, cmd: exec.Command(dkvBin, args...), done: make(chan struct{})}
+	var err error
+	if d.stdin, err = d.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	d.cmd.Stdout, d.cmd.Stderr = pw, pw
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.lines = append(d.lines, sc.Text())
+			d.mu.Unlock()
+		}
+	}()
+	go func() { d.cmd.Wait(); pw.Close(); close(d.done) }()
+	t.Cleanup(func() {
+		d.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-d.done:
+		case <-time.After(20 * time.Second):
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			d.mu.Lock()
+			t.Logf("dev-cluster output:\n%s", tail(strings.Join(d.lines, "\n"), 4000))
+			d.mu.Unlock()
+		}
+	})
+	var eps []string
+	for i := 0; i < 3; i++ {
+		eps = append(eps, fmt.Sprintf("%s:%d", host, base+10*i))
+	}
+	d.eps = strings.Join(eps, ",")
+	for _, n := range []string{"n1", "n2", "n3"} {
+		d.waitLine("[" + n + "] ready")
+	}
+	return d
+}
+
+// waitLine waits for a line starting with want and consumes it, so the
+// next waitLine for the same text needs a new line.
+func (d *devCluster) waitLine(want string) {
+	d.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		d.mu.Lock()
+		for i, l := range d.lines {
+			if l == want || strings.HasPrefix(l, want) {
+				d.lines = append(d.lines[:i:i], d.lines[i+1:]...)
+				d.mu.Unlock()
+				return
+			}
+		}
+		d.mu.Unlock()
+		select {
+		case <-d.done:
+			d.t.Fatalf("dev-cluster exited before printing %q", want)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	d.t.Fatalf("dev-cluster did not print %q within 60s", want)
+}
+
+func (d *devCluster) send(cmd string) {
+	d.t.Helper()
+	if _, err := fmt.Fprintln(d.stdin, cmd); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// dkv runs the CLI against the dev cluster's endpoints.
+func (d *devCluster) dkv(args ...string) result {
+	d.t.Helper()
+	n := &node{t: d.t, addr: d.eps}
+	return n.dkv("", args...)
+}
+
+// eventually runs dkv until check accepts its result.
+func (d *devCluster) eventually(what string, check func(result) bool, args ...string) result {
+	d.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := d.dkv(args...)
+		if check(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%s: dkv %q never did: last exit %d\n%s%s", what, args, r.code, r.stdout, r.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func rowOf(table, name string) string {
+	for _, l := range strings.Split(table, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == name {
+			return l
+		}
+	}
+	return ""
+}
+
+// A member killed in a dev cluster is reported there, shows as
+// unreachable in member list and unhealthy in endpoint health, and comes
+// back with "restart NAME" on dev-cluster's stdin.
+func TestDevClusterDeadMemberVisibleAndRestartable(t *testing.T) {
+	dir := t.TempDir()
+	host, base := freeHost(t, 3)
+	d := startDevCluster(t, dir, host, base)
+
+	r := d.eventually("all healthy", func(r result) bool { return r.code == 0 }, "endpoint", "health", "--cluster")
+	if got := strings.Count(r.stdout, " is healthy: served a linearizable read: took = "); got != 3 {
+		t.Fatalf("endpoint health --cluster:\n%s", r.stdout)
+	}
+	r = d.dkv("endpoint", "status", "--cluster")
+	if r.code != 0 || len(strings.Split(strings.TrimSpace(r.stdout), "\n")) != 4 || !strings.HasPrefix(r.stdout, "ENDPOINT ") {
+		t.Fatalf("endpoint status --cluster: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	d.dkv("put", "k", "v")
+
+	d.send("kill n3")
+	d.waitLine("[dev-cluster] n3 exited: signal: killed")
+	// Ask n1 and n2 only: the CLI must not depend on the dead member.
+	eps := strings.Join(strings.Split(d.eps, ",")[:2], ",")
+	r = d.eventually("n3 unreachable", func(r result) bool {
+		return r.code == 0 && strings.Contains(rowOf(r.stdout, "n3"), "unreachable")
+	}, "--endpoints", eps, "member", "list")
+	for _, n := range []string{"n1", "n2"} {
+		if row := rowOf(r.stdout, n); !strings.Contains(row, "reachable") && !strings.Contains(row, "self") || strings.Contains(row, "unreachable") {
+			t.Errorf("member list row of live %s: %q", n, row)
+		}
+	}
+	r = d.dkv("endpoint", "health", "--cluster", "--endpoints", eps, "--timeout", "2s")
+	if r.code != 7 || !strings.Contains(r.stdout, strings.Split(d.eps, ",")[2]+" is unhealthy") || strings.Count(r.stdout, " is healthy") != 2 {
+		t.Errorf("endpoint health with n3 dead: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	d.send("restart n3")
+	d.waitLine("[dev-cluster] n3 started")
+	d.waitLine("[n3] ready")
+	d.eventually("n3 reachable again", func(r result) bool {
+		row := rowOf(r.stdout, "n3")
+		return r.code == 0 && strings.Contains(row, "reachable") && !strings.Contains(row, "unreachable")
+	}, "member", "list")
+	if r := d.dkv("get", "k", "--endpoints", strings.Split(d.eps, ",")[2], "--serializable"); r.stdout != "v\n" {
+		d.eventually("n3 caught up", func(r result) bool { return r.stdout == "v\n" }, "get", "k", "--endpoints", strings.Split(d.eps, ",")[2], "--serializable")
+	}
+}
+
+// --fresh starts from empty data dirs; without it the data is kept.
+func TestDevClusterFresh(t *testing.T) {
+	dir := t.TempDir()
+	host, base := freeHost(t, 3)
+	d := startDevCluster(t, dir, host, base)
+	d.eventually("a write", func(r result) bool { return r.code == 0 }, "put", "kept", "yes")
+	d.cmd.Process.Signal(syscall.SIGINT)
+	<-d.done
+	if _, err := os.Stat(filepath.Join(dir, "n1")); err != nil {
+		t.Fatal(err)
+	}
+
+	d = startDevCluster(t, dir, host, base)
+	d.eventually("the key kept", func(r result) bool { return r.stdout == "yes\n" }, "get", "kept")
+	d.cmd.Process.Signal(syscall.SIGINT)
+	<-d.done
+
+	d = startDevCluster(t, dir, host, base, "--fresh")
+	d.eventually("a leader", func(r result) bool { return r.code == 0 }, "endpoint", "health", "--cluster")
+	if r := d.dkv("get", "kept"); r.code != 3 {
+		t.Fatalf("after --fresh, get kept: exit %d %q, want 3 (NotFound)", r.code, r.stdout)
+	}
+}

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/client"
+)
+
+type jsonMember struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	PeerURL   string `json:"peer_url"`
+	ClientURL string `json:"client_url"`
+	IsLearner bool   `json:"is_learner"`
+	IsLeader  bool   `json:"is_leader"`
+	// Reachability is how the member named by SeenBy sees this one: self,
+	// reachable, unreachable or unknown (MemberList replies only).
+	Reachability string `json:"reachability,omitempty"`
+	// LastContactMs: ms since SeenBy last heard from it; -1 never.
+	LastContactMs *int64 `json:"last_contact_ms,omitempty"`
+}
+
+var reachNames = map[dkvpb.Reachability_State]string{
+	dkvpb.Reachability_STATE_UNKNOWN:     "unknown",
+	dkvpb.Reachability_STATE_SELF:        "self",
+	dkvpb.Reachability_STATE_REACHABLE:   "reachable",
+	dkvpb.Reachability_STATE_UNREACHABLE: "unreachable",
+}
+
+// leaderView returns the leader's member list when ml came from a
+// follower, for the leader is the one member that hears from all the
+// others; ml itself if it came from the leader, there is no leader, or the
+// leader cannot be asked within a second.
+func (a *app) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkvpb.MemberListResponse {
+	lead := ml.GetLeaderId()
+	if lead == 0 || ml.GetHeader().GetMemberId() == lead {
+		return ml
+	}
+	var url string
+	for _, m := range ml.GetMembers() {
+		if m.GetId() == lead {
+			url = m.GetClientUrl()
+		}
+	}
+	if url == "" {
+		return ml
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, time.Second))
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Endpoints: []string{url}, AutoSyncInterval: -1, DialTimeout: min(a.timeout, time.Second), MaxRetries: 1})
+	if err != nil {
+		return ml
+	}
+	defer c.Close()
+	lv, err := dkvpb.NewClusterClient(c.Conn()).MemberList(ctx, &dkvpb.MemberListRequest{})
+	if err != nil || lv.GetHeader().GetMemberId() != lead {
+		return ml
+	}
+	return lv
+}
+
+// printMemberList prints dkv member list's table or JSON, with each
+// member's reachability as the leader sees it (or, if the leader cannot
+// be asked, the answering member).
+func (a *app) printMemberList(ctx context.Context, ml *dkvpb.MemberListResponse) error {
+	ml = a.leaderView(ctx, ml)
+	seenBy := ml.GetHeader().GetMemberId()
+	var seenByName string
+	members := []jsonMember{}
+	for _, m := range ml.GetMembers() {
+		j := jsonMember{
+			ID: memberID(m.GetId()), Name: m.GetName(), PeerURL: m.GetPeerUrl(),
+			ClientURL: m.GetClientUrl(), IsLearner: m.GetIsLearner(), IsLeader: m.GetId() == ml.GetLeaderId(),
+		}
+		if r := m.GetReachability(); r != nil {
+			j.Reachability = reachNames[r.GetState()]
+			lc := r.GetLastContactMs()
+			j.LastContactMs = &lc
+		}
+		if m.GetId() == seenBy {
+			seenByName = m.GetName()
+		}
+		members = append(members, j)
+	}
+	if a.json() {
+		return writeJSON(a.stdout, map[string]any{"members": members, "seen_by": seenByName})
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tPEER\tCLIENT\tROLE\tREACHABILITY\tLAST CONTACT")
+	for _, m := range members {
+		role := "follower"
+		switch {
+		case m.IsLeader:
+			role = "leader"
+		case m.IsLearner:
+			role = "learner"
+		}
+		reach, last := m.Reachability, "-"
+		if reach == "" {
+			reach = "-" // an older server
+		}
+		if reach == "unknown" {
+			reach = "unknown (" + seenByName + " is a follower)"
+		}
+		if lc := m.LastContactMs; lc != nil && reach != "self" {
+			last = "never"
+			if *lc >= 0 {
+				last = (time.Duration(*lc) * time.Millisecond).String() + " ago"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Name, m.PeerURL, m.ClientURL, role, reach, last)
+	}
+	return tw.Flush()
+}

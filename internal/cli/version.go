@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/dkv-io/dkv/server"
+	"github.com/spf13/cobra"
+)
+
+// version overrides the version dkv reports. `make build` sets it from
+// git describe:
+//
+//	go build -ldflags "-X github.com/dkv-io/dkv/internal/cli.version=v1.2.3" ./cmd/dkv
+var version string
+
+type buildVersion struct {
+	Version  string `json:"version"`
+	Commit   string `json:"commit,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+}
+
+// currentVersion is the -ldflags override if set, else the module version
+// `go install ...@vX` records, else server.Version with "-dev" (a build
+// from a checkout); the commit comes from the build info's VCS stamp.
+func currentVersion() buildVersion {
+	v := buildVersion{Version: version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	info, ok := debug.ReadBuildInfo()
+	if v.Version == "" && ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		v.Version = info.Main.Version
+	}
+	if v.Version == "" {
+		v.Version = server.Version + "-dev"
+	}
+	if ok {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Commit = s.Value
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
+	}
+	return v
+}
+
+func (v buildVersion) String() string {
+	s := v.Version
+	if v.Commit != "" {
+		c := v.Commit
+		if len(c) > 12 {
+			c = c[:12]
+		}
+		if v.Modified {
+			c += "+modified"
+		}
+		s += " (commit " + c + ")"
+	}
+	return s + ", " + v.Go + " " + v.Platform
+}
+
+// addVersion gives root --version and a version subcommand; both print
+// "dkv version V (commit C), goX os/arch".
+func (a *app) addVersion(root *cobra.Command) {
+	root.Version = currentVersion().String()
+	root.SetVersionTemplate("dkv version {{.Version}}\n")
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print dkv's version, commit and Go version",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := currentVersion()
+			if a.json() {
+				return writeJSON(a.stdout, v)
+			}
+			_, err := fmt.Fprintf(a.stdout, "dkv version %s\n", v)
+			return err
+		},
+	})
+}
