@@ -162,7 +162,7 @@ func joinedSecret(hdr metadata.MD) []byte {
 }
 
 // offerPeerSecret hands the peer secret to a joining member named in the
-// call's metadata, once it is in the member table as a learner and before
+// call's metadata, once it is in the member table and before
 // this member has heard from it. The client port is not
 // authenticated yet, so whoever may add a member learns the secret: it
 // keeps out those who only know the public ids (docs/cluster.md).
@@ -180,10 +180,10 @@ func (s *Server) offerPeerSecret(ctx context.Context, members []*dkvpb.Member) {
 		return
 	}
 	for _, m := range members {
-		// Only to a learner this member has never heard from: once the
+		// Only to a member this member has never heard from: once the
 		// new member talks to the cluster it has the secret already, and
 		// a stranger who names it later learns nothing.
-		if m.GetId() == id && m.GetIsLearner() {
+		if m.GetId() == id {
 			if _, heard := s.contacts.get(id); heard {
 				return
 			}
