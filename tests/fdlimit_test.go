@@ -193,7 +193,7 @@ func TestProcessFDExhaustion(t *testing.T) {
 			conns[c] = struct{}{}
 			mu.Unlock()
 			opened.Add(1)
-			c.Read(make([]byte, 1)) // until the node (or stop) closes it
+			io.Copy(io.Discard, c) // (a gRPC server speaks first) until the node or stop closes it
 			c.Close()
 			mu.Lock()
 			delete(conns, c)
@@ -230,12 +230,34 @@ func TestProcessFDExhaustion(t *testing.T) {
 		return opened.Load() >= floodConn
 	})
 
+	// The node's open descriptors, sampled: Pebble's share must stay free.
+	maxFDs := 0
+	sampleFDs := func() {
+		if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", cmd.Process.Pid)); err == nil {
+			maxFDs = max(maxFDs, len(ents))
+		}
+	}
+
 	// The existing clients keep working while the flood goes on.
-	value := func(k string) []byte { return bytes.Repeat([]byte(k+"."), (512<<10)/(len(k)+1)) }
+	// 96 writes of 512 KiB, then small ones until the node has closed
+	// idle connections and the flood has replaced them (the flood goes on
+	// for at least one handshake timeout).
+	value := func(k string) []byte {
+		if k >= "fd/0096" {
+			return []byte(k)
+		}
+		return bytes.Repeat([]byte(k+"."), (512<<10)/(len(k)+1))
+	}
 	acked := map[string]bool{}
-	for i := 0; i < 96; i++ {
+	churned := func() bool { return opened.Load() >= floodConn+400 }
+	writeUntil := time.Now().Add(90 * time.Second)
+	for i := 0; i < 96 || !churned(); i++ {
+		if time.Now().After(writeUntil) {
+			t.Fatalf("after 90s, %d writes and %d flood connections (the node should have closed idle ones)", i, opened.Load())
+		}
 		alive(fmt.Sprintf("write %d", i))
-		k := fmt.Sprintf("fd/%03d", i)
+		sampleFDs()
+		k := fmt.Sprintf("fd/%04d", i)
 		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := cl.Put(wctx, k, value(k))
 		wcancel()
@@ -262,7 +284,13 @@ func TestProcessFDExhaustion(t *testing.T) {
 	if n := opened.Load(); n < floodConn {
 		t.Fatalf("only %d flood connections were opened", n)
 	}
+	sampleFDs()
 	stopFlood()
+	// Pebble's table cache alone may want 1,000 descriptors: connections
+	// must leave them free.
+	if maxFDs == 0 || maxFDs > fdLimit-1000 {
+		t.Errorf("the node held up to %d descriptors of its %d under the flood, leaving fewer than 1000 for Pebble", maxFDs, fdLimit)
+	}
 
 	// A new client gets in once the flood is gone, and sees every write.
 	var nc *client.Client
@@ -299,7 +327,12 @@ func TestProcessFDExhaustion(t *testing.T) {
 	if !cmd.ProcessState.Success() || strings.Contains(logTail(), "panic") {
 		t.Fatalf("dkv serve ended with %v; log tail:\n%s", cmd.ProcessState, logTail())
 	}
-	if b, _ := os.ReadFile(logPath); !bytes.Contains(b, []byte("connection limit reached")) {
+	b, _ := os.ReadFile(logPath)
+	if bytes.Contains(b, []byte("too many open files")) {
+		t.Errorf("the node ran out of descriptors (EMFILE in its log); tail:\n%s", logTail())
+	}
+	if !bytes.Contains(b, []byte("connection limit reached")) {
 		t.Errorf("the log does not say the connection limit was reached; tail:\n%s", logTail())
 	}
+	t.Logf("the node held at most %d descriptors; %d flood connections were opened", maxFDs, opened.Load())
 }
