@@ -361,3 +361,34 @@ func TestRangeReplyOverMessageLimit(t *testing.T) {
 		t.Fatal("unreachable")
 	}
 }
+
+// TestConnBudget (issue 12, finding 4): the client connection limit fits
+// below RLIMIT_NOFILE with the reserve kept, and a limit that cannot be
+// honoured is refused with the numbers and the fix.
+func TestConnBudget(t *testing.T) {
+	for _, tc := range []struct {
+		soft       uint64
+		configured int
+		want       int
+		lowered    bool
+		errHas     string
+	}{
+		{1 << 20, 0, DefaultMaxConnections, false, ""},
+		{1 << 20, 100000, 100000, false, ""},
+		{^uint64(0), 0, DefaultMaxConnections, false, ""}, // unlimited
+		{1500, 0, 1500 - reservedFDs, true, ""},
+		{1500, 200, 200, false, ""},
+		{1500, 1000, 0, false, "--max-connections 1000 is too high"},
+		{1024, 0, 0, false, "raise the limit to at least 1240"},
+	} {
+		n, lowered, err := connBudget(tc.soft, tc.soft, tc.configured)
+		switch {
+		case tc.errHas != "":
+			if err == nil || !strings.Contains(err.Error(), tc.errHas) || !strings.Contains(err.Error(), "RLIMIT_NOFILE") {
+				t.Errorf("soft %d, configured %d: %d, %v; want an error with %q", tc.soft, tc.configured, n, err, tc.errHas)
+			}
+		case err != nil || n != tc.want || lowered != tc.lowered:
+			t.Errorf("soft %d, configured %d: %d (lowered %v), %v; want %d (lowered %v)", tc.soft, tc.configured, n, lowered, err, tc.want, tc.lowered)
+		}
+	}
+}

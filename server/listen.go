@@ -87,33 +87,44 @@ func (s *Server) fdBudget() error {
 	if s.cfg.ClientAddr == "" && s.cfg.HTTPAddr == "" {
 		return nil
 	}
-	want := s.cfg.MaxConnections
-	explicit := want > 0
-	if !explicit {
-		want = DefaultMaxConnections
-	}
 	soft, hard, ok := raiseNoFile()
 	if !ok { // no RLIMIT_NOFILE on this platform
-		s.clientSlots = newConnLimit(want)
+		s.clientSlots = newConnLimit(max(s.cfg.MaxConnections, DefaultMaxConnections))
 		return nil
 	}
+	n, lowered, err := connBudget(soft, hard, s.cfg.MaxConnections)
+	if err != nil {
+		return err
+	}
+	if lowered {
+		s.log.Info("client connection limit lowered to fit the open file limit", "max_connections", n, "rlimit_nofile", soft)
+	}
+	s.clientSlots = newConnLimit(n)
+	return nil
+}
+
+// connBudget is the client connection limit for an open-file limit of
+// soft (hard) and a configured limit (0: the default, lowered to fit). A
+// configured limit that does not fit, or a limit that leaves fewer than
+// minClientConnections, is an error saying what to change.
+func connBudget(soft, hard uint64, configured int) (n int, lowered bool, err error) {
 	soft = min(soft, 1<<30) // RLIM_INFINITY
 	avail := int64(soft) - reservedFDs
 	hint := fmt.Sprintf("the open file limit (RLIMIT_NOFILE) is %d (hard limit %d); DKV keeps %d descriptors for Pebble, %d for peer connections and %d for itself",
 		soft, hard, pebbleFDs, maxPeerConnections, processFDs)
 	switch {
 	case avail < minClientConnections:
-		return fmt.Errorf("%s, which leaves %d for client connections, fewer than the minimum %d: raise the limit to at least %d (ulimit -n, or LimitNOFILE= in a systemd unit)",
+		return 0, false, fmt.Errorf("%s, which leaves %d for client connections, fewer than the minimum %d: raise the limit to at least %d (ulimit -n, or LimitNOFILE= in a systemd unit)",
 			hint, max(avail, 0), minClientConnections, reservedFDs+minClientConnections)
-	case explicit && int64(want) > avail:
-		return fmt.Errorf("--max-connections %d is too high: %s, which leaves %d for client connections: lower --max-connections or raise the limit to at least %d (ulimit -n, or LimitNOFILE= in a systemd unit)",
-			want, hint, avail, int64(want)+reservedFDs)
-	case int64(want) > avail:
-		s.log.Info("client connection limit lowered to fit the open file limit", "max_connections", avail, "rlimit_nofile", soft)
-		want = int(avail)
+	case configured > 0 && int64(configured) > avail:
+		return 0, false, fmt.Errorf("--max-connections %d is too high: %s, which leaves %d for client connections: lower --max-connections or raise the limit to at least %d (ulimit -n, or LimitNOFILE= in a systemd unit)",
+			configured, hint, avail, int64(configured)+reservedFDs)
+	case configured > 0:
+		return configured, false, nil
+	case DefaultMaxConnections > avail:
+		return int(avail), true, nil
 	}
-	s.clientSlots = newConnLimit(want)
-	return nil
+	return DefaultMaxConnections, false, nil
 }
 
 // connLimit is a count of open connections shared by listeners.
