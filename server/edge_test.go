@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // startHTTPTestServer starts a node with an HTTP listener and returns it,
@@ -391,4 +392,35 @@ func TestConnBudget(t *testing.T) {
 			t.Errorf("soft %d, configured %d: %d (lowered %v), %v; want %d (lowered %v)", tc.soft, tc.configured, n, lowered, err, tc.want, tc.lowered)
 		}
 	}
+}
+
+// FuzzCheckBytesFields: the gateway's base64 pre-check never panics, and
+// whatever it accepts for a PutRequest is standard base64 in every bytes
+// field protojson then decodes.
+func FuzzCheckBytesFields(f *testing.F) {
+	for _, s := range []string{`{"key":"a2V5","value":"dmFs"}`, `{"key":"key"}`, `{"key":null}`, `{"key":1}`, `[]`, `{`,
+		`{"success":[{"request_put":{"key":"a2V5"}}],"compare":[{"key":"x"}]}`, `{"lock":{"key":"a2V5"}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, m := range []interface {
+			ProtoReflect() protoreflect.Message
+		}{&dkvpb.TxnRequest{}, &dkvpb.WatchRequest{}, &dkvpb.LockAcquireRequest{}} {
+			_ = checkBytesFields(m.ProtoReflect().Descriptor(), []byte(body)) // must not panic
+		}
+		var put dkvpb.PutRequest
+		if decodeStrict([]byte(body), &put) != nil {
+			return
+		}
+		var raw map[string]any
+		if json.Unmarshal([]byte(body), &raw) == nil {
+			for _, f := range []string{"key", "value"} {
+				if k, ok := raw[f].(string); ok {
+					if _, err := base64.StdEncoding.Strict().DecodeString(k); err != nil {
+						t.Fatalf("accepted %s %q that is not standard base64", f, k)
+					}
+				}
+			}
+		}
+	})
 }

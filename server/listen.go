@@ -89,7 +89,11 @@ func (s *Server) fdBudget() error {
 	}
 	soft, hard, ok := raiseNoFile()
 	if !ok { // no RLIMIT_NOFILE on this platform
-		s.clientSlots = newConnLimit(max(s.cfg.MaxConnections, DefaultMaxConnections))
+		n := s.cfg.MaxConnections
+		if n == 0 {
+			n = DefaultMaxConnections
+		}
+		s.clientSlots = newConnLimit(n)
 		return nil
 	}
 	n, lowered, err := connBudget(soft, hard, s.cfg.MaxConnections)
