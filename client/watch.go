@@ -342,6 +342,11 @@ func (w *Watch) tryOpen(first bool) (watchStream, error) {
 		return nil, newError(ErrInternal, "watch: first response is not created: %v", resp)
 	}
 	rev := resp.GetHeader().GetRevision()
+	if s := req.GetStartRevision(); s > 0 && rev < s-1 {
+		// A watch of a future revision (or resumed on a lagging member):
+		// the header is the store's revision, events follow from s.
+		rev = s - 1
+	}
 	if first {
 		w.start = rev + 1
 		w.rev = rev

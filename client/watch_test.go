@@ -106,14 +106,20 @@ func TestWatchStartRevisionAndCompaction(t *testing.T) {
 	if err := c.Compact(ctx, revs[5]); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.WatchKey(ctx, "k", client.WithStartRevision(revs[5]))
+	_, err = c.WatchKey(ctx, "k", client.WithStartRevision(revs[4]))
 	var ce *client.Error
 	if !errors.Is(err, client.ErrCompacted) || !errors.As(err, &ce) || ce.Metadata["compact_revision"] != fmt.Sprint(revs[5]) {
 		t.Fatalf("watch from compacted revision: %v, want ErrCompacted with compact_revision %d", err, revs[5])
 	}
-	if _, err := c.WatchKey(ctx, "k", client.WithStartRevision(revs[5]+1)); err != nil {
-		t.Fatalf("watch just above the compact revision: %v", err)
+	// The compact revision itself can be watched, as it can be read.
+	w, err = c.WatchKey(ctx, "k", client.WithStartRevision(revs[5]))
+	if err != nil {
+		t.Fatalf("watch from the compact revision: %v", err)
 	}
+	if got := describe(next(t, w)); got != fmt.Sprintf("@%d[PUT k=5]", revs[5]) {
+		t.Fatalf("watch from the compact revision: %s", got)
+	}
+	w.Stop()
 }
 
 func TestWatchOptionsAndOnChange(t *testing.T) {
@@ -171,5 +177,35 @@ wait:
 	ocancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("OnChange returned %v, want context.Canceled", err)
+	}
+}
+
+// TestWatchFromFutureRevision: the server reports its own revision in the
+// created response of a watch from a future revision; the watch still
+// starts where it was asked to and delivers nothing before.
+func TestWatchFromFutureRevision(t *testing.T) {
+	c := openEmbedded(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := c.Put(ctx, "k", []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := r.Revision + 3
+	w, err := c.WatchKey(ctx, "k", client.WithStartRevision(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if w.StartRevision() != start || w.Revision() != start-1 {
+		t.Fatalf("watch from %d: StartRevision %d, Revision %d", start, w.StartRevision(), w.Revision())
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := c.Put(ctx, "k", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := describe(next(t, w)); got != fmt.Sprintf("@%d[PUT k=3]", start) {
+		t.Fatalf("first batch %s, want the put at %d", got, start)
 	}
 }

@@ -81,6 +81,12 @@ type Config struct {
 	// (docs/leases.md). A negative value assumes no drift at all, as etcd
 	// does (`dkv serve --lease-max-clock-drift 0`).
 	LeaseMaxClockDrift float64
+	// MaxConnections caps the client connections (gRPC and HTTP together)
+	// open at once; more wait in the kernel's backlog until one closes.
+	// Default DefaultMaxConnections, lowered to what RLIMIT_NOFILE leaves
+	// after the descriptors kept for Pebble and peers; a value the limit
+	// cannot hold is refused at Start (docs/cluster.md, "Limits").
+	MaxConnections int
 	// Pprof serves /debug/pprof on the HTTP address.
 	Pprof bool
 	// NoSync skips fsync of the raft log. Only for tests and benchmarks
@@ -161,6 +167,9 @@ func (c *Config) Validate() error {
 	// three times its TTL or more, which is no longer a lease.
 	if !(c.LeaseMaxClockDrift < 0.5) {
 		return fmt.Errorf("lease max clock drift %v must be below 0.5 (a fraction: 0.01 lets member clocks run 1%% fast or slow)", c.LeaseMaxClockDrift)
+	}
+	if c.MaxConnections < 0 {
+		return fmt.Errorf("max connections %d must not be negative (0: the default)", c.MaxConnections)
 	}
 	if c.ElectionTicks < 2 {
 		return fmt.Errorf("election ticks %d must be at least 2", c.ElectionTicks)

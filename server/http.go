@@ -30,10 +30,10 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		return err
 	}
 	s.gwConn = conn
-	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &strictJSONPb{runtime.JSONPb{
 		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: false, UseProtoNames: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-	}))
+	}}), runtime.WithErrorHandler(s.gatewayError))
 	bg := context.Background()
 	if err := dkvpb.RegisterKVHandler(bg, gw, conn); err != nil {
 		return err
@@ -57,6 +57,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	mux.Handle("/v1/", gw)
 	mux.HandleFunc("/v1/keys/", s.handleKey)
 	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
+	mux.HandleFunc("POST /v1/watch", s.handleWatchPost(gw))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -74,11 +75,11 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		return fmt.Errorf("http listener: %w", err)
 	}
 	s.httpLis = lis
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = &http.Server{Handler: s.capBodies(gw, mux), ReadHeaderTimeout: handshakeTimeout, IdleTimeout: httpIdleTimeout}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.httpSrv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.httpSrv.Serve(s.limitListen(lis, s.clientSlots, "HTTP")); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
 		}
 	}()
@@ -120,8 +121,13 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case http.MethodPut, http.MethodPost:
-		body, rerr := io.ReadAll(io.LimitReader(r.Body, int64(s.cfg.MaxValueBytes)+1))
+		body, rerr := io.ReadAll(r.Body) // capped by capBodies
 		if rerr != nil {
+			if g, _ := r.Context().Value(bodyGuardKey{}).(*bodyGuard); g != nil && g.tripped.Load() {
+				w.Header().Set("X-Dkv-Status", dkverr.InvalidInput.Reason())
+				http.Error(w, g.message(), http.StatusRequestEntityTooLarge)
+				return
+			}
 			http.Error(w, rerr.Error(), http.StatusBadRequest)
 			return
 		}

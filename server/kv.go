@@ -50,7 +50,23 @@ func (k *kvService) Range(ctx context.Context, req *dkvpb.RangeRequest) (*dkvpb.
 		return nil, wireErr(err)
 	}
 	k.s.fillHeader(&resp.Header, resp.GetHeader().GetRevision())
+	if err := replyFits(resp); err != nil {
+		return nil, err
+	}
 	return resp, nil
+}
+
+// replyFits refuses a range reply over the gRPC message limit with a
+// message that says so and how to page, instead of the transport's
+// opaque ResourceExhausted after the reply was built.
+func replyFits(resp *dkvpb.RangeResponse) error {
+	n := proto.Size(resp)
+	if n <= maxSendMsgBytes {
+		return nil
+	}
+	return dkverr.New(dkverr.InvalidInput,
+		"the reply to this range would be %d bytes (%d keys), over the limit of %d bytes for one message: read it in pages with a limit (--limit N; RangeRequest.limit), starting each page after the last key of the previous one (or ask for keys_only or count_only)",
+		n, len(resp.GetKvs()), maxSendMsgBytes)
 }
 
 func (k *kvService) Put(ctx context.Context, req *dkvpb.PutRequest) (*dkvpb.PutResponse, error) {

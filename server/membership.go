@@ -27,12 +27,12 @@ func (s *Server) startPeerListener() error {
 		return fmt.Errorf("peer listener: %w", err)
 	}
 	s.peerLis = lis
-	s.peerSrv = grpc.NewServer(grpc.MaxRecvMsgSize(256 << 20))
+	s.peerSrv = grpc.NewServer(peerGRPCOptions()...)
 	s.transport.Register(s.peerSrv)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		_ = s.peerSrv.Serve(lis)
+		_ = s.peerSrv.Serve(s.limitListen(lis, newConnLimit(maxPeerConnections), "peer"))
 	}()
 	return nil
 }

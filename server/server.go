@@ -56,6 +56,8 @@ type Server struct {
 	httpSrv   *http.Server
 	httpLis   net.Listener
 	gwConn    *grpc.ClientConn
+	// clientSlots counts client gRPC and HTTP connections (listen.go).
+	clientSlots *connLimit
 
 	ready     chan struct{}
 	stopc     chan struct{}
@@ -320,13 +322,13 @@ func (s *Server) setMetaUint(name string, v uint64) error {
 }
 
 func (s *Server) startGRPC() error {
-	maxMsg := s.cfg.MaxValueBytes + 4<<20
-	s.grpcSrv = grpc.NewServer(
-		grpc.MaxRecvMsgSize(maxMsg),
-		grpc.MaxSendMsgSize(64<<20),
+	if err := s.fdBudget(); err != nil {
+		return err
+	}
+	s.grpcSrv = grpc.NewServer(append(s.clientGRPCOptions(),
 		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
-	)
+	)...)
 	dkvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
 	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
@@ -349,7 +351,7 @@ func (s *Server) startGRPC() error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			_ = s.grpcSrv.Serve(lis)
+			_ = s.grpcSrv.Serve(s.limitListen(lis, s.clientSlots, "client gRPC"))
 		}()
 	}
 	return nil
@@ -484,7 +486,7 @@ func (s *Server) DialInProcess(ctx context.Context) (*grpc.ClientConn, error) {
 			return s.inproc.DialContext(ctx)
 		}),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxSendMsgBytes), grpc.MaxCallSendMsgSize(s.maxRequestBytes())),
 	)
 }
 

@@ -208,6 +208,7 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 	db := s.store.DB()
 	var (
 		start int64
+		cur   int64 // the store's revision when the watch was created
 		snap  []*dkvpb.KeyValue
 	)
 	if req.IncludeInitialSnapshot || req.StartRevision == 0 {
@@ -229,26 +230,36 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 			return refuse(err)
 		}
 		start = resp.GetHeader().GetRevision() + 1
+		cur = start - 1
 		snap = resp.Kvs
 	case req.StartRevision == 0:
 		rev, _, err := mvcc.Counters(db)
 		if err != nil {
 			return refuse(dkverr.New(dkverr.Internal, "%v", err))
 		}
-		start = rev + 1
+		start, cur = rev+1, rev
 	default:
 		start = req.StartRevision
-		_, comp, err := mvcc.Counters(db)
+		rev, comp, err := mvcc.Counters(db)
 		if err != nil {
 			return refuse(dkverr.New(dkverr.Internal, "%v", err))
 		}
-		if start <= comp {
+		cur = rev
+		// Like etcd, the compact revision itself can still be watched, as
+		// it can be read: its change log and versions are kept. Only its
+		// prev_kv, the versions before it, may be gone.
+		switch {
+		case start < comp:
 			return refuse(mvcc.CompactedError(start, comp))
+		case start == comp && req.PrevKv:
+			return refuse(watch.CompactedPrevKVError(start, comp))
 		}
 	}
 	pre := func(id int64) []*dkvpb.WatchResponse {
 		out := []*dkvpb.WatchResponse{{Header: s.header(), WatchId: id, Created: true}}
-		out[0].Header.Revision = start - 1
+		// Events follow from start; a watch of a future revision reports
+		// the store's revision, not one that does not exist yet.
+		out[0].Header.Revision = min(start-1, cur)
 		if !req.IncludeInitialSnapshot {
 			return out
 		}

@@ -54,6 +54,7 @@ stops the node cleanly.`,
 	f.DurationVar(&cfg.AutoCompactPeriod, "auto-compact-period", 0, "keep only the revisions of this last period (0: off)")
 	f.Float64Var(&drift, "lease-max-clock-drift", server.DefaultLeaseMaxClockDrift,
 		"how much faster or slower any member's clock may run, as a fraction: leases never expire early within it, and may live up to TTL*(1+d)/(1-d); 0 assumes equal clock rates")
+	f.IntVar(&cfg.MaxConnections, "max-connections", 0, fmt.Sprintf("most client connections (gRPC and HTTP) open at once (0: %d, or fewer if the open file limit is lower)", server.DefaultMaxConnections))
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
 	return cmd
 }

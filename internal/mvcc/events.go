@@ -28,8 +28,9 @@ func CompactedError(rev, comp int64) error { return compactedErr(rev, comp) }
 // fn is called once per revision that changed at least one key for which
 // match reports true, with those events. With withPrev, each event carries
 // the key's previous version. Values are copies. fn returning false stops
-// the replay. The caller checks that from > the compact revision of r:
-// below it the change log is gone and deletes can no longer be replayed.
+// the replay. The caller checks that from >= the compact revision of r:
+// below it the change log is gone and deletes can no longer be replayed
+// (and from > it for prev_kv: the versions before it are gone).
 func ReadEvents(r pebble.Reader, from, to int64, match func(key []byte) bool, withPrev bool, fn func(rev int64, evs []Event) bool) error {
 	if from > to {
 		return nil

@@ -26,7 +26,8 @@
 // moved to catching up at the revision it could not take: memory per
 // watcher stays bounded, and a slow watcher never makes the fan-out (or a
 // fast watcher) wait. Catch-up reads only when the watcher's queue has
-// room. If its nextRev is at or below the compact revision, the watcher is
+// room. If its nextRev is below the compact revision (or at it, for a
+// watcher with prev_kv: the versions before it are gone), the watcher is
 // cancelled with COMPACTED and the compact revision.
 //
 // When the apply path outruns the hub by more than

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/mvcc"
 )
 
@@ -413,7 +414,10 @@ func (h *Hub) catchUpPass() bool {
 	}
 	more := false
 	for _, wk := range work {
-		if wk.from <= comp {
+		// The compact revision itself is kept (its change log and the
+		// versions it wrote), but not the versions before it that its
+		// events' prev_kv would be.
+		if wk.from < comp || (wk.from == comp && wk.w.spec.PrevKV) {
 			h.cancelCompacted(wk.w, wk.from, comp)
 			continue
 		}
@@ -480,10 +484,26 @@ func (h *Hub) deliverCatchUp(w *Watcher, from int64, items []*item, next int64) 
 
 func (h *Hub) cancelCompacted(w *Watcher, from, comp int64) {
 	h.compactCancels.Add(1)
+	reason := compactedReason(from, comp)
+	if from == comp {
+		reason = compactedPrevKVReason(from)
+	}
 	h.cancelWith(w, &dkvpb.WatchResponse{
 		Canceled: true, CancelStatus: "COMPACTED", CompactRevision: comp,
-		CancelReason: compactedReason(from, comp),
+		CancelReason: reason,
 	})
+}
+
+func compactedPrevKVReason(rev int64) string {
+	return "revision " + itoa(rev) + " is the compact revision: its events can be watched, but not with prev_kv (the versions before it are compacted); start at " + itoa(rev+1) + " or watch without prev_kv"
+}
+
+// CompactedPrevKVError refuses a watch with prev_kv that starts at the
+// compact revision comp (rev == comp); it carries "compact_revision".
+func CompactedPrevKVError(rev, comp int64) error {
+	e := dkverr.New(dkverr.Compacted, "%s", compactedPrevKVReason(rev))
+	e.Metadata = map[string]string{"compact_revision": itoa(comp)}
+	return e
 }
 
 // cancelWith ends w: its queued events are dropped (the client must

@@ -473,7 +473,8 @@ func (x *Event) GetPrevKv() *KeyValue {
 type WatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// header.revision: for created, the revision R after which events are
-	// sent (the snapshot revision with include_initial_snapshot); for
+	// sent (the snapshot revision with include_initial_snapshot), or the
+	// store's revision if start_revision is in the future; for
 	// events and progress, every event of the watch with revision <=
 	// header.revision has now been sent (unless fragment is set).
 	Header   *ResponseHeader `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
