@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -18,12 +19,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-func (s *Server) startPeerListener() error {
-	lis, err := net.Listen("tcp", s.cfg.PeerAddr)
-	if err != nil {
-		return fmt.Errorf("peer listener: %w", err)
-	}
-	s.peerLis = lis
+// startPeerServer serves the peer transport on the bound peer listener.
+func (s *Server) startPeerServer() {
+	lis := s.peerLis
 	s.peerSrv = grpc.NewServer(grpc.MaxRecvMsgSize(256 << 20))
 	s.transport.Register(s.peerSrv)
 	s.wg.Add(1)
@@ -31,7 +29,6 @@ func (s *Server) startPeerListener() error {
 		defer s.wg.Done()
 		_ = s.peerSrv.Serve(lis)
 	}()
-	return nil
 }
 
 // PeerAddr is the bound peer address ("" without a listener).
@@ -78,7 +75,7 @@ func (s *Server) syncPeers() {
 // publishClientURL records this member's client URL in the member table
 // if it is missing or changed, so clients can discover every member.
 func (s *Server) publishClientURL() {
-	url := s.cfg.AdvertiseClientAddr
+	url := s.advClient
 	if url == "" {
 		return
 	}
@@ -101,21 +98,34 @@ func (s *Server) publishClientURL() {
 	}()
 }
 
+// joinTimeout bounds the attempt to join through one --join endpoint.
+const joinTimeout = 15 * time.Second
+
 // joinCluster asks a running member (cfg.Join) to add this node as a
-// learner, and learns the cluster id and the members' peer addresses.
-func (s *Server) joinCluster() (memberID, clusterID uint64, members []*dkvpb.Member, err error) {
-	memberID = MemberID(s.cfg.Name, s.cfg.PeerAddr)
-	var lastErr error
+// learner, and learns the cluster id and the members' peer addresses. An
+// endpoint that refuses the connection fails at once (nothing listens
+// there); one that does not answer fails after joinTimeout; ctx (the
+// caller's, e.g. SIGTERM) ends the attempt at any point.
+func (s *Server) joinCluster(ctx context.Context) (memberID, clusterID uint64, members []*dkvpb.Member, err error) {
+	memberID = MemberID(s.cfg.Name, s.advPeer)
+	var errs []string
 	for _, ep := range s.cfg.Join {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		members, clusterID, err = s.joinVia(ctx, ep, memberID)
+		jctx, cancel := context.WithTimeout(ctx, joinTimeout)
+		members, clusterID, err = s.joinVia(jctx, ep, memberID)
+		expired := jctx.Err() != nil
 		cancel()
 		if err == nil {
 			return memberID, clusterID, members, nil
 		}
-		lastErr = fmt.Errorf("join via %s: %w", ep, err)
+		if ctx.Err() != nil {
+			return 0, 0, nil, fmt.Errorf("join via %s: %w", ep, ctx.Err())
+		}
+		if expired {
+			err = fmt.Errorf("no answer within %v: %w", joinTimeout, err)
+		}
+		errs = append(errs, fmt.Sprintf("via %s: %v", ep, err))
 	}
-	return 0, 0, nil, lastErr
+	return 0, 0, nil, fmt.Errorf("joining the cluster failed: %s", strings.Join(errs, "; "))
 }
 
 func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64) ([]*dkvpb.Member, uint64, error) {
@@ -125,7 +135,9 @@ func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64) ([]*dk
 	}
 	defer conn.Close()
 	cc := dkvpb.NewClusterClient(conn)
-	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.WaitForReady(true))
+	// Not WaitForReady: a refused connection is reported at once instead
+	// of being retried until the deadline.
+	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true})
 	if err != nil {
 		return nil, 0, dkverr.FromGRPC(err)
 	}
@@ -138,7 +150,7 @@ func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64) ([]*dk
 			return nil, 0, fmt.Errorf("cluster already has a member named %q with peer URL %s", m.GetName(), m.GetPeerUrl())
 		}
 	}
-	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.cfg.PeerAddr, IsLearner: true})
+	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.advPeer, IsLearner: true})
 	if err != nil {
 		return nil, 0, dkverr.FromGRPC(err)
 	}

@@ -68,6 +68,14 @@ type Server struct {
 
 	removed     chan struct{}
 	removedOnce sync.Once
+
+	stateMu     sync.Mutex
+	started     bool // Start was called
+	stopped     bool // Stop was called
+	nodeRunning bool // the raft Ready loop runs (node.Stop waits for it)
+	dirLock     *dirLock
+	advClient   string // the client URL published in the member table
+	advPeer     string // the peer URL this member is known by
 }
 
 // New validates cfg and returns a Server that is not yet started.
@@ -99,6 +107,9 @@ func parseInitialCluster(cfg *Config) ([]member, error) {
 		name, url, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok || name == "" || url == "" {
 			return nil, fmt.Errorf("initial cluster entry %q is not name=host:port", part)
+		}
+		if _, port, err := net.SplitHostPort(url); err != nil || port == "" {
+			return nil, fmt.Errorf("initial cluster entry %q: peer address %q is not host:port", part, url)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("initial cluster names %q twice", name)
@@ -135,28 +146,53 @@ func clusterIDOf(ms []member) uint64 {
 	return h.Sum64()
 }
 
-// Start opens the data directory, starts raft and the listeners. It returns
-// once the listeners are bound; Ready is closed once the node can serve.
-func (s *Server) Start(ctx context.Context) error {
+// Start binds the listeners, opens the data directory and starts raft.
+// It returns once the listeners are bound; Ready is closed once the node
+// can serve. ctx bounds the start-up itself (joining a cluster). If Start
+// fails, it has already released everything it took (listeners, data
+// dir); Stop may still be called and returns at once.
+func (s *Server) Start(ctx context.Context) (err error) {
+	s.stateMu.Lock()
+	switch {
+	case s.started:
+		s.stateMu.Unlock()
+		return errors.New("server already started")
+	case s.stopped:
+		s.stateMu.Unlock()
+		return errors.New("server already stopped")
+	}
+	s.started = true
+	s.stateMu.Unlock()
+	defer func() {
+		if err != nil {
+			_ = s.Stop()
+		}
+	}()
+	// Listeners first: a port in use is the likeliest start-up failure
+	// and the cheapest to report.
+	if err := s.bindListeners(); err != nil {
+		return err
+	}
+	s.resolveAdvertised()
 	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
+	}
+	if s.dirLock, err = lockDataDir(s.cfg.DataDir); err != nil {
+		return err
 	}
 	st, err := storage.Open(s.cfg.DataDir, storage.Options{NoSync: s.cfg.NoSync})
 	if err != nil {
 		return err
 	}
 	s.store = st
-	if err := s.startNode(); err != nil {
-		st.Close()
+	if err := s.startNode(ctx); err != nil {
 		return err
 	}
 	s.metrics = newMetrics(s)
 	if err := s.startGRPC(); err != nil {
-		s.Stop()
 		return err
 	}
 	if err := s.startHTTP(ctx); err != nil {
-		s.Stop()
 		return err
 	}
 	s.wg.Add(3)
@@ -169,7 +205,84 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) startNode() error {
+// bindListeners binds the client, peer and HTTP addresses; the servers
+// are attached to them later.
+func (s *Server) bindListeners() error {
+	listen := func(what, addr string) (net.Listener, error) {
+		if addr == "" {
+			return nil, nil
+		}
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s listener on %s: %w", what, addr, err)
+		}
+		return lis, nil
+	}
+	var err error
+	if s.cfg.PeerAddr != "" {
+		if s.peerLis, err = listen("peer", s.cfg.PeerAddr); err != nil {
+			return err
+		}
+	}
+	if s.clientLis, err = listen("client", s.cfg.ClientAddr); err != nil {
+		return err
+	}
+	if s.httpLis, err = listen("http", s.cfg.HTTPAddr); err != nil {
+		return err
+	}
+	return nil
+}
+
+// resolveAdvertised fixes the addresses this member publishes: the
+// configured ones, or else the bound ones (so port 0 publishes the port
+// the kernel picked), and warns about addresses nobody else can dial.
+func (s *Server) resolveAdvertised() {
+	s.advClient = s.cfg.AdvertiseClientAddr
+	if s.advClient == "" && s.clientLis != nil {
+		s.advClient = s.clientLis.Addr().String()
+	}
+	s.advPeer = s.cfg.advertisedPeer()
+	if s.cfg.AdvertisePeerAddr == "" && s.peerLis != nil && portZero(s.cfg.PeerAddr) {
+		s.advPeer = s.peerLis.Addr().String()
+	}
+	for _, a := range []struct{ what, flag, addr string }{
+		{"client", "--advertise-client-addr", s.advClient},
+		{"peer", "--advertise-peer-addr", s.advPeer},
+	} {
+		if why := undialable(a.addr); why != "" {
+			s.log.Warn(fmt.Sprintf("advertised %s address %s %s: other members and discovering clients cannot reach it; set %s", a.what, a.addr, why, a.flag))
+		}
+	}
+}
+
+func portZero(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
+}
+
+// undialable says why addr cannot be dialled from elsewhere ("" if it
+// can, as far as one can tell).
+func undialable(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "is not host:port"
+	}
+	if port == "0" {
+		return "has port 0"
+	}
+	if host == "" {
+		return "has no host"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return "is unspecified (" + host + " means every interface when listening, nothing when dialling)"
+	}
+	return ""
+}
+
+func (s *Server) startNode(ctx context.Context) error {
 	s.limits = mvcc.Limits{MaxValueBytes: s.cfg.MaxValueBytes, MaxTxnOps: s.cfg.MaxTxnOps}
 	s.limits.EnsureDefaults()
 	kv, err := mvcc.Open(s.store.DB(), s.limits)
@@ -197,14 +310,16 @@ func (s *Server) startNode() error {
 			return err
 		}
 	case s.cfg.InitialClusterState == "existing":
-		if s.memberID, s.clusterID, initial, err = s.joinCluster(); err != nil {
+		if s.memberID, s.clusterID, initial, err = s.joinCluster(ctx); err != nil {
 			return err
 		}
 		join = true
 	default:
-		ms, err := parseInitialCluster(&s.cfg)
-		if err != nil {
-			return err
+		ms := []member{{s.cfg.Name, s.advPeer}}
+		if s.cfg.InitialCluster != "" {
+			if ms, err = parseInitialCluster(&s.cfg); err != nil {
+				return err
+			}
 		}
 		s.clusterID = clusterIDOf(ms)
 		for _, m := range ms {
@@ -258,9 +373,7 @@ func (s *Server) startNode() error {
 	}
 	if s.transport != nil {
 		s.transport.SetRaft(s.node)
-		if err := s.startPeerListener(); err != nil {
-			return err
-		}
+		s.startPeerServer()
 		for _, m := range initial {
 			s.transport.AddPeer(m.GetId(), m.GetPeerUrl())
 		}
@@ -268,6 +381,7 @@ func (s *Server) startNode() error {
 	}
 	s.startWatch()
 	s.node.Run()
+	s.nodeRunning = true
 	return nil
 }
 
@@ -316,12 +430,7 @@ func (s *Server) startGRPC() error {
 		defer s.wg.Done()
 		_ = s.grpcSrv.Serve(s.inproc)
 	}()
-	if s.cfg.ClientAddr != "" {
-		lis, err := net.Listen("tcp", s.cfg.ClientAddr)
-		if err != nil {
-			return fmt.Errorf("client listener: %w", err)
-		}
-		s.clientLis = lis
+	if lis := s.clientLis; lis != nil {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -331,14 +440,20 @@ func (s *Server) startGRPC() error {
 	return nil
 }
 
-// Stop shuts the node down and closes the database. It is idempotent.
+// Stop shuts the node down and closes the database. It is idempotent,
+// and safe before Start, after a failed Start, and twice.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
+		s.stateMu.Lock()
+		s.stopped = true
+		s.stateMu.Unlock()
 		close(s.stopc)
 		if s.httpSrv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = s.httpSrv.Shutdown(ctx)
 			cancel()
+		} else if s.httpLis != nil {
+			_ = s.httpLis.Close()
 		}
 		if s.gwConn != nil {
 			_ = s.gwConn.Close()
@@ -352,10 +467,16 @@ func (s *Server) Stop() error {
 				s.grpcSrv.Stop()
 			}
 		}
+		if s.clientLis != nil {
+			_ = s.clientLis.Close() // bound but never served
+		}
 		if s.peerSrv != nil {
 			s.peerSrv.Stop()
+		} else if s.peerLis != nil {
+			_ = s.peerLis.Close()
 		}
-		if s.node != nil {
+		if s.nodeRunning {
+			// raftnode.Stop waits for the Ready loop: only once it runs.
 			s.node.Stop()
 		}
 		if s.transport != nil {
@@ -369,6 +490,9 @@ func (s *Server) Stop() error {
 			if err := s.store.Close(); err != nil && s.stopErr == nil {
 				s.stopErr = err
 			}
+		}
+		if s.dirLock != nil {
+			s.dirLock.release()
 		}
 	})
 	return s.stopErr
