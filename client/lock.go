@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"time"
 
@@ -126,14 +127,31 @@ func (c *Client) lockRequest(key string, ttl time.Duration, opts []LockOption) (
 	return &dkvpb.LockAcquireRequest{Key: []byte(key), Lease: cfg.lease, TtlMs: ttl.Milliseconds(), Owner: cfg.owner}, nil
 }
 
+// waitRetryAfter is how long a lock wait must have lasted before its
+// failure (Unavailable) earns a fresh retry budget.
+const waitRetryAfter = 5 * time.Second
+
 func (c *Client) acquireRPC(ctx context.Context, req *dkvpb.LockAcquireRequest) (*dkvpb.LockAcquireResponse, error) {
 	var resp *dkvpb.LockAcquireResponse
 	// The owner makes a retry return the same grant or queue place, so it
 	// is retried like a read.
-	err := c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	rpc := func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.lockClient().Acquire(ctx, req, o...)
 		return err
-	})
+	}
+	var err error
+	for {
+		// A wait may last hours and outlive several members. One that
+		// failed (Unavailable: its member stopped or died, and so did
+		// the retries) after waiting a while gets a fresh retry budget:
+		// the same owner finds its queue place again on whichever
+		// member answers.
+		start := time.Now()
+		err = c.call(ctx, false, rpc)
+		if err == nil || !req.Wait || ctx.Err() != nil || !errors.Is(err, ErrUnavailable) || time.Since(start) < waitRetryAfter {
+			break
+		}
+	}
 	if err != nil && req.Wait {
 		// The member we waited on may have died with us in its queue, or
 		// granted the lock as we gave up: take the acquisition back so

@@ -532,6 +532,13 @@ func (s *Server) ClientAddr() string {
 	return s.clientLis.Addr().String()
 }
 
+// AdvertisedClientAddr is the client URL this member publishes in the
+// member table for discovery ("" without a client listener).
+func (s *Server) AdvertisedClientAddr() string { return s.advClient }
+
+// AdvertisedPeerAddr is the peer URL the other members dial.
+func (s *Server) AdvertisedPeerAddr() string { return s.advPeer }
+
 // HTTPAddr is the bound HTTP address ("" without a listener).
 func (s *Server) HTTPAddr() string {
 	if s.httpLis == nil {
