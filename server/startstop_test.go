@@ -100,17 +100,17 @@ func TestStartFailureThenStop(t *testing.T) {
 			c := quickConfig(dir)
 			c.PeerAddr = busyAddr(t)
 			return c
-		}, "peer listener on"},
+		}, "peer listener"},
 		{"client port in use", func(t *testing.T, dir string) Config {
 			c := quickConfig(dir)
 			c.ClientAddr = busyAddr(t)
 			return c
-		}, "client listener on"},
+		}, "client listener"},
 		{"http port in use", func(t *testing.T, dir string) Config {
 			c := quickConfig(dir)
 			c.HTTPAddr = busyAddr(t)
 			return c
-		}, "http listener on"},
+		}, "http listener"},
 		{"data dir is a file", func(t *testing.T, dir string) Config {
 			f := filepath.Join(dir, "file")
 			if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
