@@ -168,3 +168,23 @@ func TestServeAdvertisedAddresses(t *testing.T) {
 		}
 	})
 }
+
+// member add adds a learner unless --voter, and --voter warns that a
+// voter nobody runs counts in the quorum.
+func TestMemberAddLearnerByDefault(t *testing.T) {
+	n := startServe(t, t.TempDir())
+	p2, p3 := freeAddr(t), freeAddr(t)
+	if got := n.ok("", "member", "add", "n2", p2); !strings.HasPrefix(got, "added n2 (") || !strings.Contains(got, "as a learner") {
+		t.Fatalf("member add printed %q, want it added as a learner", got)
+	}
+	list := n.ok("", "member", "list")
+	if !strings.Contains(list, p2) || !strings.Contains(list, "learner") {
+		t.Fatalf("member list after add:\n%s", list)
+	}
+	n.fails(2, "Error: usage: give --learner or --voter, not both", "member", "add", "n3", p3, "--learner", "--voter")
+	r := n.dkv("", "member", "add", "n3", p3, "--voter")
+	if r.code != 0 || !strings.Contains(r.stdout, "as a voter") ||
+		!strings.Contains(r.stderr, "warning: n3 is a voter from now on") || !strings.Contains(r.stderr, "2 of 2 voters needed") {
+		t.Fatalf("member add --voter: %+v, want a voter and a warning naming the quorum", r)
+	}
+}
