@@ -19,9 +19,13 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// startPeerServer serves the peer transport on the bound peer listener.
-func (s *Server) startPeerServer() {
-	lis := s.peerLis
+// startPeerServer binds the peer address and serves the transport on it.
+func (s *Server) startPeerServer() error {
+	lis, err := net.Listen("tcp", s.cfg.PeerAddr)
+	if err != nil {
+		return fmt.Errorf("peer listener on %s: %w", s.cfg.PeerAddr, err)
+	}
+	s.peerLis = lis
 	s.peerSrv = grpc.NewServer(grpc.MaxRecvMsgSize(256 << 20))
 	s.transport.Register(s.peerSrv)
 	s.wg.Add(1)
@@ -29,6 +33,7 @@ func (s *Server) startPeerServer() {
 		defer s.wg.Done()
 		_ = s.peerSrv.Serve(lis)
 	}()
+	return nil
 }
 
 // PeerAddr is the bound peer address ("" without a listener).
