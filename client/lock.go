@@ -190,7 +190,10 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 }
 
 // Acquire takes key's lock, waiting in the key's FIFO queue until it is
-// granted or ctx ends (the waiter then leaves the queue). With a ttl the
+// granted or ctx ends (the waiter then leaves the queue). Only ctx limits
+// the wait: the server's request timeout does not apply to it, and a
+// member that stops or dies meanwhile is retried elsewhere with the same
+// queue place (docs/locks.md, "Long waits"). With a ttl the
 // lock gets its own lease, kept alive while waiting; once granted it is
 // released ttl later unless renewed (Renew, or KeepAlive on Handle.Lease).
 // With WithLockLease the lock lives on that lease.
