@@ -239,15 +239,21 @@ func (s *Server) bindListeners() error {
 func (s *Server) resolveAdvertised() {
 	s.advClient = s.cfg.AdvertiseClientAddr
 	if s.advClient == "" && s.clientLis != nil {
-		s.advClient = s.clientLis.Addr().String()
+		// The configured host (a name stays a name) with the bound port.
+		s.advClient = s.cfg.ClientAddr
+		if host, _, err := net.SplitHostPort(s.cfg.ClientAddr); err == nil {
+			if _, port, err := net.SplitHostPort(s.clientLis.Addr().String()); err == nil {
+				s.advClient = net.JoinHostPort(host, port)
+			}
+		}
 	}
 	s.advPeer = s.cfg.advertisedPeer()
-	for _, a := range []struct{ what, flag, addr string }{
-		{"client", "--advertise-client-addr", s.advClient},
-		{"peer", "--advertise-peer-addr", s.advPeer},
+	for _, a := range []struct{ what, who, flag, addr string }{
+		{"client", "clients that discover members (and members forwarding to a leader)", "--advertise-client-addr", s.advClient},
+		{"peer", "the other members", "--advertise-peer-addr", s.advPeer},
 	} {
 		if why := undialable(a.addr); why != "" {
-			s.log.Warn(fmt.Sprintf("advertised %s address %s %s: other members and discovering clients cannot reach it; set %s", a.what, a.addr, why, a.flag))
+			s.log.Warn(fmt.Sprintf("advertised %s address %s %s: %s cannot reach it; set %s", a.what, a.addr, why, a.who, a.flag))
 		}
 	}
 }
