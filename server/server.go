@@ -205,7 +205,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-// bindListeners binds the client, peer and HTTP addresses; the servers
+// bindListeners binds the client and HTTP addresses; the servers
 // are attached to them later.
 func (s *Server) bindListeners() error {
 	listen := func(what, addr string) (net.Listener, error) {
