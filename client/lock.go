@@ -127,6 +127,10 @@ func (c *Client) lockRequest(key string, ttl time.Duration, opts []LockOption) (
 	return &dkvpb.LockAcquireRequest{Key: []byte(key), Lease: cfg.lease, TtlMs: ttl.Milliseconds(), Owner: cfg.owner}, nil
 }
 
+// waitRetryAfter is how long a lock wait must have lasted before its
+// failure (Unavailable) earns a fresh retry budget.
+const waitRetryAfter = 5 * time.Second
+
 func (c *Client) acquireRPC(ctx context.Context, req *dkvpb.LockAcquireRequest) (*dkvpb.LockAcquireResponse, error) {
 	var resp *dkvpb.LockAcquireResponse
 	// The owner makes a retry return the same grant or queue place, so it
@@ -135,10 +139,23 @@ func (c *Client) acquireRPC(ctx context.Context, req *dkvpb.LockAcquireRequest) 
 	if req.Wait {
 		call = c.callWait // queued: silence is not a hang
 	}
-	err := call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	rpc := func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.lockClient().Acquire(ctx, req, o...)
 		return err
-	})
+	}
+	var err error
+	for {
+		// A wait may last hours and outlive several members. One that
+		// failed (Unavailable: its member stopped or died, and so did
+		// the retries) after waiting a while gets a fresh retry budget:
+		// the same owner finds its queue place again on whichever
+		// member answers.
+		start := time.Now()
+		err = call(ctx, false, rpc)
+		if err == nil || !req.Wait || ctx.Err() != nil || !errors.Is(err, ErrUnavailable) || time.Since(start) < waitRetryAfter {
+			break
+		}
+	}
 	if err != nil && req.Wait {
 		// The member we waited on may have died with us in its queue, or
 		// granted the lock as we gave up: take the acquisition back so
@@ -177,7 +194,10 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 }
 
 // Acquire takes key's lock, waiting in the key's FIFO queue until it is
-// granted or ctx ends (the waiter then leaves the queue). With a ttl the
+// granted or ctx ends (the waiter then leaves the queue). Only ctx limits
+// the wait: the server's request timeout does not apply to it, and a
+// member that stops or dies meanwhile is retried elsewhere with the same
+// queue place (docs/locks.md, "Long waits"). With a ttl the
 // lock gets its own lease, kept alive while waiting; once granted it is
 // released ttl later unless renewed (Renew, or KeepAlive on Handle.Lease).
 // With WithLockLease the lock lives on that lease.

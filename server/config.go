@@ -44,8 +44,21 @@ type Config struct {
 	// checks (docs/cluster.md).
 	InitialClusterToken string
 	// AdvertiseClientAddr is the client URL other members and clients use
-	// to reach this node (default ClientAddr).
+	// to reach this node, published in the member table for discovery.
+	// Default: the bound client address (so port 0 advertises the port
+	// actually bound). Set it when ClientAddr is a wildcard such as
+	// 0.0.0.0:7861, which nobody else can dial.
 	AdvertiseClientAddr string
+	// AdvertisePeerAddr is the peer URL the other members dial (default
+	// PeerAddr). It names this member in InitialCluster, so the two must
+	// be equal; set it when PeerAddr is a wildcard (0.0.0.0:7862).
+	AdvertisePeerAddr string
+	// RequestTimeout bounds a request that carries no deadline of its
+	// own (default DefaultRequestTimeout): a proposal lost in a leader
+	// change must not wait forever. Blocking waits (a lock Acquire with
+	// wait, and so an election Campaign) are exempt: they wait as long
+	// as the caller's context allows.
+	RequestTimeout time.Duration
 	// PeerFaults, when set, injects network faults into the peer
 	// transport (tests only).
 	PeerFaults *transport.Faults
@@ -141,8 +154,8 @@ func (c *Config) EnsureDefaults() {
 			c.InitialClusterState = "existing"
 		}
 	}
-	if c.AdvertiseClientAddr == "" {
-		c.AdvertiseClientAddr = c.ClientAddr
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -189,5 +202,30 @@ func (c *Config) Validate() error {
 	if strings.ContainsAny(c.Name, "=,") {
 		return fmt.Errorf("name %q must not contain '=' or ','", c.Name)
 	}
+	if c.RequestTimeout < 0 {
+		return fmt.Errorf("request timeout %v must not be negative", c.RequestTimeout)
+	}
+	if c.InitialClusterState == "new" && c.InitialCluster != "" {
+		ms, err := parseInitialCluster(c)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if adv := c.advertisedPeer(); m.name == c.Name && m.peerURL != adv {
+				return fmt.Errorf("this member's entry in --initial-cluster is %s=%s, but it advertises peer address %s (--peer-addr, or --advertise-peer-addr): "+
+					"the other members would dial %s; make them equal, or set --advertise-peer-addr %s if that is how peers reach this member",
+					m.name, m.peerURL, adv, m.peerURL, m.peerURL)
+			}
+		}
+	}
 	return nil
+}
+
+// advertisedPeer is the peer address this member is configured to be
+// known by.
+func (c *Config) advertisedPeer() string {
+	if c.AdvertisePeerAddr != "" {
+		return c.AdvertisePeerAddr
+	}
+	return c.PeerAddr
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigLeaseMaxClockDrift(t *testing.T) {
@@ -23,6 +24,35 @@ func TestConfigLeaseMaxClockDrift(t *testing.T) {
 		err := cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), "must be below 0.5") {
 			t.Errorf("drift %v: err = %v, want one naming the 0.5 limit", d, err)
+		}
+	}
+}
+
+func TestConfigInitialClusterChecks(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Name: "n1", PeerAddr: "127.0.0.1:7862", InitialCluster: "n2=127.0.0.1:7862"}, `does not contain this member's name "n1"`},
+		{Config{Name: "n1", PeerAddr: "127.0.0.1:7862", InitialCluster: "n1"}, `entry "n1" is not name=host:port`},
+		{Config{Name: "n1", PeerAddr: "127.0.0.1:7862", InitialCluster: "n1=nohost"}, `peer address "nohost" is not host:port`},
+		{Config{Name: "n1", PeerAddr: "0.0.0.0:7862", InitialCluster: "n1=n1:7862,n2=n2:7862"},
+			"this member's entry in --initial-cluster is n1=n1:7862, but it advertises peer address 0.0.0.0:7862"},
+		{Config{Name: "n1", PeerAddr: "0.0.0.0:7862", AdvertisePeerAddr: "n1:7862", InitialCluster: "n1=n1:7862,n2=n2:7862"}, ""},
+		{Config{Name: "n1", PeerAddr: "127.0.0.1:7862", InitialCluster: "n1=127.0.0.1:7862"}, ""},
+		{Config{RequestTimeout: -time.Second}, "request timeout -1s must not be negative"},
+	} {
+		c := tc.cfg
+		c.EnsureDefaults()
+		err := c.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%+v: %v, want valid", tc.cfg, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.cfg.InitialCluster, err, tc.want)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -22,7 +21,7 @@ import (
 // endpoint (/v1/keys/KEY), /metrics, /livez, /readyz and, with Pprof,
 // /debug/pprof. The gateway reaches the gRPC services in-process.
 func (s *Server) startHTTP(ctx context.Context) error {
-	if s.cfg.HTTPAddr == "" {
+	if s.httpLis == nil {
 		return nil
 	}
 	conn, err := s.DialInProcess(ctx)
@@ -70,11 +69,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	lis, err := net.Listen("tcp", s.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("http listener: %w", err)
-	}
-	s.httpLis = lis
+	lis := s.httpLis
 	s.httpSrv = &http.Server{Handler: s.capBodies(gw, mux), ReadHeaderTimeout: handshakeTimeout, IdleTimeout: httpIdleTimeout}
 	s.wg.Add(1)
 	go func() {

@@ -108,7 +108,12 @@ func (l *lockService) Acquire(ctx context.Context, req *dkvpb.LockAcquireRequest
 		granted, unregister = l.s.lockWait.register(r.Key, r.Owner)
 		defer unregister()
 	}
-	resp, err := propose[*dkvpb.LockAcquireResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
+	// The enqueue is an ordinary proposal and gets the request timeout
+	// (the interceptor exempts waits from it); only the wait for the
+	// grant lasts as long as the caller's ctx.
+	pctx, pcancel := context.WithTimeout(ctx, l.s.cfg.RequestTimeout)
+	resp, err := propose[*dkvpb.LockAcquireResponse](pctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
+	pcancel()
 	if err != nil {
 		if r.Wait {
 			// The enqueue may have committed (an unknown outcome, or the
@@ -157,7 +162,9 @@ func (l *lockService) wait(ctx context.Context, r *dkvpb.LockAcquireRequest, res
 			l.cancelWait(r.Key, r.Owner)
 			return nil, wireErr(ctx.Err())
 		case <-l.s.stopc:
-			l.cancelWait(r.Key, r.Owner)
+			// The waiter stays queued: its client retries on another
+			// member with the same owner and keeps its place (if the
+			// client is gone too, its lease ends the wait).
 			return nil, dkverr.New(dkverr.Unavailable, "member is stopping")
 		}
 	}

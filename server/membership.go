@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,10 +22,11 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-func (s *Server) startPeerListener() error {
+// startPeerServer binds the peer address and serves the transport on it.
+func (s *Server) startPeerServer() error {
 	lis, err := net.Listen("tcp", s.cfg.PeerAddr)
 	if err != nil {
-		return fmt.Errorf("peer listener: %w", err)
+		return fmt.Errorf("peer listener on %s: %w", s.cfg.PeerAddr, err)
 	}
 	s.peerLis = lis
 	s.peerSrv = grpc.NewServer(peerGRPCOptions()...)
@@ -81,7 +83,7 @@ func (s *Server) syncPeers() {
 // publishClientURL records this member's client URL in the member table
 // if it is missing or changed, so clients can discover every member.
 func (s *Server) publishClientURL() {
-	url := s.cfg.AdvertiseClientAddr
+	url := s.advClient
 	if url == "" {
 		return
 	}
@@ -104,22 +106,36 @@ func (s *Server) publishClientURL() {
 	}()
 }
 
+// joinTimeout bounds the attempt to join through one --join endpoint.
+const joinTimeout = 15 * time.Second
+
 // joinCluster asks a running member (cfg.Join) to add this node as a
-// learner, and learns the cluster id and the members' peer addresses.
-func (s *Server) joinCluster() (memberID, clusterID uint64, members []*dkvpb.Member, secret []byte, err error) {
-	memberID = MemberID(s.cfg.Name, s.cfg.PeerAddr)
-	var lastErr error
+// learner, and learns the cluster id, the members' peer addresses and
+// the peer secret. An endpoint that refuses the connection fails at once
+// (nothing listens there); one that does not answer fails after
+// joinTimeout; ctx (the caller's, e.g. SIGTERM) ends the attempt at any
+// point.
+func (s *Server) joinCluster(ctx context.Context) (memberID, clusterID uint64, members []*dkvpb.Member, secret []byte, err error) {
+	memberID = MemberID(s.cfg.Name, s.advPeer)
+	var errs []string
 	for _, ep := range s.cfg.Join {
-		ctx, cancel := context.WithTimeout(joinContext(context.Background(), memberID), 15*time.Second)
+		jctx, cancel := context.WithTimeout(joinContext(ctx, memberID), joinTimeout)
 		var hdr metadata.MD
-		members, clusterID, err = s.joinVia(ctx, ep, memberID, &hdr)
+		members, clusterID, err = s.joinVia(jctx, ep, memberID, &hdr)
+		expired := jctx.Err() != nil
 		cancel()
 		if err == nil {
 			return memberID, clusterID, members, joinedSecret(hdr), nil
 		}
-		lastErr = fmt.Errorf("join via %s: %w", ep, err)
+		if ctx.Err() != nil {
+			return 0, 0, nil, nil, fmt.Errorf("join via %s: %w", ep, ctx.Err())
+		}
+		if expired {
+			err = fmt.Errorf("no answer within %v: %w", joinTimeout, err)
+		}
+		errs = append(errs, fmt.Sprintf("via %s: %v", ep, err))
 	}
-	return 0, 0, nil, nil, lastErr
+	return 0, 0, nil, nil, fmt.Errorf("joining the cluster failed: %s", strings.Join(errs, "; "))
 }
 
 // joinVia asks the member at ep to add this one; hdr receives the
@@ -131,7 +147,9 @@ func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64, hdr *m
 	}
 	defer conn.Close()
 	cc := dkvpb.NewClusterClient(conn)
-	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.WaitForReady(true), grpc.Header(hdr))
+	// Not WaitForReady: a refused connection is reported at once instead
+	// of being retried until the deadline.
+	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.Header(hdr))
 	if err != nil {
 		return nil, 0, dkverr.FromGRPC(err)
 	}
@@ -144,7 +162,7 @@ func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64, hdr *m
 			return nil, 0, fmt.Errorf("cluster already has a member named %q with peer URL %s", m.GetName(), m.GetPeerUrl())
 		}
 	}
-	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.cfg.PeerAddr, IsLearner: true}, grpc.Header(hdr))
+	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.advPeer, IsLearner: true}, grpc.Header(hdr))
 	if err != nil {
 		return nil, 0, dkverr.FromGRPC(err)
 	}

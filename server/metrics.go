@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -13,6 +14,9 @@ import (
 // metrics is the node's Prometheus registry (one per Server, so several
 // nodes can run in one process).
 type metrics struct {
+	// requestTimeout bounds requests without a deadline (Config).
+	requestTimeout time.Duration
+
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -20,7 +24,8 @@ type metrics struct {
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		requestTimeout: s.cfg.RequestTimeout,
+		reg:            prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "dkv", Name: "requests_total",
 			Help: "Client requests by gRPC method and DKV status code.",
@@ -80,7 +85,11 @@ func (m *metrics) observe(method string, start time.Time, err error) {
 
 func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	ctx, cancel := shaveDeadline(ctx)
+	timeout := m.requestTimeout
+	if blockingWait(req) {
+		timeout = 0
+	}
+	ctx, cancel := shaveDeadline(ctx, timeout)
 	defer cancel()
 	resp, err := handler(ctx, req)
 	m.observe(info.FullMethod, start, err)
@@ -94,20 +103,32 @@ func (m *metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 	return err
 }
 
-// DefaultRequestTimeout bounds requests that carry no deadline.
+// DefaultRequestTimeout is the default Config.RequestTimeout: it bounds
+// requests that carry no deadline, except blocking waits.
 const DefaultRequestTimeout = 30 * time.Second
+
+// blockingWait reports whether req waits for something other clients do
+// (a lock grant, and so an election): such a wait may rightly last hours
+// and ends only with its caller's context, never at a server default.
+func blockingWait(req any) bool {
+	r, ok := req.(*dkvpb.LockAcquireRequest)
+	return ok && r.GetWait()
+}
 
 // shaveDeadline ends the server's work slightly before the client's
 // deadline, so that a request that cannot be served (no leader, no quorum)
 // gets a definite answer (Unavailable) instead of racing the client's own
 // DeadlineExceeded, which would leave the caller unsure of the outcome.
 //
-// A request without a deadline gets DefaultRequestTimeout: a proposal lost
+// A request without a deadline gets timeout (none if 0): a proposal lost
 // in a leader change would otherwise wait forever.
-func shaveDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+func shaveDeadline(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return context.WithTimeout(ctx, DefaultRequestTimeout)
+		if timeout <= 0 {
+			return context.WithCancel(ctx)
+		}
+		return context.WithTimeout(ctx, timeout)
 	}
 	margin := min(time.Until(dl)/10, 50*time.Millisecond)
 	return context.WithDeadline(ctx, dl.Add(-margin))

@@ -159,6 +159,7 @@ func TestDockerCluster(t *testing.T) {
 		if _, err := docker("run", "-d", "--name", name, "--network", id, "--network-alias", fmt.Sprintf("n%d", i),
 			"-p", ep+":7861", image,
 			"serve", "--name", fmt.Sprintf("n%d", i), "--client-addr", "0.0.0.0:7861", "--peer-addr", "0.0.0.0:7862",
+			"--advertise-client-addr", fmt.Sprintf("n%d:7861", i), "--advertise-peer-addr", fmt.Sprintf("n%d:7862", i),
 			"--http-addr", "", "--data-dir", "/data", "--initial-cluster", ic); err != nil {
 			t.Fatal(err)
 		}

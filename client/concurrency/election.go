@@ -66,7 +66,11 @@ func (l *Leadership) Done() <-chan struct{} { return l.done }
 func (l *Leadership) lost() { l.closed.Do(func() { close(l.done) }) }
 
 // Campaign registers value and waits until this candidate leads or ctx
-// ends (the candidacy is then withdrawn).
+// ends (the candidacy is then withdrawn). The wait has no limit of its
+// own, on the client or the server: a standby campaigning with
+// context.Background() waits for hours if the leader leads for hours,
+// across leader changes and member restarts (docs/locks.md, "Long
+// waits").
 func (e *Election) Campaign(ctx context.Context, value []byte) (*Leadership, error) {
 	c := e.s.Client()
 	var b [8]byte

@@ -26,7 +26,8 @@ func (a *app) electCmd() *cobra.Command {
 so the next candidate is elected at once). If this dkv dies, leadership
 passes on --ttl after its last renewal. The term is a fencing token: it only
 grows, and the leader's writes made under its handle are refused once it is
-deposed (docs/locks.md).
+deposed (docs/locks.md). A standby waits for as long as it takes, with no
+time limit (--timeout bounds connecting only).
 
 dkv elect NAME --listen prints the current leader and each change, one line
 each: "TERM VALUE".`,

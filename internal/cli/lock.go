@@ -64,7 +64,8 @@ COMMAND with the handle in DKV_LOCK_HANDLE (and the fencing token in
 DKV_LOCK_TOKEN), renewing the lock while COMMAND runs; it releases the lock
 when COMMAND ends and exits with COMMAND's exit code. If the lock is lost
 meanwhile (the lease could not be renewed within its TTL), COMMAND gets
-SIGTERM and dkv exits with 5.`,
+SIGTERM and dkv exits with 5. The wait for the lock has no time limit
+(--timeout bounds connecting only).`,
 		Args: args(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			dash := cmd.ArgsLenAtDash()
@@ -95,7 +96,8 @@ func (a *app) lockAcquireCmd() *cobra.Command {
 --lock and to 'dkv lock release'. The lock expires --ttl after it was granted
 unless renewed ('dkv lock renew HANDLE') or released. If the lock is held,
 exit with 5 (Locked) at once, or with --wait queue for it (first come, first
-served) until it is granted or dkv is interrupted.`,
+served) until it is granted or dkv is interrupted; --timeout bounds
+connecting only, never the wait.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ttl, err := parseTTL(ttlFlag)

@@ -42,22 +42,48 @@ quorum), or with --serializable as the member at --endpoints knows them
 	}
 	list.Flags().BoolVar(&serializable, "serializable", false, "answer from the member at --endpoints without a quorum (may be stale)")
 	cmd.AddCommand(list)
-	var learner bool
+	var learner, voter bool
 	add := &cobra.Command{
-		Use:   "add NAME PEER_ADDR",
-		Short: "Add a member (start it afterwards with dkv serve --join)",
-		Args:  args(cobra.ExactArgs(2)),
+		Use:   "add NAME PEER_ADDR [--voter]",
+		Short: "Add a member, as a learner unless --voter (start it afterwards with dkv serve --join)",
+		Long: `Add a member NAME that the other members reach at PEER_ADDR, then start
+it with 'dkv serve --name NAME --peer-addr PEER_ADDR --join ...'.
+
+It joins as a non-voting learner: it catches up without counting towards
+the quorum, and 'dkv member promote NAME' makes it a voter once it has.
+--voter adds a voter at once instead: until a process serves as NAME and
+catches up, the cluster counts a member that does not answer in its
+quorum (with 3 voters and a 4th that never starts, one more failure stops
+every write), so it prints a warning.`,
+		Args: args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			if learner && voter {
+				return usagef("give --learner or --voter, not both")
+			}
 			return a.run(func(ctx context.Context, c *client.Client) error {
-				resp, err := c.MemberAdd(ctx, argv[0], argv[1], learner)
+				resp, err := c.MemberAdd(ctx, argv[0], argv[1], !voter)
 				if err != nil {
 					return err
 				}
-				return a.printMembership(resp.GetMembers(), fmt.Sprintf("added %s (%s)", argv[0], memberID(resp.GetMember().GetId())))
+				role := "a learner; promote it with 'dkv member promote " + argv[0] + "' once it has caught up"
+				if voter {
+					role = "a voter"
+					voters := 0
+					for _, m := range resp.GetMembers() {
+						if !m.GetIsLearner() {
+							voters++
+						}
+					}
+					fmt.Fprintf(a.stderr, "warning: %s is a voter from now on: until a dkv serve --name %s --peer-addr %s is running and caught up, "+
+						"the cluster counts a member that does not answer (%d of %d voters needed for a quorum)\n",
+						argv[0], argv[0], argv[1], voters/2+1, voters)
+				}
+				return a.printMembership(resp.GetMembers(), fmt.Sprintf("added %s (%s) as %s", argv[0], memberID(resp.GetMember().GetId()), role))
 			})
 		},
 	}
-	add.Flags().BoolVar(&learner, "learner", false, "add as a non-voting learner (recommended; promote when caught up)")
+	add.Flags().BoolVar(&learner, "learner", false, "add as a non-voting learner (the default)")
+	add.Flags().BoolVar(&voter, "voter", false, "add as a voter at once, counted in the quorum before it runs (warns)")
 	cmd.AddCommand(add, &cobra.Command{
 		Use:   "promote NAME",
 		Short: "Make a caught-up learner a voter",

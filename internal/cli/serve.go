@@ -47,7 +47,9 @@ stops the node cleanly.`,
 	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "", `"new" to bootstrap --initial-cluster, "existing" to join (default: existing with --join, else new)`)
 	f.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", "", "secret the members of a new cluster prove to each other on the peer port; give every member the same one (kept in the data dir; a joining member is handed it)")
 	f.StringSliceVar(&cfg.Join, "join", nil, "client endpoints of a running cluster to join as a learner (comma separated)")
-	f.StringVar(&cfg.AdvertiseClientAddr, "advertise-client-addr", "", "client address other members and clients use to reach this node (default --client-addr)")
+	f.StringVar(&cfg.AdvertiseClientAddr, "advertise-client-addr", "", "client address other members and discovering clients dial (default: the bound --client-addr; set it when that is 0.0.0.0 or ::)")
+	f.StringVar(&cfg.AdvertisePeerAddr, "advertise-peer-addr", "", "peer address the other members dial, as named in --initial-cluster (default --peer-addr; set it when that is 0.0.0.0 or ::)")
+	f.DurationVar(&cfg.RequestTimeout, "request-timeout", server.DefaultRequestTimeout, "server-side limit on a request that carries no deadline; lock and election waits are exempt and wait as long as their caller")
 	f.IntVar(&cfg.MaxValueBytes, "max-value-bytes", 1<<20, "largest value accepted")
 	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", 128, "most operations in one transaction")
 	f.Int64Var(&cfg.AutoCompactRevisions, "auto-compact-revisions", 0, "keep only the last N revisions (0: off)")
@@ -57,6 +59,14 @@ stops the node cleanly.`,
 	f.IntVar(&cfg.MaxConnections, "max-connections", 0, fmt.Sprintf("most client connections (gRPC and HTTP) open at once (0: %d, or fewer if the open file limit is lower)", server.DefaultMaxConnections))
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
 	return cmd
+}
+
+// advertised notes an advertised address that differs from the bound one.
+func advertised(bound, adv string) string {
+	if adv == "" || adv == bound {
+		return ""
+	}
+	return " (advertised as " + adv + ")"
 }
 
 // leaseMaxClockDrift maps --lease-max-clock-drift to the config, where 0
@@ -91,8 +101,9 @@ func (a *app) serve(cfg server.Config) error {
 		}
 		return addr
 	}
-	fmt.Fprintf(a.stdout, "dkv member %q listening\n  client gRPC: %s\n  HTTP:        %s\n  peer:        %s\n  data dir:    %s\n",
-		cfg.Name, show(srv.ClientAddr()), show(srv.HTTPAddr()), show(cfg.PeerAddr), cfg.DataDir)
+	fmt.Fprintf(a.stdout, "dkv member %q listening\n  client gRPC: %s%s\n  HTTP:        %s\n  peer:        %s%s\n  data dir:    %s\n",
+		cfg.Name, show(srv.ClientAddr()), advertised(srv.ClientAddr(), srv.AdvertisedClientAddr()),
+		show(srv.HTTPAddr()), show(srv.PeerAddr()), advertised(srv.PeerAddr(), srv.AdvertisedPeerAddr()), cfg.DataDir)
 	select {
 	case <-srv.Ready():
 		fmt.Fprintln(a.stdout, "ready")
