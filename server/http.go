@@ -151,7 +151,7 @@ func httpError(w http.ResponseWriter, err error) {
 	st := map[dkverr.Code]int{
 		dkverr.NotFound: 404, dkverr.Conflict: 409, dkverr.InvalidInput: 400,
 		dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
-		dkverr.Compacted: 410,
+		dkverr.Compacted: 410, dkverr.NoSpace: 507,
 	}[code]
 	if st == 0 {
 		st = http.StatusInternalServerError

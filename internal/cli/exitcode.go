@@ -21,6 +21,7 @@ const (
 	exitUnavailable   = 7
 	exitCompacted     = 8
 	exitLeaseNotFound = 9
+	exitNoSpace       = 10
 )
 
 // usageError marks a command-line mistake: exit code 2.
@@ -59,6 +60,7 @@ var codes = []struct {
 	{context.DeadlineExceeded, exitUnavailable, "Unavailable"},
 	{client.ErrCompacted, exitCompacted, "Compacted"},
 	{client.ErrLeaseNotFound, exitLeaseNotFound, "LeaseNotFound"},
+	{client.ErrNoSpace, exitNoSpace, "NoSpace"},
 }
 
 func exitCode(err error) int {

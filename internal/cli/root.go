@@ -23,7 +23,9 @@ const exitCodeHelp = `Exit codes:
   7  Unavailable (no reachable endpoint, no leader, timeout, or a write
      whose outcome is unknown)
   8  Compacted (the revision was compacted away)
-  9  LeaseNotFound`
+  9  LeaseNotFound
+  10 NoSpace (a member's disk is nearly full or the database is over
+     --quota-bytes; reads, deletes and compaction still work)`
 
 // Main runs the dkv command with the process's arguments and exits.
 func Main() {
