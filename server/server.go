@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -68,6 +69,14 @@ type Server struct {
 
 	removed     chan struct{}
 	removedOnce sync.Once
+
+	alarms      alarms       // the replicated NOSPACE alarms (alarm.go)
+	localFull   atomic.Value // string: why this member measured no space, "" if it has
+	diskFullHit atomic.Bool  // a write met ENOSPC since the last measurement
+	spaceKick   chan struct{}
+	failed      chan struct{} // closed when the storage failed for good
+	failOnce    sync.Once
+	failErr     error
 }
 
 // New validates cfg and returns a Server that is not yet started.
@@ -83,6 +92,8 @@ func New(cfg Config) (*Server, error) {
 		stopc:     make(chan struct{}),
 		purgeKick: make(chan struct{}, 1),
 		removed:   make(chan struct{}),
+		spaceKick: make(chan struct{}, 1),
+		failed:    make(chan struct{}),
 	}, nil
 }
 
@@ -141,7 +152,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	st, err := storage.Open(s.cfg.DataDir, storage.Options{NoSync: s.cfg.NoSync})
+	st, err := storage.Open(s.cfg.DataDir, storage.Options{
+		NoSync: s.cfg.NoSync, FS: s.cfg.FS, Logger: s.log,
+		Fatal: s.onStorageFatal, BallastBytes: s.cfg.BallastBytes, OnDiskFull: s.onDiskFull,
+	})
 	if err != nil {
 		return err
 	}
@@ -163,9 +177,10 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.waitReady()
 	go s.autoCompactLoop()
 	go s.purgeLoop()
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.leaseLoop()
 	go s.renewer.loop()
+	go s.spaceLoop()
 	return nil
 }
 
@@ -180,6 +195,9 @@ func (s *Server) startNode() error {
 	s.lessor = lease.NewLessor(s.cfg.LeaseClock, s.cfg.LeaseMaxClockDrift, s.cfg.LeaseCheckpointInterval)
 	s.renewer = newRenewer(s)
 	if err := s.loadLeases(); err != nil {
+		return err
+	}
+	if err := s.loadAlarms(); err != nil {
 		return err
 	}
 
@@ -332,7 +350,24 @@ func (s *Server) startGRPC() error {
 }
 
 // Stop shuts the node down and closes the database. It is idempotent.
+// After a storage failure (Failed) the database cannot be closed: Stop
+// gives up on it after a few seconds and returns the failure.
 func (s *Server) Stop() error {
+	done := make(chan struct{})
+	go func() { s.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-s.failed:
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+		}
+		return s.failErr
+	}
+	return s.stopErr
+}
+
+func (s *Server) stop() {
 	s.stopOnce.Do(func() {
 		close(s.stopc)
 		if s.httpSrv != nil {
@@ -371,7 +406,6 @@ func (s *Server) Stop() error {
 			}
 		}
 	})
-	return s.stopErr
 }
 
 // waitReady closes Ready once a linearizable read succeeds: there is a

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/server"
 	"github.com/spf13/cobra"
 )
@@ -52,6 +55,9 @@ stops the node cleanly.`,
 	f.Float64Var(&drift, "lease-max-clock-drift", server.DefaultLeaseMaxClockDrift,
 		"how much faster or slower any member's clock may run, as a fraction: leases never expire early within it, and may live up to TTL*(1+d)/(1-d); 0 assumes equal clock rates")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
+	f.Int64Var(&cfg.QuotaBytes, "quota-bytes", 0, "refuse writes that add data (NoSpace) while the database takes more than this on disk, until compaction brings it back under (0: no quota)")
+	f.Int64Var(&cfg.SpaceReserveBytes, "space-reserve-bytes", server.DefaultSpaceReserveBytes, "refuse writes that add data (NoSpace) while the data dir's filesystem has less free space than this (negative: off)")
+	f.Int64Var(&cfg.BallastBytes, "ballast-bytes", server.DefaultBallastBytes, "size of the ballast file kept in the data dir and released if the disk fills up anyway (negative: none)")
 	return cmd
 }
 
@@ -74,9 +80,20 @@ func (a *app) serve(cfg server.Config) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if err := srv.Start(ctx); err != nil {
-		srv.Stop()
-		return fmt.Errorf("starting: %w", err)
+	// Start in the background so that a signal, or a storage failure,
+	// ends the process at once even while it is still opening.
+	started := make(chan error, 1)
+	go func() { started <- srv.Start(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			srv.Stop()
+			return startErr("starting", err)
+		}
+	case <-srv.Failed():
+		return startErr("storage failed", srv.FailErr())
+	case <-ctx.Done():
+		return fmt.Errorf("interrupted while starting")
 	}
 	show := func(addr string) string {
 		if addr == "" {
@@ -95,6 +112,9 @@ func (a *app) serve(cfg server.Config) error {
 	case <-ctx.Done():
 	case <-srv.Removed():
 		fmt.Fprintln(a.stdout, "removed from the cluster")
+	case <-srv.Failed():
+		srv.Stop()
+		return startErr("storage failed", srv.FailErr())
 	}
 	fmt.Fprintln(a.stdout, "shutting down")
 	done := make(chan error, 1)
@@ -106,7 +126,17 @@ func (a *app) serve(cfg server.Config) error {
 		}
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("stopping: still not stopped after 30s")
+	case <-srv.Failed():
+		return startErr("storage failed", srv.FailErr())
 	}
 	fmt.Fprintln(a.stdout, "stopped")
 	return nil
+}
+
+// startErr makes a full disk exit with the NoSpace code and message.
+func startErr(what string, err error) error {
+	if errors.Is(err, storage.ErrDiskFull) {
+		return &client.Error{Kind: client.ErrNoSpace, Msg: what + ": " + err.Error()}
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

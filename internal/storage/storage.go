@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
+	"log/slog"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -37,6 +37,18 @@ type Options struct {
 	NoSync bool
 	// CacheBytes is Pebble's block cache size (default 64 MiB).
 	CacheBytes int64
+	// Logger receives Pebble's errors, rate limited (default slog.Default).
+	Logger *slog.Logger
+	// Fatal is called once, on its own goroutine, when Pebble cannot
+	// continue (a failed WAL or MANIFEST write, e.g. at ENOSPC); the
+	// database must then not be used again. See space.go.
+	Fatal func(error)
+	// BallastBytes, when > 0, is the size of the ballast file kept in the
+	// data dir and released at ENOSPC (space.go).
+	BallastBytes int64
+	// OnDiskFull is called (inside the write path: keep it quick) when a
+	// write met ENOSPC and the ballast was released.
+	OnDiskFull func()
 }
 
 // Storage owns the node's Pebble database.
@@ -45,7 +57,12 @@ type Storage struct {
 
 	db   *pebble.DB
 	dir  string
+	fs   vfs.FS // what Pebble writes through (ENOSPC-aware)
 	sync bool
+
+	rawFS        vfs.FS // fs without the ENOSPC wrapper, for the ballast
+	ballastBytes int64
+	pl           *pebbleLogger
 
 	mu        sync.Mutex
 	lastIndex uint64 // last log index persisted to Pebble
@@ -59,20 +76,27 @@ func Open(dir string, opts Options) (*Storage, error) {
 	}
 	c := pebble.NewCache(cache)
 	defer c.Unref()
+	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), dir: dir, sync: !opts.NoSync,
+		rawFS: defaultFS(opts.FS), ballastBytes: opts.BallastBytes}
+	s.pl = newPebbleLogger(opts.Logger, opts.Fatal, 0)
+	s.fs = s.wrapFS(s.rawFS, opts.OnDiskFull)
 	po := &pebble.Options{
 		Cache:                       c,
-		FS:                          opts.FS,
+		FS:                          s.fs,
 		MemTableSize:                64 << 20,
 		MemTableStopWritesThreshold: 4,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
-		Logger:                      quietLogger{},
 	}
-	db, err := pebble.Open(dir, po)
+	po.Logger, po.EventListener = s.pl, s.pl.eventListener()
+	db, err := openPebble(dir, s.rawFS, po, s.pl)
 	if err != nil {
+		if errors.Is(err, ErrDiskFull) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), db: db, dir: dir, sync: !opts.NoSync}
+	s.db = db
 	if err := s.finishInstall(); err != nil {
 		db.Close()
 		return nil, err
@@ -409,15 +433,4 @@ func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
 	out := append([]byte(nil), v...)
 	closer.Close()
 	return out, true, nil
-}
-
-// quietLogger drops Pebble's informational chatter and keeps errors.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
-}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
 }
