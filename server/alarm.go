@@ -158,15 +158,18 @@ func (s *Server) measureSpace() (why string, ballastRoom bool, err error) {
 		return "", false, err
 	}
 	reserve := uint64(max(s.cfg.SpaceReserveBytes, 0))
+	// What the next flush of the write-ahead log will take is not free:
+	// without it a node stopped now could not open again.
+	free := du.AvailBytes - min(du.AvailBytes, du.UnflushedBytes)
 	switch {
-	case du.AvailBytes < reserve:
-		why = fmt.Sprintf("free disk space %s is below the reserve %s (--space-reserve-bytes)",
-			storage.FormatBytes(du.AvailBytes), storage.FormatBytes(reserve))
+	case s.cfg.SpaceReserveBytes > 0 && free < reserve:
+		why = fmt.Sprintf("free disk space %s (%s once the write-ahead log is flushed) is below the reserve %s (--space-reserve-bytes)",
+			storage.FormatBytes(du.AvailBytes), storage.FormatBytes(free), storage.FormatBytes(reserve))
 	case s.cfg.QuotaBytes > 0 && du.DBBytes > uint64(s.cfg.QuotaBytes):
 		why = fmt.Sprintf("database size %s is over the quota %s (--quota-bytes)",
 			storage.FormatBytes(du.DBBytes), storage.FormatBytes(uint64(s.cfg.QuotaBytes)))
 	}
-	ballastRoom = du.AvailBytes >= reserve+uint64(max(s.cfg.BallastBytes, 0))
+	ballastRoom = free >= reserve+uint64(max(s.cfg.BallastBytes, 0))
 	return why, ballastRoom, nil
 }
 

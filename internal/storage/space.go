@@ -56,6 +56,10 @@ type DiskUsage struct {
 	// DBBytes is Pebble's own disk use: WAL, tables, manifests, and
 	// obsolete files not yet deleted.
 	DBBytes uint64
+	// UnflushedBytes is the live data in the write-ahead log: flushing it
+	// (at the latest when the database is next opened) needs about that
+	// much free space again.
+	UnflushedBytes uint64
 }
 
 // DiskUsage measures the free space where the database lives (statfs, or
@@ -65,10 +69,12 @@ func (s *Storage) DiskUsage() (DiskUsage, error) {
 	if err != nil {
 		return DiskUsage{}, fmt.Errorf("disk usage of %s: %w", s.dir, err)
 	}
+	m := s.db.Metrics()
 	return DiskUsage{
-		AvailBytes: du.AvailBytes,
-		TotalBytes: du.TotalBytes,
-		DBBytes:    s.db.Metrics().DiskSpaceUsage(),
+		AvailBytes:     du.AvailBytes,
+		TotalBytes:     du.TotalBytes,
+		DBBytes:        m.DiskSpaceUsage(),
+		UnflushedBytes: m.WAL.Size,
 	}, nil
 }
 
@@ -228,23 +234,28 @@ const minOpenFreeBytes = 4 << 20
 // retry flushing the replayed log forever: the node would never listen,
 // burn CPU and fill its log.
 func openPebble(dir string, fs vfs.FS, po *pebble.Options, pl *pebbleLogger) (*pebble.DB, error) {
-	need := uint64(minOpenFreeBytes)
+	// Flushing the replayed log needs up to its size (less when it
+	// compresses); the ballast is released for that. Below the bare
+	// minimum, give up at once; otherwise a flush that meets ENOSPC
+	// gives up below.
+	var walBytes uint64
 	if ls, err := fs.List(dir); err == nil {
 		for _, name := range ls {
 			if strings.HasSuffix(name, ".log") {
 				if fi, err := fs.Stat(fs.PathJoin(dir, name)); err == nil {
-					need += uint64(fi.Size())
+					walBytes += uint64(fi.Size())
 				}
 			}
 		}
 	}
-	if releaseBallastIfFull(fs, dir, need) {
+	need := uint64(minOpenFreeBytes)
+	if releaseBallastIfFull(fs, dir, need+walBytes) {
 		pl.log.Warn("disk nearly full at start: released the ballast file; the node starts refusing writes until space is freed", "dir", dir)
 	}
 	if du, err := fs.GetDiskUsage(dir); err == nil {
 		if du.AvailBytes < need {
-			return nil, fmt.Errorf("data dir %s: %w: %s free, opening the database needs about %s (to flush its write-ahead log); free space on that filesystem and start again",
-				dir, ErrDiskFull, FormatBytes(du.AvailBytes), FormatBytes(need))
+			return nil, fmt.Errorf("data dir %s: %w: %s free, opening the database needs at least %s (and up to %s more to flush its write-ahead log); free space on that filesystem and start again",
+				dir, ErrDiskFull, FormatBytes(du.AvailBytes), FormatBytes(need), FormatBytes(walBytes))
 		}
 	}
 	type result struct {
