@@ -355,14 +355,15 @@ func (s *Storage) wrapFS(fs vfs.FS, onDiskFull func()) vfs.FS {
 	})
 }
 
-// EnsureBallast creates the ballast file if it is missing (written in
-// full, so the space is really held) and the option is on.
+// EnsureBallast creates the ballast file if it is missing and the option
+// is on. The space is allocated (fallocate), or written where the
+// filesystem cannot allocate, so it is really held.
 func (s *Storage) EnsureBallast() error {
 	if s.ballastBytes <= 0 {
 		return nil
 	}
 	path := s.rawFS.PathJoin(s.dir, BallastName)
-	if fi, err := s.rawFS.Stat(path); err == nil && fi.Size() >= s.ballastBytes {
+	if _, err := s.rawFS.Stat(path); err == nil {
 		return nil
 	}
 	tmp := path + ".tmp"
@@ -370,24 +371,22 @@ func (s *Storage) EnsureBallast() error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 1<<20)
-	for left := s.ballastBytes; left > 0; {
-		n := min(left, int64(len(buf)))
-		if _, err := f.Write(buf[:n]); err != nil {
-			f.Close()
-			s.rawFS.Remove(tmp)
-			return fmt.Errorf("write ballast file: %w", err)
+	err = f.Preallocate(0, s.ballastBytes)
+	if err != nil {
+		buf := make([]byte, 1<<20)
+		for left := s.ballastBytes; left > 0 && err == nil; left -= int64(len(buf)) {
+			_, err = f.Write(buf[:min(left, int64(len(buf)))])
 		}
-		left -= n
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		s.rawFS.Remove(tmp)
-		return err
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Close(); err != nil {
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		s.rawFS.Remove(tmp)
-		return err
+		return fmt.Errorf("create ballast file: %w", err)
 	}
 	return s.rawFS.Rename(tmp, path)
 }
