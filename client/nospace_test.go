@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +75,7 @@ func checkAcked(t *testing.T, c *client.Client, acked map[string]string) {
 func TestNoSpaceWhenDiskNearlyFull(t *testing.T) {
 	fs := storage.NewFaultFS(nil)
 	fs.Avail.Store(1 << 40)
-	c := openSpaceTest(t, t.TempDir(), fs, nil)
+	c := openSpaceTest(t, t.TempDir(), fs, func(cfg *server.Config) { cfg.HTTPAddr = "127.0.0.1:0" })
 	defer c.Close()
 	ctx := context.Background()
 	acked := map[string]string{}
@@ -101,6 +103,17 @@ func TestNoSpaceWhenDiskNearlyFull(t *testing.T) {
 	})
 	if !strings.Contains(refused.Error(), "reserve") {
 		t.Errorf("NoSpace message %q does not say why", refused)
+	}
+	// Over HTTP: 507 Insufficient Storage, not 429 (retry later).
+	resp, err := http.Post("http://"+c.Server().HTTPAddr()+"/v1/kv/put", "application/json",
+		strings.NewReader(`{"key":"aHR0cA==","value":"eA=="}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInsufficientStorage || !strings.Contains(string(body), "reserve") {
+		t.Errorf("HTTP put on a nearly full disk: %d %s, want 507 naming the reserve", resp.StatusCode, body)
 	}
 	// Every kind of data-adding write is refused; a txn of deletes is not.
 	if _, err := c.Counter(ctx, "ctr", 1); !errors.Is(err, client.ErrNoSpace) {

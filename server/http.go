@@ -33,7 +33,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: false, UseProtoNames: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-	}))
+	}), runtime.WithErrorHandler(gatewayError))
 	bg := context.Background()
 	if err := dkvpb.RegisterKVHandler(bg, gw, conn); err != nil {
 		return err
@@ -145,6 +145,24 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 	}
 	httpError(w, err)
 }
+
+// gatewayError is the gateway's error handler: NoSpace travels as gRPC
+// ResourceExhausted, which the default handler would answer 429 (retry
+// later) when the answer is 507 Insufficient Storage.
+func gatewayError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	if dkverr.CodeOf(err) == dkverr.NoSpace {
+		w = statusWriter{w, http.StatusInsufficientStorage}
+	}
+	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}
+
+// statusWriter replaces the status code written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s statusWriter) WriteHeader(int) { s.ResponseWriter.WriteHeader(s.code) }
 
 func httpError(w http.ResponseWriter, err error) {
 	code := dkverr.CodeOf(err)
