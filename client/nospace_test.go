@@ -302,3 +302,41 @@ func TestDiskStaysFullStopsCleanly(t *testing.T) {
 	defer c2.Close()
 	checkAcked(t, c2, acked)
 }
+
+// A node started on a disk with room to open but less free space than the
+// reserve starts read-only: it serves reads and refuses writes with
+// ErrNoSpace until space is freed, without a restart.
+func TestStartsReadOnlyOnNearlyFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	fs := storage.NewFaultFS(nil)
+	fs.Avail.Store(1 << 40)
+	c := openSpaceTest(t, dir, fs, nil)
+	ctx := context.Background()
+	if _, err := c.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	fs.Avail.Store(10 << 20) // room to open (4 MiB), below the 64 MiB reserve
+	c = openSpaceTest(t, dir, fs, nil)
+	defer c.Close()
+	kv, err := c.Get(ctx, "k")
+	if err != nil || string(kv.Value) != "v" {
+		t.Fatalf("read on a nearly full disk: %v %v", kv, err)
+	}
+	waitFor(t, "writes refused on a nearly full disk", 10*time.Second, func() error {
+		_, err := c.Put(ctx, "k2", []byte("v2"))
+		if errors.Is(err, client.ErrNoSpace) {
+			return nil
+		}
+		if err == nil {
+			t.Fatal("write accepted on a disk below the reserve")
+		}
+		return err
+	})
+	fs.Avail.Store(1 << 40)
+	waitFor(t, "writes resume", 10*time.Second, func() error {
+		_, err := c.Put(ctx, "k2", []byte("v2"))
+		return err
+	})
+}

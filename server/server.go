@@ -160,6 +160,11 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.store = st
+	// Started on a nearly full disk: read-only from the first request.
+	if why, _, err := s.measureSpace(); err == nil && why != "" {
+		s.localFull.Store(why)
+		s.log.Warn("NOSPACE at start: refusing writes that add data until space is freed", "reason", why)
+	}
 	if err := s.startNode(); err != nil {
 		st.Close()
 		return err
