@@ -43,12 +43,19 @@ func TestNoSpaceAlarmIsClusterWide(t *testing.T) {
 		}
 		return true
 	})
+	// Puts that were refused are nowhere (those before the alarm took
+	// effect, in the loop above, may have applied: different key).
+	for _, nd := range c.Nodes {
+		if err := putErr(nd, "refused"); dkverr.CodeOf(err) != dkverr.NoSpace {
+			t.Fatalf("put on %s during the alarm: %v, want NoSpace", nd.Name, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := leader.KV.DeleteRange(ctx, &dkvpb.DeleteRangeRequest{Key: []byte("before")}); err != nil {
 		t.Fatalf("delete on the leader during the alarm: %v", err)
 	}
-	if v, ok := get(t, full, "during", false); ok {
+	if v, ok := get(t, full, "refused", false); ok {
 		t.Fatalf("a refused put is visible: %q", v)
 	}
 
