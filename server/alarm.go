@@ -255,7 +255,10 @@ func (s *Server) onStorageFatal(err error) {
 	s.failOnce.Do(func() {
 		s.failErr = err
 		close(s.failed)
-		go s.Stop() // stop serving; the database is not closed
+		if s.started.Load() {
+			go s.Stop() // stop serving; the database is not closed
+		}
+		// Before that, Start fails or stays parked; Failed tells its caller.
 	})
 }
 

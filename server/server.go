@@ -77,6 +77,7 @@ type Server struct {
 	failed      chan struct{} // closed when the storage failed for good
 	failOnce    sync.Once
 	failErr     error
+	started     atomic.Bool // Start returned nil
 }
 
 // New validates cfg and returns a Server that is not yet started.
@@ -186,6 +187,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.leaseLoop()
 	go s.renewer.loop()
 	go s.spaceLoop()
+	s.started.Store(true)
 	return nil
 }
 
