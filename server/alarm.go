@@ -241,6 +241,7 @@ func (s *Server) updateAlarm(why string, ballastRoom bool) {
 // onDiskFull runs inside Pebble's write path at ENOSPC, after the ballast
 // is gone: note it and wake the monitor, nothing slow.
 func (s *Server) onDiskFull() {
+	s.diskFulls.Add(1)
 	s.diskFullHit.Store(true)
 	s.localFull.Store("the disk filled up (ENOSPC); the ballast file was released")
 	select {

@@ -73,6 +73,7 @@ type Server struct {
 	alarms      alarms       // the replicated NOSPACE alarms (alarm.go)
 	localFull   atomic.Value // string: why this member measured no space, "" if it has
 	diskFullHit atomic.Bool  // a write met ENOSPC since the last measurement
+	diskFulls   atomic.Uint64 // writes that met ENOSPC (ballast released)
 	spaceKick   chan struct{}
 	failed      chan struct{} // closed when the storage failed for good
 	failOnce    sync.Once
