@@ -70,9 +70,9 @@ type Server struct {
 	removed     chan struct{}
 	removedOnce sync.Once
 
-	alarms      alarms       // the replicated NOSPACE alarms (alarm.go)
-	localFull   atomic.Value // string: why this member measured no space, "" if it has
-	diskFullHit atomic.Bool  // a write met ENOSPC since the last measurement
+	alarms      alarms        // the replicated NOSPACE alarms (alarm.go)
+	localFull   atomic.Value  // string: why this member measured no space, "" if it has
+	diskFullHit atomic.Bool   // a write met ENOSPC since the last measurement
 	diskFulls   atomic.Uint64 // writes that met ENOSPC (ballast released)
 	spaceKick   chan struct{}
 	failed      chan struct{} // closed when the storage failed for good
