@@ -202,7 +202,8 @@ func TestENOSPCReleasesBallast(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	ballast := filepath.Join(dir, storage.BallastName)
-	waitFor(t, "ballast created", 5*time.Second, func() error { _, err := os.Stat(ballast); return err })
+	var before os.FileInfo
+	waitFor(t, "ballast created", 5*time.Second, func() (err error) { before, err = os.Stat(ballast); return err })
 
 	acked := map[string]string{}
 	fs.FailNext.Store(1)
@@ -228,7 +229,13 @@ func TestENOSPCReleasesBallast(t *testing.T) {
 		return err
 	})
 	acked["after"] = "after"
-	waitFor(t, "ballast restored", 5*time.Second, func() error { _, err := os.Stat(ballast); return err })
+	waitFor(t, "ballast released and restored", 5*time.Second, func() error {
+		after, err := os.Stat(ballast)
+		if err == nil && os.SameFile(before, after) {
+			return errors.New("the ballast is the one from before the ENOSPC")
+		}
+		return err
+	})
 	checkAcked(t, c, acked)
 }
 
