@@ -107,6 +107,7 @@ func (a *app) serve(cfg server.Config) error {
 	case <-srv.Ready():
 		fmt.Fprintln(a.stdout, "ready")
 	case <-ctx.Done():
+	case <-srv.Failed(): // reported just below
 	}
 	select {
 	case <-ctx.Done():
