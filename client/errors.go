@@ -45,6 +45,12 @@ var (
 	ErrUnknownOutcome = errors.New("outcome unknown: the write may or may not have been applied")
 	// ErrInternal: the server failed (a bug or an I/O error).
 	ErrInternal = errors.New("internal server error")
+	// ErrNoSpace: a member's disk is nearly full or the database is over
+	// its quota (--quota-bytes), and the cluster refuses writes that add
+	// data; nothing was written. Reads, deletes, lease revokes and
+	// compaction still work; writes resume by themselves once space is
+	// freed. The message names the member and the reason.
+	ErrNoSpace = errors.New("no space")
 )
 
 // codeErrors is the one table from wire status codes to client errors.
@@ -57,6 +63,7 @@ var codeErrors = map[dkverr.Code]error{
 	dkverr.Unavailable:   ErrUnavailable,
 	dkverr.Compacted:     ErrCompacted,
 	dkverr.Internal:      ErrInternal,
+	dkverr.NoSpace:       ErrNoSpace,
 }
 
 // Error is a failure with a DKV status. errors.Is(err, Kind) holds, so

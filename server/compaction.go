@@ -97,5 +97,6 @@ func (s *Server) purgeLoop() {
 			continue
 		}
 		purged = comp
+		s.reclaimSpace()
 	}
 }

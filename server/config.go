@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/dkv-io/dkv/internal/transport"
 )
 
@@ -111,8 +112,37 @@ type Config struct {
 	// returns stale data. It exists to prove the linearizability checker
 	// catches a broken build; never set it anywhere else.
 	UnsafeLocalReads bool
-	Logger           *slog.Logger
+	// QuotaBytes, when > 0, caps the database's size on disk (Pebble's
+	// WAL, tables and manifests; like etcd's --quota-backend-bytes): over
+	// it this member raises the cluster's NOSPACE alarm and writes that
+	// add data are refused with NoSpace until compaction and deletes bring
+	// it back under. 0 (the default) is no quota; the free-space reserve
+	// still applies.
+	QuotaBytes int64
+	// SpaceReserveBytes is the free disk space below which this member
+	// raises the NOSPACE alarm (default 128 MiB; negative: off). It leaves
+	// room for what is in flight, deletes and compaction.
+	SpaceReserveBytes int64
+	// BallastBytes is the size of the ballast file kept in the data dir
+	// (default 64 MiB; negative: none). If the disk fills up anyway
+	// (another process wrote to it), the ballast is deleted and the write
+	// retried, so Pebble does not fail; it is recreated once there is
+	// room again.
+	BallastBytes int64
+	// SpaceCheckInterval is how often free space and the database size
+	// are measured (default 1s).
+	SpaceCheckInterval time.Duration
+	// FS, when set, replaces the OS filesystem under the data dir (tests
+	// inject ENOSPC or report a small disk with it).
+	FS     vfs.FS
+	Logger *slog.Logger
 }
+
+// Defaults of the disk-space settings.
+const (
+	DefaultSpaceReserveBytes = 128 << 20
+	DefaultBallastBytes      = 64 << 20
+)
 
 // DefaultLeaseMaxClockDrift is the default Config.LeaseMaxClockDrift: 1 %,
 // generous next to real clocks (quartz drifts about 0.01 %, NTP slews at
@@ -160,6 +190,15 @@ func (c *Config) EnsureDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.SpaceReserveBytes == 0 {
+		c.SpaceReserveBytes = DefaultSpaceReserveBytes
+	}
+	if c.BallastBytes == 0 {
+		c.BallastBytes = DefaultBallastBytes
+	}
+	if c.SpaceCheckInterval == 0 {
+		c.SpaceCheckInterval = time.Second
+	}
 }
 
 // Validate reports the first invalid setting.
@@ -183,6 +222,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 0 {
 		return fmt.Errorf("max connections %d must not be negative (0: the default)", c.MaxConnections)
+	}
+	if c.QuotaBytes < 0 {
+		return fmt.Errorf("quota bytes %d must not be negative (0: no quota)", c.QuotaBytes)
+	}
+	if c.QuotaBytes > 0 && c.QuotaBytes < 16<<20 {
+		return fmt.Errorf("quota bytes %d is below the 16 MiB minimum (an empty database already takes several MiB)", c.QuotaBytes)
+	}
+	if c.SpaceCheckInterval < 0 {
+		return fmt.Errorf("space check interval must not be negative")
 	}
 	if c.ElectionTicks < 2 {
 		return fmt.Errorf("election ticks %d must be at least 2", c.ElectionTicks)

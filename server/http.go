@@ -147,12 +147,15 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 	httpError(w, err)
 }
 
+// gatewayError is the gateway's error handler: NoSpace travels as gRPC
+// ResourceExhausted, which the default handler would answer 429 (retry
+// later) when the answer is 507 Insufficient Storage.
 func httpError(w http.ResponseWriter, err error) {
 	code := dkverr.CodeOf(err)
 	st := map[dkverr.Code]int{
 		dkverr.NotFound: 404, dkverr.Conflict: 409, dkverr.InvalidInput: 400,
 		dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
-		dkverr.Compacted: 410,
+		dkverr.Compacted: 410, dkverr.NoSpace: 507,
 	}[code]
 	if st == 0 {
 		st = http.StatusInternalServerError

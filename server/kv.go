@@ -120,6 +120,9 @@ func propose[T proto.Message](ctx context.Context, s *Server, req *dkvpb.Interna
 	if err := mvcc.Validate(req, s.limits); err != nil {
 		return zero, err
 	}
+	if err := s.checkSpace(req); err != nil {
+		return zero, err
+	}
 	out, err := s.node.Propose(ctx, req)
 	if err != nil {
 		return zero, wireErr(err)

@@ -73,11 +73,17 @@ type Server struct {
 	removed     chan struct{}
 	removedOnce sync.Once
 
-	failed     chan struct{} // closed when the data was found damaged
+	failed     chan struct{} // closed when the storage failed for good (damage, or Pebble cannot go on)
 	failedOnce sync.Once
 	failErr    error
 	running    atomic.Bool  // Start has finished
 	contacts   contactTable // when each member was last heard from
+
+	alarms      alarms        // the replicated NOSPACE alarms (alarm.go)
+	localFull   atomic.Value  // string: why this member measured no space, "" if it has
+	diskFullHit atomic.Bool   // a write met ENOSPC since the last measurement
+	diskFulls   atomic.Uint64 // writes that met ENOSPC (ballast released)
+	spaceKick   chan struct{}
 
 	stateMu     sync.Mutex
 	started     bool // Start was called
@@ -101,6 +107,7 @@ func New(cfg Config) (*Server, error) {
 		stopc:     make(chan struct{}),
 		purgeKick: make(chan struct{}, 1),
 		removed:   make(chan struct{}),
+		spaceKick: make(chan struct{}, 1),
 		failed:    make(chan struct{}),
 	}, nil
 }
@@ -191,11 +198,19 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if s.dirLock, err = lockDataDir(s.cfg.DataDir); err != nil {
 		return err
 	}
-	st, err := storage.Open(s.cfg.DataDir, storage.Options{NoSync: s.cfg.NoSync, Logger: s.log, OnDamage: s.damaged})
+	st, err := storage.Open(s.cfg.DataDir, storage.Options{
+		NoSync: s.cfg.NoSync, FS: s.cfg.FS, Logger: s.log, OnDamage: s.damaged,
+		Fatal: s.onStorageFatal, BallastBytes: s.cfg.BallastBytes, OnDiskFull: s.onDiskFull,
+	})
 	if err != nil {
 		return err // a *storage.DamageError says what is damaged and what to do
 	}
 	s.store = st
+	// Started on a nearly full disk: read-only from the first request.
+	if why, _, err := s.measureSpace(); err == nil && why != "" {
+		s.localFull.Store(why)
+		s.log.Warn("NOSPACE at start: refusing writes that add data until space is freed", "reason", why)
+	}
 	if err := s.startNode(ctx); err != nil {
 		if d := st.Damage(); d != nil {
 			return d // corruption found while loading the state
@@ -213,12 +228,13 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	go s.waitReady()
 	go s.autoCompactLoop()
 	go s.purgeLoop()
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.leaseLoop()
 	go s.renewer.loop()
+	go s.spaceLoop()
 	s.running.Store(true)
 	if s.Err() != nil {
-		go s.Stop() // damage was reported while starting
+		go s.Stop() // the storage failed while starting
 	}
 	return nil
 }
@@ -309,6 +325,9 @@ func (s *Server) startNode(ctx context.Context) error {
 	s.lessor = lease.NewLessor(s.cfg.LeaseClock, s.cfg.LeaseMaxClockDrift, s.cfg.LeaseCheckpointInterval)
 	s.renewer = newRenewer(s)
 	if err := s.loadLeases(); err != nil {
+		return err
+	}
+	if err := s.loadAlarms(); err != nil {
 		return err
 	}
 
@@ -466,8 +485,25 @@ func (s *Server) startGRPC() error {
 }
 
 // Stop shuts the node down and closes the database. It is idempotent,
-// and safe before Start, after a failed Start, and twice.
+// and safe before Start, after a failed Start, and twice. After a storage
+// failure (Failed) the database may not close: Stop gives up on it after
+// a few seconds and returns the failure.
 func (s *Server) Stop() error {
+	done := make(chan struct{})
+	go func() { s.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-s.failed:
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+		}
+		return s.failErr
+	}
+	return s.stopErr
+}
+
+func (s *Server) stop() {
 	s.stopOnce.Do(func() {
 		s.stateMu.Lock()
 		s.stopped = true
@@ -520,7 +556,6 @@ func (s *Server) Stop() error {
 			s.dirLock.release()
 		}
 	})
-	return s.stopErr
 }
 
 // waitReady closes Ready once a linearizable read succeeds: there is a
@@ -561,11 +596,14 @@ func (s *Server) damaged(err error) {
 	})
 }
 
-// Failed is closed when the node found its data damaged while running; it
-// then stops itself, and Err says why. Stop waits for that.
+// Failed is closed when the node's storage failed and it cannot go on:
+// its data was found damaged, or Pebble cannot continue (a full disk that
+// even the ballast could not relieve). It then stops itself, and Err says
+// why; the process should exit.
 func (s *Server) Failed() <-chan struct{} { return s.failed }
 
-// Err is why Failed was closed (a *storage.DamageError), or nil.
+// Err is why Failed was closed (a *storage.DamageError, or a storage
+// failure), or nil.
 func (s *Server) Err() error {
 	select {
 	case <-s.failed:

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/raftnode"
 )
 
@@ -18,6 +19,15 @@ func (m *stateMachine) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalR
 			panic(err)
 		}
 		return nil
+	}
+	if ar := req.GetAlarm(); ar != nil {
+		return m.s.applyAlarm(b, ar)
+	}
+	if growsData(req) {
+		// Decided by replicated state only, so every member refuses alike.
+		if why := m.s.alarms.describe(); why != "" {
+			return mvcc.Result{Err: noSpaceErr(why), Revision: m.s.kv.Revision()}
+		}
 	}
 	res := m.s.kv.Apply(b, req)
 	if len(res.Leases) > 0 {
@@ -55,6 +65,9 @@ func (m *stateMachine) Restored() error {
 		return err
 	}
 	if err := m.s.loadLeases(); err != nil {
+		return err
+	}
+	if err := m.s.loadAlarms(); err != nil {
 		return err
 	}
 	// The state jumped: watchers replay the skipped revisions from history.

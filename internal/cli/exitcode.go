@@ -22,6 +22,7 @@ const (
 	exitUnavailable   = 7
 	exitCompacted     = 8
 	exitLeaseNotFound = 9
+	exitNoSpace       = 10
 	exitDataDamaged   = 11 // dkv serve: durable data damaged or lost
 )
 
@@ -61,6 +62,7 @@ var codes = []struct {
 	{context.DeadlineExceeded, exitUnavailable, "Unavailable"},
 	{client.ErrCompacted, exitCompacted, "Compacted"},
 	{client.ErrLeaseNotFound, exitLeaseNotFound, "LeaseNotFound"},
+	{client.ErrNoSpace, exitNoSpace, "NoSpace"},
 	{storage.ErrDamaged, exitDataDamaged, "DataDamaged"},
 }
 

@@ -25,6 +25,8 @@ const exitCodeHelp = `Exit codes:
      whose outcome is unknown)
   8  Compacted (the revision was compacted away)
   9  LeaseNotFound
+ 10  NoSpace (a member's disk is nearly full or the database is over
+     --quota-bytes; reads, deletes and compaction still work)
  11  DataDamaged (dkv serve: the data dir's durable data is damaged or
      lost; see docs/cluster.md, "Damaged data")`
 

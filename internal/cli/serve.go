@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/server"
 	"github.com/spf13/cobra"
@@ -58,6 +59,9 @@ stops the node cleanly.`,
 		"how much faster or slower any member's clock may run, as a fraction: leases never expire early within it, and may live up to TTL*(1+d)/(1-d); 0 assumes equal clock rates")
 	f.IntVar(&cfg.MaxConnections, "max-connections", 0, fmt.Sprintf("most client connections (gRPC and HTTP) open at once (0: %d, or fewer if the open file limit is lower)", server.DefaultMaxConnections))
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
+	f.Int64Var(&cfg.QuotaBytes, "quota-bytes", 0, "refuse writes that add data (NoSpace) while the database takes more than this on disk, until compaction brings it back under (0: no quota)")
+	f.Int64Var(&cfg.SpaceReserveBytes, "space-reserve-bytes", server.DefaultSpaceReserveBytes, "refuse writes that add data (NoSpace) while the data dir's filesystem has less free space than this (negative: off)")
+	f.Int64Var(&cfg.BallastBytes, "ballast-bytes", server.DefaultBallastBytes, "size of the ballast file kept in the data dir and released if the disk fills up anyway (negative: none)")
 	return cmd
 }
 
@@ -88,12 +92,20 @@ func (a *app) serve(cfg server.Config) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if err := srv.Start(ctx); err != nil {
-		srv.Stop()
-		if errors.Is(err, storage.ErrDamaged) {
-			return err // already says what to do
+	// Start in the background so that a signal, or a storage failure,
+	// ends the process at once even while it is still opening.
+	started := make(chan error, 1)
+	go func() { started <- srv.Start(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			srv.Stop()
+			return startErr("starting", err)
 		}
-		return fmt.Errorf("starting: %w", err)
+	case <-srv.Failed():
+		return startErr("storage failed", srv.Err())
+	case <-ctx.Done():
+		return fmt.Errorf("interrupted while starting")
 	}
 	show := func(addr string) string {
 		if addr == "" {
@@ -108,19 +120,18 @@ func (a *app) serve(cfg server.Config) error {
 	case <-srv.Ready():
 		fmt.Fprintln(a.stdout, "ready")
 	case <-ctx.Done():
-	case <-srv.Failed():
+	case <-srv.Failed(): // reported just below
 	}
 	select {
 	case <-ctx.Done():
 	case <-srv.Removed():
 		fmt.Fprintln(a.stdout, "removed from the cluster")
 	case <-srv.Failed():
-	}
-	if err := srv.Err(); err != nil {
-		// Damaged data: stop without serving another request.
-		fmt.Fprintln(a.stdout, "stopping: data damaged")
-		stopWithin(srv, 10*time.Second)
-		return err
+		srv.Stop()
+		if errors.Is(srv.Err(), storage.ErrDamaged) {
+			fmt.Fprintln(a.stdout, "stopped: data damaged")
+		}
+		return startErr("storage failed", srv.Err())
 	}
 	fmt.Fprintln(a.stdout, "shutting down")
 	done := make(chan error, 1)
@@ -132,17 +143,21 @@ func (a *app) serve(cfg server.Config) error {
 		}
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("stopping: still not stopped after 30s")
+	case <-srv.Failed():
+		return startErr("storage failed", srv.Err())
 	}
 	fmt.Fprintln(a.stdout, "stopped")
 	return nil
 }
 
-// stopWithin stops srv, giving up waiting after d.
-func stopWithin(srv *server.Server, d time.Duration) {
-	done := make(chan struct{})
-	go func() { srv.Stop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
+// startErr makes a full disk exit with the NoSpace code and message; a
+// damaged data dir's error already says what to do.
+func startErr(what string, err error) error {
+	if errors.Is(err, storage.ErrDiskFull) {
+		return &client.Error{Kind: client.ErrNoSpace, Msg: what + ": " + err.Error()}
 	}
+	if errors.Is(err, storage.ErrDamaged) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -27,6 +27,10 @@ const (
 	Compacted
 	// Internal is a bug or an I/O failure on the server.
 	Internal
+	// NoSpace: a member's disk is (nearly) full or its database is over
+	// --quota-bytes; writes that add data are refused until space is
+	// freed, while reads, deletes and compaction still work.
+	NoSpace
 )
 
 // Domain is the ErrorInfo domain DKV errors carry on the wire.
@@ -46,6 +50,7 @@ var codeInfo = []struct {
 	Unavailable:   {"Unavailable", "UNAVAILABLE", codes.Unavailable},
 	Compacted:     {"Compacted", "COMPACTED", codes.OutOfRange},
 	Internal:      {"Internal", "INTERNAL", codes.Internal},
+	NoSpace:       {"NoSpace", "NO_SPACE", codes.ResourceExhausted},
 }
 
 func (c Code) String() string {

@@ -46,12 +46,23 @@ type Options struct {
 	// WitnessInterval is how often the durability witness is refreshed
 	// (default DefaultWitnessInterval). See witness.go.
 	WitnessInterval time.Duration
-	// Logger receives storage warnings (default: stderr).
+	// Logger receives storage warnings and Pebble's errors, rate limited
+	// (default: stderr).
 	Logger *slog.Logger
 	// OnDamage is called, once, when Pebble reports corruption of a file
 	// while running (a checksum mismatch reading an SST, say). The error
 	// is a *DamageError. It must not block.
 	OnDamage func(error)
+	// Fatal is called once, on its own goroutine, when Pebble cannot
+	// continue (a failed WAL or MANIFEST write, e.g. at ENOSPC); the
+	// database must then not be used again. See space.go.
+	Fatal func(error)
+	// BallastBytes, when > 0, is the size of the ballast file kept in the
+	// data dir and released at ENOSPC (space.go).
+	BallastBytes int64
+	// OnDiskFull is called (inside the write path: keep it quick) when a
+	// write met ENOSPC and the ballast was released.
+	OnDiskFull func()
 }
 
 // Storage owns the node's Pebble database.
@@ -59,10 +70,14 @@ type Storage struct {
 	*raft.MemoryStorage
 
 	db   *pebble.DB
-	fs   vfs.FS
 	dir  string
+	fs   vfs.FS // what Pebble writes through (ENOSPC-aware)
 	sync bool
 	log  *slog.Logger
+
+	rawFS        vfs.FS // fs without the ENOSPC wrapper, for the ballast
+	ballastBytes int64
+	pl           *pebbleLogger
 
 	mu        sync.Mutex
 	lastIndex uint64 // last log index persisted to Pebble
@@ -86,58 +101,63 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if cache == 0 {
 		cache = 64 << 20
 	}
-	fs := opts.FS
-	if fs == nil {
-		fs = vfs.Default
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), fs: fs, dir: dir, sync: !opts.NoSync, log: log, onDamage: opts.OnDamage}
+	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), dir: dir, sync: !opts.NoSync, log: log, onDamage: opts.OnDamage,
+		rawFS: defaultFS(opts.FS), ballastBytes: opts.BallastBytes}
+	s.pl = newPebbleLogger(log, opts.Fatal, 0)
+	s.fs = s.wrapFS(s.rawFS, opts.OnDiskFull)
 	newestWAL := s.newestWAL() // before Open, which starts a new one
 	s.reportTornTail(newestWAL)
 	c := pebble.NewCache(cache)
 	defer c.Unref()
 	po := &pebble.Options{
 		Cache:                       c,
-		FS:                          opts.FS,
+		FS:                          s.fs,
 		MemTableSize:                64 << 20,
 		MemTableStopWritesThreshold: 4,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
-		Logger:                      quietLogger{},
+		Logger:                      s.pl,
 		// FormatWALSyncChunks and later record, in each WAL chunk, how far
 		// the log was synced: a damaged record followed by proof of a
 		// later sync is reported as corruption instead of being taken for
 		// a torn tail (with older formats Pebble replays up to the damage
 		// and silently drops the rest). Existing stores are upgraded.
 		FormatMajorVersion: pebble.FormatNewest,
-		EventListener: &pebble.EventListener{
-			DataCorruption: func(info pebble.DataCorruptionInfo) {
-				s.reportDamage(&DamageError{Dir: dir, File: info.Path, Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", info.Details)})
-			},
-			BackgroundError: func(err error) {
-				if pebble.IsCorruptionError(err) {
-					s.reportDamage(&DamageError{Dir: dir, File: corruptFile(fs, dir, err), Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", err)})
-					return
-				}
-				quietLogger{}.Errorf("background error: %v", err)
-			},
-		},
 	}
-	db, err := pebble.Open(dir, po)
+	// Corruption stops the node with a DamageError; every other background
+	// error goes to the rate-limited logger (space.go).
+	el := s.pl.eventListener()
+	logBackground := el.BackgroundError
+	el.DataCorruption = func(info pebble.DataCorruptionInfo) {
+		s.reportDamage(&DamageError{Dir: dir, File: info.Path, Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", info.Details)})
+	}
+	el.BackgroundError = func(err error) {
+		if pebble.IsCorruptionError(err) {
+			s.reportDamage(&DamageError{Dir: dir, File: corruptFile(s.fs, dir, err), Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", err)})
+			return
+		}
+		logBackground(err)
+	}
+	po.EventListener = el
+	db, err := openPebble(dir, s.rawFS, po, s.pl)
 	if err == nil && newestWAL == "" {
 		// A new store's first WAL predates its format upgrade and lacks
 		// sync offsets; reopening starts one that has them.
 		if err = db.Close(); err == nil {
-			db, err = pebble.Open(dir, po)
+			db, err = openPebble(dir, s.rawFS, po, s.pl)
 		}
 	}
 	if err != nil {
+		if errors.Is(err, ErrDiskFull) {
+			return nil, err
+		}
 		if pebble.IsCorruptionError(err) {
 			w, _, _ := s.readWitness()
-			de := &DamageError{Dir: dir, File: corruptFile(fs, dir, err), Problem: fmt.Sprintf("Pebble cannot open it: %v", err)}
+			de := &DamageError{Dir: dir, File: corruptFile(s.fs, dir, err), Problem: fmt.Sprintf("Pebble cannot open it: %v", err)}
 			if !w.empty() {
 				de.Witness = &w
 			}
@@ -152,7 +172,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 			return nil, d
 		}
 		if pebble.IsCorruptionError(err) {
-			return nil, &DamageError{Dir: dir, File: corruptFile(fs, dir, err), Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", err)}
+			return nil, &DamageError{Dir: dir, File: corruptFile(s.fs, dir, err), Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", err)}
 		}
 		return nil, err
 	}
@@ -598,15 +618,4 @@ func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
 	out := append([]byte(nil), v...)
 	closer.Close()
 	return out, true, nil
-}
-
-// quietLogger drops Pebble's informational chatter and keeps errors.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
-}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
 }

@@ -10,6 +10,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/server"
 	"github.com/dkv-io/dkv/tests"
 )
@@ -17,12 +18,13 @@ import (
 // inprocKinds are the faults an in-process cluster takes: node stops
 // (a crash without fsync loss: the process stays, the node's Pebble is
 // closed and reopened), partitions through the transport's Faults, a
-// membership change under load, and a lease clock running fast or slow.
+// membership change under load, a lease clock running fast or slow, and
+// a member's disk filling up (ENOSPC, then too little free space).
 var inprocKinds = []string{
 	"kill-leader", "kill-follower",
 	"isolate-leader", "isolate-follower",
 	"oneway-from-leader", "oneway-to-leader",
-	"drop", "delay", "membership", "clock-drift",
+	"drop", "delay", "membership", "clock-drift", "disk-full",
 }
 
 // inprocLeaseDrift is the LeaseMaxClockDrift of the in-process chaos
@@ -34,7 +36,24 @@ const inprocLeaseDrift = 0.05
 // those the membership fault adds) measures leases with its own
 // SkewClock; it stays with the node across Stop and Start.
 func newSkewedCluster(t *testing.T, base server.Config) *tests.Cluster {
-	return tests.NewClusterEach(t, 3, base, func(nd *tests.Node) { nd.Cfg.LeaseClock = NewSkewClock() })
+	return tests.NewClusterEach(t, 3, base, func(nd *tests.Node) {
+		nd.Cfg.LeaseClock = NewSkewClock()
+		// The disk-full fault works through this filesystem: it reports
+		// the free space the fault sets and fails writes with ENOSPC.
+		fs := storage.NewFaultFS(nil)
+		fs.Avail.Store(plentyOfSpace)
+		nd.Cfg.FS = fs
+		nd.Cfg.SpaceCheckInterval = 50 * time.Millisecond
+		nd.Cfg.SpaceReserveBytes = 64 << 20
+		nd.Cfg.BallastBytes = 4 << 20
+	})
+}
+
+const plentyOfSpace = 1 << 40
+
+func faultFSOf(nd *tests.Node) *storage.FaultFS {
+	fs, _ := nd.Cfg.FS.(*storage.FaultFS)
+	return fs
 }
 
 func clockOf(nd *tests.Node) *SkewClock {
@@ -146,6 +165,8 @@ func (n *inprocNemesis) Inject(ctx context.Context, f Fault) (func() error, erro
 		return n.membership(ctx, l)
 	case "clock-drift":
 		return n.clockDrift(l, f)
+	case "disk-full":
+		return n.diskFull(l, f)
 	default:
 		return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 	}
@@ -181,6 +202,33 @@ func (n *inprocNemesis) clockDrift(l *tests.Node, f Fault) (func() error, error)
 	}
 	clk.SetRate(rate)
 	return func() error { clk.SetRate(1); return nil }, nil
+}
+
+// diskFull fills one member's disk (the leader's one time in two): its
+// next write meets ENOSPC (the ballast absorbs it) and it measures 8 MiB
+// free, below the 64 MiB reserve, until the heal. The cluster refuses
+// writes that add data with NoSpace meanwhile; nothing acknowledged may
+// be lost and writes must resume after.
+func (n *inprocNemesis) diskFull(l *tests.Node, f Fault) (func() error, error) {
+	nd := l
+	if f.Target%2 == 1 {
+		fl, err := n.follower(f.Target / 2)
+		if err != nil {
+			return nil, err
+		}
+		nd = fl
+	}
+	fs := faultFSOf(nd)
+	if fs == nil {
+		return nil, fmt.Errorf("%s has no FaultFS", nd.Name)
+	}
+	fs.FailNext.Store(1)
+	fs.Avail.Store(8 << 20)
+	return func() error {
+		fs.FailNext.Store(0)
+		fs.Avail.Store(plentyOfSpace)
+		return nil
+	}, nil
 }
 
 // membership adds a learner while the workload runs; the heal promotes
@@ -250,6 +298,10 @@ func (n *inprocNemesis) Recover(ctx context.Context) error {
 	for _, nd := range n.c.Nodes {
 		if clk := clockOf(nd); clk != nil {
 			clk.SetRate(1)
+		}
+		if fs := faultFSOf(nd); fs != nil {
+			fs.FailNext.Store(0)
+			fs.Avail.Store(plentyOfSpace)
 		}
 	}
 	for nd := range n.down {

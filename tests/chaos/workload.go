@@ -210,12 +210,13 @@ func (w *KVWorkload) ledger(ctx context.Context, c client.KV, key, val string, r
 
 // maybeApplied reports whether a failed write may have taken effect. The
 // client promises ErrUnavailable (without ErrUnknownOutcome) means it
-// did not; every error we cannot classify counts as maybe.
+// did not, and so does a NoSpace refusal; every error we cannot classify
+// counts as maybe.
 func maybeApplied(err error) bool {
 	if errors.Is(err, client.ErrUnknownOutcome) {
 		return true
 	}
-	for _, definite := range []error{client.ErrUnavailable, client.ErrConflict, client.ErrInvalidInput, client.ErrNotFound} {
+	for _, definite := range []error{client.ErrUnavailable, client.ErrConflict, client.ErrInvalidInput, client.ErrNotFound, client.ErrNoSpace} {
 		if errors.Is(err, definite) {
 			return false
 		}

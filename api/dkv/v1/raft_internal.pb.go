@@ -48,6 +48,7 @@ type InternalRequest struct {
 	//	*InternalRequest_LockAcquire
 	//	*InternalRequest_LockRelease
 	//	*InternalRequest_LockCancel
+	//	*InternalRequest_Alarm
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -230,6 +231,15 @@ func (x *InternalRequest) GetLockCancel() *LockCancelRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetAlarm() *AlarmRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_Alarm); ok {
+			return x.Alarm
+		}
+	}
+	return nil
+}
+
 type isInternalRequest_Request interface {
 	isInternalRequest_Request()
 }
@@ -290,6 +300,10 @@ type InternalRequest_LockCancel struct {
 	LockCancel *LockCancelRequest `protobuf:"bytes,42,opt,name=lock_cancel,json=lockCancel,proto3,oneof"`
 }
 
+type InternalRequest_Alarm struct {
+	Alarm *AlarmRequest `protobuf:"bytes,50,opt,name=alarm,proto3,oneof"`
+}
+
 func (*InternalRequest_Put) isInternalRequest_Request() {}
 
 func (*InternalRequest_DeleteRange) isInternalRequest_Request() {}
@@ -318,6 +332,73 @@ func (*InternalRequest_LockRelease) isInternalRequest_Request() {}
 
 func (*InternalRequest_LockCancel) isInternalRequest_Request() {}
 
+func (*InternalRequest_Alarm) isInternalRequest_Request() {}
+
+// AlarmRequest raises or clears a member's NOSPACE alarm: its disk's free
+// space fell below the reserve, or its database grew over --quota-bytes.
+// The member that measured it proposes it (apply never measures anything),
+// so every member refuses the same writes while any alarm is raised.
+type AlarmRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	MemberId uint64                 `protobuf:"varint,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Active   bool                   `protobuf:"varint,2,opt,name=active,proto3" json:"active,omitempty"`
+	// reason is for people: what was measured, e.g. "free 12 MiB < reserve 64 MiB".
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlarmRequest) Reset() {
+	*x = AlarmRequest{}
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlarmRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlarmRequest) ProtoMessage() {}
+
+func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlarmRequest.ProtoReflect.Descriptor instead.
+func (*AlarmRequest) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AlarmRequest) GetMemberId() uint64 {
+	if x != nil {
+		return x.MemberId
+	}
+	return 0
+}
+
+func (x *AlarmRequest) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *AlarmRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // MemberAttrsRequest publishes a member's client URL so clients and other
 // members can find it (raft conf changes only carry peer URLs).
 type MemberAttrsRequest struct {
@@ -330,7 +411,7 @@ type MemberAttrsRequest struct {
 
 func (x *MemberAttrsRequest) Reset() {
 	*x = MemberAttrsRequest{}
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[1]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +423,7 @@ func (x *MemberAttrsRequest) String() string {
 func (*MemberAttrsRequest) ProtoMessage() {}
 
 func (x *MemberAttrsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[1]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +436,7 @@ func (x *MemberAttrsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAttrsRequest.ProtoReflect.Descriptor instead.
 func (*MemberAttrsRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *MemberAttrsRequest) GetId() uint64 {
@@ -382,7 +463,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[2]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +475,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[2]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +488,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{2}
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ConfChangeContext) GetMember() *Member {
@@ -421,7 +502,7 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\"\x97\a\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\"\xc5\a\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12&\n" +
@@ -442,8 +523,13 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\flock_acquire\x18( \x01(\v2\x1a.dkv.v1.LockAcquireRequestH\x00R\vlockAcquire\x12?\n" +
 	"\flock_release\x18) \x01(\v2\x1a.dkv.v1.LockReleaseRequestH\x00R\vlockRelease\x12<\n" +
 	"\vlock_cancel\x18* \x01(\v2\x19.dkv.v1.LockCancelRequestH\x00R\n" +
-	"lockCancelB\t\n" +
-	"\arequest\"C\n" +
+	"lockCancel\x12,\n" +
+	"\x05alarm\x182 \x01(\v2\x14.dkv.v1.AlarmRequestH\x00R\x05alarmB\t\n" +
+	"\arequest\"[\n" +
+	"\fAlarmRequest\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12\x16\n" +
+	"\x06active\x18\x02 \x01(\bR\x06active\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"C\n" +
 	"\x12MemberAttrsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
 	"\n" +
@@ -463,47 +549,49 @@ func file_dkv_v1_raft_internal_proto_rawDescGZIP() []byte {
 	return file_dkv_v1_raft_internal_proto_rawDescData
 }
 
-var file_dkv_v1_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_dkv_v1_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*InternalRequest)(nil),        // 0: dkv.v1.InternalRequest
-	(*MemberAttrsRequest)(nil),     // 1: dkv.v1.MemberAttrsRequest
-	(*ConfChangeContext)(nil),      // 2: dkv.v1.ConfChangeContext
-	(*PutRequest)(nil),             // 3: dkv.v1.PutRequest
-	(*DeleteRangeRequest)(nil),     // 4: dkv.v1.DeleteRangeRequest
-	(*TxnRequest)(nil),             // 5: dkv.v1.TxnRequest
-	(*CounterRequest)(nil),         // 6: dkv.v1.CounterRequest
-	(*CompactRequest)(nil),         // 7: dkv.v1.CompactRequest
-	(*LeaseGrantRequest)(nil),      // 8: dkv.v1.LeaseGrantRequest
-	(*LeaseRevokeRequest)(nil),     // 9: dkv.v1.LeaseRevokeRequest
-	(*LeaseRenewRequest)(nil),      // 10: dkv.v1.LeaseRenewRequest
-	(*LeaseCheckpointRequest)(nil), // 11: dkv.v1.LeaseCheckpointRequest
-	(*LeaseExpireRequest)(nil),     // 12: dkv.v1.LeaseExpireRequest
-	(*LockAcquireRequest)(nil),     // 13: dkv.v1.LockAcquireRequest
-	(*LockReleaseRequest)(nil),     // 14: dkv.v1.LockReleaseRequest
-	(*LockCancelRequest)(nil),      // 15: dkv.v1.LockCancelRequest
-	(*Member)(nil),                 // 16: dkv.v1.Member
+	(*AlarmRequest)(nil),           // 1: dkv.v1.AlarmRequest
+	(*MemberAttrsRequest)(nil),     // 2: dkv.v1.MemberAttrsRequest
+	(*ConfChangeContext)(nil),      // 3: dkv.v1.ConfChangeContext
+	(*PutRequest)(nil),             // 4: dkv.v1.PutRequest
+	(*DeleteRangeRequest)(nil),     // 5: dkv.v1.DeleteRangeRequest
+	(*TxnRequest)(nil),             // 6: dkv.v1.TxnRequest
+	(*CounterRequest)(nil),         // 7: dkv.v1.CounterRequest
+	(*CompactRequest)(nil),         // 8: dkv.v1.CompactRequest
+	(*LeaseGrantRequest)(nil),      // 9: dkv.v1.LeaseGrantRequest
+	(*LeaseRevokeRequest)(nil),     // 10: dkv.v1.LeaseRevokeRequest
+	(*LeaseRenewRequest)(nil),      // 11: dkv.v1.LeaseRenewRequest
+	(*LeaseCheckpointRequest)(nil), // 12: dkv.v1.LeaseCheckpointRequest
+	(*LeaseExpireRequest)(nil),     // 13: dkv.v1.LeaseExpireRequest
+	(*LockAcquireRequest)(nil),     // 14: dkv.v1.LockAcquireRequest
+	(*LockReleaseRequest)(nil),     // 15: dkv.v1.LockReleaseRequest
+	(*LockCancelRequest)(nil),      // 16: dkv.v1.LockCancelRequest
+	(*Member)(nil),                 // 17: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
-	3,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
-	4,  // 1: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
-	5,  // 2: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
-	6,  // 3: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
-	7,  // 4: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
-	1,  // 5: dkv.v1.InternalRequest.member_attrs:type_name -> dkv.v1.MemberAttrsRequest
-	8,  // 6: dkv.v1.InternalRequest.lease_grant:type_name -> dkv.v1.LeaseGrantRequest
-	9,  // 7: dkv.v1.InternalRequest.lease_revoke:type_name -> dkv.v1.LeaseRevokeRequest
-	10, // 8: dkv.v1.InternalRequest.lease_renew:type_name -> dkv.v1.LeaseRenewRequest
-	11, // 9: dkv.v1.InternalRequest.lease_checkpoint:type_name -> dkv.v1.LeaseCheckpointRequest
-	12, // 10: dkv.v1.InternalRequest.lease_expire:type_name -> dkv.v1.LeaseExpireRequest
-	13, // 11: dkv.v1.InternalRequest.lock_acquire:type_name -> dkv.v1.LockAcquireRequest
-	14, // 12: dkv.v1.InternalRequest.lock_release:type_name -> dkv.v1.LockReleaseRequest
-	15, // 13: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
-	16, // 14: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	4,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
+	5,  // 1: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
+	6,  // 2: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
+	7,  // 3: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
+	8,  // 4: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
+	2,  // 5: dkv.v1.InternalRequest.member_attrs:type_name -> dkv.v1.MemberAttrsRequest
+	9,  // 6: dkv.v1.InternalRequest.lease_grant:type_name -> dkv.v1.LeaseGrantRequest
+	10, // 7: dkv.v1.InternalRequest.lease_revoke:type_name -> dkv.v1.LeaseRevokeRequest
+	11, // 8: dkv.v1.InternalRequest.lease_renew:type_name -> dkv.v1.LeaseRenewRequest
+	12, // 9: dkv.v1.InternalRequest.lease_checkpoint:type_name -> dkv.v1.LeaseCheckpointRequest
+	13, // 10: dkv.v1.InternalRequest.lease_expire:type_name -> dkv.v1.LeaseExpireRequest
+	14, // 11: dkv.v1.InternalRequest.lock_acquire:type_name -> dkv.v1.LockAcquireRequest
+	15, // 12: dkv.v1.InternalRequest.lock_release:type_name -> dkv.v1.LockReleaseRequest
+	16, // 13: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
+	1,  // 14: dkv.v1.InternalRequest.alarm:type_name -> dkv.v1.AlarmRequest
+	17, // 15: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -530,6 +618,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 		(*InternalRequest_LockAcquire)(nil),
 		(*InternalRequest_LockRelease)(nil),
 		(*InternalRequest_LockCancel)(nil),
+		(*InternalRequest_Alarm)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -537,7 +626,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_raft_internal_proto_rawDesc), len(file_dkv_v1_raft_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

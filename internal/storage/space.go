@@ -1,0 +1,402 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// ErrDiskFull is wrapped by errors that come from the disk being full
+// (ENOSPC), so callers can tell them from other I/O failures.
+var ErrDiskFull = errors.New("no space left on device")
+
+// IsDiskFull reports whether err, or the message of a Pebble failure,
+// comes from ENOSPC. Pebble flattens some errors to text, so the message
+// is checked too.
+func IsDiskFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrDiskFull) {
+		return true
+	}
+	return strings.Contains(err.Error(), syscall.ENOSPC.Error())
+}
+
+// FatalError is what Options.Fatal receives: Pebble reached a state it
+// cannot continue from (a failed WAL or MANIFEST write). The database must
+// not be used any more.
+type FatalError struct {
+	Msg string
+}
+
+func (e *FatalError) Error() string { return "pebble cannot continue: " + e.Msg }
+
+// Is makes errors.Is(err, ErrDiskFull) hold when the cause was ENOSPC.
+func (e *FatalError) Is(target error) bool {
+	return target == ErrDiskFull && strings.Contains(e.Msg, syscall.ENOSPC.Error())
+}
+
+// DiskUsage is the free space of the filesystem holding the database and
+// the bytes the database occupies on it.
+type DiskUsage struct {
+	// AvailBytes is what the filesystem still lets this process write.
+	AvailBytes uint64
+	// TotalBytes is the filesystem's size.
+	TotalBytes uint64
+	// DBBytes is Pebble's own disk use: WAL, tables, manifests, and
+	// obsolete files not yet deleted.
+	DBBytes uint64
+	// UnflushedBytes is the live data in the write-ahead log: flushing it
+	// (at the latest when the database is next opened) needs about that
+	// much free space again.
+	UnflushedBytes uint64
+}
+
+// DiskUsage measures the free space where the database lives (statfs, or
+// the test filesystem's answer) and the database's own size.
+func (s *Storage) DiskUsage() (DiskUsage, error) {
+	du, err := s.fs.GetDiskUsage(s.dir)
+	if err != nil {
+		return DiskUsage{}, fmt.Errorf("disk usage of %s: %w", s.dir, err)
+	}
+	m := s.db.Metrics()
+	return DiskUsage{
+		AvailBytes:     du.AvailBytes,
+		TotalBytes:     du.TotalBytes,
+		DBBytes:        m.DiskSpaceUsage(),
+		UnflushedBytes: m.WAL.Size,
+	}, nil
+}
+
+// Reclaim makes space that deletes and a history purge freed count on
+// disk: it flushes the memtable (so the WAL holding the deleted data can
+// go) and compacts the state and the raft log, which drops their
+// tombstones and deleted versions. It needs some free space to write the
+// compacted tables; the reserve is kept for that.
+func (s *Storage) Reclaim() error {
+	if err := s.db.Flush(); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	if err := s.db.Compact(context.Background(), entryPrefix, entryKey(^uint64(0)), true); err != nil {
+		return fmt.Errorf("compact raft log: %w", err)
+	}
+	if err := s.db.Compact(context.Background(), StateStart, StateEnd, true); err != nil {
+		return fmt.Errorf("compact state: %w", err)
+	}
+	return nil
+}
+
+// pebbleLogger routes Pebble's messages to the node's log. Errors are
+// rate limited per kind: a full disk makes Pebble retry (and report) a
+// failing flush or compaction in a tight loop, and one line per interval
+// says as much as a million. Fatalf never panics: it reports the failure
+// to onFatal once and parks the calling goroutine for good, since Pebble's
+// state after a fatal error (a commit pipeline that cannot move on) must
+// not be used; the node stops without it.
+type pebbleLogger struct {
+	log     *slog.Logger
+	onFatal func(error)
+	limit   *rateLimiter
+	// diskFull, while pebble.Open runs, gets the first ENOSPC error: Open
+	// waits for the flush of the replayed log, which retries forever on a
+	// full disk.
+	diskFull chan error
+
+	fatalOnce sync.Once
+}
+
+func newPebbleLogger(log *slog.Logger, onFatal func(error), every time.Duration) *pebbleLogger {
+	if log == nil {
+		log = slog.Default()
+	}
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	return &pebbleLogger{log: log.With("component", "pebble"), onFatal: onFatal, limit: newRateLimiter(every), diskFull: make(chan error, 1)}
+}
+
+func (l *pebbleLogger) noteDiskFull(err error) {
+	if IsDiskFull(err) {
+		select {
+		case l.diskFull <- err:
+		default:
+		}
+	}
+}
+
+func (l *pebbleLogger) Infof(string, ...any) {}
+
+func (l *pebbleLogger) Errorf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	kind := format
+	if IsDiskFull(errors.New(msg)) {
+		kind = "enospc:" + format
+	}
+	if n, ok := l.limit.allow(kind); ok {
+		l.log.Error(msg, "suppressed_since_last", n)
+	}
+}
+
+func (l *pebbleLogger) Fatalf(format string, args ...any) {
+	err := &FatalError{Msg: fmt.Sprintf(format, args...)}
+	l.noteDiskFull(err)
+	l.fatalOnce.Do(func() {
+		hint := "the node stops; see the log above for the cause"
+		if errors.Is(err, ErrDiskFull) {
+			hint = "the disk is full: free space (or grow the volume) and restart the node; acknowledged writes are in the synced log"
+		}
+		l.log.Error("storage failed; stopping the node", "err", err.Msg, "what_to_do", hint)
+		if l.onFatal != nil {
+			go l.onFatal(err)
+		}
+	})
+	// Never return into Pebble: the caller would carry on as if the write
+	// had succeeded.
+	select {}
+}
+
+// eventListener logs Pebble's background errors (failed flushes and
+// compactions, e.g. at ENOSPC) once per kind per interval.
+func (l *pebbleLogger) eventListener() *pebble.EventListener {
+	return &pebble.EventListener{
+		BackgroundError: func(err error) {
+			l.noteDiskFull(err)
+			kind := "background"
+			if IsDiskFull(err) {
+				kind = "background-enospc"
+			}
+			if n, ok := l.limit.allow(kind); ok {
+				l.log.Error("background error (flush or compaction failed; Pebble retries)", "err", err, "disk_full", IsDiskFull(err), "suppressed_since_last", n)
+			}
+		},
+	}
+}
+
+// rateLimiter lets one event per kind through per interval and counts the
+// rest.
+type rateLimiter struct {
+	every time.Duration
+	now   func() time.Time
+
+	mu    sync.Mutex
+	kinds map[string]*rateEntry
+}
+
+type rateEntry struct {
+	last       time.Time
+	suppressed int
+}
+
+func newRateLimiter(every time.Duration) *rateLimiter {
+	return &rateLimiter{every: every, now: time.Now, kinds: map[string]*rateEntry{}}
+}
+
+// allow reports whether an event of kind may be logged now, and how many
+// were suppressed since the last one that was.
+func (r *rateLimiter) allow(kind string) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	e := r.kinds[kind]
+	if e == nil {
+		if len(r.kinds) > 256 {
+			r.kinds = map[string]*rateEntry{} // bound the table
+		}
+		r.kinds[kind] = &rateEntry{last: now}
+		return 0, true
+	}
+	if now.Sub(e.last) < r.every {
+		e.suppressed++
+		return 0, false
+	}
+	n := e.suppressed
+	e.last, e.suppressed = now, 0
+	return n, true
+}
+
+// minOpenFreeBytes is the free space opening a database needs beyond its
+// write-ahead log (which Open flushes to tables): a new WAL, a MANIFEST,
+// an OPTIONS file.
+const minOpenFreeBytes = 4 << 20
+
+// openPebble opens the database, refusing at once, with a message that
+// says what to do, when the disk is too full to do so. Pebble itself would
+// retry flushing the replayed log forever: the node would never listen,
+// burn CPU and fill its log.
+func openPebble(dir string, fs vfs.FS, po *pebble.Options, pl *pebbleLogger) (*pebble.DB, error) {
+	// Flushing the replayed log needs up to its size (less when it
+	// compresses); the ballast is released for that. Below the bare
+	// minimum, give up at once; otherwise a flush that meets ENOSPC
+	// gives up below.
+	var walBytes uint64
+	if ls, err := fs.List(dir); err == nil {
+		for _, name := range ls {
+			if strings.HasSuffix(name, ".log") {
+				if fi, err := fs.Stat(fs.PathJoin(dir, name)); err == nil {
+					walBytes += uint64(fi.Size())
+				}
+			}
+		}
+	}
+	need := uint64(minOpenFreeBytes)
+	if releaseBallastIfFull(fs, dir, need+walBytes) {
+		pl.log.Warn("disk nearly full at start: released the ballast file; the node starts refusing writes until space is freed", "dir", dir)
+	}
+	if du, err := fs.GetDiskUsage(dir); err == nil {
+		if du.AvailBytes < need {
+			return nil, fmt.Errorf("data dir %s: %w: %s free, opening the database needs at least %s (and up to %s more to flush its write-ahead log); free space on that filesystem and start again",
+				dir, ErrDiskFull, FormatBytes(du.AvailBytes), FormatBytes(need), FormatBytes(walBytes))
+		}
+	}
+	type result struct {
+		db  *pebble.DB
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		db, err := pebble.Open(dir, po)
+		done <- result{db, err}
+	}()
+	select {
+	case r := <-done:
+		return r.db, r.err
+	case err := <-pl.diskFull:
+		// Open is stuck behind a flush that cannot succeed. Leave it: the
+		// caller gives up on this database (the process normally exits).
+		return nil, fmt.Errorf("data dir %s: %w while opening (%v); free space on that filesystem and start again", dir, ErrDiskFull, err)
+	}
+}
+
+// FormatBytes prints n in binary units, for messages.
+func FormatBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// defaultFS is the FS Pebble uses when Options.FS is nil.
+func defaultFS(fs vfs.FS) vfs.FS {
+	if fs == nil {
+		return vfs.Default
+	}
+	return fs
+}
+
+// Alarm table: "s/alarm/<member id>" -> reason, in the replicated state so
+// that every member refuses the same writes and a snapshot carries it.
+var alarmPrefix = []byte("s/alarm/")
+
+func alarmKey(id uint64) []byte {
+	k := make([]byte, len(alarmPrefix)+8)
+	copy(k, alarmPrefix)
+	binary.BigEndian.PutUint64(k[len(alarmPrefix):], id)
+	return k
+}
+
+// SetAlarm records member id's NOSPACE alarm.
+func SetAlarm(b *pebble.Batch, id uint64, reason string) error {
+	return b.Set(alarmKey(id), []byte(reason), nil)
+}
+
+// DeleteAlarm clears member id's NOSPACE alarm.
+func DeleteAlarm(b *pebble.Batch, id uint64) error {
+	return b.Delete(alarmKey(id), nil)
+}
+
+// Alarms returns the raised alarms: member id -> reason.
+func Alarms(r pebble.Reader) (map[uint64]string, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: alarmPrefix, UpperBound: []byte("s/alarm0")})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := map[uint64]string{}
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key(); len(k) == len(alarmPrefix)+8 {
+			out[binary.BigEndian.Uint64(k[len(alarmPrefix):])] = string(it.Value())
+		}
+	}
+	return out, it.Error()
+}
+
+// BallastName is the file in the data dir that holds disk space in
+// reserve: at ENOSPC it is deleted and Pebble's failed write retried, so
+// a full disk does not fail the commit pipeline (Pebble cannot recover
+// from that). It is put back once there is room again.
+const BallastName = "DKV_BALLAST"
+
+// wrapFS wraps fs so that ENOSPC releases the ballast and the write is
+// retried once (vfs.OnDiskFull).
+func (s *Storage) wrapFS(fs vfs.FS, onDiskFull func()) vfs.FS {
+	return vfs.OnDiskFull(fs, func() {
+		path := fs.PathJoin(s.dir, BallastName)
+		if err := fs.Remove(path); err == nil {
+			s.pl.log.Warn("disk full: released the ballast file to finish the write in progress", "file", path, "bytes", s.ballastBytes)
+		}
+		if onDiskFull != nil {
+			onDiskFull()
+		}
+	})
+}
+
+// EnsureBallast creates the ballast file if it is missing and the option
+// is on. The space is allocated (fallocate), or written where the
+// filesystem cannot allocate, so it is really held.
+func (s *Storage) EnsureBallast() error {
+	if s.ballastBytes <= 0 {
+		return nil
+	}
+	path := s.rawFS.PathJoin(s.dir, BallastName)
+	if _, err := s.rawFS.Stat(path); err == nil {
+		return nil
+	}
+	tmp := path + ".tmp"
+	f, err := s.rawFS.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	err = f.Preallocate(0, s.ballastBytes)
+	if err != nil {
+		buf := make([]byte, 1<<20)
+		for left := s.ballastBytes; left > 0 && err == nil; left -= int64(len(buf)) {
+			_, err = f.Write(buf[:min(left, int64(len(buf)))])
+		}
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.rawFS.Remove(tmp)
+		return fmt.Errorf("create ballast file: %w", err)
+	}
+	return s.rawFS.Rename(tmp, path)
+}
+
+// releaseBallastIfFull deletes the ballast before opening when the disk
+// is too full to open with it: that is what it is for.
+func releaseBallastIfFull(fs vfs.FS, dir string, need uint64) bool {
+	du, err := fs.GetDiskUsage(dir)
+	if err != nil || du.AvailBytes >= need {
+		return false
+	}
+	return fs.Remove(fs.PathJoin(dir, BallastName)) == nil
+}

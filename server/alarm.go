@@ -1,0 +1,296 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/storage"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// The NOSPACE alarm, after etcd's: a member whose disk's free space falls
+// below Config.SpaceReserveBytes, or whose database grows over
+// Config.QuotaBytes, proposes an alarm through raft; while any member's
+// alarm is raised, every member refuses the writes that add data (put,
+// counter, a txn with a put, lease grant, lock acquire) with NoSpace, both
+// before proposing and, deterministically, in apply. Reads, deletes,
+// compaction, lease keep-alives and revokes and lock releases go on, so an
+// operator can free space. The member clears its alarm (again through
+// raft) once it measures enough space, and writes resume.
+//
+// Until the alarm is committed the member also refuses such writes on its
+// own (localFull), and the ballast file (storage.Options.BallastBytes)
+// absorbs what is already in flight: at ENOSPC Pebble's write is retried
+// after the ballast is deleted, instead of failing the commit pipeline.
+
+// alarms is the replicated alarm table, as of the applied index.
+type alarms struct {
+	mu     sync.Mutex
+	active map[uint64]string // member id -> reason
+}
+
+func (a *alarms) set(id uint64, reason string, on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.active == nil {
+		a.active = map[uint64]string{}
+	}
+	if on {
+		a.active[id] = reason
+	} else {
+		delete(a.active, id)
+	}
+}
+
+func (a *alarms) reset(m map[uint64]string) {
+	a.mu.Lock()
+	a.active = m
+	a.mu.Unlock()
+}
+
+// raised reports whether member id's alarm is raised.
+func (a *alarms) raised(id uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.active[id]
+	return ok
+}
+
+// describe is "" without an alarm, else which members and why.
+func (a *alarms) describe() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.active) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(a.active))
+	for id, r := range a.active {
+		parts = append(parts, fmt.Sprintf("member %x: %s", id, r))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
+func (a *alarms) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.active)
+}
+
+// growsData reports whether req is a write the NOSPACE alarm refuses: one
+// that can add data. Deletes, compaction and lease and lock bookkeeping
+// that frees or keeps space are allowed.
+func growsData(req *dkvpb.InternalRequest) bool {
+	switch r := req.Request.(type) {
+	case *dkvpb.InternalRequest_Put, *dkvpb.InternalRequest_Counter,
+		*dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LockAcquire:
+		return true
+	case *dkvpb.InternalRequest_Txn:
+		for _, ops := range [][]*dkvpb.RequestOp{r.Txn.GetSuccess(), r.Txn.GetFailure()} {
+			for _, op := range ops {
+				if op.GetRequestPut() != nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func noSpaceErr(why string) *dkverr.Error {
+	return dkverr.New(dkverr.NoSpace, "writes are refused until space is freed (%s); reads, deletes and compaction still work", why)
+}
+
+// checkSpace refuses, before proposing, a write the alarm would refuse.
+func (s *Server) checkSpace(req *dkvpb.InternalRequest) error {
+	if !growsData(req) {
+		return nil
+	}
+	if why := s.alarms.describe(); why != "" {
+		return noSpaceErr(why)
+	}
+	if why, _ := s.localFull.Load().(string); why != "" {
+		return noSpaceErr(fmt.Sprintf("member %x: %s", s.memberID, why))
+	}
+	return nil
+}
+
+// applyAlarm applies an AlarmRequest: deterministic, it only records what
+// the member measured.
+func (s *Server) applyAlarm(b *pebble.Batch, ar *dkvpb.AlarmRequest) mvcc.Result {
+	var err error
+	if ar.GetActive() {
+		err = storage.SetAlarm(b, ar.GetMemberId(), ar.GetReason())
+	} else {
+		err = storage.DeleteAlarm(b, ar.GetMemberId())
+	}
+	if err != nil {
+		panic(err) // a batch write cannot fail but for a bug
+	}
+	s.alarms.set(ar.GetMemberId(), ar.GetReason(), ar.GetActive())
+	return mvcc.Result{Revision: s.kv.Revision()}
+}
+
+// loadAlarms reads the alarm table from the applied state.
+func (s *Server) loadAlarms() error {
+	m, err := storage.Alarms(s.store.DB())
+	if err != nil {
+		return err
+	}
+	s.alarms.reset(m)
+	return nil
+}
+
+// spaceState is what one measurement found: why writes must stop ("" if
+// they need not) and whether there is room to restore the ballast.
+func (s *Server) measureSpace() (why string, ballastRoom bool, err error) {
+	du, err := s.store.DiskUsage()
+	if err != nil {
+		return "", false, err
+	}
+	reserve := uint64(max(s.cfg.SpaceReserveBytes, 0))
+	// What the next flush of the write-ahead log will take is not free:
+	// without it a node stopped now could not open again.
+	free := du.AvailBytes - min(du.AvailBytes, du.UnflushedBytes)
+	switch {
+	case s.cfg.SpaceReserveBytes > 0 && free < reserve:
+		why = fmt.Sprintf("free disk space %s (%s once the write-ahead log is flushed) is below the reserve %s (--space-reserve-bytes)",
+			storage.FormatBytes(du.AvailBytes), storage.FormatBytes(free), storage.FormatBytes(reserve))
+	case s.cfg.QuotaBytes > 0 && du.DBBytes > uint64(s.cfg.QuotaBytes):
+		why = fmt.Sprintf("database size %s is over the quota %s (--quota-bytes)",
+			storage.FormatBytes(du.DBBytes), storage.FormatBytes(uint64(s.cfg.QuotaBytes)))
+	}
+	ballastRoom = free >= reserve+uint64(max(s.cfg.BallastBytes, 0))
+	return why, ballastRoom, nil
+}
+
+// spaceLoop measures the disk every SpaceCheckInterval (and at once when
+// Pebble met ENOSPC), raises and clears this member's alarm, and puts the
+// ballast back once there is room.
+func (s *Server) spaceLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.SpaceCheckInterval)
+	defer t.Stop()
+	var lastErr string
+	for {
+		why, room, err := s.measureSpace()
+		switch {
+		case err != nil:
+			if err.Error() != lastErr {
+				s.log.Warn("cannot measure disk space", "err", err)
+				lastErr = err.Error()
+			}
+		case s.diskFullHit.Swap(false) && why == "":
+			why = "the disk filled up (ENOSPC); the ballast file was released"
+			fallthrough
+		default:
+			s.updateAlarm(why, room)
+		}
+		select {
+		case <-s.stopc:
+			return
+		case <-t.C:
+		case <-s.spaceKick:
+		}
+	}
+}
+
+func (s *Server) updateAlarm(why string, ballastRoom bool) {
+	prev, _ := s.localFull.Load().(string)
+	s.localFull.Store(why)
+	if why != "" && prev == "" {
+		s.log.Warn("NOSPACE: refusing writes that add data", "reason", why)
+	}
+	raised := s.alarms.raised(s.memberID)
+	if (why != "") == raised {
+		if why == "" && ballastRoom {
+			if err := s.store.EnsureBallast(); err != nil {
+				s.log.Warn("cannot restore the ballast file", "err", err)
+			}
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Alarm{Alarm: &dkvpb.AlarmRequest{
+		MemberId: s.memberID, Active: why != "", Reason: why,
+	}}}
+	if _, err := s.node.Propose(ctx, req); err != nil {
+		// Measured again next interval.
+		if !errors.Is(err, context.DeadlineExceeded) {
+			s.log.Warn("cannot propose the NOSPACE alarm change", "active", why != "", "err", err)
+		}
+		return
+	}
+	if why == "" {
+		s.log.Info("NOSPACE alarm cleared: writes resume")
+	} else {
+		s.log.Warn("NOSPACE alarm raised for the cluster", "reason", why)
+	}
+}
+
+// onDiskFull runs inside Pebble's write path at ENOSPC, after the ballast
+// is gone: note it and wake the monitor, nothing slow.
+func (s *Server) onDiskFull() {
+	s.diskFulls.Add(1)
+	s.diskFullHit.Store(true)
+	s.localFull.Store("the disk filled up (ENOSPC); the ballast file was released")
+	select {
+	case s.spaceKick <- struct{}{}:
+	default:
+	}
+}
+
+// onStorageFatal: Pebble cannot continue. The node stops serving; Failed
+// reports why.
+func (s *Server) onStorageFatal(err error) {
+	s.failedOnce.Do(func() {
+		s.failErr = err
+		s.log.Error("stopping: storage cannot continue", "err", err)
+		close(s.failed)
+		if s.running.Load() {
+			go s.Stop() // stop serving; the database is not closed
+		}
+		// Before that, Start fails or stays parked; Failed tells its caller.
+	})
+}
+
+// reclaimSpace, after a history purge while this member is short of
+// space, makes the freed space count: it truncates the raft log up to the
+// applied index (slow followers then get a snapshot) and has Pebble flush
+// and compact away deleted data. Outside an alarm Pebble's own background
+// compactions do this in time.
+func (s *Server) reclaimSpace() {
+	if why, _ := s.localFull.Load().(string); why == "" && !s.alarms.raised(s.memberID) {
+		return
+	}
+	view := s.store.DB().NewSnapshot()
+	applied, err := storage.AppliedIndex(view)
+	var cs *raftpb.ConfState
+	if err == nil {
+		cs, err = storage.ConfState(view)
+	}
+	view.Close()
+	if err == nil && applied > 0 {
+		err = s.store.CompactLog(applied, applied, cs)
+	}
+	if err == nil {
+		err = s.store.Reclaim()
+	}
+	if err != nil {
+		s.log.Warn("reclaiming disk space after compaction", "err", err)
+	}
+	select {
+	case s.spaceKick <- struct{}{}:
+	default:
+	}
+}
