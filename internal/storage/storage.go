@@ -80,7 +80,8 @@ type Storage struct {
 	pl           *pebbleLogger
 
 	mu        sync.Mutex
-	lastIndex uint64 // last log index persisted to Pebble
+	lastIndex uint64            // last log index persisted to Pebble
+	hardState *raftpb.HardState // last HardState persisted (MemoryStorage.InitialState is not safe to call concurrently)
 
 	wmu         sync.Mutex // serializes witness writes
 	witnessed   witness    // the witness on disk
@@ -314,6 +315,7 @@ func (s *Storage) load() error {
 		if err := s.MemoryStorage.SetHardState(hs); err != nil {
 			return err
 		}
+		s.hardState = hs
 	}
 	first, _ := s.MemoryStorage.FirstIndex()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(first), UpperBound: entryKey(^uint64(0))})
@@ -422,6 +424,7 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 		if err := s.MemoryStorage.SetHardState(hs); err != nil {
 			return err
 		}
+		s.hardState = hs
 		// A new term or vote reaches the witness before raft may act on
 		// it: a member that loses its HardState later is refused at open
 		// instead of voting a second time in this term. Elections are

@@ -113,7 +113,7 @@ func (e errBadWitness) Error() string { return e.err.Error() }
 // captureLocked is the raft state Pebble holds now (s.mu held); once the
 // WAL is synced it is durable.
 func (s *Storage) captureLocked() witness {
-	hs, _, _ := s.MemoryStorage.InitialState()
+	hs := s.hardState
 	w := witness{Term: hs.GetTerm(), Vote: hs.GetVote(), Commit: hs.GetCommit(), LastIndex: s.lastIndex}
 	if t, err := s.MemoryStorage.Term(s.lastIndex); err == nil {
 		w.LastTerm = t

@@ -102,7 +102,9 @@ func (pc *procCluster) start(nd *procNode) {
 	if err != nil {
 		pc.t.Fatal(err)
 	}
-	cmd := exec.Command(pc.bin, "serve", "--name", nd.name, "--peer-addr", nd.peer, "--client-addr", nd.client,
+	// The members dial each other's proxies: that is the address this
+	// member is known by (its --initial-cluster entry).
+	cmd := exec.Command(pc.bin, "serve", "--name", nd.name, "--peer-addr", nd.peer, "--advertise-peer-addr", nd.proxy.Addr(), "--client-addr", nd.client,
 		"--http-addr", "", "--data-dir", nd.dir, "--initial-cluster", pc.ic, "--initial-cluster-token", pc.token)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
