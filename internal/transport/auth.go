@@ -42,12 +42,6 @@ const (
 
 var dropReasons = []string{DropHandshake, DropNotMember, DropFromMismatch, DropWrongTarget, DropSnapOnStream, DropBadMessage}
 
-// Membership is implemented by a Raft that knows who may talk to it:
-// voters and learners of the applied configuration or a pending one.
-// Without it (tests) every sender is taken to be a member.
-type Membership interface {
-	IsMember(id uint64) bool
-}
 
 // Proof is the handshake's HMAC-SHA256 of (cluster, from, to) under secret.
 func Proof(secret []byte, clusterID, from, to uint64) []byte {
@@ -99,11 +93,10 @@ func (t *GRPC) refuse(reason, msg string) error {
 	return status.Error(codes.Unauthenticated, msg)
 }
 
+// isMember fails closed: before the local member is set, nobody is one.
 func (t *GRPC) isMember(id uint64) bool {
-	if m, ok := t.cfg.Raft.(Membership); ok {
-		return m.IsMember(id)
-	}
-	return true
+	r := t.cfg.Raft
+	return r != nil && r.IsMember(id)
 }
 
 // dropped counts n messages dropped for reason and logs it, at most once

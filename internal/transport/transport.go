@@ -25,6 +25,11 @@ import (
 // Raft is the local member the transport delivers to and reports to.
 type Raft interface {
 	Step(ctx context.Context, m *raftpb.Message) error
+	// IsMember reports whether id may send to this member: a voter or
+	// learner of the applied configuration or of a pending one. It is
+	// part of this interface, not an optional extra, so that a wrapper
+	// (server's contactRecorder) cannot silently turn the check off.
+	IsMember(id uint64) bool
 	ReportUnreachable(id uint64)
 	ReportSnapshot(id uint64, st raft.SnapshotStatus)
 }
