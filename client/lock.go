@@ -144,7 +144,7 @@ func (c *Client) acquireRPC(ctx context.Context, req *dkvpb.LockAcquireRequest) 
 		return err
 	}
 	var err error
-	for {
+	for unknown := 0; ; {
 		// A wait may last hours and outlive several members. One that
 		// failed (Unavailable: its member stopped or died, and so did
 		// the retries) after waiting a while gets a fresh retry budget:
@@ -152,7 +152,19 @@ func (c *Client) acquireRPC(ctx context.Context, req *dkvpb.LockAcquireRequest) 
 		// member answers.
 		start := time.Now()
 		err = call(ctx, false, rpc)
-		if err == nil || !req.Wait || ctx.Err() != nil || !errors.Is(err, ErrUnavailable) || time.Since(start) < waitRetryAfter {
+		if err == nil || !req.Wait || ctx.Err() != nil {
+			break
+		}
+		// A proposal of the wait (joining the queue, or finding the place
+		// again) lost with its leader has an unknown outcome, which the
+		// server reports as DeadlineExceeded while our ctx is alive; the
+		// owner makes asking again safe, and giving up here would take
+		// the place out of the queue (below).
+		if (errors.Is(err, ErrUnknownOutcome) || errors.Is(err, context.DeadlineExceeded)) && unknown < c.cfg.MaxRetries {
+			unknown++
+			continue
+		}
+		if !errors.Is(err, ErrUnavailable) || time.Since(start) < waitRetryAfter {
 			break
 		}
 	}

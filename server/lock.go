@@ -115,9 +115,13 @@ func (l *lockService) Acquire(ctx context.Context, req *dkvpb.LockAcquireRequest
 	resp, err := propose[*dkvpb.LockAcquireResponse](pctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
 	pcancel()
 	if err != nil {
-		if r.Wait {
-			// The enqueue may have committed (an unknown outcome, or the
-			// caller gave up): leave no waiter nobody waits for.
+		if r.Wait && ctx.Err() != nil {
+			// The caller gave up and the enqueue may have committed:
+			// leave no waiter nobody waits for. A proposal lost with its
+			// leader while the caller still waits is not cancelled: the
+			// owner's retry finds the same place (cancelling here would
+			// drop a place held since before this attempt), and a caller
+			// that does not retry is cleared by its waiter's lease.
 			l.cancelWait(r.Key, r.Owner)
 		}
 		return nil, err

@@ -100,8 +100,13 @@ func TestLeaderFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 func TestPartitionedMinorityRefusesThenConverges(t *testing.T) {
 	c := NewCluster(t, 3, server.Config{})
 	put(t, c.Nodes[0], "x", "1")
-	// Cut off a follower.
+	// Cut off a follower, once it has applied the write (the put is
+	// acknowledged when its member applied it, not every follower).
 	minority := c.Followers()[0]
+	c.Eventually(5*time.Second, "the follower to apply x=1", func() bool {
+		v, ok := get(t, minority, "x", true)
+		return ok && v == "1"
+	})
 	c.Isolate(minority)
 	c.Eventually(5*time.Second, "isolated node to lose its leader", func() bool {
 		return minority.Srv.LeaderID() == 0

@@ -128,7 +128,21 @@ func TestCLIEndpointsAddressTheNamedMember(t *testing.T) {
 	}
 	// Several endpoints still fail over: with one of them dead, commands
 	// keep working through the others.
+	gone, _ := statusOf(t, "--endpoints", ms[0].addr)
 	ms[0].kill()
+	// If ms[0] led, a write sent before the others elect a leader may end
+	// with an honest unknown outcome (exit 7): wait for the new leader.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, r := statusOf(t, "--endpoints", ms[1].addr)
+		if r.code == 0 && st.LeaderID != "" && st.LeaderID != "0" && st.LeaderID != gone.MemberID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader among the two live members within 20s (last status %+v, %+v)", st, r)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the CLI, a process per try
+	}
 	all := ms[0].addr + "," + ms[1].addr + "," + ms[2].addr
 	for i := range 4 {
 		k := fmt.Sprintf("fo%d", i)
