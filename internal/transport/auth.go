@@ -42,7 +42,6 @@ const (
 
 var dropReasons = []string{DropHandshake, DropNotMember, DropFromMismatch, DropWrongTarget, DropSnapOnStream, DropBadMessage}
 
-
 // Proof is the handshake's HMAC-SHA256 of (cluster, from, to) under secret.
 func Proof(secret []byte, clusterID, from, to uint64) []byte {
 	mac := hmac.New(sha256.New, secret)
