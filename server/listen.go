@@ -2,9 +2,9 @@ package server
 
 import (
 	"fmt"
+	"github.com/dkv-io/dkv/internal/lograte"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -136,11 +136,11 @@ type connLimit struct {
 	max   int
 	slots chan struct{}
 	// refusedLog rate-limits the "limit reached" log line.
-	refusedLog atomic.Int64
+	refusedLog *lograte.Limiter
 }
 
 func newConnLimit(n int) *connLimit {
-	return &connLimit{max: n, slots: make(chan struct{}, n)}
+	return &connLimit{max: n, slots: make(chan struct{}, n), refusedLog: lograte.New(10 * time.Second)}
 }
 
 // MaxConnections is the client connection limit in force (0 before Start
@@ -174,8 +174,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	select {
 	case l.lim.slots <- struct{}{}:
 	default:
-		if now := time.Now().UnixNano(); now-l.lim.refusedLog.Load() > int64(10*time.Second) {
-			l.lim.refusedLog.Store(now)
+		if _, ok := l.lim.refusedLog.Allow("limit"); ok {
 			l.s.log.Warn("connection limit reached; new connections wait until one closes",
 				"listener", l.what, "max_connections", cap(l.lim.slots))
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/dkv-io/dkv/internal/lograte"
 	"log/slog"
 	"strings"
 	"sync"
@@ -106,7 +107,7 @@ func (s *Storage) Reclaim() error {
 type pebbleLogger struct {
 	log     *slog.Logger
 	onFatal func(error)
-	limit   *rateLimiter
+	limit   *lograte.Limiter
 	// diskFull, while pebble.Open runs, gets the first ENOSPC error: Open
 	// waits for the flush of the replayed log, which retries forever on a
 	// full disk.
@@ -122,7 +123,7 @@ func newPebbleLogger(log *slog.Logger, onFatal func(error), every time.Duration)
 	if every <= 0 {
 		every = 10 * time.Second
 	}
-	return &pebbleLogger{log: log.With("component", "pebble"), onFatal: onFatal, limit: newRateLimiter(every), diskFull: make(chan error, 1)}
+	return &pebbleLogger{log: log.With("component", "pebble"), onFatal: onFatal, limit: lograte.New(every), diskFull: make(chan error, 1)}
 }
 
 func (l *pebbleLogger) noteDiskFull(err error) {
@@ -142,7 +143,7 @@ func (l *pebbleLogger) Errorf(format string, args ...any) {
 	if IsDiskFull(errors.New(msg)) {
 		kind = "enospc:" + format
 	}
-	if n, ok := l.limit.allow(kind); ok {
+	if n, ok := l.limit.Allow(kind); ok {
 		l.log.Error(msg, "suppressed_since_last", n)
 	}
 }
@@ -175,53 +176,11 @@ func (l *pebbleLogger) eventListener() *pebble.EventListener {
 			if IsDiskFull(err) {
 				kind = "background-enospc"
 			}
-			if n, ok := l.limit.allow(kind); ok {
+			if n, ok := l.limit.Allow(kind); ok {
 				l.log.Error("background error (flush or compaction failed; Pebble retries)", "err", err, "disk_full", IsDiskFull(err), "suppressed_since_last", n)
 			}
 		},
 	}
-}
-
-// rateLimiter lets one event per kind through per interval and counts the
-// rest.
-type rateLimiter struct {
-	every time.Duration
-	now   func() time.Time
-
-	mu    sync.Mutex
-	kinds map[string]*rateEntry
-}
-
-type rateEntry struct {
-	last       time.Time
-	suppressed int
-}
-
-func newRateLimiter(every time.Duration) *rateLimiter {
-	return &rateLimiter{every: every, now: time.Now, kinds: map[string]*rateEntry{}}
-}
-
-// allow reports whether an event of kind may be logged now, and how many
-// were suppressed since the last one that was.
-func (r *rateLimiter) allow(kind string) (int, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	e := r.kinds[kind]
-	if e == nil {
-		if len(r.kinds) > 256 {
-			r.kinds = map[string]*rateEntry{} // bound the table
-		}
-		r.kinds[kind] = &rateEntry{last: now}
-		return 0, true
-	}
-	if now.Sub(e.last) < r.every {
-		e.suppressed++
-		return 0, false
-	}
-	n := e.suppressed
-	e.last, e.suppressed = now, 0
-	return n, true
 }
 
 // minOpenFreeBytes is the free space opening a database needs beyond its

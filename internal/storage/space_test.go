@@ -16,7 +16,7 @@ func TestPebbleLoggerRateLimitsBackgroundErrors(t *testing.T) {
 	var buf bytes.Buffer
 	l := newPebbleLogger(slog.New(slog.NewTextHandler(&buf, nil)), nil, time.Minute)
 	now := time.Unix(1000, 0)
-	l.limit.now = func() time.Time { return now }
+	l.limit.SetClock(func() time.Time { return now })
 	bg := l.eventListener().BackgroundError
 	for range 1000 {
 		bg(syscall.ENOSPC)

@@ -7,9 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,7 +100,7 @@ func (t *GRPC) isMember(id uint64) bool {
 // per reason every logEvery.
 func (t *GRPC) dropped(reason string, n int, msg string) {
 	t.drops.WithLabelValues(reason).Add(float64(n))
-	t.limiter.warn(t.log, reason, msg)
+	t.warnLimited(reason, msg)
 }
 
 // Metrics is the transport's collector (dkv_peer_messages_dropped_total),
@@ -120,31 +118,15 @@ func newDropCounter() *prometheus.CounterVec {
 	return c
 }
 
+// logEvery: refused traffic is logged once per reason per interval.
 const logEvery = 10 * time.Second
 
-// logLimiter keeps a flood of refused traffic from flooding the log: one
-// line per reason per interval, saying how many were not logged.
-type logLimiter struct {
-	mu         sync.Mutex
-	last       map[string]time.Time
-	suppressed map[string]int
-}
-
-func (l *logLimiter) warn(log *slog.Logger, reason, msg string) {
-	l.mu.Lock()
-	now := time.Now()
-	if l.last == nil {
-		l.last, l.suppressed = map[string]time.Time{}, map[string]int{}
+// warnLimited logs a refusal, at most once per reason every logEvery,
+// saying how many were not logged since.
+func (t *GRPC) warnLimited(reason, msg string) {
+	if n, ok := t.limiter.Allow(reason); ok {
+		t.log.Warn("peer traffic refused", "reason", reason, "detail", msg, "not_logged_since_last", n)
 	}
-	if t, ok := l.last[reason]; ok && now.Sub(t) < logEvery {
-		l.suppressed[reason]++
-		l.mu.Unlock()
-		return
-	}
-	n := l.suppressed[reason]
-	l.last[reason], l.suppressed[reason] = now, 0
-	l.mu.Unlock()
-	log.Warn("peer traffic refused", "reason", reason, "detail", msg, "not_logged_since_last", n)
 }
 
 func hexProof(secret []byte, clusterID, from, to uint64) string {

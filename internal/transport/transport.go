@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dkv-io/dkv/internal/lograte"
 	"io"
 	"log/slog"
 	"sync"
@@ -80,7 +81,7 @@ type GRPC struct {
 	wg    sync.WaitGroup
 
 	drops   *prometheus.CounterVec
-	limiter logLimiter
+	limiter *lograte.Limiter
 }
 
 // New returns a transport with no peers; AddPeer adds them.
@@ -94,7 +95,7 @@ func New(cfg Config) *GRPC {
 	if cfg.Faults == nil {
 		cfg.Faults = &Faults{}
 	}
-	return &GRPC{cfg: cfg, log: cfg.Logger, peers: map[uint64]*peer{}, stopc: make(chan struct{}), drops: newDropCounter()}
+	return &GRPC{cfg: cfg, log: cfg.Logger, peers: map[uint64]*peer{}, stopc: make(chan struct{}), drops: newDropCounter(), limiter: lograte.New(logEvery)}
 }
 
 // Register adds the Peer service to a gRPC server (the peer listener's).
@@ -283,7 +284,7 @@ func (p *peer) run() {
 		if c := status.Code(err); c == codes.Unauthenticated || c == codes.FailedPrecondition {
 			// A misconfigured member (wrong secret, cluster or id) must
 			// be visible to its operator.
-			p.t.limiter.warn(p.t.log, "refused-by-peer", fmt.Sprintf("peer %x at %s refused our stream: %v", p.id, p.addr, err))
+			p.t.warnLimited("refused-by-peer", fmt.Sprintf("peer %x at %s refused our stream: %v", p.id, p.addr, err))
 		} else {
 			p.t.log.Debug("peer stream broke", "peer", fmt.Sprintf("%x", p.id), "err", err)
 		}
