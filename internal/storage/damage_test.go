@@ -55,6 +55,20 @@ func newestWALFile(t *testing.T, dir string) string {
 	return logs[len(logs)-1]
 }
 
+// crashedWith is a data dir holding acknowledged entries 1..n of a store
+// that then crashed (no clean close).
+func crashedWith(t *testing.T, n uint64) string {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, n)
+	crash(t, s)
+	return dir
+}
+
 func openNoWitnessLoop(t *testing.T, dir string) (*Storage, error) {
 	t.Helper()
 	return Open(dir, Options{WitnessInterval: time.Hour})
@@ -85,13 +99,7 @@ func wantDamage(t *testing.T, err error, file string, lastGood uint64) *DamageEr
 // log; the witness shows that synced, committed entries are gone, and Open
 // refuses the store instead of serving the loss.
 func TestTruncatedWALIsRefused(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openNoWitnessLoop(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeAcked(t, s, 1, 500)
-	crash(t, s)
+	dir := crashedWith(t, 500)
 	wal := newestWALFile(t, dir)
 	fi, err := os.Stat(wal)
 	if err != nil {
@@ -111,16 +119,10 @@ func TestTruncatedWALIsRefused(t *testing.T) {
 // Eight flipped bytes in the middle of the newest WAL, with synced records
 // after them, are corruption (not a torn tail): Open names the WAL.
 func TestFlippedWALBytesAreRefused(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openNoWitnessLoop(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeAcked(t, s, 1, 500)
-	crash(t, s)
+	dir := crashedWith(t, 500)
 	wal := newestWALFile(t, dir)
 	flipMiddle(t, wal)
-	_, err = openNoWitnessLoop(t, dir)
+	_, err := openNoWitnessLoop(t, dir)
 	wantDamage(t, err, wal, 0)
 	t.Log(err)
 }
@@ -230,14 +232,8 @@ func TestTornTailAfterWitnessOpens(t *testing.T) {
 // An undamaged restart after a crash keeps every entry, and a clean close
 // leaves a witness that the next open accepts.
 func TestCrashAndCleanRestartKeepEverything(t *testing.T) {
-	dir := t.TempDir()
+	dir := crashedWith(t, 300)
 	s, err := openNoWitnessLoop(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeAcked(t, s, 1, 300)
-	crash(t, s)
-	s, err = openNoWitnessLoop(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,20 +354,14 @@ func TestEmptyStoreReopens(t *testing.T) {
 
 // A torn tail is reported in the log with how much was dropped.
 func TestTornTailIsLogged(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openNoWitnessLoop(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeAcked(t, s, 1, 50)
-	crash(t, s)
+	dir := crashedWith(t, 50)
 	wal := newestWALFile(t, dir)
 	fi, _ := os.Stat(wal)
 	if err := os.Truncate(wal, fi.Size()-20); err != nil {
 		t.Fatal(err)
 	}
 	var logb strings.Builder
-	s, err = Open(dir, Options{WitnessInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logb}, nil))})
+	s, err := Open(dir, Options{WitnessInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logb}, nil))})
 	if err == nil {
 		s.Close()
 	}
