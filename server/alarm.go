@@ -224,7 +224,7 @@ func (s *Server) updateAlarm(why string, ballastRoom bool) {
 	req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Alarm{Alarm: &dkvpb.AlarmRequest{
 		MemberId: s.memberID, Active: why != "", Reason: why,
 	}}}
-	if _, err := s.node.Propose(ctx, req); err != nil {
+	if _, err := s.proposeRequest(ctx, req); err != nil {
 		// Measured again next interval.
 		if !errors.Is(err, context.DeadlineExceeded) {
 			s.log.Warn("cannot propose the NOSPACE alarm change", "active", why != "", "err", err)

@@ -5,7 +5,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/raftnode"
+	"github.com/dkv-io/dkv/internal/state"
 )
 
 // clusterService implements dkvpb.ClusterServer.
@@ -60,7 +60,7 @@ func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRe
 			return nil, wireErr(err)
 		}
 	}
-	ms, err := raftnode.Members(c.s.store.DB())
+	ms, err := state.Members(c.s.store.DB())
 	if err != nil {
 		return nil, wireErr(err)
 	}

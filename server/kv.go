@@ -123,13 +123,9 @@ func propose[T proto.Message](ctx context.Context, s *Server, req *dkvpb.Interna
 	if err := s.checkSpace(req); err != nil {
 		return zero, err
 	}
-	out, err := s.node.Propose(ctx, req)
+	res, err := s.proposeRequest(ctx, req)
 	if err != nil {
 		return zero, wireErr(err)
-	}
-	res, ok := out.(mvcc.Result)
-	if !ok {
-		return zero, dkverr.New(dkverr.Internal, "unexpected apply result %T", out)
 	}
 	if res.Err != nil {
 		return zero, res.Err
@@ -139,6 +135,19 @@ func propose[T proto.Message](ctx context.Context, s *Server, req *dkvpb.Interna
 		return zero, dkverr.New(dkverr.Internal, "unexpected response %T", res.Resp)
 	}
 	return resp, nil
+}
+
+// proposeRequest gives req a cluster-unique id, replicates it and waits for
+// the result of applying it.
+func (s *Server) proposeRequest(ctx context.Context, req *dkvpb.InternalRequest) (mvcc.Result, error) {
+	if req.Id == 0 {
+		req.Id = s.node.NextID()
+	}
+	data, err := proto.Marshal(req)
+	if err != nil {
+		return mvcc.Result{}, dkverr.New(dkverr.InvalidInput, "encode request: %v", err)
+	}
+	return s.node.Propose(ctx, req.Id, data)
 }
 
 // fillHeader completes a response header with node identity and term,

@@ -2,10 +2,11 @@ package server
 
 import (
 	"fmt"
-	"github.com/dkv-io/dkv/internal/lograte"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/lograte"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"

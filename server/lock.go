@@ -61,17 +61,13 @@ func (w *lockWaiters) register(key []byte, owner string) (<-chan *dkvpb.LockHand
 
 // notify hands applied grants to their waiters; results are the apply
 // results of one committed batch.
-func (w *lockWaiters) notify(results []any) {
+func (w *lockWaiters) notify(results []mvcc.Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.m) == 0 {
 		return
 	}
-	for _, r := range results {
-		res, ok := r.(mvcc.Result)
-		if !ok {
-			continue
-		}
+	for _, res := range results {
 		for _, g := range res.Locks {
 			if ch, ok := w.m[waiterKey(g.Key, g.Owner)]; ok {
 				select {

@@ -12,6 +12,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/raftnode"
+	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/transport"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -53,7 +54,7 @@ func (s *Server) syncPeers() {
 	if s.transport == nil {
 		return
 	}
-	ms, err := raftnode.Members(s.store.DB())
+	ms, err := state.Members(s.store.DB())
 	if err != nil || len(ms) == 0 {
 		return
 	}
@@ -87,7 +88,7 @@ func (s *Server) publishClientURL() {
 	if url == "" {
 		return
 	}
-	ms, err := raftnode.Members(s.store.DB())
+	ms, err := state.Members(s.store.DB())
 	if err != nil {
 		return
 	}
@@ -100,7 +101,7 @@ func (s *Server) publishClientURL() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_MemberAttrs{MemberAttrs: &dkvpb.MemberAttrsRequest{Id: s.memberID, ClientUrl: url}}}
-		if _, err := s.node.Propose(ctx, req); err != nil {
+		if _, err := s.proposeRequest(ctx, req); err != nil {
 			s.log.Warn("publish client url", "err", err)
 		}
 	}()
@@ -178,7 +179,7 @@ func (s *Server) leaderClient(ctx context.Context) (dkvpb.ClusterClient, func(),
 	defer tick.Stop()
 	for {
 		if lead := s.node.Status().Lead; lead != 0 {
-			ms, err := raftnode.Members(s.store.DB())
+			ms, err := state.Members(s.store.DB())
 			if err != nil {
 				return nil, nil, err
 			}
@@ -218,7 +219,7 @@ func (s *Server) findMember(ctx context.Context, name string) (*dkvpb.Member, []
 	if err := s.node.WaitLinearizable(ctx); err != nil {
 		return nil, nil, wireErr(err)
 	}
-	ms, err := raftnode.Members(s.store.DB())
+	ms, err := state.Members(s.store.DB())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -231,7 +232,7 @@ func (s *Server) findMember(ctx context.Context, name string) (*dkvpb.Member, []
 }
 
 func (s *Server) membersResp() ([]*dkvpb.Member, error) {
-	return raftnode.Members(s.store.DB())
+	return state.Members(s.store.DB())
 }
 
 func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequest) (*dkvpb.MemberAddResponse, error) {

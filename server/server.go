@@ -39,7 +39,7 @@ type Server struct {
 
 	store   *storage.Storage
 	kv      *mvcc.Store
-	node    *raftnode.Node
+	node    *raftnode.Node[mvcc.Result]
 	limits  mvcc.Limits
 	metrics *metrics
 
@@ -394,7 +394,7 @@ func (s *Server) startNode(ctx context.Context) error {
 			Logger: s.log, Faults: s.cfg.PeerFaults, Secret: s.peerSecret,
 		})
 	}
-	rc := raftnode.Config{
+	rc := raftnode.Config[mvcc.Result]{
 		ID:            s.memberID,
 		Storage:       s.store,
 		StateMachine:  &stateMachine{s: s},

@@ -4,7 +4,9 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/mvcc"
-	"github.com/dkv-io/dkv/internal/raftnode"
+	"github.com/dkv-io/dkv/internal/state"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // stateMachine adapts the mvcc store to raftnode.StateMachine.
@@ -13,12 +15,27 @@ type stateMachine struct {
 	compacted bool // a compaction was applied in the current batch
 }
 
-func (m *stateMachine) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequest) any {
+func (m *stateMachine) Apply(b *pebble.Batch, index uint64, data []byte) (uint64, mvcc.Result) {
+	req := &dkvpb.InternalRequest{}
+	if err := proto.Unmarshal(data, req); err != nil {
+		// Every replica sees the same bytes and skips the same entry, so
+		// state stays identical.
+		m.s.log.Error("undecodable raft entry skipped", "index", index, "err", err)
+		return 0, mvcc.Result{}
+	}
+	return req.GetId(), m.apply(b, req)
+}
+
+func (m *stateMachine) ApplyConfChange(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctx []byte) error {
+	return state.ApplyMembership(b, cc, ctx)
+}
+
+func (m *stateMachine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) mvcc.Result {
 	if ma := req.GetMemberAttrs(); ma != nil {
-		if err := raftnode.SetMemberClientURL(b, ma.GetId(), ma.GetClientUrl()); err != nil {
+		if err := state.SetMemberClientURL(b, ma.GetId(), ma.GetClientUrl()); err != nil {
 			panic(err)
 		}
-		return nil
+		return mvcc.Result{}
 	}
 	if ar := req.GetAlarm(); ar != nil {
 		return m.s.applyAlarm(b, ar)
@@ -45,7 +62,7 @@ func (m *stateMachine) Committing() { m.s.kv.BeginCommit() }
 
 // Committed kicks the history purge only once the compaction is durable in
 // the state, so a purge never races a batch that still allows older reads.
-func (m *stateMachine) Committed(index uint64, results []any) {
+func (m *stateMachine) Committed(index uint64, results []mvcc.Result) {
 	m.s.kv.EndCommit()
 	if m.compacted {
 		m.compacted = false

@@ -51,14 +51,13 @@ func (s *Server) WatchHub() *watch.Hub { return s.watchHub }
 
 // publishWatch hands the events of a committed apply batch to the hub. It
 // runs on the raft goroutine and only queues.
-func (s *Server) publishWatch(results []any) {
+func (s *Server) publishWatch(results []mvcc.Result) {
 	if s.watchHub == nil {
 		return
 	}
 	var revs []watch.Revision
-	for _, r := range results {
-		res, ok := r.(mvcc.Result)
-		if !ok || len(res.Events) == 0 {
+	for _, res := range results {
+		if len(res.Events) == 0 {
 			continue
 		}
 		revs = append(revs, watch.Revision{Rev: res.Revision, Events: res.Events})

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/storage"
 	"go.etcd.io/raft/v3"
 )
@@ -21,7 +20,7 @@ import (
 // the mvcc store does.
 type scanSM struct{ counterSM }
 
-func (m *scanSM) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequest) any {
+func (m *scanSM) Apply(b *pebble.Batch, index uint64, data []byte) (uint64, uint64) {
 	it, err := b.NewIter(&pebble.IterOptions{LowerBound: []byte("s/test/fill/"), UpperBound: []byte("s/test/fill0")})
 	if err != nil {
 		panic(fmt.Sprintf("storage failure during apply: %v", err))
@@ -33,7 +32,7 @@ func (m *scanSM) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequest
 		panic(fmt.Sprintf("storage failure during apply: %v", err))
 	}
 	it.Close()
-	return m.counterSM.Apply(b, index, req)
+	return m.counterSM.Apply(b, index, data)
 }
 
 // A checksum failure the state machine hits while applying stops applying
@@ -72,7 +71,7 @@ func TestDamageDuringApplyStopsWithoutPanic(t *testing.T) {
 		}
 	}
 	sm := &scanSM{counterSM{t: t, db: st.DB(), applied: map[uint64]int{}}}
-	n, err := New(Config{
+	n, err := New(Config[uint64]{
 		ID: 1, Storage: st, StateMachine: sm,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 5,
 		Peers:  []raft.Peer{{ID: 1}},
@@ -84,7 +83,7 @@ func TestDamageDuringApplyStopsWithoutPanic(t *testing.T) {
 	n.Run()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if res, err := n.Propose(ctx, &dkvpb.InternalRequest{}); err == nil {
+	if res, err := propose(ctx, n); err == nil {
 		t.Fatalf("a proposal applied over damaged data answered %v", res)
 	}
 	select {

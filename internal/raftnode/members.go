@@ -132,11 +132,11 @@ func decodeConfChange(e *raftpb.Entry) (*raftpb.ConfChangeV2, error) {
 }
 
 // IsMember reports whether id may send this node raft messages.
-func (n *Node) IsMember(id uint64) bool { return n.members.contains(id) }
+func (n *Node[R]) IsMember(id uint64) bool { return n.members.contains(id) }
 
 // scanPendingConfChanges finds conf changes in the persisted log above
 // applied (a restart), so their members are admitted before they apply.
-func (n *Node) scanPendingConfChanges(applied uint64) error {
+func (n *Node[R]) scanPendingConfChanges(applied uint64) error {
 	last, err := n.store.LastIndex()
 	if err != nil {
 		return err
@@ -171,7 +171,7 @@ type divergence struct {
 // checkAppend reports whether m, a MsgApp, shows a committed log that
 // diverges from its sender's, the current leader's; only the raft loop
 // calls it.
-func (n *Node) checkAppend(m *raftpb.Message) bool {
+func (n *Node[R]) checkAppend(m *raftpb.Message) bool {
 	if m.GetType() != raftpb.MsgApp {
 		return false
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -51,7 +50,7 @@ func poll(t *testing.T, what string, cond func() bool) {
 }
 
 // followerOf starts member 2 of {1, 2}; the test plays member 1.
-func followerOf(t *testing.T) (*Node, *sentLog) {
+func followerOf(t *testing.T) (*Node[uint64], *sentLog) {
 	t.Helper()
 	st, err := storage.Open(t.TempDir(), storage.Options{NoSync: true})
 	if err != nil {
@@ -59,7 +58,7 @@ func followerOf(t *testing.T) (*Node, *sentLog) {
 	}
 	sent := &sentLog{}
 	sm := &counterSM{t: t, db: st.DB(), applied: map[uint64]int{}}
-	n, err := New(Config{
+	n, err := New(Config[uint64]{
 		ID: 2, Storage: st, StateMachine: sm, Transport: sent,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 1000, // never campaigns during the test
 		Peers:  []raft.Peer{{ID: 1}, {ID: 2}},
@@ -73,7 +72,7 @@ func followerOf(t *testing.T) (*Node, *sentLog) {
 	return n, sent
 }
 
-func step(t *testing.T, n *Node, m *raftpb.Message) {
+func step(t *testing.T, n *Node[uint64], m *raftpb.Message) {
 	t.Helper()
 	if err := n.Step(context.Background(), m); err != nil {
 		t.Fatal(err)
@@ -88,7 +87,7 @@ func step(t *testing.T, n *Node, m *raftpb.Message) {
 // the divergence.
 func TestDivergedFollowerSaysSoAndStopsPingPong(t *testing.T) {
 	n, sent := followerOf(t)
-	data, _ := proto.Marshal(&dkvpb.InternalRequest{Id: 1})
+	data := command(1)
 	// Bootstrap put the two conf changes at 1 and 2 (term 1). Member 1,
 	// leader of term 5, appends entry 3 and commits it.
 	step(t, n, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(5)),

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,10 +20,21 @@ import (
 )
 
 // StateMachine is what committed entries are applied to.
-type StateMachine interface {
-	// Apply applies one committed command into b and returns the result
-	// handed to the proposer. It must be deterministic.
-	Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequest) any
+//
+// Raftnode does not know what a command is: it hands the state machine the
+// bytes of each committed entry, and gets back the proposal id they carried
+// (0 if none) and a typed result, delivered to the proposer waiting on that
+// id.
+type StateMachine[R any] interface {
+	// Apply applies one committed command into b and returns the id of
+	// the proposal it came from and its result. It must be deterministic:
+	// every member applies the same bytes to the same state alike, and
+	// bytes it cannot decode are skipped alike.
+	Apply(b *pebble.Batch, index uint64, data []byte) (id uint64, res R)
+	// ApplyConfChange records the replicated side of an applied
+	// membership change (the member table) into b; ctx is the context the
+	// proposer attached to the change.
+	ApplyConfChange(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctx []byte) error
 	// Committing is called just before a batch of applied entries (or an
 	// installed snapshot) changes the database; Committed or Restored
 	// follows once it has.
@@ -32,7 +42,7 @@ type StateMachine interface {
 	// Committed is called, in log order, after the batch holding the
 	// entries up to index has been committed, with their results (the
 	// watch hub's hook). It must not block for long.
-	Committed(index uint64, results []any)
+	Committed(index uint64, results []R)
 	// Restored is called after a snapshot replaced the state underneath.
 	Restored() error
 }
@@ -43,10 +53,10 @@ type Transport interface {
 }
 
 // Config configures a Node.
-type Config struct {
+type Config[R any] struct {
 	ID            uint64
 	Storage       *storage.Storage
-	StateMachine  StateMachine
+	StateMachine  StateMachine[R]
 	Transport     Transport
 	TickInterval  time.Duration
 	ElectionTicks int
@@ -71,8 +81,8 @@ type Config struct {
 }
 
 // Node is one running raft member.
-type Node struct {
-	cfg   Config
+type Node[R any] struct {
+	cfg   Config[R]
 	rn    *raft.RawNode
 	log   *slog.Logger
 	db    *pebble.DB
@@ -98,7 +108,7 @@ type Node struct {
 	idSeq    atomic.Uint64
 
 	mu      sync.Mutex
-	waiters map[uint64]chan any
+	waiters map[uint64]chan R
 
 	applied   atomic.Uint64
 	committed atomic.Uint64
@@ -175,7 +185,7 @@ var ErrStopped = dkverr.New(dkverr.Unavailable, "node is shutting down")
 
 // New creates the raft member from storage (restarting if it has state,
 // bootstrapping cfg.Peers otherwise). Run starts it.
-func New(cfg Config) (*Node, error) {
+func New[R any](cfg Config[R]) (*Node[R], error) {
 	if cfg.SnapshotCount == 0 {
 		cfg.SnapshotCount = 10000
 	}
@@ -222,7 +232,7 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("raft bootstrap: %w", err)
 		}
 	}
-	n := &Node{
+	n := &Node[R]{
 		cfg:      cfg,
 		rn:       rn,
 		log:      cfg.Logger,
@@ -238,7 +248,7 @@ func New(cfg Config) (*Node, error) {
 		donec:    make(chan struct{}),
 		applyc:   make(chan applyJob, 64),
 		appliedc: make(chan struct{}, 1),
-		waiters:  make(map[uint64]chan any),
+		waiters:  make(map[uint64]chan R),
 		idPrefix: (cfg.ID & 0xffff) << 48,
 		stats:    newStats(),
 	}
@@ -261,35 +271,32 @@ func New(cfg Config) (*Node, error) {
 }
 
 // Run starts the Ready loop and returns at once.
-func (n *Node) Run() { go n.run() }
+func (n *Node[R]) Run() { go n.run() }
 
 // Stop stops the loop and fails pending callers with ErrStopped.
-func (n *Node) Stop() {
+func (n *Node[R]) Stop() {
 	n.stopOnce.Do(func() { close(n.stopc) })
 	<-n.donec
 }
 
 // NextID returns a request id unique across the cluster and restarts.
-func (n *Node) NextID() uint64 { return n.idPrefix | (n.idSeq.Add(1) & (1<<48 - 1)) }
+func (n *Node[R]) NextID() uint64 { return n.idPrefix | (n.idSeq.Add(1) & (1<<48 - 1)) }
 
 // Propose replicates req and waits for its result. While there is no
 // leader the proposal is retried until ctx ends (Unavailable). A ctx that
 // ends after the proposal was handed to raft leaves the outcome unknown.
-func (n *Node) Propose(ctx context.Context, req *dkvpb.InternalRequest) (any, error) {
-	if req.Id == 0 {
-		req.Id = n.NextID()
+func (n *Node[R]) Propose(ctx context.Context, id uint64, data []byte) (R, error) {
+	var zero R
+	if id == 0 {
+		return zero, errors.New("raftnode: proposal without an id")
 	}
-	data, err := proto.Marshal(req)
-	if err != nil {
-		return nil, dkverr.New(dkverr.InvalidInput, "encode request: %v", err)
-	}
-	ch := make(chan any, 1)
+	ch := make(chan R, 1)
 	n.mu.Lock()
-	n.waiters[req.Id] = ch
+	n.waiters[id] = ch
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
-		delete(n.waiters, req.Id)
+		delete(n.waiters, id)
 		n.mu.Unlock()
 	}()
 	n.stats.Proposals.Add(1)
@@ -303,29 +310,29 @@ func (n *Node) Propose(ctx context.Context, req *dkvpb.InternalRequest) (any, er
 		case n.propc <- p:
 		case <-ctx.Done():
 			n.stats.PendingProps.Add(-1)
-			return nil, ctxErr(ctx, false)
+			return zero, ctxErr(ctx, false)
 		case <-n.stopc:
 			n.stats.PendingProps.Add(-1)
-			return nil, ErrStopped
+			return zero, ErrStopped
 		}
 		var perr error
 		select {
 		case perr = <-p.errc:
 		case <-ctx.Done():
-			return nil, ctxErr(ctx, true)
+			return zero, ctxErr(ctx, true)
 		case <-n.stopc:
-			return nil, ErrStopped
+			return zero, ErrStopped
 		}
 		if perr == nil {
 			break
 		}
 		if !errors.Is(perr, raft.ErrProposalDropped) {
-			return nil, perr
+			return zero, perr
 		}
 		// Dropped: no leader known right now. Wait for one, then retry.
 		n.stats.ProposalsDrop.Add(1)
 		if err := n.waitLeaderChange(ctx); err != nil {
-			return nil, err
+			return zero, err
 		}
 	}
 	// A proposal can be lost with a leader that fails or is cut off (a
@@ -360,11 +367,11 @@ func (n *Node) Propose(ctx context.Context, req *dkvpb.InternalRequest) (any, er
 			giveUp = timer.C
 		case <-giveUp:
 			n.stats.ProposalsUnknown.Add(1)
-			return nil, fmt.Errorf("%w: the raft leader changed while it was pending, and it was not applied within %v of a new leader being known", ErrUnknownOutcome, n.lostProposalGrace())
+			return zero, fmt.Errorf("%w: the raft leader changed while it was pending, and it was not applied within %v of a new leader being known", ErrUnknownOutcome, n.lostProposalGrace())
 		case <-ctx.Done():
-			return nil, ctxErr(ctx, true)
+			return zero, ctxErr(ctx, true)
 		case <-n.stopc:
-			return nil, ErrStopped
+			return zero, ErrStopped
 		}
 	}
 }
@@ -372,11 +379,11 @@ func (n *Node) Propose(ctx context.Context, req *dkvpb.InternalRequest) (any, er
 // lostProposalGrace is how long after a new leader is known a proposal
 // pending across the change may still be applied before it is reported
 // with an unknown outcome: two election timeouts.
-func (n *Node) lostProposalGrace() time.Duration {
+func (n *Node[R]) lostProposalGrace() time.Duration {
 	return 2 * time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
 }
 
-func (n *Node) waitLeaderChange(ctx context.Context) error {
+func (n *Node[R]) waitLeaderChange(ctx context.Context) error {
 	ch := *n.leaderCh.Load()
 	if n.lead.Load() != raft.None {
 		// A leader is known but dropped it (e.g. transferring): back off.
@@ -419,7 +426,7 @@ func ctxErr(ctx context.Context, sent bool) error {
 
 // ProposeConfChange proposes a membership change and waits until it is
 // applied (ConfState reflects it).
-func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error {
+func (n *Node[R]) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error {
 	for {
 		p := &confProposal{cc: cc, errc: make(chan error, 1)}
 		select {
@@ -511,7 +518,7 @@ func confChangeTook(cs *raftpb.ConfState, cc raftpb.ConfChangeI) bool {
 }
 
 // TransferLeadership asks the leader to hand leadership to id.
-func (n *Node) TransferLeadership(ctx context.Context, id uint64) error {
+func (n *Node[R]) TransferLeadership(ctx context.Context, id uint64) error {
 	select {
 	case n.transfc <- id:
 	case <-ctx.Done():
@@ -537,7 +544,7 @@ func (n *Node) TransferLeadership(ctx context.Context, id uint64) error {
 
 // WaitLinearizable returns once this node has applied everything committed
 // before the call: a read of local state after it is linearizable.
-func (n *Node) WaitLinearizable(ctx context.Context) error {
+func (n *Node[R]) WaitLinearizable(ctx context.Context) error {
 	w := &readWaiter{done: make(chan struct{})}
 	select {
 	case n.readc <- w:
@@ -557,7 +564,7 @@ func (n *Node) WaitLinearizable(ctx context.Context) error {
 }
 
 // WaitApplied returns once index has been applied locally.
-func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+func (n *Node[R]) WaitApplied(ctx context.Context, index uint64) error {
 	for n.applied.Load() < index {
 		ch := *n.appliedCh.Load()
 		if n.applied.Load() >= index {
@@ -575,7 +582,7 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 }
 
 // Step hands a message received from a peer to raft.
-func (n *Node) Step(ctx context.Context, m *raftpb.Message) error {
+func (n *Node[R]) Step(ctx context.Context, m *raftpb.Message) error {
 	select {
 	case n.recvc <- m:
 		return nil
@@ -587,18 +594,18 @@ func (n *Node) Step(ctx context.Context, m *raftpb.Message) error {
 }
 
 // ReportUnreachable tells raft a peer could not be reached.
-func (n *Node) ReportUnreachable(id uint64) {
+func (n *Node[R]) ReportUnreachable(id uint64) {
 	n.report(func(rn *raft.RawNode) { rn.ReportUnreachable(id) })
 }
 
 // ReportSnapshot tells raft how sending a snapshot to id ended.
-func (n *Node) ReportSnapshot(id uint64, st raft.SnapshotStatus) {
+func (n *Node[R]) ReportSnapshot(id uint64, st raft.SnapshotStatus) {
 	n.report(func(rn *raft.RawNode) { rn.ReportSnapshot(id, st) })
 }
 
 // Inspect runs f on the raft loop's goroutine (f must not block) and
 // waits for it: the way to read leader-only state such as progress.
-func (n *Node) Inspect(ctx context.Context, f func(rn *raft.RawNode)) error {
+func (n *Node[R]) Inspect(ctx context.Context, f func(rn *raft.RawNode)) error {
 	done := make(chan struct{})
 	select {
 	case n.reportc <- func(rn *raft.RawNode) { f(rn); close(done) }:
@@ -617,7 +624,7 @@ func (n *Node) Inspect(ctx context.Context, f func(rn *raft.RawNode)) error {
 	}
 }
 
-func (n *Node) report(f func(*raft.RawNode)) {
+func (n *Node[R]) report(f func(*raft.RawNode)) {
 	select {
 	case n.reportc <- f:
 	case <-n.stopc:
@@ -632,7 +639,7 @@ type Status struct {
 }
 
 // Status reports the node's raft state without touching the loop.
-func (n *Node) Status() Status {
+func (n *Node[R]) Status() Status {
 	return Status{
 		ID: n.cfg.ID, Lead: n.lead.Load(), Term: n.term.Load(),
 		Commit: n.committed.Load(), Applied: n.applied.Load(),
@@ -641,10 +648,10 @@ func (n *Node) Status() Status {
 }
 
 // Stats exposes counters.
-func (n *Node) Stats() *Stats { return &n.stats }
+func (n *Node[R]) Stats() *Stats { return &n.stats }
 
 // LeaderChanged returns a channel closed at the next leader change.
-func (n *Node) LeaderChanged() <-chan struct{} { return *n.leaderCh.Load() }
+func (n *Node[R]) LeaderChanged() <-chan struct{} { return *n.leaderCh.Load() }
 
 // readRound is one in-flight ReadIndex request and the readers it serves.
 type readRound struct {
@@ -658,7 +665,7 @@ type pendingRead struct {
 	readers []*readWaiter
 }
 
-func (n *Node) run() {
+func (n *Node[R]) run() {
 	applyDone := make(chan struct{})
 	go n.runApply(applyDone)
 	defer func() {
@@ -843,7 +850,7 @@ func (n *Node) run() {
 	}
 }
 
-func (n *Node) handleReady(rd *raft.Ready) error {
+func (n *Node[R]) handleReady(rd *raft.Ready) error {
 	if rd.SoftState != nil {
 		old := n.lead.Swap(rd.SoftState.Lead)
 		n.isLeader.Store(rd.SoftState.RaftState == raft.StateLeader)
@@ -922,14 +929,14 @@ func hasConfChange(ents []*raftpb.Entry) bool {
 }
 
 // applyBarrier waits until every queued batch has been applied.
-func (n *Node) applyBarrier() {
+func (n *Node[R]) applyBarrier() {
 	done := make(chan struct{})
 	n.applyc <- applyJob{done: done}
 	<-done
 }
 
 // runApply applies queued batches in order until applyc is closed.
-func (n *Node) runApply(done chan struct{}) {
+func (n *Node[R]) runApply(done chan struct{}) {
 	defer close(done)
 	damaged := false
 	for job := range n.applyc {
@@ -958,7 +965,7 @@ func (n *Node) runApply(done chan struct{}) {
 
 // applyGuarded is apply, except that a state machine's panic on a storage
 // error that the storage reported as damage is returned as that error.
-func (n *Node) applyGuarded(ents []*raftpb.Entry) (err error) {
+func (n *Node[R]) applyGuarded(ents []*raftpb.Entry) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if d := n.store.Damage(); d != nil {
@@ -971,7 +978,7 @@ func (n *Node) applyGuarded(ents []*raftpb.Entry) (err error) {
 	return n.apply(ents)
 }
 
-func (n *Node) installSnapshot(snap *raftpb.Snapshot) error {
+func (n *Node[R]) installSnapshot(snap *raftpb.Snapshot) error {
 	// The transport has already written the sender's state under the "s"
 	// prefix; it may be ahead of snap's index (it was read later), which is
 	// why apply skips entries at or below the persisted applied index.
@@ -1004,25 +1011,25 @@ func (n *Node) installSnapshot(snap *raftpb.Snapshot) error {
 	return nil
 }
 
-func (n *Node) notifyApplied() {
+func (n *Node[R]) notifyApplied() {
 	nc := make(chan struct{})
 	oc := n.appliedCh.Swap(&nc)
 	close(*oc)
 }
 
-type applied struct {
+type applied[R any] struct {
 	id  uint64
-	res any
+	res R
 }
 
-func (n *Node) apply(ents []*raftpb.Entry) error {
+func (n *Node[R]) apply(ents []*raftpb.Entry) error {
 	start := time.Now()
 	b := n.db.NewIndexedBatch()
 	defer b.Close()
 	appliedIdx := n.applied.Load()
 	var (
-		done        []applied
-		results     []any
+		done        []applied[R]
+		results     []R
 		last        uint64
 		confChanged bool
 	)
@@ -1044,15 +1051,10 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 			if len(e.GetData()) == 0 {
 				continue // leader's empty entry at the start of its term
 			}
-			req := &dkvpb.InternalRequest{}
-			if err := proto.Unmarshal(e.GetData(), req); err != nil {
-				// Every replica sees the same bytes and skips the same
-				// entry, so state stays identical.
-				n.log.Error("undecodable raft entry skipped", "index", idx, "err", err)
-				continue
+			id, res := n.cfg.StateMachine.Apply(b, idx, e.GetData())
+			if id != 0 {
+				done = append(done, applied[R]{id: id, res: res})
 			}
-			res := n.cfg.StateMachine.Apply(b, idx, req)
-			done = append(done, applied{id: req.Id, res: res})
 			results = append(results, res)
 		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
 			if err := n.applyConfChange(b, e); err != nil {
@@ -1100,7 +1102,7 @@ func (n *Node) apply(ents []*raftpb.Entry) error {
 
 // applyConfChange hands a committed conf change to raft and, with a batch,
 // records the new ConfState and member table in it.
-func (n *Node) applyConfChange(b *pebble.Batch, e *raftpb.Entry) error {
+func (n *Node[R]) applyConfChange(b *pebble.Batch, e *raftpb.Entry) error {
 	var cc raftpb.ConfChangeI
 	var ctxData []byte
 	if e.GetType() == raftpb.EntryConfChange {
@@ -1125,7 +1127,7 @@ func (n *Node) applyConfChange(b *pebble.Batch, e *raftpb.Entry) error {
 	if err := storage.SetConfState(b, cs); err != nil {
 		return err
 	}
-	if err := applyMembership(b, cc.AsV2(), ctxData); err != nil {
+	if err := n.cfg.StateMachine.ApplyConfChange(b, cc.AsV2(), ctxData); err != nil {
 		return err
 	}
 	return nil
@@ -1138,7 +1140,7 @@ var errConfChangePending = errors.New("another membership change is still being 
 // stepConfChange proposes p.cc the way RawNode.ProposeConfChange does, but
 // keeps the message's entries: raft replaces the entry with an empty normal
 // one when it refuses the change.
-func (n *Node) stepConfChange(p *confProposal) error {
+func (n *Node[R]) stepConfChange(p *confProposal) error {
 	typ, data, err := raftpb.MarshalConfChange(p.cc)
 	if err != nil {
 		return err
@@ -1153,7 +1155,7 @@ func (n *Node) stepConfChange(p *confProposal) error {
 	return nil
 }
 
-func (n *Node) maybeCompactLog(applied uint64) error {
+func (n *Node[R]) maybeCompactLog(applied uint64) error {
 	first, err := n.store.FirstIndex()
 	if err != nil {
 		return err

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/storage"
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // counterSM is a state machine that adds each request's id into a
@@ -31,9 +31,22 @@ type counterSM struct {
 
 var counterKey = []byte("s/test/counter")
 
-func (m *counterSM) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequest) any {
+// A test command is the proposal id, 8 bytes big-endian.
+func command(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }
+
+// propose proposes one test command and returns the counter it set.
+func propose(ctx context.Context, n *Node[uint64]) (uint64, error) {
+	id := n.NextID()
+	return n.Propose(ctx, id, command(id))
+}
+
+func (m *counterSM) Apply(b *pebble.Batch, index uint64, data []byte) (uint64, uint64) {
+	var id uint64
+	if len(data) == 8 {
+		id = binary.BigEndian.Uint64(data)
+	}
 	m.mu.Lock()
-	m.applied[req.Id]++
+	m.applied[id]++
 	m.mu.Unlock()
 	var sum uint64
 	if v, c, err := b.Get(counterKey); err == nil {
@@ -44,8 +57,10 @@ func (m *counterSM) Apply(b *pebble.Batch, index uint64, req *dkvpb.InternalRequ
 	if err := b.Set(counterKey, binary.BigEndian.AppendUint64(nil, sum), nil); err != nil {
 		m.t.Error(err)
 	}
-	return sum
+	return id, sum
 }
+
+func (m *counterSM) ApplyConfChange(*pebble.Batch, *raftpb.ConfChangeV2, []byte) error { return nil }
 
 func (m *counterSM) Committing() {
 	m.mu.Lock()
@@ -53,7 +68,7 @@ func (m *counterSM) Committing() {
 	m.mu.Unlock()
 }
 
-func (m *counterSM) Committed(index uint64, _ []any) {
+func (m *counterSM) Committed(index uint64, _ []uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.inCommit {
@@ -66,14 +81,14 @@ func (m *counterSM) Committed(index uint64, _ []any) {
 func (m *counterSM) Restored() error { return nil }
 
 // startNode opens (or reopens) a single-member node in dir.
-func startNode(t *testing.T, dir string, snapshotCount uint64) (*Node, *counterSM, func()) {
+func startNode(t *testing.T, dir string, snapshotCount uint64) (*Node[uint64], *counterSM, func()) {
 	t.Helper()
 	st, err := storage.Open(dir, storage.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sm := &counterSM{t: t, db: st.DB(), applied: map[uint64]int{}}
-	n, err := New(Config{
+	n, err := New(Config[uint64]{
 		ID: 1, Storage: st, StateMachine: sm,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 5,
 		Peers:         []raft.Peer{{ID: 1}},
@@ -117,12 +132,12 @@ func TestConcurrentProposalsApplyOnceWithOwnResult(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				res, err := n.Propose(ctx, &dkvpb.InternalRequest{})
+				res, err := propose(ctx, n)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				results <- res.(uint64)
+				results <- res
 			}
 		}()
 	}
@@ -167,7 +182,7 @@ func TestRestartResumesWithoutReapplying(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		n, sm, stop := startNode(t, dir, 20) // compacts the log every ~20 entries
 		for i := 0; i < 45; i++ {
-			if _, err := n.Propose(ctx, &dkvpb.InternalRequest{}); err != nil {
+			if _, err := propose(ctx, n); err != nil {
 				t.Fatal(err)
 			}
 			want++
@@ -197,12 +212,12 @@ func TestProposeWithEndedContext(t *testing.T) {
 	defer stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := n.Propose(ctx, &dkvpb.InternalRequest{}); err == nil {
+	if _, err := propose(ctx, n); err == nil {
 		t.Fatal("a proposal with an ended context succeeded")
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
-	res, err := n.Propose(ctx2, &dkvpb.InternalRequest{})
+	res, err := propose(ctx2, n)
 	if err != nil {
 		t.Fatal(err)
 	}

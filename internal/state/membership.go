@@ -1,8 +1,7 @@
-package raftnode
+package state
 
 import (
 	"fmt"
-	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -11,9 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// applyMembership mirrors a conf change into the replicated member table,
+// ApplyMembership mirrors a conf change into the replicated member table,
 // using the member record the proposer put in the change's context.
-func applyMembership(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctxData []byte) error {
+func ApplyMembership(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctxData []byte) error {
 	var m *dkvpb.Member
 	if len(ctxData) > 0 {
 		c := &dkvpb.ConfChangeContext{}
@@ -95,24 +94,3 @@ func Members(r pebble.Reader) ([]*dkvpb.Member, error) {
 	}
 	return out, nil
 }
-
-// raftLogger adapts slog to raft.Logger; raft's chatty info goes to debug.
-type raftLogger struct{ l *slog.Logger }
-
-func (r *raftLogger) Debug(v ...any)                 { r.l.Debug(fmt.Sprint(v...)) }
-func (r *raftLogger) Debugf(format string, v ...any) { r.l.Debug(fmt.Sprintf(format, v...)) }
-func (r *raftLogger) Info(v ...any)                  { r.l.Debug(fmt.Sprint(v...)) }
-func (r *raftLogger) Infof(format string, v ...any)  { r.l.Debug(fmt.Sprintf(format, v...)) }
-func (r *raftLogger) Warning(v ...any)               { r.l.Warn(fmt.Sprint(v...)) }
-func (r *raftLogger) Warningf(format string, v ...any) {
-	r.l.Warn(fmt.Sprintf(format, v...))
-}
-func (r *raftLogger) Error(v ...any)                 { r.l.Error(fmt.Sprint(v...)) }
-func (r *raftLogger) Errorf(format string, v ...any) { r.l.Error(fmt.Sprintf(format, v...)) }
-func (r *raftLogger) Fatal(v ...any)                 { r.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
-func (r *raftLogger) Fatalf(format string, v ...any) {
-	r.l.Error(fmt.Sprintf(format, v...))
-	panic(fmt.Sprintf(format, v...))
-}
-func (r *raftLogger) Panic(v ...any)                 { panic(fmt.Sprint(v...)) }
-func (r *raftLogger) Panicf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }
