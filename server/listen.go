@@ -6,10 +6,12 @@ import (
 	"sync"
 	"time"
 
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/lograte"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/test/bufconn"
 )
 
 // Connection limits and timeouts of the client (gRPC, HTTP) and peer
@@ -209,4 +211,110 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// bindListeners binds the client and HTTP addresses; the servers
+// are attached to them later.
+func (s *Server) bindListeners() error {
+	listen := func(what, addr string) (net.Listener, error) {
+		if addr == "" {
+			return nil, nil
+		}
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s listener on %s: %w", what, addr, err)
+		}
+		return lis, nil
+	}
+	// The peer listener is bound by startPeerServer, just before it is
+	// served, as it always was: bound here, long before it is served,
+	// tests/TestLockAPI lost the first proposal a follower forwarded in
+	// 3 of 8 runs (0 of 16 bound late). Why is not understood yet.
+	var err error
+	if s.clientLis, err = listen("client", s.cfg.ClientAddr); err != nil {
+		return err
+	}
+	if s.httpLis, err = listen("http", s.cfg.HTTPAddr); err != nil {
+		return err
+	}
+	return nil
+}
+
+// resolveAdvertised fixes the addresses this member publishes: the
+// configured ones, or else the bound client address (so port 0 publishes
+// the port the kernel picked) and PeerAddr, and warns about addresses
+// nobody else can dial.
+func (s *Server) resolveAdvertised() {
+	s.advClient = s.cfg.AdvertiseClientAddr
+	if s.advClient == "" && s.clientLis != nil {
+		// The configured host (a name stays a name) with the bound port.
+		s.advClient = s.cfg.ClientAddr
+		if host, _, err := net.SplitHostPort(s.cfg.ClientAddr); err == nil {
+			if _, port, err := net.SplitHostPort(s.clientLis.Addr().String()); err == nil {
+				s.advClient = net.JoinHostPort(host, port)
+			}
+		}
+	}
+	s.advPeer = s.cfg.advertisedPeer()
+	for _, a := range []struct{ what, who, flag, addr string }{
+		{"client", "clients that discover members (and members forwarding to a leader)", "--advertise-client-addr", s.advClient},
+		{"peer", "the other members", "--advertise-peer-addr", s.advPeer},
+	} {
+		if why := undialable(a.addr); why != "" {
+			s.log.Warn(fmt.Sprintf("advertised %s address %s %s: %s cannot reach it; set %s", a.what, a.addr, why, a.who, a.flag))
+		}
+	}
+}
+
+// undialable says why addr cannot be dialled from elsewhere ("" if it
+// can, as far as one can tell).
+func undialable(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "is not host:port"
+	}
+	if port == "0" {
+		return "has port 0"
+	}
+	if host == "" {
+		return "has no host"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return "is unspecified (" + host + " means every interface when listening, nothing when dialling)"
+	}
+	return ""
+}
+
+func (s *Server) startGRPC() error {
+	if err := s.fdBudget(); err != nil {
+		return err
+	}
+	s.grpcSrv = grpc.NewServer(append(s.clientGRPCOptions(),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
+	)...)
+	dkvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
+	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
+	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
+	dkvpb.RegisterLeaseServer(s.grpcSrv, &leaseService{s: s})
+	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
+	dkvpb.RegisterWatchServer(s.grpcSrv, &watchService{s: s})
+
+	s.inproc = bufconn.Listen(1 << 20)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.grpcSrv.Serve(s.inproc)
+	}()
+	if lis := s.clientLis; lis != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			_ = s.grpcSrv.Serve(s.limitListen(lis, s.clientSlots, "client gRPC"))
+		}()
+	}
+	return nil
 }

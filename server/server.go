@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,11 +19,9 @@ import (
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/internal/transport"
 	"github.com/dkv-io/dkv/internal/watch"
-	"go.etcd.io/raft/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/proto"
 )
 
 // Version is the server's version string.
@@ -112,58 +107,6 @@ func New(cfg Config) (*Server, error) {
 	}, nil
 }
 
-// member is one entry of --initial-cluster.
-type member struct{ name, peerURL string }
-
-func parseInitialCluster(cfg *Config) ([]member, error) {
-	if cfg.InitialCluster == "" {
-		return []member{{cfg.Name, cfg.PeerAddr}}, nil
-	}
-	var ms []member
-	seen := map[string]bool{}
-	for _, part := range strings.Split(cfg.InitialCluster, ",") {
-		name, url, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok || name == "" || url == "" {
-			return nil, fmt.Errorf("initial cluster entry %q is not name=host:port", part)
-		}
-		if _, port, err := net.SplitHostPort(url); err != nil || port == "" {
-			return nil, fmt.Errorf("initial cluster entry %q: peer address %q is not host:port", part, url)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("initial cluster names %q twice", name)
-		}
-		seen[name] = true
-		ms = append(ms, member{name, url})
-	}
-	if !seen[cfg.Name] {
-		return nil, fmt.Errorf("initial cluster %q does not contain this member's name %q", cfg.InitialCluster, cfg.Name)
-	}
-	return ms, nil
-}
-
-// MemberID derives a member's raft id from its name and peer URL, so ids
-// are stable across restarts and the same on every node.
-func MemberID(name, peerURL string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte("dkv-member\x00" + name + "\x00" + peerURL))
-	id := h.Sum64()
-	if id == 0 {
-		id = 1
-	}
-	return id
-}
-
-func clusterIDOf(ms []member) uint64 {
-	parts := make([]string, len(ms))
-	for i, m := range ms {
-		parts[i] = m.name + "=" + m.peerURL
-	}
-	sort.Strings(parts)
-	h := fnv.New64a()
-	h.Write([]byte("dkv-cluster\x00" + strings.Join(parts, ",")))
-	return h.Sum64()
-}
-
 // Start binds the listeners, opens the data directory and starts raft.
 // It returns once the listeners are bound; Ready is closed once the node
 // can serve. ctx bounds the start-up itself (joining a cluster). If Start
@@ -235,251 +178,6 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.running.Store(true)
 	if s.Err() != nil {
 		go s.Stop() // the storage failed while starting
-	}
-	return nil
-}
-
-// bindListeners binds the client and HTTP addresses; the servers
-// are attached to them later.
-func (s *Server) bindListeners() error {
-	listen := func(what, addr string) (net.Listener, error) {
-		if addr == "" {
-			return nil, nil
-		}
-		lis, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, fmt.Errorf("%s listener on %s: %w", what, addr, err)
-		}
-		return lis, nil
-	}
-	// The peer listener is bound by startPeerServer, just before it is
-	// served, as it always was: bound here, long before it is served,
-	// tests/TestLockAPI lost the first proposal a follower forwarded in
-	// 3 of 8 runs (0 of 16 bound late). Why is not understood yet.
-	var err error
-	if s.clientLis, err = listen("client", s.cfg.ClientAddr); err != nil {
-		return err
-	}
-	if s.httpLis, err = listen("http", s.cfg.HTTPAddr); err != nil {
-		return err
-	}
-	return nil
-}
-
-// resolveAdvertised fixes the addresses this member publishes: the
-// configured ones, or else the bound client address (so port 0 publishes
-// the port the kernel picked) and PeerAddr, and warns about addresses
-// nobody else can dial.
-func (s *Server) resolveAdvertised() {
-	s.advClient = s.cfg.AdvertiseClientAddr
-	if s.advClient == "" && s.clientLis != nil {
-		// The configured host (a name stays a name) with the bound port.
-		s.advClient = s.cfg.ClientAddr
-		if host, _, err := net.SplitHostPort(s.cfg.ClientAddr); err == nil {
-			if _, port, err := net.SplitHostPort(s.clientLis.Addr().String()); err == nil {
-				s.advClient = net.JoinHostPort(host, port)
-			}
-		}
-	}
-	s.advPeer = s.cfg.advertisedPeer()
-	for _, a := range []struct{ what, who, flag, addr string }{
-		{"client", "clients that discover members (and members forwarding to a leader)", "--advertise-client-addr", s.advClient},
-		{"peer", "the other members", "--advertise-peer-addr", s.advPeer},
-	} {
-		if why := undialable(a.addr); why != "" {
-			s.log.Warn(fmt.Sprintf("advertised %s address %s %s: %s cannot reach it; set %s", a.what, a.addr, why, a.who, a.flag))
-		}
-	}
-}
-
-// undialable says why addr cannot be dialled from elsewhere ("" if it
-// can, as far as one can tell).
-func undialable(addr string) string {
-	if addr == "" {
-		return ""
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "is not host:port"
-	}
-	if port == "0" {
-		return "has port 0"
-	}
-	if host == "" {
-		return "has no host"
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		return "is unspecified (" + host + " means every interface when listening, nothing when dialling)"
-	}
-	return ""
-}
-
-func (s *Server) startNode(ctx context.Context) error {
-	s.limits = mvcc.Limits{MaxValueBytes: s.cfg.MaxValueBytes, MaxTxnOps: s.cfg.MaxTxnOps}
-	s.limits.EnsureDefaults()
-	kv, err := mvcc.Open(s.store.DB(), s.limits)
-	if err != nil {
-		return err
-	}
-	s.kv = kv
-	s.lessor = lease.NewLessor(s.cfg.LeaseClock, s.cfg.LeaseMaxClockDrift, s.cfg.LeaseCheckpointInterval)
-	s.renewer = newRenewer(s)
-	if err := s.loadLeases(); err != nil {
-		return err
-	}
-	if err := s.loadAlarms(); err != nil {
-		return err
-	}
-
-	var (
-		peers   []raft.Peer
-		join    bool
-		initial []*dkvpb.Member // peer addresses known before the member table
-		boot    []member        // --initial-cluster of a bootstrap
-		joined  []byte          // peer secret handed over by a join
-	)
-	switch {
-	case s.store.HasRaftState():
-		if s.memberID, err = s.metaUint("member_id"); err != nil {
-			return err
-		}
-		if s.clusterID, err = s.metaUint("cluster_id"); err != nil {
-			return err
-		}
-	case s.cfg.InitialClusterState == "existing":
-		if s.memberID, s.clusterID, initial, joined, err = s.joinCluster(ctx); err != nil {
-			return err
-		}
-		join = true
-	default:
-		ms := []member{{s.cfg.Name, s.advPeer}}
-		if s.cfg.InitialCluster != "" {
-			if ms, err = parseInitialCluster(&s.cfg); err != nil {
-				return err
-			}
-		}
-		s.clusterID = clusterIDOf(ms)
-		boot = ms
-		for _, m := range ms {
-			id := MemberID(m.name, m.peerURL)
-			rec := &dkvpb.Member{Id: id, Name: m.name, PeerUrl: m.peerURL}
-			// Bootstrap entries must be byte-identical on every member,
-			// so they carry only what all members know; each member
-			// publishes its client URL once it is ready.
-			if m.name == s.cfg.Name {
-				s.memberID = id
-			}
-			initial = append(initial, rec)
-			ctxData, err := proto.Marshal(&dkvpb.ConfChangeContext{Member: rec})
-			if err != nil {
-				return err
-			}
-			peers = append(peers, raft.Peer{ID: id, Context: ctxData})
-		}
-	}
-	if !s.store.HasRaftState() {
-		if err := s.setMetaUint("member_id", s.memberID); err != nil {
-			return err
-		}
-		if err := s.setMetaUint("cluster_id", s.clusterID); err != nil {
-			return err
-		}
-	}
-	if s.cfg.PeerAddr != "" {
-		if s.peerSecret, err = s.loadPeerSecret(boot != nil, boot, joined); err != nil {
-			return err
-		}
-		s.transport = transport.New(transport.Config{
-			ID: s.memberID, ClusterID: s.clusterID, Storage: s.store,
-			Logger: s.log, Faults: s.cfg.PeerFaults, Secret: s.peerSecret,
-		})
-	}
-	rc := raftnode.Config[mvcc.Result]{
-		ID:            s.memberID,
-		Storage:       s.store,
-		StateMachine:  &stateMachine{s: s},
-		TickInterval:  s.cfg.TickInterval,
-		ElectionTicks: s.cfg.ElectionTicks,
-		Peers:         peers,
-		Join:          join,
-		KnownMembers:  memberIDs(initial),
-		ConfChanged:   s.syncPeers,
-		Logger:        s.log,
-	}
-	if s.transport != nil {
-		rc.Transport = s.transport
-	}
-	s.node, err = raftnode.New(rc)
-	if err != nil {
-		return err
-	}
-	if s.transport != nil {
-		s.transport.SetRaft(contactRecorder{Raft: s.node, t: &s.contacts})
-		if err := s.startPeerServer(); err != nil {
-			return err
-		}
-		for _, m := range initial {
-			s.transport.AddPeer(m.GetId(), m.GetPeerUrl())
-		}
-		s.syncPeers()
-	}
-	s.startWatch()
-	s.node.Run()
-	s.nodeRunning = true
-	return nil
-}
-
-func (s *Server) metaUint(name string) (uint64, error) {
-	b, ok, err := s.store.Meta(name)
-	if err != nil {
-		return 0, err
-	}
-	if !ok || len(b) != 8 {
-		return 0, fmt.Errorf("data dir %s has raft state but no %s: not a DKV data dir?", s.cfg.DataDir, name)
-	}
-	var v uint64
-	for _, c := range b {
-		v = v<<8 | uint64(c)
-	}
-	return v, nil
-}
-
-func (s *Server) setMetaUint(name string, v uint64) error {
-	b := make([]byte, 8)
-	for i := 7; i >= 0; i-- {
-		b[i] = byte(v)
-		v >>= 8
-	}
-	return s.store.SetMeta(name, b)
-}
-
-func (s *Server) startGRPC() error {
-	if err := s.fdBudget(); err != nil {
-		return err
-	}
-	s.grpcSrv = grpc.NewServer(append(s.clientGRPCOptions(),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
-	)...)
-	dkvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
-	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
-	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
-	dkvpb.RegisterLeaseServer(s.grpcSrv, &leaseService{s: s})
-	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
-	dkvpb.RegisterWatchServer(s.grpcSrv, &watchService{s: s})
-
-	s.inproc = bufconn.Listen(1 << 20)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		_ = s.grpcSrv.Serve(s.inproc)
-	}()
-	if lis := s.clientLis; lis != nil {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			_ = s.grpcSrv.Serve(s.limitListen(lis, s.clientSlots, "client gRPC"))
-		}()
 	}
 	return nil
 }
@@ -639,9 +337,6 @@ func (s *Server) HTTPAddr() string {
 	}
 	return s.httpLis.Addr().String()
 }
-
-// MemberID is this node's raft id.
-func (s *Server) MemberID() uint64 { return s.memberID }
 
 // DialInProcess returns a gRPC connection to this server over an in-memory
 // pipe: the embedded client's transport. Close it before Stop.

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// handleWatchHTTP serves GET /v1/watch?key=K[&prefix=true][&range_end=E]
+// [&rev=N][&snapshot=true][&prev_kv=true][&progress_notify=true]: one
+// watch, streamed as newline-delimited JSON WatchResponse objects until
+// the client disconnects. (POST /v1/watch is the grpc-gateway form of the
+// bidirectional stream: a body of WatchRequest objects.)
+func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	flag := func(name string) bool {
+		v, _ := strconv.ParseBool(q.Get(name))
+		return v
+	}
+	req := &dkvpb.WatchCreateRequest{
+		Key: []byte(q.Get("key")), RangeEnd: []byte(q.Get("range_end")), Prefix: flag("prefix"),
+		IncludeInitialSnapshot: flag("snapshot"), PrevKv: flag("prev_kv"), ProgressNotify: flag("progress_notify"),
+		FilterPuts: flag("filter_puts"), FilterDeletes: flag("filter_deletes"),
+	}
+	if v := q.Get("rev"); v != "" {
+		rev, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			httpError(w, dkverr.New(dkverr.InvalidInput, "rev %q is not an integer", v))
+			return
+		}
+		req.StartRevision = rev
+	}
+	if s.gwConn == nil {
+		httpError(w, dkverr.New(dkverr.Unavailable, "no in-process connection"))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stream, err := dkvpb.NewWatchClient(s.gwConn).Watch(ctx)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	if err := stream.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_CreateRequest{CreateRequest: req}}); err != nil {
+		httpError(w, err)
+		return
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	if first.Canceled {
+		code := dkverr.InvalidInput
+		for c := dkverr.OK; c <= dkverr.Internal; c++ {
+			if c.Reason() == first.CancelStatus {
+				code = c
+			}
+		}
+		e := dkverr.New(code, "%s", first.CancelReason)
+		if first.CompactRevision > 0 {
+			e.Metadata = map[string]string{"compact_revision": fmt.Sprint(first.CompactRevision)}
+			w.Header().Set("X-Dkv-Compact-Revision", fmt.Sprint(first.CompactRevision))
+		}
+		httpError(w, e)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	mo := protojson.MarshalOptions{UseProtoNames: true}
+	for resp := first; ; {
+		b, err := mo.Marshal(resp)
+		if err != nil {
+			return
+		}
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		if resp.Canceled {
+			return
+		}
+		if resp, err = stream.Recv(); err != nil {
+			if st, ok := status.FromError(err); ok && st.Code() != codes.Canceled {
+				b, _ := mo.Marshal(&dkvpb.WatchResponse{Canceled: true, CancelStatus: dkverr.CodeOf(err).Reason(), CancelReason: st.Message()})
+				w.Write(append(b, '\n'))
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/state"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// publishClientURL records this member's client URL in the member table
+// if it is missing or changed, so clients can discover every member.
+func (s *Server) publishClientURL() {
+	url := s.advClient
+	if url == "" {
+		return
+	}
+	ms, err := state.Members(s.store.DB())
+	if err != nil {
+		return
+	}
+	for _, m := range ms {
+		if m.GetId() == s.memberID && m.GetClientUrl() == url {
+			return
+		}
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_MemberAttrs{MemberAttrs: &dkvpb.MemberAttrsRequest{Id: s.memberID, ClientUrl: url}}}
+		if _, err := s.proposeRequest(ctx, req); err != nil {
+			s.log.Warn("publish client url", "err", err)
+		}
+	}()
+}
+
+// joinTimeout bounds the attempt to join through one --join endpoint.
+const joinTimeout = 15 * time.Second
+
+// joinCluster asks a running member (cfg.Join) to add this node as a
+// learner, and learns the cluster id, the members' peer addresses and
+// the peer secret. An endpoint that refuses the connection fails at once
+// (nothing listens there); one that does not answer fails after
+// joinTimeout; ctx (the caller's, e.g. SIGTERM) ends the attempt at any
+// point.
+func (s *Server) joinCluster(ctx context.Context) (memberID, clusterID uint64, members []*dkvpb.Member, secret []byte, err error) {
+	memberID = MemberID(s.cfg.Name, s.advPeer)
+	var errs []string
+	for _, ep := range s.cfg.Join {
+		jctx, cancel := context.WithTimeout(joinContext(ctx, memberID), joinTimeout)
+		var hdr metadata.MD
+		members, clusterID, err = s.joinVia(jctx, ep, memberID, &hdr)
+		expired := jctx.Err() != nil
+		cancel()
+		if err == nil {
+			return memberID, clusterID, members, joinedSecret(hdr), nil
+		}
+		if ctx.Err() != nil {
+			return 0, 0, nil, nil, fmt.Errorf("join via %s: %w", ep, ctx.Err())
+		}
+		if expired {
+			err = fmt.Errorf("no answer within %v: %w", joinTimeout, err)
+		}
+		errs = append(errs, fmt.Sprintf("via %s: %v", ep, err))
+	}
+	return 0, 0, nil, nil, fmt.Errorf("joining the cluster failed: %s", strings.Join(errs, "; "))
+}
+
+// joinVia asks the member at ep to add this one; hdr receives the
+// response header, which carries the cluster's peer secret.
+func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64, hdr *metadata.MD) ([]*dkvpb.Member, uint64, error) {
+	conn, err := grpc.NewClient("passthrough:///"+ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close()
+	cc := dkvpb.NewClusterClient(conn)
+	// Not WaitForReady: a refused connection is reported at once instead
+	// of being retried until the deadline.
+	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.Header(hdr))
+	if err != nil {
+		return nil, 0, dkverr.FromGRPC(err)
+	}
+	for _, m := range list.GetMembers() {
+		if m.GetId() == memberID {
+			// Already added (by an operator, or an earlier try).
+			return list.GetMembers(), list.GetHeader().GetClusterId(), nil
+		}
+		if m.GetName() == s.cfg.Name {
+			return nil, 0, fmt.Errorf("cluster already has a member named %q with peer URL %s", m.GetName(), m.GetPeerUrl())
+		}
+	}
+	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.advPeer, IsLearner: true}, grpc.Header(hdr))
+	if err != nil {
+		return nil, 0, dkverr.FromGRPC(err)
+	}
+	return resp.GetMembers(), resp.GetHeader().GetClusterId(), nil
+}

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/lease"
+)
+
+// loadLeases fills the lessor from the state.
+func (s *Server) loadLeases() error {
+	var recs []lease.Record
+	if err := lease.List(s.store.DB(), func(r lease.Record) bool { recs = append(recs, r); return true }); err != nil {
+		return err
+	}
+	s.lessor.Reset(recs)
+	return nil
+}
+
+// leaseLoop follows leadership and, on the leader, proposes expiries and
+// checkpoints.
+func (s *Server) leaseLoop() {
+	defer s.wg.Done()
+	tick := s.cfg.LeaseTick
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	sem := make(chan struct{}, maxExpiriesInFlight)
+	var cpInFlight sync.WaitGroup
+	cpBusy := false
+	cpDone := make(chan struct{}, 1)
+	defer cpInFlight.Wait()
+	for {
+		select {
+		case <-s.stopc:
+			return
+		case <-s.node.LeaderChanged():
+		case <-cpDone:
+			cpBusy = false
+		case <-t.C:
+		}
+		if s.node.Status().IsLeader {
+			s.lessor.Promote()
+		} else {
+			s.lessor.Demote()
+			continue
+		}
+		for _, ex := range s.lessor.Expired(cap(sem) - len(sem)) {
+			sem <- struct{}{}
+			s.wg.Add(1)
+			go func(ex lease.Expiry) {
+				defer s.wg.Done()
+				defer func() { <-sem }()
+				ctx, cancel := s.leaseCtx()
+				defer cancel()
+				_, err := propose[*dkvpb.LeaseExpireResponse](ctx, s, &dkvpb.InternalRequest{
+					Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: ex.ID, Epoch: ex.Epoch}},
+				})
+				if err != nil {
+					s.lessor.ExpireFailed(ex.ID)
+					return
+				}
+				s.log.Debug("lease expired", "lease", ex.ID, "epoch", ex.Epoch)
+			}(ex)
+		}
+		if cpBusy {
+			continue
+		}
+		cps := s.lessor.Checkpoints(maxCheckpointBatch)
+		if len(cps) == 0 {
+			continue
+		}
+		cpBusy = true
+		cpInFlight.Add(1)
+		go func() {
+			defer cpInFlight.Done()
+			defer func() { cpDone <- struct{}{} }()
+			req := &dkvpb.LeaseCheckpointRequest{Checkpoints: make([]*dkvpb.LeaseCheckpoint, len(cps))}
+			for i, c := range cps {
+				req.Checkpoints[i] = &dkvpb.LeaseCheckpoint{Id: c.ID, Epoch: c.Epoch, RemainingMs: c.RemainingMs}
+			}
+			ctx, cancel := s.leaseCtx()
+			defer cancel()
+			if _, err := propose[*dkvpb.LeaseCheckpointResponse](ctx, s, &dkvpb.InternalRequest{
+				Request: &dkvpb.InternalRequest_LeaseCheckpoint{LeaseCheckpoint: req},
+			}); err != nil {
+				s.lessor.CheckpointFailed(cps)
+				s.log.Debug("lease checkpoint failed", "leases", len(cps), "err", err)
+			}
+		}()
+	}
+}
+
+// leaseCtx is a proposal context for the lease loop and the renewer
+// (Propose itself returns at Stop).
+func (s *Server) leaseCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), leaseProposeTimeout)
+}
