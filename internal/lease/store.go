@@ -10,6 +10,7 @@ import (
 
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/keyrange"
+	"github.com/dkv-io/dkv/internal/keys"
 )
 
 // TTL bounds, in milliseconds.
@@ -32,9 +33,9 @@ func NotFound(id int64) error {
 }
 
 var (
-	prefixRecord = []byte("s/ll/")
-	prefixKeys   = []byte("s/lk/")
-	keySeq       = []byte("s/lm/seq")
+	prefixRecord = keys.LeaseRecordPrefix
+	prefixKeys   = keys.LeaseKeysPrefix
+	keySeq       = keys.LeaseSeq
 )
 
 // Record is one lease's persistent state.

@@ -7,15 +7,16 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/dkv-io/dkv/internal/keyrange"
+	"github.com/dkv-io/dkv/internal/keys"
 )
 
 var (
-	prefixHolder = []byte("s/kh/")
-	prefixToken  = []byte("s/kt/")
-	prefixQueue  = []byte("s/kq/")
-	prefixOwner  = []byte("s/ko/")
-	prefixLease  = []byte("s/kl/")
-	keySeq       = []byte("s/km/seq")
+	prefixHolder = keys.LockHolderPrefix
+	prefixToken  = keys.LockTokenPrefix
+	prefixQueue  = keys.LockQueuePrefix
+	prefixOwner  = keys.LockOwnerPrefix
+	prefixLease  = keys.LockLeasePrefix
+	keySeq       = keys.LockSeq
 )
 
 // Holder is the current grant of a key's lock.

@@ -137,7 +137,7 @@ func wantCode(t testing.TB, err error, want dkverr.Code) {
 	}
 }
 
-func keys(kvs []*dkvpb.KeyValue) []string {
+func keyNames(kvs []*dkvpb.KeyValue) []string {
 	var out []string
 	for _, kv := range kvs {
 		out = append(out, string(kv.Key))

@@ -3,16 +3,19 @@ package mvcc
 import (
 	"encoding/binary"
 	"fmt"
+
 	"github.com/dkv-io/dkv/internal/keyrange"
+	"github.com/dkv-io/dkv/internal/keys"
 )
 
-// Key layout. Every key this package writes starts with "s/m".
+// Key layout (declared in package keys). Every key this package writes
+// starts with "s/m".
 var (
-	prefixLatest  = []byte("s/mk/") // s/mk/<key> → latest record of a live key
-	prefixHistory = []byte("s/mh/") // s/mh/<esc(key)>\x00\x01<^rev> → history record
-	prefixChanges = []byte("s/mr/") // s/mr/<rev> → keys changed at rev
-	keyRevision   = []byte("s/mm/rev")
-	keyCompact    = []byte("s/mm/compact")
+	prefixLatest  = keys.MVCCLatestPrefix  // s/mk/<key> → latest record of a live key
+	prefixHistory = keys.MVCCHistoryPrefix // s/mh/<esc(key)>\x00\x01<^rev> → history record
+	prefixChanges = keys.MVCCChangesPrefix // s/mr/<rev> → keys changed at rev
+	keyRevision   = keys.MVCCRevision
+	keyCompact    = keys.MVCCCompact
 )
 
 // histTerm ends an escaped key in a history key. Escaping turns 0x00 into

@@ -149,7 +149,7 @@ func TestDeleteRangeForms(t *testing.T) {
 				t.Fatalf("revision %d, want 6 (one per delete request)", res.Revision)
 			}
 			all, _ := h.rng(&dkvpb.RangeRequest{Prefix: true})
-			if got := keys(all.Kvs); !reflect.DeepEqual(got, tc.left) {
+			if got := keyNames(all.Kvs); !reflect.DeepEqual(got, tc.left) {
 				t.Fatalf("left %q, want %q", got, tc.left)
 			}
 			if d := res.Resp.(*dkvpb.DeleteRangeResponse).Deleted; d != int64(5-len(tc.left)) || len(res.Events) != int(d) {
@@ -210,7 +210,7 @@ func TestRangeForms(t *testing.T) {
 				if rev == 6 { // "c" was written at revision 7
 					want = without(want, "c")
 				}
-				if got := keys(resp.Kvs); !reflect.DeepEqual(got, want) || resp.Count != int64(len(want)) {
+				if got := keyNames(resp.Kvs); !reflect.DeepEqual(got, want) || resp.Count != int64(len(want)) {
 					t.Fatalf("rev %d: got %q count %d, want %q", rev, got, resp.Count, want)
 				}
 				wantRev := rev
@@ -285,7 +285,7 @@ func TestRangeOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := keys(resp.Kvs); !reflect.DeepEqual(got, tc.want) || resp.More != tc.more || resp.Count != tc.count {
+			if got := keyNames(resp.Kvs); !reflect.DeepEqual(got, tc.want) || resp.More != tc.more || resp.Count != tc.count {
 				t.Fatalf("got %q more %v count %d; want %q more %v count %d", got, resp.More, resp.Count, tc.want, tc.more, tc.count)
 			}
 			for _, kv := range resp.Kvs {

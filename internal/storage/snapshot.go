@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/dkv-io/dkv/internal/keys"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -111,7 +112,7 @@ func (s *Storage) stagedPath(index uint64) string {
 	return filepath.Join(s.snapDir(), strconv.FormatUint(index, 10)+".state")
 }
 
-var keyInstalling = []byte("r/meta/installing")
+var keyInstalling = keys.SnapshotInstalling
 
 // InstallSnapshot replaces the replicated state with the staged snapshot
 // for snap's index and resets the raft log to start after it. A crash

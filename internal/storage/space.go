@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/dkv-io/dkv/internal/lograte"
 	"log/slog"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/keys"
+	"github.com/dkv-io/dkv/internal/lograte"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -259,7 +261,7 @@ func defaultFS(fs vfs.FS) vfs.FS {
 
 // Alarm table: "s/alarm/<member id>" -> reason, in the replicated state so
 // that every member refuses the same writes and a snapshot carries it.
-var alarmPrefix = []byte("s/alarm/")
+var alarmPrefix = keys.AlarmPrefix
 
 func alarmKey(id uint64) []byte {
 	k := make([]byte, len(alarmPrefix)+8)
@@ -280,7 +282,7 @@ func DeleteAlarm(b *pebble.Batch, id uint64) error {
 
 // Alarms returns the raised alarms: member id -> reason.
 func Alarms(r pebble.Reader) (map[uint64]string, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: alarmPrefix, UpperBound: []byte("s/alarm0")})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: alarmPrefix, UpperBound: keys.AlarmEnd})
 	if err != nil {
 		return nil, err
 	}

@@ -15,23 +15,24 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/wal"
+	"github.com/dkv-io/dkv/internal/keys"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
 
 var (
-	keyHardState = []byte("r/hs")
-	keySnapMeta  = []byte("r/snap")
-	entryPrefix  = []byte("r/e/")
-	metaPrefix   = []byte("r/meta/")
+	keyHardState = keys.RaftHardState
+	keySnapMeta  = keys.RaftSnapMeta
+	entryPrefix  = keys.RaftEntryPrefix
+	metaPrefix   = keys.LocalMetaPrefix
 
-	keyApplied   = []byte("s/raft/applied")
-	keyConfState = []byte("s/raft/confstate")
+	keyApplied   = keys.AppliedIndex
+	keyConfState = keys.ConfState
 
 	// StatePrefix bounds the replicated state machine: [StateStart, StateEnd).
-	StateStart = []byte("s")
-	StateEnd   = []byte("t")
+	StateStart = keys.StateStart
+	StateEnd   = keys.StateEnd
 )
 
 // Options configure Open.
@@ -569,7 +570,7 @@ func DeleteMember(b *pebble.Batch, id uint64) error {
 
 // Members returns every recorded member's encoded record, in id order.
 func Members(r pebble.Reader) ([][]byte, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: memberPrefix, UpperBound: []byte("s/raft/members0")})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: memberPrefix, UpperBound: keys.MemberEnd})
 	if err != nil {
 		return nil, err
 	}
@@ -581,7 +582,7 @@ func Members(r pebble.Reader) ([][]byte, error) {
 	return out, it.Error()
 }
 
-var memberPrefix = []byte("s/raft/members/")
+var memberPrefix = keys.MemberPrefix
 
 func memberKey(id uint64) []byte {
 	k := make([]byte, len(memberPrefix)+8)

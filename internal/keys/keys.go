@@ -1,0 +1,103 @@
+// Package keys is the one registry of DKV's Pebble key layout: every
+// prefix and fixed key any package writes is declared here, so a reader
+// sees the whole keyspace in one file (after CockroachDB's pkg/keys).
+//
+// The bytes are the on-disk format: changing one breaks every existing
+// data directory and every snapshot. Add, never edit.
+//
+// Two spaces:
+//
+//	r/...  raft log and node-local metadata, never replicated
+//	s/...  the replicated state machine, [StateStart, StateEnd); a raft
+//	       snapshot is exactly this span
+//
+// Callers must not modify the returned slices.
+package keys
+
+// Raft log and node-local metadata (package storage).
+var (
+	// RaftHardState is the raft HardState.
+	RaftHardState = []byte("r/hs")
+	// RaftSnapMeta is the metadata of the last snapshot (index, term,
+	// ConfState).
+	RaftSnapMeta = []byte("r/snap")
+	// RaftEntryPrefix: r/e/<index> -> raft entry.
+	RaftEntryPrefix = []byte("r/e/")
+	// LocalMetaPrefix: r/meta/<name> -> node-local metadata.
+	LocalMetaPrefix = []byte("r/meta/")
+	// SnapshotInstalling marks a snapshot install in progress (set, synced,
+	// before the state is replaced; cleared after).
+	SnapshotInstalling = []byte("r/meta/installing")
+)
+
+// The replicated state: every key in [StateStart, StateEnd).
+var (
+	StateStart = []byte("s")
+	StateEnd   = []byte("t")
+)
+
+// Raft bookkeeping inside the replicated state (package storage), so that
+// the applied index moves atomically with what was applied.
+var (
+	// AppliedIndex is the index of the last applied entry.
+	AppliedIndex = []byte("s/raft/applied")
+	// ConfState is the applied raft configuration.
+	ConfState = []byte("s/raft/confstate")
+	// MemberPrefix: s/raft/members/<id, 8 bytes BE> -> dkvpb.Member.
+	MemberPrefix = []byte("s/raft/members/")
+	// MemberEnd bounds MemberPrefix.
+	MemberEnd = []byte("s/raft/members0")
+)
+
+// NOSPACE alarms (package storage, applied by package state).
+var (
+	// AlarmPrefix: s/alarm/<member id, 8 bytes BE> -> reason.
+	AlarmPrefix = []byte("s/alarm/")
+	// AlarmEnd bounds AlarmPrefix.
+	AlarmEnd = []byte("s/alarm0")
+)
+
+// The MVCC keyspace (package mvcc): everything under "s/m".
+var (
+	// MVCCLatestPrefix: s/mk/<key> -> latest record of a live key.
+	MVCCLatestPrefix = []byte("s/mk/")
+	// MVCCHistoryPrefix: s/mh/<esc(key)>\x00\x01<^rev> -> history record.
+	MVCCHistoryPrefix = []byte("s/mh/")
+	// MVCCChangesPrefix: s/mr/<rev> -> keys changed at rev.
+	MVCCChangesPrefix = []byte("s/mr/")
+	// MVCCRevision is the store revision.
+	MVCCRevision = []byte("s/mm/rev")
+	// MVCCCompact is the compact revision.
+	MVCCCompact = []byte("s/mm/compact")
+)
+
+// Leases (package lease): everything under "s/l".
+var (
+	// LeaseRecordPrefix: s/ll/<id, 8 bytes BE> -> lease record.
+	LeaseRecordPrefix = []byte("s/ll/")
+	// LeaseKeysPrefix: s/lk/<id, 8 bytes BE><key> -> the keys attached to a
+	// lease.
+	LeaseKeysPrefix = []byte("s/lk/")
+	// LeaseSeq is the last allocated lease id.
+	LeaseSeq = []byte("s/lm/seq")
+)
+
+// Locks (package lock): everything under "s/k".
+var (
+	// Lock keys are <prefix><uvarint len(key)><key>[suffix].
+
+	// LockHolderPrefix: s/kh/<key> -> current holder.
+	LockHolderPrefix = []byte("s/kh/")
+	// LockTokenPrefix: s/kt/<key> -> last fencing token.
+	LockTokenPrefix = []byte("s/kt/")
+	// LockQueuePrefix: s/kq/<key><seq, 8 bytes BE> -> waiter, in FIFO
+	// order.
+	LockQueuePrefix = []byte("s/kq/")
+	// LockOwnerPrefix: s/ko/<key><owner> -> the waiter's queue entry.
+	LockOwnerPrefix = []byte("s/ko/")
+	// LockLeasePrefix: s/kl/<lease, 8 bytes BE><key> -> how many of the
+	// key's locks and waits the lease holds.
+	LockLeasePrefix = []byte("s/kl/")
+	// LockSeq is the last allocated queue sequence number.
+	LockSeq = []byte("s/km/seq")
+)
