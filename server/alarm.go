@@ -4,15 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storage"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -32,121 +27,17 @@ import (
 // absorbs what is already in flight: at ENOSPC Pebble's write is retried
 // after the ballast is deleted, instead of failing the commit pipeline.
 
-// alarms is the replicated alarm table, as of the applied index.
-type alarms struct {
-	mu     sync.Mutex
-	active map[uint64]string // member id -> reason
-}
-
-func (a *alarms) set(id uint64, reason string, on bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.active == nil {
-		a.active = map[uint64]string{}
-	}
-	if on {
-		a.active[id] = reason
-	} else {
-		delete(a.active, id)
-	}
-}
-
-func (a *alarms) reset(m map[uint64]string) {
-	a.mu.Lock()
-	a.active = m
-	a.mu.Unlock()
-}
-
-// raised reports whether member id's alarm is raised.
-func (a *alarms) raised(id uint64) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	_, ok := a.active[id]
-	return ok
-}
-
-// describe is "" without an alarm, else which members and why.
-func (a *alarms) describe() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.active) == 0 {
-		return ""
-	}
-	parts := make([]string, 0, len(a.active))
-	for id, r := range a.active {
-		parts = append(parts, fmt.Sprintf("member %x: %s", id, r))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "; ")
-}
-
-func (a *alarms) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.active)
-}
-
-// growsData reports whether req is a write the NOSPACE alarm refuses: one
-// that can add data. Deletes, compaction and lease and lock bookkeeping
-// that frees or keeps space are allowed.
-func growsData(req *dkvpb.InternalRequest) bool {
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_Put, *dkvpb.InternalRequest_Counter,
-		*dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LockAcquire:
-		return true
-	case *dkvpb.InternalRequest_Txn:
-		for _, ops := range [][]*dkvpb.RequestOp{r.Txn.GetSuccess(), r.Txn.GetFailure()} {
-			for _, op := range ops {
-				if op.GetRequestPut() != nil {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-func noSpaceErr(why string) *dkverr.Error {
-	return dkverr.New(dkverr.NoSpace, "writes are refused until space is freed (%s); reads, deletes and compaction still work", why)
-}
-
 // checkSpace refuses, before proposing, a write the alarm would refuse.
 func (s *Server) checkSpace(req *dkvpb.InternalRequest) error {
-	if !growsData(req) {
+	if !state.GrowsData(req) {
 		return nil
 	}
-	if why := s.alarms.describe(); why != "" {
-		return noSpaceErr(why)
+	if why := s.sm.Alarms().Describe(); why != "" {
+		return state.NoSpaceError(why)
 	}
 	if why, _ := s.localFull.Load().(string); why != "" {
-		return noSpaceErr(fmt.Sprintf("member %x: %s", s.memberID, why))
+		return state.NoSpaceError(fmt.Sprintf("member %x: %s", s.memberID, why))
 	}
-	return nil
-}
-
-// applyAlarm applies an AlarmRequest: deterministic, it only records what
-// the member measured.
-func (s *Server) applyAlarm(b *pebble.Batch, ar *dkvpb.AlarmRequest) mvcc.Result {
-	var err error
-	if ar.GetActive() {
-		err = storage.SetAlarm(b, ar.GetMemberId(), ar.GetReason())
-	} else {
-		err = storage.DeleteAlarm(b, ar.GetMemberId())
-	}
-	if err != nil {
-		panic(err) // a batch write cannot fail but for a bug
-	}
-	s.alarms.set(ar.GetMemberId(), ar.GetReason(), ar.GetActive())
-	return mvcc.Result{Revision: s.kv.Revision()}
-}
-
-// loadAlarms reads the alarm table from the applied state.
-func (s *Server) loadAlarms() error {
-	m, err := storage.Alarms(s.store.DB())
-	if err != nil {
-		return err
-	}
-	s.alarms.reset(m)
 	return nil
 }
 
@@ -210,7 +101,7 @@ func (s *Server) updateAlarm(why string, ballastRoom bool) {
 	if why != "" && prev == "" {
 		s.log.Warn("NOSPACE: refusing writes that add data", "reason", why)
 	}
-	raised := s.alarms.raised(s.memberID)
+	raised := s.sm.Alarms().Raised(s.memberID)
 	if (why != "") == raised {
 		if why == "" && ballastRoom {
 			if err := s.store.EnsureBallast(); err != nil {
@@ -270,7 +161,7 @@ func (s *Server) onStorageFatal(err error) {
 // and compact away deleted data. Outside an alarm Pebble's own background
 // compactions do this in time.
 func (s *Server) reclaimSpace() {
-	if why, _ := s.localFull.Load().(string); why == "" && !s.alarms.raised(s.memberID) {
+	if why, _ := s.localFull.Load().(string); why == "" && !s.sm.Alarms().Raised(s.memberID) {
 		return
 	}
 	view := s.store.DB().NewSnapshot()

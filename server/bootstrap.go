@@ -12,6 +12,7 @@ import (
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/raftnode"
+	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/transport"
 	"go.etcd.io/raft/v3"
 	"google.golang.org/protobuf/proto"
@@ -82,7 +83,7 @@ func (s *Server) startNode(ctx context.Context) error {
 	if err := s.loadLeases(); err != nil {
 		return err
 	}
-	if err := s.loadAlarms(); err != nil {
+	if s.sm, err = state.New(kv, s.store, effects{s}, s.log); err != nil {
 		return err
 	}
 
@@ -149,10 +150,10 @@ func (s *Server) startNode(ctx context.Context) error {
 			Logger: s.log, Faults: s.cfg.PeerFaults, Secret: s.peerSecret,
 		})
 	}
-	rc := raftnode.Config[mvcc.Result]{
+	rc := raftnode.Config[state.Result]{
 		ID:            s.memberID,
 		Storage:       s.store,
-		StateMachine:  &stateMachine{s: s},
+		StateMachine:  s.sm,
 		TickInterval:  s.cfg.TickInterval,
 		ElectionTicks: s.cfg.ElectionTicks,
 		Peers:         peers,

@@ -26,7 +26,7 @@ func (c *clusterService) Status(ctx context.Context, _ *dkvpb.StatusRequest) (*d
 		}
 	}
 	return &dkvpb.StatusResponse{
-		Header:           s.header(),
+		Header:           s.header(0),
 		Name:             s.cfg.Name,
 		MemberId:         s.memberID,
 		LeaderId:         st.Lead,
@@ -49,23 +49,23 @@ func (c *clusterService) HashKV(ctx context.Context, req *dkvpb.HashKVRequest) (
 	defer snap.Close()
 	h, rev, comp, err := c.s.kv.HashKV(snap, req.GetRevision())
 	if err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
-	return &dkvpb.HashKVResponse{Header: c.s.header(), Hash: h, Revision: rev, CompactRevision: comp}, nil
+	return &dkvpb.HashKVResponse{Header: c.s.header(0), Hash: h, Revision: rev, CompactRevision: comp}, nil
 }
 
 func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRequest) (*dkvpb.MemberListResponse, error) {
 	if req.GetLinearizable() {
 		if err := c.s.node.WaitLinearizable(ctx); err != nil {
-			return nil, wireErr(err)
+			return nil, err
 		}
 	}
 	ms, err := state.Members(c.s.store.DB())
 	if err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
 	c.s.offerPeerSecret(ctx, ms)
-	return &dkvpb.MemberListResponse{Header: c.s.header(), Members: c.s.withReachability(ms), LeaderId: c.s.node.Status().Lead}, nil
+	return &dkvpb.MemberListResponse{Header: c.s.header(0), Members: c.s.withReachability(ms), LeaderId: c.s.node.Status().Lead}, nil
 }
 
 func (s *Server) dbSize() int64 {

@@ -144,7 +144,9 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	httpError(w, err)
+	// This endpoint calls the handlers directly, not through grpcSrv, so
+	// it maps the error itself, as the interceptors do.
+	httpError(w, wireError(err))
 }
 
 // gatewayError is the gateway's error handler: NoSpace travels as gRPC

@@ -40,25 +40,15 @@ type leaseService struct {
 }
 
 func (l *leaseService) Grant(ctx context.Context, req *dkvpb.LeaseGrantRequest) (*dkvpb.LeaseGrantResponse, error) {
-	resp, err := propose[*dkvpb.LeaseGrantResponse](ctx, l.s, &dkvpb.InternalRequest{
+	return propose[*dkvpb.LeaseGrantResponse](ctx, l.s, &dkvpb.InternalRequest{
 		Request: &dkvpb.InternalRequest_LeaseGrant{LeaseGrant: req},
 	})
-	if err != nil {
-		return nil, err
-	}
-	l.s.fillHeader(&resp.Header, resp.GetHeader().GetRevision())
-	return resp, nil
 }
 
 func (l *leaseService) Revoke(ctx context.Context, req *dkvpb.LeaseRevokeRequest) (*dkvpb.LeaseRevokeResponse, error) {
-	resp, err := propose[*dkvpb.LeaseRevokeResponse](ctx, l.s, &dkvpb.InternalRequest{
+	return propose[*dkvpb.LeaseRevokeResponse](ctx, l.s, &dkvpb.InternalRequest{
 		Request: &dkvpb.InternalRequest_LeaseRevoke{LeaseRevoke: req},
 	})
-	if err != nil {
-		return nil, err
-	}
-	l.s.fillHeader(&resp.Header, resp.GetHeader().GetRevision())
-	return resp, nil
 }
 
 func validIDs(ids []int64) error {
@@ -88,7 +78,7 @@ func (l *leaseService) KeepAliveOnce(ctx context.Context, req *dkvpb.LeaseKeepAl
 		return nil, lease.NotFound(req.GetId())
 	}
 	resp := &dkvpb.LeaseKeepAliveOnceResponse{Id: req.GetId(), TtlMs: ttls[0]}
-	l.s.fillHeader(&resp.Header, 0)
+	resp.Header = l.s.header(0)
 	return resp, nil
 }
 
@@ -153,7 +143,7 @@ func (l *leaseService) KeepAlive(stream dkvpb.Lease_KeepAliveServer) error {
 				for i, id := range ids {
 					resp.Results[i] = &dkvpb.LeaseKeepAliveResult{Id: id, TtlMs: ttls[i], NotFound: ttls[i] == 0}
 				}
-				l.s.fillHeader(&resp.Header, 0)
+				resp.Header = l.s.header(0)
 				sendMu.Lock()
 				err = stream.Send(resp)
 				sendMu.Unlock()
@@ -170,12 +160,12 @@ func (l *leaseService) TimeToLive(ctx context.Context, req *dkvpb.LeaseTimeToLiv
 		return nil, dkverr.New(dkverr.InvalidInput, "lease id is %d; it must be positive", req.GetId())
 	}
 	if err := l.s.node.WaitLinearizable(ctx); err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
 	db := l.s.store.DB()
 	rec, ok, err := lease.Get(db, req.GetId())
 	if err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
 	if !ok {
 		return nil, lease.NotFound(req.GetId())
@@ -189,24 +179,24 @@ func (l *leaseService) TimeToLive(ctx context.Context, req *dkvpb.LeaseTimeToLiv
 			resp.Keys = append(resp.Keys, append([]byte(nil), k...))
 			return true
 		}); err != nil {
-			return nil, wireErr(err)
+			return nil, err
 		}
 	}
-	l.s.fillHeader(&resp.Header, 0)
+	resp.Header = l.s.header(0)
 	return resp, nil
 }
 
 func (l *leaseService) Leases(ctx context.Context, req *dkvpb.LeaseLeasesRequest) (*dkvpb.LeaseLeasesResponse, error) {
 	if err := l.s.node.WaitLinearizable(ctx); err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
 	resp := &dkvpb.LeaseLeasesResponse{}
 	if err := lease.List(l.s.store.DB(), func(r lease.Record) bool {
 		resp.Leases = append(resp.Leases, &dkvpb.LeaseStatus{Id: r.ID, GrantedTtlMs: r.TTLMs})
 		return true
 	}); err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
-	l.s.fillHeader(&resp.Header, 0)
+	resp.Header = l.s.header(0)
 	return resp, nil
 }

@@ -293,8 +293,8 @@ func (s *Server) startGRPC() error {
 		return err
 	}
 	s.grpcSrv = grpc.NewServer(append(s.clientGRPCOptions(),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors),
 	)...)
 	dkvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})

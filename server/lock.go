@@ -11,12 +11,14 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lock"
 	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/state"
 	"google.golang.org/protobuf/proto"
 )
 
 // Locks, server side (see docs/locks.md). Every lock command is a raft
-// proposal; the state machine (internal/mvcc/lock.go) keeps holders and
-// FIFO queues and enforces locks on writes. A waiting Acquire blocks in
+// proposal; the state machine (internal/state, through
+// internal/mvcc/lock.go) keeps holders and FIFO queues and enforces locks
+// on writes. A waiting Acquire blocks in
 // the member that received it until the member applies the grant: every
 // member applies every grant, so it learns of it locally (lockWaiters),
 // with a periodic look at the lock table as a safety net (after a
@@ -61,14 +63,14 @@ func (w *lockWaiters) register(key []byte, owner string) (<-chan *dkvpb.LockHand
 
 // notify hands applied grants to their waiters; results are the apply
 // results of one committed batch.
-func (w *lockWaiters) notify(results []mvcc.Result) {
+func (w *lockWaiters) notify(results []state.Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.m) == 0 {
 		return
 	}
 	for _, res := range results {
-		for _, g := range res.Locks {
+		for _, g := range res.Effects.Locks {
 			if ch, ok := w.m[waiterKey(g.Key, g.Owner)]; ok {
 				select {
 				case ch <- g:
@@ -127,7 +129,6 @@ func (l *lockService) Acquire(ctx context.Context, req *dkvpb.LockAcquireRequest
 			return nil, err
 		}
 	}
-	l.s.fillHeader(&resp.Header, resp.GetHeader().GetRevision())
 	return resp, nil
 }
 
@@ -137,7 +138,7 @@ func (l *lockService) wait(ctx context.Context, r *dkvpb.LockAcquireRequest, res
 	defer t.Stop()
 	done := func(h *dkvpb.LockHandle) *dkvpb.LockAcquireResponse {
 		resp.Acquired, resp.Queued, resp.Handle, resp.Holder = true, false, h, nil
-		resp.Header = &dkvpb.ResponseHeader{}
+		resp.Header = l.s.header(0)
 		return resp
 	}
 	for {
@@ -160,7 +161,7 @@ func (l *lockService) wait(ctx context.Context, r *dkvpb.LockAcquireRequest, res
 			}
 		case <-ctx.Done():
 			l.cancelWait(r.Key, r.Owner)
-			return nil, wireErr(ctx.Err())
+			return nil, ctx.Err()
 		case <-l.s.stopc:
 			// The waiter stays queued: its client retries on another
 			// member with the same owner and keeps its place (if the
@@ -193,21 +194,11 @@ func (l *lockService) cancelWait(key []byte, owner string) {
 }
 
 func (l *lockService) Release(ctx context.Context, req *dkvpb.LockReleaseRequest) (*dkvpb.LockReleaseResponse, error) {
-	resp, err := propose[*dkvpb.LockReleaseResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockRelease{LockRelease: req}})
-	if err != nil {
-		return nil, err
-	}
-	l.s.fillHeader(&resp.Header, resp.GetHeader().GetRevision())
-	return resp, nil
+	return propose[*dkvpb.LockReleaseResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockRelease{LockRelease: req}})
 }
 
 func (l *lockService) Cancel(ctx context.Context, req *dkvpb.LockCancelRequest) (*dkvpb.LockCancelResponse, error) {
-	resp, err := propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockCancel{LockCancel: req}})
-	if err != nil {
-		return nil, err
-	}
-	l.s.fillHeader(&resp.Header, resp.GetHeader().GetRevision())
-	return resp, nil
+	return propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockCancel{LockCancel: req}})
 }
 
 func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeRequest) (*dkvpb.LockDescribeResponse, error) {
@@ -215,7 +206,7 @@ func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeReque
 		return nil, dkverr.New(dkverr.InvalidInput, "lock key is %d bytes; it must be 1 to %d", len(req.GetKey()), l.s.limits.MaxKeyBytes)
 	}
 	if err := l.s.node.WaitLinearizable(ctx); err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
 	snap := l.s.store.DB().NewSnapshot()
 	defer snap.Close()
@@ -229,6 +220,6 @@ func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeReque
 			resp.RemainingMs = rem.Milliseconds()
 		}
 	}
-	l.s.fillHeader(&resp.Header, 0)
+	resp.Header = l.s.header(0)
 	return resp, nil
 }

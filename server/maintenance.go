@@ -56,7 +56,7 @@ func (m *maintenanceService) Snapshot(_ *dkvpb.SnapshotRequest, stream grpc.Serv
 	defer pr.Close()
 	buf := make([]byte, 1<<20)
 	var sent int64
-	hdr := m.s.header()
+	hdr := m.s.header(0)
 	for {
 		n, err := io.ReadFull(pr, buf)
 		if n > 0 {

@@ -57,7 +57,7 @@ func onLeader[T any](ctx context.Context, s *Server, call func(dkvpb.ClusterClie
 	lc, closeFn, err := s.leaderClient(ctx)
 	if err != nil {
 		var zero T
-		return zero, wireErr(err)
+		return zero, err
 	}
 	defer closeFn()
 	return call(lc)
@@ -65,7 +65,7 @@ func onLeader[T any](ctx context.Context, s *Server, call func(dkvpb.ClusterClie
 
 func (s *Server) findMember(ctx context.Context, name string) (*dkvpb.Member, []*dkvpb.Member, error) {
 	if err := s.node.WaitLinearizable(ctx); err != nil {
-		return nil, nil, wireErr(err)
+		return nil, nil, err
 	}
 	ms, err := state.Members(s.store.DB())
 	if err != nil {
@@ -118,14 +118,14 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 		typ = raftpb.ConfChangeAddLearnerNode
 	}
 	if err := s.node.ProposeConfChange(ctx, &raftpb.ConfChange{Type: typ.Enum(), NodeId: new(id), Context: ctxData}); err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
 	ms, err := s.membersResp()
 	if err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
 	s.offerPeerSecret(ctx, ms)
-	return &dkvpb.MemberAddResponse{Header: s.header(), Member: rec, Members: ms}, nil
+	return &dkvpb.MemberAddResponse{Header: s.header(0), Member: rec, Members: ms}, nil
 }
 
 func (c *clusterService) MemberPromote(ctx context.Context, req *dkvpb.MemberPromoteRequest) (*dkvpb.MemberPromoteResponse, error) {
@@ -152,7 +152,7 @@ func (c *clusterService) MemberPromote(ctx context.Context, req *dkvpb.MemberPro
 			}
 		})
 	}); err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
 	// Caught up: within 10% (and at most 1000 entries) of the leader.
 	lag := leaderMatch - min(match, leaderMatch)
@@ -161,13 +161,13 @@ func (c *clusterService) MemberPromote(ctx context.Context, req *dkvpb.MemberPro
 	}
 	ctxData, _ := proto.Marshal(&dkvpb.ConfChangeContext{Member: &dkvpb.Member{Id: m.GetId(), Name: m.GetName(), PeerUrl: m.GetPeerUrl(), ClientUrl: m.GetClientUrl()}})
 	if err := s.node.ProposeConfChange(ctx, &raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(m.GetId()), Context: ctxData}); err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
 	ms, err := s.membersResp()
 	if err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
-	return &dkvpb.MemberPromoteResponse{Header: s.header(), Members: ms}, nil
+	return &dkvpb.MemberPromoteResponse{Header: s.header(0), Members: ms}, nil
 }
 
 func (c *clusterService) MemberRemove(ctx context.Context, req *dkvpb.MemberRemoveRequest) (*dkvpb.MemberRemoveResponse, error) {
@@ -194,7 +194,7 @@ func (c *clusterService) MemberRemove(ctx context.Context, req *dkvpb.MemberRemo
 				}
 			})
 		}); err != nil {
-			return nil, wireErr(err)
+			return nil, err
 		}
 		if voters == 0 {
 			return nil, dkverr.New(dkverr.Conflict, "cannot remove %q: it is the last voter", req.GetName())
@@ -206,15 +206,15 @@ func (c *clusterService) MemberRemove(ctx context.Context, req *dkvpb.MemberRemo
 	if err := s.node.ProposeConfChange(ctx, &raftpb.ConfChange{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(m.GetId())}); err != nil {
 		if errors.Is(err, raftnode.ErrStopped) && m.GetId() == s.memberID {
 			// Removing ourselves: raft stepped this leader down.
-			return &dkvpb.MemberRemoveResponse{Header: s.header()}, nil
+			return &dkvpb.MemberRemoveResponse{Header: s.header(0)}, nil
 		}
-		return nil, wireErr(err)
+		return nil, err
 	}
 	ms, err := s.membersResp()
 	if err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
-	return &dkvpb.MemberRemoveResponse{Header: s.header(), Members: ms}, nil
+	return &dkvpb.MemberRemoveResponse{Header: s.header(0), Members: ms}, nil
 }
 
 func (c *clusterService) LeaderTransfer(ctx context.Context, req *dkvpb.LeaderTransferRequest) (*dkvpb.LeaderTransferResponse, error) {
@@ -227,7 +227,7 @@ func (c *clusterService) LeaderTransfer(ctx context.Context, req *dkvpb.LeaderTr
 		return nil, dkverr.New(dkverr.InvalidInput, "member %q is a learner; only voters can lead", req.GetName())
 	}
 	if s.node.Status().Lead == m.GetId() {
-		return &dkvpb.LeaderTransferResponse{Header: s.header(), LeaderId: m.GetId()}, nil
+		return &dkvpb.LeaderTransferResponse{Header: s.header(0), LeaderId: m.GetId()}, nil
 	}
 	if !s.node.Status().IsLeader {
 		return onLeader(ctx, s, func(lc dkvpb.ClusterClient) (*dkvpb.LeaderTransferResponse, error) {
@@ -235,9 +235,9 @@ func (c *clusterService) LeaderTransfer(ctx context.Context, req *dkvpb.LeaderTr
 		})
 	}
 	if err := s.node.TransferLeadership(ctx, m.GetId()); err != nil {
-		return nil, wireErr(err)
+		return nil, err
 	}
-	return &dkvpb.LeaderTransferResponse{Header: s.header(), LeaderId: m.GetId()}, nil
+	return &dkvpb.LeaderTransferResponse{Header: s.header(0), LeaderId: m.GetId()}, nil
 }
 
 // Removed is closed when this member has been removed from the cluster;

@@ -70,7 +70,7 @@ func newMetrics(s *Server) *metrics {
 	gauge("mvcc_compact_revision", "Revision below which history is compacted.", func() float64 { return float64(s.kv.CompactRevision()) })
 	gauge("db_size_bytes", "Pebble disk space used.", func() float64 { return float64(s.dbSize()) })
 	counter("disk_full_total", "Writes that met ENOSPC; each released the ballast file (if any) and was retried.", func() float64 { return float64(s.diskFulls.Load()) })
-	gauge("nospace_alarms", "Members whose NOSPACE alarm is raised; while above 0 the cluster refuses writes that add data.", func() float64 { return float64(s.alarms.count()) })
+	gauge("nospace_alarms", "Members whose NOSPACE alarm is raised; while above 0 the cluster refuses writes that add data.", func() float64 { return float64(s.sm.Alarms().Count()) })
 	m.reg.MustRegister(n.Stats().PersistSeconds, n.Stats().ApplySeconds, n.Stats().ProposalSeconds)
 	counter("raft_log_divergence_total", "Appends from the leader showing this member's committed log differs from the leader's; the member cannot catch up and must be removed and re-added.", func() float64 { return float64(n.Stats().LogDivergence.Load()) })
 	if s.transport != nil {

@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/dkv-io/dkv/internal/raftnode"
 )
 
 // renewer group-commits keep-alives: callers add lease ids to the open
@@ -53,7 +53,7 @@ func (r *renewer) renew(ctx context.Context, ids []int64) ([]int64, error) {
 	select {
 	case <-b.done:
 	case <-ctx.Done():
-		return nil, wireErr(ctx.Err())
+		return nil, ctx.Err()
 	case <-r.s.stopc:
 		return nil, dkverr.New(dkverr.Unavailable, "node is shutting down")
 	}
@@ -134,6 +134,8 @@ func (r *renewer) propose(ids []int64) (*dkvpb.LeaseRenewResponse, error) {
 	}
 }
 
+// isUnknown reports whether err leaves the renewal's outcome unknown (the
+// attempt timed out or its leader changed): worth another attempt.
 func isUnknown(err error) bool {
-	return status.Code(err) == codes.DeadlineExceeded || status.Code(err) == codes.Canceled
+	return errors.Is(err, raftnode.ErrUnknownOutcome) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }

@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/raftnode"
+	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/internal/transport"
 	"github.com/dkv-io/dkv/internal/watch"
@@ -34,7 +34,8 @@ type Server struct {
 
 	store   *storage.Storage
 	kv      *mvcc.Store
-	node    *raftnode.Node[mvcc.Result]
+	sm      *state.Machine // the replicated state machine; owns kv
+	node    *raftnode.Node[state.Result]
 	limits  mvcc.Limits
 	metrics *metrics
 
@@ -74,7 +75,6 @@ type Server struct {
 	running    atomic.Bool  // Start has finished
 	contacts   contactTable // when each member was last heard from
 
-	alarms      alarms        // the replicated NOSPACE alarms (alarm.go)
 	localFull   atomic.Value  // string: why this member measured no space, "" if it has
 	diskFullHit atomic.Bool   // a write met ENOSPC since the last measurement
 	diskFulls   atomic.Uint64 // writes that met ENOSPC (ballast released)
@@ -351,15 +351,6 @@ func (s *Server) DialInProcess(ctx context.Context) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxSendMsgBytes), grpc.MaxCallSendMsgSize(s.maxRequestBytes())),
 	)
-}
-
-func (s *Server) header() *dkvpb.ResponseHeader {
-	return &dkvpb.ResponseHeader{
-		ClusterId: s.clusterID,
-		MemberId:  s.memberID,
-		Revision:  s.kv.Revision(),
-		RaftTerm:  s.node.Status().Term,
-	}
 }
 
 // IsLeader reports whether this node is the raft leader.

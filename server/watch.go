@@ -10,6 +10,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/watch"
 )
 
@@ -26,11 +27,7 @@ func (s *Server) startWatch() {
 	s.watchHub = watch.New(s.store.DB(), s.kv.Revision(), watch.Config{
 		Logger: s.log,
 		Header: func(rev int64) *dkvpb.ResponseHeader {
-			h := &dkvpb.ResponseHeader{ClusterId: s.clusterID, MemberId: s.memberID, Revision: rev}
-			if s.node != nil {
-				h.RaftTerm = s.node.Status().Term
-			}
-			return h
+			return s.fillHeader(&dkvpb.ResponseHeader{Revision: rev})
 		},
 	})
 	s.wg.Add(1)
@@ -45,17 +42,17 @@ func (s *Server) startWatch() {
 func (s *Server) WatchHub() *watch.Hub { return s.watchHub }
 
 // publishWatch hands the events of a committed apply batch to the hub. It
-// runs on the raft goroutine and only queues.
-func (s *Server) publishWatch(results []mvcc.Result) {
+// runs on the apply goroutine and only queues.
+func (s *Server) publishWatch(results []state.Result) {
 	if s.watchHub == nil {
 		return
 	}
 	var revs []watch.Revision
 	for _, res := range results {
-		if len(res.Events) == 0 {
+		if len(res.Effects.Events) == 0 {
 			continue
 		}
-		revs = append(revs, watch.Revision{Rev: res.Revision, Events: res.Events})
+		revs = append(revs, watch.Revision{Rev: res.Revision, Events: res.Effects.Events})
 	}
 	if len(revs) == 0 {
 		return // the revision only moves with events
@@ -168,7 +165,7 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 	s := ws.s
 	refuse := func(err error) *dkvpb.WatchResponse {
 		r := &dkvpb.WatchResponse{
-			Header: s.header(), WatchId: req.GetWatchId(), Created: true, Canceled: true,
+			Header: s.header(0), WatchId: req.GetWatchId(), Created: true, Canceled: true,
 			CancelStatus: dkverr.CodeOf(err).Reason(), CancelReason: dkverr.Message(err),
 		}
 		var de *dkverr.Error
@@ -250,14 +247,14 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 		}
 	}
 	pre := func(id int64) []*dkvpb.WatchResponse {
-		out := []*dkvpb.WatchResponse{{Header: s.header(), WatchId: id, Created: true}}
+		out := []*dkvpb.WatchResponse{{Header: s.header(0), WatchId: id, Created: true}}
 		// Events follow from start; a watch of a future revision reports
 		// the store's revision, not one that does not exist yet.
 		out[0].Header.Revision = min(start-1, cur)
 		if !req.IncludeInitialSnapshot {
 			return out
 		}
-		chunk := &dkvpb.WatchResponse{Header: s.header(), WatchId: id}
+		chunk := &dkvpb.WatchResponse{Header: s.header(0), WatchId: id}
 		chunk.Header.Revision = start - 1
 		size := 0
 		for _, kv := range snap {

@@ -21,8 +21,9 @@ const (
 	Revoked
 )
 
-// Change is what one applied command did to one lease; mvcc reports them
-// in Result.Leases, and the server hands them to Lessor.Apply.
+// Change is what one applied command did to one lease; the state machine
+// reports them in its effects (state.Effects.Leases), and the server hands
+// them to Lessor.Apply at apply time.
 type Change struct {
 	Kind        ChangeKind
 	ID          int64

@@ -73,26 +73,7 @@ func validateTTLPut(p *dkvpb.PutRequest) error {
 	return lease.ValidateTTL("ttl_ms", p.TtlMs)
 }
 
-// applyLease runs a lease command; ok is false for any other command.
-func (w *writer) applyLease(req *dkvpb.InternalRequest) (resp any, err error, ok bool) {
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_LeaseGrant:
-		resp, err = w.leaseGrant(r.LeaseGrant)
-	case *dkvpb.InternalRequest_LeaseRevoke:
-		resp, err = w.leaseRevoke(r.LeaseRevoke.GetId())
-	case *dkvpb.InternalRequest_LeaseRenew:
-		resp = w.leaseRenew(r.LeaseRenew)
-	case *dkvpb.InternalRequest_LeaseCheckpoint:
-		resp = w.leaseCheckpoint(r.LeaseCheckpoint)
-	case *dkvpb.InternalRequest_LeaseExpire:
-		resp = w.leaseExpire(r.LeaseExpire)
-	default:
-		return nil, nil, false
-	}
-	return resp, err, true
-}
-
-func (w *writer) getLease(id int64) (lease.Record, bool) {
+func (w *Writer) getLease(id int64) (lease.Record, bool) {
 	rec, ok, err := lease.Get(w.b, id)
 	must(err)
 	return rec, ok
@@ -100,7 +81,7 @@ func (w *writer) getLease(id int64) (lease.Record, bool) {
 
 // checkLease refuses a write that attaches a key to a lease that does not
 // exist.
-func (w *writer) checkLease(id int64) error {
+func (w *Writer) checkLease(id int64) error {
 	if id == 0 {
 		return nil
 	}
@@ -110,7 +91,7 @@ func (w *writer) checkLease(id int64) error {
 	return nil
 }
 
-func (w *writer) grant(id, ttlMs int64, auto bool) int64 {
+func (w *Writer) grant(id, ttlMs int64, auto bool) int64 {
 	if id == 0 {
 		var err error
 		id, err = lease.AllocID(w.b)
@@ -122,7 +103,8 @@ func (w *writer) grant(id, ttlMs int64, auto bool) int64 {
 	return id
 }
 
-func (w *writer) leaseGrant(g *dkvpb.LeaseGrantRequest) (*dkvpb.LeaseGrantResponse, error) {
+// LeaseGrant applies a lease grant.
+func (w *Writer) LeaseGrant(g *dkvpb.LeaseGrantRequest) (*dkvpb.LeaseGrantResponse, error) {
 	if g.Id != 0 {
 		if _, ok := w.getLease(g.Id); ok {
 			return nil, dkverr.New(dkverr.Conflict, "lease %d already exists", g.Id)
@@ -132,9 +114,12 @@ func (w *writer) leaseGrant(g *dkvpb.LeaseGrantRequest) (*dkvpb.LeaseGrantRespon
 	return &dkvpb.LeaseGrantResponse{Id: id, TtlMs: g.TtlMs}, nil
 }
 
+// LeaseRevoke applies a lease revocation.
+func (w *Writer) LeaseRevoke(id int64) (*dkvpb.LeaseRevokeResponse, error) { return w.leaseRevoke(id) }
+
 // leaseRevoke deletes the lease and then its keys, at one revision (none
 // if it had no keys).
-func (w *writer) leaseRevoke(id int64) (*dkvpb.LeaseRevokeResponse, error) {
+func (w *Writer) leaseRevoke(id int64) (*dkvpb.LeaseRevokeResponse, error) {
 	if _, ok := w.getLease(id); !ok {
 		return nil, lease.NotFound(id)
 	}
@@ -161,7 +146,8 @@ func (w *writer) leaseRevoke(id int64) (*dkvpb.LeaseRevokeResponse, error) {
 	return &dkvpb.LeaseRevokeResponse{}, nil
 }
 
-func (w *writer) leaseRenew(r *dkvpb.LeaseRenewRequest) *dkvpb.LeaseRenewResponse {
+// LeaseRenew applies a renewal (a keep-alive batch).
+func (w *Writer) LeaseRenew(r *dkvpb.LeaseRenewRequest) *dkvpb.LeaseRenewResponse {
 	resp := &dkvpb.LeaseRenewResponse{TtlMs: make([]int64, len(r.Ids))}
 	for i, id := range r.Ids {
 		rec, ok := w.getLease(id)
@@ -177,7 +163,8 @@ func (w *writer) leaseRenew(r *dkvpb.LeaseRenewRequest) *dkvpb.LeaseRenewRespons
 	return resp
 }
 
-func (w *writer) leaseCheckpoint(r *dkvpb.LeaseCheckpointRequest) *dkvpb.LeaseCheckpointResponse {
+// LeaseCheckpoint applies the leader's checkpoint of remaining TTLs.
+func (w *Writer) LeaseCheckpoint(r *dkvpb.LeaseCheckpointRequest) *dkvpb.LeaseCheckpointResponse {
 	for _, c := range r.Checkpoints {
 		rec, ok := w.getLease(c.Id)
 		if !ok || rec.Epoch != c.Epoch {
@@ -190,7 +177,9 @@ func (w *writer) leaseCheckpoint(r *dkvpb.LeaseCheckpointRequest) *dkvpb.LeaseCh
 	return &dkvpb.LeaseCheckpointResponse{}
 }
 
-func (w *writer) leaseExpire(r *dkvpb.LeaseExpireRequest) *dkvpb.LeaseExpireResponse {
+// LeaseExpire applies the leader's expiry of a lease: it revokes the
+// lease if it was not renewed since.
+func (w *Writer) LeaseExpire(r *dkvpb.LeaseExpireRequest) *dkvpb.LeaseExpireResponse {
 	rec, ok := w.getLease(r.Id)
 	if !ok || rec.Epoch != r.Epoch {
 		return &dkvpb.LeaseExpireResponse{}
@@ -203,7 +192,7 @@ func (w *writer) leaseExpire(r *dkvpb.LeaseExpireRequest) *dkvpb.LeaseExpireResp
 // relink moves key's lease attachment from old to new. A key leaving an
 // auto lease (one a put with ttl_ms granted) that has no other key drops
 // that lease: nobody holds its id, so it would only wait to expire.
-func (w *writer) relink(key []byte, old, new int64) {
+func (w *Writer) relink(key []byte, old, new int64) {
 	if old == new {
 		return
 	}

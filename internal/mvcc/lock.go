@@ -82,22 +82,7 @@ func ValidateLockHandle(h *dkvpb.LockHandle, l Limits) error {
 	return checkOwner(h.Owner)
 }
 
-// applyLock runs a lock command; ok is false for any other command.
-func (w *writer) applyLock(req *dkvpb.InternalRequest) (resp any, err error, ok bool) {
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_LockAcquire:
-		resp, err = w.lockAcquire(r.LockAcquire)
-	case *dkvpb.InternalRequest_LockRelease:
-		resp = w.lockRelease(r.LockRelease.Handle)
-	case *dkvpb.InternalRequest_LockCancel:
-		resp = w.lockCancel(r.LockCancel)
-	default:
-		return nil, nil, false
-	}
-	return resp, err, true
-}
-
-func (w *writer) holder(key []byte) (lock.Holder, bool) {
+func (w *Writer) holder(key []byte) (lock.Holder, bool) {
 	h, ok, err := lock.GetHolder(w.b, key)
 	must(err)
 	return h, ok
@@ -107,7 +92,9 @@ func handleOf(h *lock.Holder) *dkvpb.LockHandle {
 	return &dkvpb.LockHandle{Key: h.Key, Owner: h.Owner, Lease: h.Lease, Token: h.Token}
 }
 
-func (w *writer) lockAcquire(a *dkvpb.LockAcquireRequest) (*dkvpb.LockAcquireResponse, error) {
+// LockAcquire applies a lock acquisition: granted, queued, or refused
+// with the holder.
+func (w *Writer) LockAcquire(a *dkvpb.LockAcquireRequest) (*dkvpb.LockAcquireResponse, error) {
 	if err := w.checkLease(a.Lease); err != nil {
 		return nil, err
 	}
@@ -146,7 +133,7 @@ func (w *writer) lockAcquire(a *dkvpb.LockAcquireRequest) (*dkvpb.LockAcquireRes
 }
 
 // grantLock makes owner the holder of key.
-func (w *writer) grantLock(key []byte, owner string, leaseID int64, own bool) *dkvpb.LockHandle {
+func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own bool) *dkvpb.LockHandle {
 	last, err := lock.LastToken(w.b, key)
 	must(err)
 	tok := max(w.rev, last+1)
@@ -159,7 +146,7 @@ func (w *writer) grantLock(key []byte, owner string, leaseID int64, own bool) *d
 
 // releaseLock frees h's key, grants it to the first waiter and, if h's
 // lease was granted for the lock, revokes that lease.
-func (w *writer) releaseLock(h *lock.Holder) *dkvpb.LockHandle {
+func (w *Writer) releaseLock(h *lock.Holder) *dkvpb.LockHandle {
 	must(lock.DeleteHolder(w.b, h))
 	next := w.handOver(h.Key)
 	if h.OwnLease {
@@ -173,7 +160,7 @@ func (w *writer) releaseLock(h *lock.Holder) *dkvpb.LockHandle {
 
 // handOver grants the free key to its first waiter whose lease exists
 // (by invariant, the first one).
-func (w *writer) handOver(key []byte) *dkvpb.LockHandle {
+func (w *Writer) handOver(key []byte) *dkvpb.LockHandle {
 	for {
 		var first lock.Waiter
 		found := false
@@ -189,7 +176,8 @@ func (w *writer) handOver(key []byte) *dkvpb.LockHandle {
 	}
 }
 
-func (w *writer) lockRelease(hd *dkvpb.LockHandle) *dkvpb.LockReleaseResponse {
+// LockRelease applies a release by the holder's handle.
+func (w *Writer) LockRelease(hd *dkvpb.LockHandle) *dkvpb.LockReleaseResponse {
 	h, ok := w.current(hd)
 	if !ok {
 		return &dkvpb.LockReleaseResponse{}
@@ -197,7 +185,9 @@ func (w *writer) lockRelease(hd *dkvpb.LockHandle) *dkvpb.LockReleaseResponse {
 	return &dkvpb.LockReleaseResponse{Released: true, Next: w.releaseLock(&h)}
 }
 
-func (w *writer) lockCancel(c *dkvpb.LockCancelRequest) *dkvpb.LockCancelResponse {
+// LockCancel applies a cancelled wait: the waiter leaves its queue, or
+// releases the lock granted to it meanwhile.
+func (w *Writer) LockCancel(c *dkvpb.LockCancelRequest) *dkvpb.LockCancelResponse {
 	resp := &dkvpb.LockCancelResponse{}
 	wt, ok, err := lock.FindWaiter(w.b, c.Key, c.Owner)
 	must(err)
@@ -221,7 +211,7 @@ func (w *writer) lockCancel(c *dkvpb.LockCancelRequest) *dkvpb.LockCancelRespons
 
 // locksOnLeaseRevoked runs after lease id's record is deleted: its
 // waiters leave their queues and its locks pass to the next waiters.
-func (w *writer) locksOnLeaseRevoked(id int64) {
+func (w *Writer) locksOnLeaseRevoked(id int64) {
 	keys, err := lock.LeaseKeys(w.b, id)
 	must(err)
 	for _, k := range keys {
@@ -243,7 +233,7 @@ func (w *writer) locksOnLeaseRevoked(id int64) {
 }
 
 // current reports whether hd is the current holder of its key.
-func (w *writer) current(hd *dkvpb.LockHandle) (lock.Holder, bool) {
+func (w *Writer) current(hd *dkvpb.LockHandle) (lock.Holder, bool) {
 	if hd == nil {
 		return lock.Holder{}, false
 	}
@@ -264,7 +254,7 @@ func staleErr(hd *dkvpb.LockHandle) error {
 }
 
 // checkFence refuses a request whose handle is not current.
-func (w *writer) checkFence(hd *dkvpb.LockHandle) error {
+func (w *Writer) checkFence(hd *dkvpb.LockHandle) error {
 	if hd == nil {
 		return nil
 	}
@@ -276,7 +266,7 @@ func (w *writer) checkFence(hd *dkvpb.LockHandle) error {
 
 // checkLocked refuses a write to key while key is locked and hd is not
 // its current handle; hd itself must already have passed checkFence.
-func (w *writer) checkLocked(key []byte, hd *dkvpb.LockHandle) error {
+func (w *Writer) checkLocked(key []byte, hd *dkvpb.LockHandle) error {
 	h, ok := w.holder(key)
 	if !ok {
 		return nil
@@ -288,7 +278,7 @@ func (w *writer) checkLocked(key []byte, hd *dkvpb.LockHandle) error {
 }
 
 // checkWriteLock checks a single-key write's lock conditions.
-func (w *writer) checkWriteLock(key []byte, hd *dkvpb.LockHandle) error {
+func (w *Writer) checkWriteLock(key []byte, hd *dkvpb.LockHandle) error {
 	if err := w.checkFence(hd); err != nil {
 		return err
 	}
@@ -296,7 +286,7 @@ func (w *writer) checkWriteLock(key []byte, hd *dkvpb.LockHandle) error {
 }
 
 // checkDeleteLock checks every live key a delete would remove.
-func (w *writer) checkDeleteLock(d *dkvpb.DeleteRangeRequest) error {
+func (w *Writer) checkDeleteLock(d *dkvpb.DeleteRangeRequest) error {
 	if err := w.checkFence(d.Lock); err != nil {
 		return err
 	}
@@ -317,7 +307,7 @@ func (w *writer) checkDeleteLock(d *dkvpb.DeleteRangeRequest) error {
 }
 
 // compareLock evaluates a LOCK compare: 0 when c's handle is current.
-func (w *writer) compareLock(c *dkvpb.Compare) int {
+func (w *Writer) compareLock(c *dkvpb.Compare) int {
 	hd := c.GetLock()
 	if hd == nil || !bytes.Equal(hd.Key, c.Key) {
 		return 1

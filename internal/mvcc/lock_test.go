@@ -249,7 +249,7 @@ func TestLockOwnLease(t *testing.T) {
 		t.Fatalf("%v", r)
 	}
 	h.release(r.Handle)
-	if _, ok := h.s.newWriter(h.db.NewIndexedBatch()).getLease(r.Lease); ok {
+	if _, ok := h.s.Begin(h.db.NewIndexedBatch()).getLease(r.Lease); ok {
 		t.Fatal("the lock's own lease outlived the release")
 	}
 	bad := h.apply(acquireReq("k", "b", 12345, false))

@@ -42,23 +42,16 @@ type Event struct {
 	PrevKV *dkvpb.KeyValue
 }
 
-// Result is the outcome of applying one command.
-type Result struct {
-	// Resp is the command's response (*dkvpb.PutResponse, ...); nil when
-	// Err is set.
-	Resp proto.Message
-	// Err is the refusal (a *dkverr.Error), nil on success. A txn whose
-	// compares failed is a success with Succeeded=false.
-	Err error
-	// Events are the key changes, in the order they were made.
+// Changes are the side effects of one command, beyond its writes to the
+// batch, in the order they were made.
+type Changes struct {
+	// Events are the key changes, for the watch hub.
 	Events []Event
-	// Revision is the store revision after the command.
-	Revision int64
-	// Leases are the lease changes the command made (grants, renewals,
-	// checkpoints, revocations), for the server's lease table.
+	// Leases are the lease changes (grants, renewals, checkpoints,
+	// revocations), for the server's lease table.
 	Leases []lease.Change
-	// Locks are the lock grants the command made (lock.go), for the
-	// server to wake the waiters they went to.
+	// Locks are the lock grants (to the acquirer or to a waiter on a
+	// release), for the server to wake the waiters they went to.
 	Locks []*LockGrant
 }
 
@@ -194,59 +187,23 @@ func must(err error) {
 	}
 }
 
-// Apply applies one committed command into b, an indexed batch: reads go
-// through b, so they see earlier commands applied into the same batch.
-// A refused command is reported in Result.Err and writes nothing. Apply
-// panics on storage errors, since a node that cannot apply must stop
-// rather than diverge.
-func (s *Store) Apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
-	if err := Validate(req, applyLimits); err != nil {
-		return Result{Err: err, Revision: s.rev.Load()}
-	}
-	w := s.newWriter(b)
-	var resp proto.Message
-	var err error
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_Put:
-		if err = w.checkPut(r.Put); err == nil {
-			resp = w.put(r.Put)
-		}
-	case *dkvpb.InternalRequest_DeleteRange:
-		if err = w.checkDelete(r.DeleteRange); err == nil {
-			resp = w.deleteRange(r.DeleteRange)
-		}
-	case *dkvpb.InternalRequest_Txn:
-		resp, err = w.txn(r.Txn)
-	case *dkvpb.InternalRequest_Counter:
-		resp, err = w.counter(r.Counter)
-	case *dkvpb.InternalRequest_Compact:
-		resp, err = w.compact(r.Compact)
-	default:
-		var lr any
-		var ok bool
-		if lr, err, ok = w.applyLease(req); ok && err == nil {
-			resp = lr.(proto.Message)
-		} else if !ok {
-			lr, err, ok = w.applyLock(req)
-			if ok && err == nil {
-				resp = lr.(proto.Message)
-			}
-		}
-		if !ok {
-			err = invalid("unknown command %T", req.Request)
-		}
-	}
-	if err != nil {
-		return Result{Err: err, Revision: s.rev.Load()}
-	}
-	rev := w.finish()
-	setHeader(resp, rev)
-	return Result{Resp: resp, Events: w.events, Revision: rev, Leases: w.leases, Locks: w.locks}
+// ValidateApplied checks, at apply time, the structure of a committed
+// command (see applyLimits): a refused command writes nothing.
+func ValidateApplied(req *dkvpb.InternalRequest) error {
+	return Validate(req, applyLimits)
 }
 
-// writer carries one command's writes: they all happen at revision rev,
-// which becomes the store's revision only if something was written.
-type writer struct {
+// Writer applies one committed command into an indexed batch: reads go
+// through the batch, so they see earlier commands applied into it. Its
+// command methods (Put, Txn, LeaseGrant, ...) check the command against
+// the state and refuse it with a *dkverr.Error, writing nothing, or write
+// it; Finish then records the revision. One Writer serves one command;
+// package state picks the method. The methods panic on storage errors,
+// since a node that cannot apply must stop rather than diverge.
+//
+// All the command's writes happen at revision rev, which becomes the
+// store's revision only if something was written.
+type Writer struct {
 	s       *Store
 	b       *pebble.Batch
 	cur     int64 // revision before the command
@@ -258,22 +215,25 @@ type writer struct {
 	locks   []*LockGrant
 }
 
-func (s *Store) newWriter(b *pebble.Batch) *writer {
+// Begin starts applying one command into b.
+func (s *Store) Begin(b *pebble.Batch) *Writer {
 	cur := s.rev.Load()
-	return &writer{s: s, b: b, cur: cur, comp: s.compact.Load(), rev: cur + 1}
+	return &Writer{s: s, b: b, cur: cur, comp: s.compact.Load(), rev: cur + 1}
 }
 
-func (w *writer) get(key []byte) (record, bool) {
+func (w *Writer) get(key []byte) (record, bool) {
 	rec, ok, err := getLatest(w.b, w.s.kbuf[:0], key)
 	must(err)
 	return rec, ok
 }
 
-// finish writes the change log and the revision if the command changed
-// anything, and returns the store revision after the command.
-func (w *writer) finish() int64 {
+// Finish writes the change log and the revision if the command changed
+// anything, and returns the store revision after the command and the
+// command's side effects. Call it only for a command that succeeded.
+func (w *Writer) Finish() (int64, Changes) {
+	ch := Changes{Events: w.events, Leases: w.leases, Locks: w.locks}
 	if len(w.changes) == 0 {
-		return w.cur
+		return w.cur, ch
 	}
 	s := w.s
 	s.vbuf = appendChanges(s.vbuf[:0], w.changes)
@@ -281,10 +241,14 @@ func (w *writer) finish() int64 {
 	s.vbuf = binary.BigEndian.AppendUint64(s.vbuf[:0], uint64(w.rev))
 	must(w.b.Set(keyRevision, s.vbuf, nil))
 	s.rev.Store(w.rev)
-	return w.rev
+	return w.rev, ch
 }
 
-func (w *writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
+// Revision is the store revision before the command: what a refused
+// command reports.
+func (w *Writer) Revision() int64 { return w.cur }
+
+func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	s := w.s
 	s.kbuf = latestKey(s.kbuf, key)
 	s.vbuf = appendLatest(s.vbuf[:0], rec)
@@ -297,7 +261,7 @@ func (w *writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	w.events = append(w.events, Event{Type: EventPut, KV: rec.kv(key), PrevKV: prev})
 }
 
-func (w *writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
+func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	s := w.s
 	s.kbuf = latestKey(s.kbuf, key)
 	must(w.b.Delete(s.kbuf, nil))
@@ -317,7 +281,7 @@ func conflict(format string, args ...any) error {
 }
 
 // checkPut checks a put's conditions against the current state.
-func (w *writer) checkPut(p *dkvpb.PutRequest) error {
+func (w *Writer) checkPut(p *dkvpb.PutRequest) error {
 	if err := w.checkLease(p.Lease); err != nil {
 		return err
 	}
@@ -357,8 +321,16 @@ func checkPutAgainst(p *dkvpb.PutRequest, prev record, exists bool) error {
 	return nil
 }
 
+// Put applies a put.
+func (w *Writer) Put(p *dkvpb.PutRequest) (*dkvpb.PutResponse, error) {
+	if err := w.checkPut(p); err != nil {
+		return nil, err
+	}
+	return w.put(p), nil
+}
+
 // put writes p; its conditions have been checked.
-func (w *writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
+func (w *Writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
 	prev, exists := w.get(p.Key)
 	rec := record{create: w.rev, mod: w.rev, version: 1, lease: p.Lease, value: p.Value}
 	if p.TtlMs > 0 {
@@ -384,7 +356,7 @@ func (w *writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
 	return resp
 }
 
-func (w *writer) checkDelete(d *dkvpb.DeleteRangeRequest) error {
+func (w *Writer) checkDelete(d *dkvpb.DeleteRangeRequest) error {
 	if err := w.checkDeleteLock(d); err != nil {
 		return err
 	}
@@ -401,9 +373,17 @@ func (w *writer) checkDelete(d *dkvpb.DeleteRangeRequest) error {
 	return nil
 }
 
+// DeleteRange applies a delete.
+func (w *Writer) DeleteRange(d *dkvpb.DeleteRangeRequest) (*dkvpb.DeleteRangeResponse, error) {
+	if err := w.checkDelete(d); err != nil {
+		return nil, err
+	}
+	return w.deleteRange(d), nil
+}
+
 // deleteRange deletes every live key d names; its condition has been
 // checked.
-func (w *writer) deleteRange(d *dkvpb.DeleteRangeRequest) *dkvpb.DeleteRangeResponse {
+func (w *Writer) deleteRange(d *dkvpb.DeleteRangeRequest) *dkvpb.DeleteRangeResponse {
 	var prevs []*dkvpb.KeyValue
 	// Collect first: an iterator over the batch must not see its own
 	// deletes half-way.
@@ -423,7 +403,8 @@ func (w *writer) deleteRange(d *dkvpb.DeleteRangeRequest) *dkvpb.DeleteRangeResp
 	return resp
 }
 
-func (w *writer) counter(c *dkvpb.CounterRequest) (*dkvpb.CounterResponse, error) {
+// Counter applies a counter update.
+func (w *Writer) Counter(c *dkvpb.CounterRequest) (*dkvpb.CounterResponse, error) {
 	if err := w.checkLease(c.Lease); err != nil {
 		return nil, err
 	}
@@ -477,7 +458,9 @@ func compactedErr(rev, comp int64) error {
 	return e
 }
 
-func (w *writer) compact(c *dkvpb.CompactRequest) (*dkvpb.CompactResponse, error) {
+// Compact applies a compaction: it records the compact revision; the
+// history goes later (PurgeHistory).
+func (w *Writer) Compact(c *dkvpb.CompactRequest) (*dkvpb.CompactResponse, error) {
 	if c.Revision <= w.comp {
 		return nil, compactedErr(c.Revision, w.comp)
 	}
@@ -490,7 +473,10 @@ func (w *writer) compact(c *dkvpb.CompactRequest) (*dkvpb.CompactResponse, error
 	return &dkvpb.CompactResponse{}, nil
 }
 
-func setHeader(m proto.Message, rev int64) {
+// StampRevision sets the revision header of a command's response, and of
+// a txn's op responses (a read at an explicit past revision keeps its
+// own). They share one header, which the server completes.
+func StampRevision(m proto.Message, rev int64) {
 	h := &dkvpb.ResponseHeader{Revision: rev}
 	switch r := m.(type) {
 	case *dkvpb.PutResponse:

@@ -6,14 +6,14 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 )
 
-// txn runs a transaction in two phases. Phase one evaluates the compares
+// Txn applies a transaction, in two phases. Phase one evaluates the compares
 // and then every condition of the chosen branch (if_absent, if_version,
 // ignore_value, read revisions) against the state before the txn; it may
 // refuse, and then nothing has been written. Phase two runs the ops in
 // order and cannot fail. Checking conditions up front is sound because
 // ValidateTxn forbids a branch to write the same key twice, so no op's
 // condition can depend on an earlier op of the same branch.
-func (w *writer) txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
+func (w *Writer) Txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
 	ok := true
 	for _, c := range t.Compare {
 		if !w.compare(c) {
@@ -49,7 +49,7 @@ func (w *writer) txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
 			rr, err := w.s.rangeAt(w.b, r.RequestRange, w.cur, w.comp, false)
 			must(err) // the revision was checked above, so only I/O can fail
 			if r.RequestRange.Revision == 0 {
-				rr.Header = nil // set to the txn's revision by setHeader
+				rr.Header = nil // set to the txn's revision by StampRevision
 			}
 			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponseRange{ResponseRange: rr}})
 		case *dkvpb.RequestOp_RequestPut:
@@ -63,7 +63,7 @@ func (w *writer) txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
 
 // compare evaluates c against the current state. A missing key has
 // version, create and mod revision 0 and an empty value.
-func (w *writer) compare(c *dkvpb.Compare) bool {
+func (w *Writer) compare(c *dkvpb.Compare) bool {
 	rec, exists := w.get(c.Key)
 	var cmp int
 	switch c.Target {
