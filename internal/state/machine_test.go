@@ -138,7 +138,9 @@ func alarm(member uint64, on bool) *dkvpb.InternalRequest {
 	return &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Alarm{Alarm: &dkvpb.AlarmRequest{MemberId: member, Active: on, Reason: "disk full"}}}
 }
 
-func revOf(r Result) int64 { return r.Resp.(interface{ GetHeader() *dkvpb.ResponseHeader }).GetHeader().GetRevision() }
+func revOf(r Result) int64 {
+	return r.Resp.(interface{ GetHeader() *dkvpb.ResponseHeader }).GetHeader().GetRevision()
+}
 
 // TestDispatchEveryCommand applies one of each command and checks the
 // typed response and effects each yields.
