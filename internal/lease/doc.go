@@ -7,7 +7,8 @@
 //
 // internal/mvcc reads and writes lease records through Get, Set, Attach,
 // Detach, ... while applying commands, and reports what changed as
-// Changes in its Result. The server feeds those Changes to its Lessor on
+// Changes; package state returns them in its Effects, and the server
+// feeds them, at apply time, to its Lessor on
 // every member, calls Promote/Demote as leadership moves, and on the leader
 // asks the Lessor which leases to checkpoint (Checkpoints) and expire
 // (Expired), proposing those decisions through raft.

@@ -1,23 +1,28 @@
-// Package mvcc is DKV's deterministic, multi-version key-value state
-// machine: it applies committed commands (put, delete range, txn,
-// counter, compact) and serves reads at the current or a past revision.
+// Package mvcc is DKV's deterministic, multi-version key-value engine: it
+// applies committed KV, lease and lock commands (put, delete range, txn,
+// counter, compact; driving packages lease and lock in the same batch)
+// and serves reads at the current or a past revision.
 //
 // # Who calls it
 //
-// The raft node's apply loop calls Apply for each committed entry, into an
-// indexed Pebble batch it created with NewIndexedBatch; several entries may
-// be applied into one batch before it commits the batch together with the
-// applied index. The server calls Validate before proposing, Range for
-// reads (on a snapshot, the DB or a batch), HashKV for consistency checks
-// and PurgeHistory in the background after a compaction. The watch hub
-// consumes Result.Events and, for catch-up, the change log.
+// Package state, the state machine, dispatches each committed command to
+// one method of a Writer (Store.Begin, then Put, Txn, LeaseGrant, ...,
+// then Finish), into the indexed Pebble batch raftnode created with
+// NewIndexedBatch; several entries may be applied into one batch before
+// it is committed together with the applied index. Finish returns the
+// revision and the command's Changes (events, lease changes, lock
+// grants). The server calls Validate before proposing, Range for reads
+// (on a snapshot, the DB or a batch), HashKV for consistency checks and
+// PurgeHistory in the background after a compaction. The watch hub
+// consumes the events and, for catch-up, the change log.
 //
 // The package knows nothing of raft, gRPC or files: it reads through
 // pebble.Reader and writes into a *pebble.Batch.
 //
 // # Key layout
 //
-// Every key starts with "s/m"; other prefixes belong to other packages.
+// Every key starts with "s/m" (declared in package keys); other prefixes
+// belong to other packages.
 //
 //	s/mk/<key>                      latest record of a live key:
 //	                                uvarint create, mod, version; varint lease; value
@@ -43,7 +48,7 @@
 //
 // # Invariants
 //
-//   - Determinism: the writes Apply makes depend only on the command and
+//   - Determinism: the writes a Writer makes depend only on the command and
 //     the state read through the batch: no clock, randomness, map order or
 //     node configuration (size limits are enforced before proposing, not at
 //     apply, so nodes with different flags cannot diverge). Replicas fed
@@ -60,7 +65,7 @@
 //   - Every put and delete writes a history record, so reads at any
 //     revision in [compact, current] are exact. PurgeHistory removes only
 //     records no such read can reach.
-//   - Revision and CompactRevision are atomics updated by Apply; Range and
+//   - Revision and CompactRevision are atomics updated by the Writer; Range and
 //     HashKV take their revisions from the reader's view of s/mm, never
 //     from memory.
 package mvcc
