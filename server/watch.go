@@ -45,7 +45,8 @@ func (s *Server) startWatch() {
 func (s *Server) WatchHub() *watch.Hub { return s.watchHub }
 
 // publishWatch hands the events of a committed apply batch to the hub. It
-// runs on the raft goroutine and only queues.
+// runs where the batch was applied (the apply goroutine; the Ready loop
+// for a batch holding a conf change) and only queues.
 func (s *Server) publishWatch(results []mvcc.Result) {
 	if s.watchHub == nil {
 		return
