@@ -139,7 +139,9 @@ type Config struct {
 	// witness, the ballast and staged snapshots (tests use vfs.NewMem(),
 	// or storage.NewFaultFS to inject ENOSPC and report a small disk).
 	// The data dir itself, its lock file and the peer secret stay on the
-	// real disk. Nil is the real disk.
+	// real disk, and a backup (Maintenance.Snapshot) reads its checkpoint
+	// back from the real disk, so it needs the real disk. Nil is the real
+	// disk.
 	FS vfs.FS
 	// SnapshotCount and CatchUpEntries set when the raft log is
 	// compacted: once it holds SnapshotCount+CatchUpEntries applied
