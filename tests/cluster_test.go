@@ -20,9 +20,9 @@ import (
 )
 
 var snapshotKeys = flag.Int("snapshot.keys", 0, "keys written while a follower is down in TestLaggingFollowerCatchesUpBySnapshot "+
-	"(0: 128, with the log compacted every 32 entries and no fsync; any other value runs with the production thresholds, 10000+5000, as BENCHMARKS.md measures)")
+	"(0: 128, with the log compacted at 32+8 entries and no fsync; any other value runs with the production thresholds, 10000+5000, as BENCHMARKS.md measures)")
 
-// Log compaction thresholds low enough that a few hundred writes compact
+// Log compaction thresholds low enough that about a hundred writes compact
 // the log past a stopped follower: the snapshot path without writing the
 // 15,000 entries the production defaults need.
 const (
