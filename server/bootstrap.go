@@ -162,6 +162,7 @@ func (s *Server) startNode(ctx context.Context) error {
 		ConfChanged:   s.syncPeers,
 		Logger:        s.log,
 	}
+	rc.SnapshotCount, rc.CatchUpEntries = s.cfg.SnapshotCount, s.cfg.CatchUpEntries
 	if s.transport != nil {
 		rc.Transport = s.transport
 	}

@@ -11,8 +11,10 @@ import (
 )
 
 // Config configures one DKV node. The zero value, after EnsureDefaults, is
-// a single-node store with its data in ./dkv-data listening on the default
-// loopback ports.
+// a single-node store named "default" with its data in ./dkv-data and no
+// listeners: an embedded node reached in-process (DialInProcess). Set
+// ClientAddr, PeerAddr and HTTPAddr to serve on ports; `dkv serve` sets
+// them to 127.0.0.1:7861, :7862 and :7863.
 type Config struct {
 	// Name is this member's name; it must be unique in the cluster.
 	Name string
@@ -132,10 +134,24 @@ type Config struct {
 	// SpaceCheckInterval is how often free space and the database size
 	// are measured (default 1s).
 	SpaceCheckInterval time.Duration
-	// FS, when set, replaces the OS filesystem under the data dir (tests
-	// inject ENOSPC or report a small disk with it).
-	FS     vfs.FS
-	Logger *slog.Logger
+	// FS, when set, replaces the OS filesystem for everything the
+	// storage layer keeps in the data dir: Pebble's files, the durability
+	// witness, the ballast and staged snapshots (tests use vfs.NewMem(),
+	// or storage.NewFaultFS to inject ENOSPC and report a small disk).
+	// The data dir itself, its lock file and the peer secret stay on the
+	// real disk, and a backup (Maintenance.Snapshot) reads its checkpoint
+	// back from the real disk, so it needs the real disk. Nil is the real
+	// disk.
+	FS vfs.FS
+	// SnapshotCount and CatchUpEntries set when the raft log is
+	// compacted: once it holds SnapshotCount+CatchUpEntries applied
+	// entries, all but the last CatchUpEntries are dropped (0: raftnode's
+	// defaults, 10000 and 5000). A follower behind the compacted log is
+	// sent a snapshot; tests lower both to reach that path with a few
+	// writes.
+	SnapshotCount  uint64
+	CatchUpEntries uint64
+	Logger         *slog.Logger
 }
 
 // Defaults of the disk-space settings.

@@ -1,10 +1,15 @@
 package server
 
 import (
+	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 )
 
 func TestConfigLeaseMaxClockDrift(t *testing.T) {
@@ -54,5 +59,40 @@ func TestConfigInitialClusterChecks(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.cfg.InitialCluster, err, tc.want)
 		}
+	}
+}
+
+// The zero Config is what Config's comment says: a working single-node
+// store in ./dkv-data with no listeners, reached in-process.
+func TestZeroConfigIsEmbeddedSingleNode(t *testing.T) {
+	t.Chdir(t.TempDir())
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	select {
+	case <-s.Ready():
+	case <-ctx.Done():
+		t.Fatal("zero-config server not ready")
+	}
+	if s.ClientAddr() != "" || s.HTTPAddr() != "" || s.PeerAddr() != "" {
+		t.Fatalf("zero config listens: client %q, http %q, peer %q", s.ClientAddr(), s.HTTPAddr(), s.PeerAddr())
+	}
+	conn, err := s.DialInProcess(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := dkvpb.NewKVClient(conn).Put(ctx, &dkvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatalf("put in-process: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join("dkv-data", "durability-witness")); err != nil {
+		t.Fatalf("data is not in ./dkv-data: %v", err)
 	}
 }

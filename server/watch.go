@@ -42,7 +42,8 @@ func (s *Server) startWatch() {
 func (s *Server) WatchHub() *watch.Hub { return s.watchHub }
 
 // publishWatch hands the events of a committed apply batch to the hub. It
-// runs on the apply goroutine and only queues.
+// runs where the batch was applied (the apply goroutine; the Ready loop
+// for a batch holding a conf change) and only queues.
 func (s *Server) publishWatch(results []state.Result) {
 	if s.watchHub == nil {
 		return

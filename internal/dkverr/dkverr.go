@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Code is the outcome of an operation, as DESIGN.md lists them.
+// Code is the outcome of an operation. docs/client.md ("Errors") lists the
+// Go client's sentinel for each, docs/cli.md ("Exit codes") the CLI's.
 type Code int
 
 const (

@@ -1,15 +1,28 @@
 // Package storage is DKV's on-disk layout: one Pebble database per node
 // holding both the raft log and the state machine.
 //
-// Key prefixes:
+// Key prefixes (<id> and <index> are 8 bytes, big-endian):
 //
-//	r/hs          raft HardState                       (raft side)
-//	r/snap        metadata of the last log compaction  (raft side)
-//	r/e/<index>   raft log entries, big-endian index   (raft side)
-//	r/meta/...    node identity (member id, cluster id)
-//	s/raft/...    applied index, ConfState, members    (state side)
-//	s/m...        MVCC keyspace (internal/mvcc)
-//	s/l..., s/k.. leases, locks
+//	r/hs                  raft HardState                          (raft side, this package)
+//	r/snap                raft snapshot metadata of the last log compaction
+//	r/e/<index>           raft log entries
+//	r/meta/<name>         node identity, not replicated: member_id,
+//	                      cluster_id; r/meta/installing while a snapshot
+//	                      is being installed
+//	s/raft/applied        applied index                           (state side)
+//	s/raft/confstate      raft ConfState as of the applied index
+//	s/raft/members/<id>   member table (written by internal/state)
+//	s/alarm/<id>          NOSPACE alarms (space.go)
+//	s/mk/ s/mh/ s/mr/ s/mm/  MVCC keyspace: latest, history, changes
+//	                      by revision, revision and compaction marks
+//	                      (internal/mvcc/keys.go)
+//	s/ll/ s/lk/ s/lm/     leases: records, attached keys, id sequence
+//	                      (internal/lease/store.go)
+//	s/kh/ s/kt/ s/kq/ s/ko/ s/kl/ s/km/  locks (internal/lock/doc.go)
+//
+// Beside Pebble's files the data dir holds the durability witness
+// (witness.go), the ballast (space.go) and snap/, where an incoming
+// snapshot is staged; all go through Options.FS.
 //
 // Everything under "s" is the replicated state machine: a snapshot sent to
 // a follower is exactly that prefix. The applied index lives under "s" and

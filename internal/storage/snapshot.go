@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/dkv-io/dkv/internal/keys"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -22,6 +23,11 @@ import (
 // receiver stages it in a file named by the raft snapshot index and loads
 // it only when raft hands it the snapshot in a Ready, so a snapshot raft
 // refuses never touches the state.
+//
+// Staged files go through Options.FS like everything else in the data
+// dir, but unwrapped (rawFS): a snapshot that meets a full disk fails and
+// is sent again later, and must not take the ballast kept for Pebble's
+// own writes (space.go).
 
 // StreamState writes the whole replicated state, as of one consistent
 // Pebble snapshot, to emit in chunks of about chunkBytes.
@@ -59,22 +65,28 @@ func (s *Storage) StreamState(chunkBytes int, emit func(chunk []byte) error) err
 // Stager receives an incoming snapshot's state into a staging file.
 type Stager struct {
 	s    *Storage
-	f    *os.File
+	f    vfs.File
 	w    *bufio.Writer
 	path string
 }
 
+// stageSeq makes the names of concurrent staging files unique; files left
+// by an earlier process are removed at Open (finishInstall).
+var stageSeq atomic.Uint64
+
 // StageSnapshot starts receiving a snapshot.
 func (s *Storage) StageSnapshot() (*Stager, error) {
-	dir := s.snapDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fs, dir := s.rawFS, s.snapDir()
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(dir, "incoming-*")
+	name := "incoming-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatUint(stageSeq.Add(1), 10)
+	path := fs.PathJoin(dir, name)
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, err
 	}
-	return &Stager{s: s, f: f, w: bufio.NewWriterSize(f, 1<<20), path: f.Name()}, nil
+	return &Stager{s: s, f: f, w: bufio.NewWriterSize(f, 1<<20), path: path}, nil
 }
 
 // Write appends a chunk produced by StreamState.
@@ -93,23 +105,33 @@ func (st *Stager) Commit(index uint64) error {
 		st.Abort()
 		return err
 	}
+	fs := st.s.rawFS
 	if err := st.f.Close(); err != nil {
-		os.Remove(st.path)
+		fs.Remove(st.path)
 		return err
 	}
-	return os.Rename(st.path, st.s.stagedPath(index))
+	if err := fs.Rename(st.path, st.s.stagedPath(index)); err != nil {
+		return err
+	}
+	// The rename is durable only once the directory is synced.
+	d, err := fs.OpenDir(st.s.snapDir())
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Abort discards a partial snapshot.
 func (st *Stager) Abort() {
 	st.f.Close()
-	os.Remove(st.path)
+	st.s.rawFS.Remove(st.path)
 }
 
-func (s *Storage) snapDir() string { return filepath.Join(s.dir, "snap") }
+func (s *Storage) snapDir() string { return s.rawFS.PathJoin(s.dir, "snap") }
 
 func (s *Storage) stagedPath(index uint64) string {
-	return filepath.Join(s.snapDir(), strconv.FormatUint(index, 10)+".state")
+	return s.rawFS.PathJoin(s.snapDir(), strconv.FormatUint(index, 10)+".state")
 }
 
 var keyInstalling = keys.SnapshotInstalling
@@ -121,7 +143,7 @@ var keyInstalling = keys.SnapshotInstalling
 func (s *Storage) InstallSnapshot(snap *raftpb.Snapshot) error {
 	index := snap.GetMetadata().GetIndex()
 	path := s.stagedPath(index)
-	if _, err := os.Stat(path); err != nil {
+	if _, err := s.rawFS.Stat(path); err != nil {
 		return fmt.Errorf("no staged state for snapshot %d: %w", index, err)
 	}
 	meta, err := proto.Marshal(snap)
@@ -146,7 +168,7 @@ func (s *Storage) InstallSnapshot(snap *raftpb.Snapshot) error {
 // loadStaged writes the staged state and the raft snapshot marker, then
 // clears the installing marker and removes staged files.
 func (s *Storage) loadStaged(path string, snapMeta []byte) error {
-	f, err := os.Open(path)
+	f, err := s.rawFS.Open(path)
 	if err != nil {
 		return err
 	}
@@ -199,9 +221,9 @@ func (s *Storage) loadStaged(path string, snapMeta []byte) error {
 }
 
 func (s *Storage) cleanStaged() {
-	ents, _ := os.ReadDir(s.snapDir())
-	for _, e := range ents {
-		os.Remove(filepath.Join(s.snapDir(), e.Name()))
+	names, _ := s.rawFS.List(s.snapDir())
+	for _, name := range names {
+		s.rawFS.Remove(s.rawFS.PathJoin(s.snapDir(), name))
 	}
 }
 

@@ -1,8 +1,12 @@
 package storage
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -197,5 +201,71 @@ func TestStreamStageInstallSnapshot(t *testing.T) {
 	}
 	if first, _ := dst.FirstIndex(); first != 43 {
 		t.Fatalf("log starts at %d after install, want 43", first)
+	}
+}
+
+// Options.FS holds everything the store keeps in its data dir: Pebble's
+// files, the durability witness, the ballast, and a snapshot staged by a
+// follower (which used to go to the real disk whatever the FS).
+func TestFSHoldsEverythingInTheDataDir(t *testing.T) {
+	src := open(t, t.TempDir())
+	defer src.Close()
+	for k, v := range map[string]string{"s/m/a": "1", "s/m/b": "2"} {
+		if err := src.DB().Set([]byte(k), []byte(v), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dir := filepath.Join(t.TempDir(), "data") // on the real disk, not created
+	mem := vfs.NewMem()
+	s, err := Open(dir, Options{FS: mem, BallastBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureBallast(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(&raftpb.HardState{Term: new(uint64(2)), Commit: new(uint64(3))}, ents(1, 3, 2), true); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.StageSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.StreamState(8, st.Write); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Commit(42); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Stat(mem.PathJoin(dir, "snap", "42.state")); err != nil {
+		t.Fatalf("staged snapshot is not in the store's FS: %v", err)
+	}
+	snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(42)), Term: new(uint64(3)), ConfState: &raftpb.ConfState{Voters: []uint64{1}}}}
+	if err := s.InstallSnapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := mem.List(mem.PathJoin(dir, "snap")); len(left) != 0 {
+		t.Fatalf("staged files left after install: %v", left)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{witnessFile, BallastName} {
+		if _, err := mem.Stat(mem.PathJoin(dir, name)); err != nil {
+			t.Errorf("%s is not in the store's FS: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the real data dir %s was written to (stat: %v)", dir, err)
+	}
+
+	s, err = Open(dir, Options{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, ok, err := get(s.DB(), []byte("s/m/b")); err != nil || !ok || string(v) != "2" {
+		t.Fatalf("after reopen s/m/b = %q, %v, %v; want the installed snapshot's 2", v, ok, err)
 	}
 }

@@ -4,9 +4,10 @@
 //
 // # Who calls it
 //
-// The server's state machine calls Hub.Publish from the raft goroutine
-// after each apply batch is committed to Pebble (and Hub.Reset after a
-// snapshot replaced the state). Publish only appends to a bounded queue;
+// The server's state machine calls Hub.Publish from raftnode's apply
+// goroutine after each apply batch is committed to Pebble (from the Ready
+// loop for a batch holding a conf change), and Hub.Reset from the Ready
+// loop after a snapshot replaced the state. Publish only appends to a bounded queue;
 // the hub's own goroutine does the matching and fan-out, so watchers never
 // take the apply path's time. Each gRPC Watch stream owns a Stream; its
 // sender goroutine drains the stream's queued responses with Pop.

@@ -163,7 +163,8 @@ func (h *Hub) Rev() int64 {
 
 // Publish hands over the revisions of one committed apply batch; rev is
 // the store revision after it. It never blocks on watchers: it is called
-// on the raft goroutine.
+// on the goroutine that applies committed entries, which every write
+// waits for.
 func (h *Hub) Publish(rev int64, revs []Revision) {
 	n := 0
 	for _, r := range revs {
