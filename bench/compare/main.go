@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,11 +53,22 @@ type config struct {
 	watchers   int
 	watchW     int
 	leases     int
+	// prefix is the key prefix of put, get and mixed (keyPrefix unless a
+	// curve gives its own key space); readRatio is mixed's share of reads.
+	prefix    string
+	readRatio float64
+
+	curves         []string
+	curveClients   []int
+	curveWatchers  []int
+	curveDuration  time.Duration
+	curveLargeKeys int
+	curveDir       string
 }
 
 func main() {
 	var c config
-	var workloads, systems string
+	var workloads, systems, curves, curveClients, curveWatchers string
 	flag.IntVar(&c.nodes, "nodes", 3, "cluster size for both systems (1 or 3)")
 	flag.DurationVar(&c.duration, "duration", 15*time.Second, "measured time per workload and system")
 	flag.IntVar(&c.clients, "clients", 64, "concurrent clients for the multi-client workloads")
@@ -78,10 +90,30 @@ func main() {
 	flag.IntVar(&c.watchW, "watch-writers", 8, "watch: concurrent writers putting to the watched prefix")
 	flag.IntVar(&c.leases, "leases", 1000, "lease-keepalive: leases kept alive (shared out among the clients)")
 	flag.IntVar(&c.fsyncCount, "fsync-samples", 200, "4 KiB write+fdatasync samples for the disk latency line")
+	flag.StringVar(&curves, "curves", "", "comma-separated scaling curves to run after the table, etcd and DKV only, or all: "+strings.Join(curveNames(), ", "))
+	flag.StringVar(&curveClients, "curve-clients", "1,4,16,64,256", "curves: client counts of the client curves")
+	flag.StringVar(&curveWatchers, "curve-watchers", "100,1000,10000", "curves: watcher counts of the watchers curve")
+	flag.DurationVar(&c.curveDuration, "curve-duration", 5*time.Second, "curves: measured time per point and system")
+	flag.IntVar(&c.curveLargeKeys, "curve-large-keys", 1000, "curves: key space of the 64 KiB value curves (each system preloads it: keys × 64 KiB × members on disk)")
+	flag.StringVar(&c.curveDir, "curve-dir", "", "curves: directory for the PNG plots, curves.csv and curves.md (default: docs/bench of the repository)")
 	flag.Parse()
-	c.workloads = splitList(workloads)
+	c.prefix, c.readRatio = keyPrefix, 0.9
+	if workloads != "none" {
+		c.workloads = splitList(workloads)
+	}
 	c.systems = splitList(systems)
-	if err := c.validate(); err != nil {
+	c.curves = splitList(curves)
+	if len(c.curves) == 1 && c.curves[0] == "all" {
+		c.curves = curveNames()
+	}
+	var err error
+	if c.curveClients, err = splitInts(curveClients); err == nil {
+		c.curveWatchers, err = splitInts(curveWatchers)
+	}
+	if err == nil {
+		err = c.validate()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
 	}
@@ -110,7 +142,31 @@ func (c *config) validate() error {
 			return fmt.Errorf("unknown system %q (etcd, zk, dkv)", s)
 		}
 	}
+	for _, n := range c.curves {
+		if _, ok := curveByName(n); !ok {
+			return fmt.Errorf("unknown curve %q (have all, %s)", n, strings.Join(curveNames(), ", "))
+		}
+	}
+	if len(c.curves) > 0 && (c.curveDuration <= 0 || c.curveLargeKeys < 1 || len(c.curveClients) == 0 || len(c.curveWatchers) == 0) {
+		return errors.New("-curve-duration, -curve-large-keys, -curve-clients and -curve-watchers must be positive")
+	}
+	if len(c.workloads) == 0 && len(c.curves) == 0 {
+		return errors.New("nothing to run: -workloads none and no -curves")
+	}
 	return nil
+}
+
+// splitInts parses a comma-separated list of positive integers.
+func splitInts(s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: want positive integers separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {
@@ -135,6 +191,38 @@ type workload struct {
 	clients      int    // 0: -clients
 	conns        int    // 0: -conns
 	serializable bool
+
+	// Set on the points of a scaling curve (curves.go): the curve and the
+	// point's x (clients, or watchers for the watchers curve), and what
+	// the curve changes from the flags' defaults (0 or "": the flag).
+	curve     string
+	x         int
+	valueSize int
+	keySpace  int
+	prefix    string
+	watchers  int
+	duration  time.Duration
+}
+
+// apply is c as this workload runs it: the curve's value size, key
+// space, prefix, watchers and duration in place of the flags'.
+func (w workload) apply(c config) config {
+	if w.valueSize > 0 {
+		c.valueSize = w.valueSize
+	}
+	if w.keySpace > 0 {
+		c.keys = w.keySpace
+	}
+	if w.prefix != "" {
+		c.prefix = w.prefix
+	}
+	if w.watchers > 0 {
+		c.watchers = w.watchers
+	}
+	if w.duration > 0 {
+		c.duration = w.duration
+	}
+	return c
 }
 
 // keys is the workload's key space: for lease-keepalive, the number of
@@ -154,6 +242,20 @@ var workloadTable = []workload{
 	{name: "lock", desc: "lock acquire+release, random keys (uncontended)", op: "lock"},
 	{name: "watch", desc: "prefix watchers; events/s and put→event latency", op: "watch"},
 	{name: "lease-keepalive", desc: "keep-alives over one stream per client", op: "lease-keepalive"},
+}
+
+// jobs is what system sys runs, in order: the table's workloads, then,
+// for etcd and DKV, every point of the selected curves.
+func (c config) jobs(sys string) []workload {
+	var out []workload
+	for _, name := range c.workloads {
+		w, _ := workloadByName(name)
+		out = append(out, w)
+	}
+	if sys == "etcd" || sys == "dkv" {
+		out = append(out, c.curvePoints()...)
+	}
+	return out
 }
 
 func defaultWorkloadNames() []string {
@@ -189,10 +291,14 @@ func (w workload) params(c config) (clients, conns int) {
 
 // measurement is one system's cells of a row. NA says why the system has
 // no fair equivalent of the workload: the table shows n/a, never a number.
+// Server is what the system's server processes spent on it (procstat.go).
 type measurement struct {
 	Workload string         `json:"workload"`
+	Curve    string         `json:"curve,omitempty"`
+	X        int            `json:"x,omitempty"`
 	System   string         `json:"system"`
 	Result   *runner.Result `json:"result,omitempty"`
+	Server   *serverUsage   `json:"server,omitempty"`
 	Err      string         `json:"error,omitempty"`
 	NA       string         `json:"not_applicable,omitempty"`
 }
@@ -273,6 +379,15 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "\nwrote %s\n", c.out)
+	if len(c.curves) > 0 {
+		dir := c.curveDir
+		if dir == "" {
+			dir = filepath.Join(repo, "docs", "bench")
+		}
+		if err := writeCurves(c, m, dir, results); err != nil {
+			return fmt.Errorf("curves: %w", err)
+		}
+	}
 	if c.jsonOut != "" {
 		b, err := json.MarshalIndent(struct {
 			Machine machine       `json:"machine"`
