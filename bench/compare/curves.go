@@ -47,7 +47,7 @@ const largePrefix = "bench64k/"
 var curveTable = []curveDef{
 	{name: "put", desc: "put, random keys", op: "put"},
 	{name: "get", desc: "linearizable get", op: "get"},
-	{name: "mixed", desc: "mixed: 90% linearizable get, 10% put", op: "mixed"},
+	{name: "mixed", desc: "90% linearizable get, 10% put", op: "mixed"},
 	{name: "put-64k", desc: "put, 64 KiB values", op: "put", valueSize: 64 << 10, large: true},
 	{name: "get-64k", desc: "linearizable get, 64 KiB values", op: "get", valueSize: 64 << 10, large: true},
 	{name: "watchers", desc: "watchers on one prefix; events/s delivered, put→event p99 and server memory per watcher", op: "watch", watchers: true},
@@ -198,7 +198,11 @@ func writeCurves(c config, mach machine, dir string, ms []measurement) error {
 	fmt.Fprintf(&md, "# Scaling curves, DKV vs etcd, %d node(s) on loopback\n\n", c.nodes)
 	fmt.Fprintf(&md, "Run %s by bench/compare (`make compare CURVES=...`): each point %s measured, one system at a time on the clusters of the same run, %d gRPC connections at most (fewer clients: one each), %d-byte values unless the curve says otherwise, %d keys (64 KiB curves: %d keys under %s). Watchers curve: %d writers.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.curveDuration, c.conns, c.valueSize, c.keys, c.curveLargeKeys, largePrefix, c.watchW)
-	fmt.Fprintf(&md, "- Machine: %s\n- Disk, 4 KiB write+fdatasync: %s\n- etcd %s\n\n", mach.summary(), mach.Fsync, mach.EtcdVersion)
+	fmt.Fprintf(&md, "- Machine: %s\n- Disk, 4 KiB write+fdatasync: %s\n- etcd %s\n", mach.summary(), mach.Fsync, mach.EtcdVersion)
+	if idle := mach.idleLine(); idle != "" {
+		md.WriteString("- " + idle + "\n")
+	}
+	md.WriteString("\n")
 	md.WriteString("Server CPU is the CPU time (user+system, /proc/PID/stat) of all of a system's members during the point, per 1,000 successful ops (watchers: events delivered). Memory per watcher is the growth of the members' summed RSS (/proc/PID/status VmRSS, sampled every 100 ms) from before the point to its peak, divided by the watchers: rough, since it counts whatever else grew.\n")
 
 	f, err := os.Create(filepath.Join(dir, "curves.csv"))

@@ -140,7 +140,9 @@ func etcdWatch(ctx context.Context, c config, clients []*clientv3.Client, seed u
 			}
 		}()
 	}
-	timeout := time.NewTimer(etcdOpTimeout)
+	// Creating watches takes longer the more there are (the watchers
+	// curve goes to 10,000): an op's time plus 1ms a watch.
+	timeout := time.NewTimer(etcdOpTimeout + time.Duration(c.watchers)*time.Millisecond)
 	defer timeout.Stop()
 	for range c.watchers {
 		select {

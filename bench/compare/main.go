@@ -53,6 +53,7 @@ type config struct {
 	watchers   int
 	watchW     int
 	leases     int
+	idle       time.Duration
 	// prefix is the key prefix of put, get and mixed (keyPrefix unless a
 	// curve gives its own key space); readRatio is mixed's share of reads.
 	prefix    string
@@ -89,6 +90,7 @@ func main() {
 	flag.IntVar(&c.watchers, "watchers", 100, "watch: watches on the prefix")
 	flag.IntVar(&c.watchW, "watch-writers", 8, "watch: concurrent writers putting to the watched prefix")
 	flag.IntVar(&c.leases, "leases", 1000, "lease-keepalive: leases kept alive (shared out among the clients)")
+	flag.DurationVar(&c.idle, "idle", 2*time.Second, "how long to measure each cluster's server CPU with no load, before its first row (0: not at all)")
 	flag.IntVar(&c.fsyncCount, "fsync-samples", 200, "4 KiB write+fdatasync samples for the disk latency line")
 	flag.StringVar(&curves, "curves", "", "comma-separated scaling curves to run after the table, etcd and DKV only, or all: "+strings.Join(curveNames(), ", "))
 	flag.StringVar(&curveClients, "curve-clients", "1,4,16,64,256", "curves: client counts of the client curves")
@@ -366,6 +368,14 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 		results = append(results, rs...)
+		for _, r := range rs {
+			if r.Workload == idleWorkload && r.Server != nil && r.Server.WallSeconds > 0 {
+				if m.IdleCPU == nil {
+					m.IdleCPU = map[string]float64{}
+				}
+				m.IdleCPU[sys] = r.Server.CPUSeconds * 1e3 / r.Server.WallSeconds
+			}
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -118,6 +119,28 @@ type serverUsage struct {
 	WallSeconds float64 `json:"wall_seconds"`
 	RSSBefore   int64   `json:"rss_before_bytes"`
 	RSSPeak     int64   `json:"rss_peak_bytes"`
+}
+
+// idleWorkload names the measurement of a cluster with no load.
+const idleWorkload = "idle"
+
+// measureIdle is the servers' usage over d with no load, taken once a
+// cluster is ready, before its first row; nil when d is 0.
+func measureIdle(ctx context.Context, cl *cluster, sys string, d time.Duration) []measurement {
+	if d <= 0 {
+		return nil
+	}
+	m := startMeter(cl)
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	u := m.stop()
+	if u == nil {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "%s idle: %.1f CPU-ms per second over %s\n", sys, u.CPUSeconds*1e3/u.WallSeconds, d)
+	return []measurement{{Workload: idleWorkload, System: sys, Server: u}}
 }
 
 // meter samples a cluster's members around one row: CPU at start and

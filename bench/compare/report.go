@@ -66,6 +66,23 @@ type machine struct {
 	EtcdVersion string     `json:"etcd_version,omitempty"`
 	ZKVersion   string     `json:"zookeeper_version,omitempty"`
 	Fsync       fsyncStats `json:"fsync_4k"`
+	// IdleCPU is each system's server CPU-ms per second with no load
+	// (-idle), the fixed cost inside every row's CPU figure.
+	IdleCPU map[string]float64 `json:"idle_server_cpu_ms_per_sec,omitempty"`
+}
+
+// idleLine says what the idle clusters used, or "" if not measured.
+func (m machine) idleLine() string {
+	var parts []string
+	for _, s := range []string{"etcd", "zk", "dkv"} {
+		if v, ok := m.IdleCPU[s]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", systemLabels[s], v))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Idle servers, no load (all members): " + strings.Join(parts, ", ") + " CPU-ms per second; every CPU figure includes this for the row's time"
 }
 
 func machineInfo(repo string) machine {
@@ -314,6 +331,9 @@ func renderMarkdown(c config, m machine, t table) string {
 	}
 	fmt.Fprintf(&b, "- Machine: %s\n", m.summary())
 	fmt.Fprintf(&b, "- Disk, 4 KiB write+fdatasync: %s\n", m.Fsync)
+	if idle := m.idleLine(); idle != "" {
+		b.WriteString("- " + idle + "\n")
+	}
 	fmt.Fprintf(&b, "- etcd %s (Debian etcd-server), client go.etcd.io/etcd/client/v3\n", m.EtcdVersion)
 	if zk {
 		fmt.Fprintf(&b, "- ZooKeeper %s (Debian zookeeper), client github.com/go-zookeeper/zk %s\n", m.ZKVersion, moduleVersion("github.com/go-zookeeper/zk"))

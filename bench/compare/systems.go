@@ -76,7 +76,7 @@ func runDKV(ctx context.Context, c config, bin, dir string) ([]measurement, erro
 	}
 	fmt.Fprintf(os.Stderr, "dkv: %d node(s) ready at %s\n", c.nodes, eps)
 
-	var out []measurement
+	out := measureIdle(ctx, cl, "dkv", c.idle)
 	for _, w := range c.jobs("dkv") {
 		jc := w.apply(c)
 		clients, conns := w.params(jc)
@@ -254,7 +254,7 @@ func (n notApplicable) Error() string { return "not applicable: " + string(n) }
 
 func runInProc(ctx context.Context, c config, sys inprocSystem) ([]measurement, error) {
 	seed := uint64(time.Now().UnixNano())
-	var out []measurement
+	out := measureIdle(ctx, sys.cluster, sys.name, c.idle)
 	for _, w := range c.jobs(sys.name) {
 		jc := w.apply(c)
 		nclients, nconns := w.params(jc)
