@@ -239,7 +239,16 @@ func writeCurves(c config, mach machine, dir string, ms []measurement) error {
 	if err := os.WriteFile(filepath.Join(dir, "curves.md"), []byte(md.String()), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote curves.csv, curves.md and %d plots under %s\n", len(c.curves), dir)
+	var pts []measurement
+	for _, m := range ms {
+		if m.Curve != "" || m.Workload == idleWorkload {
+			pts = append(pts, m)
+		}
+	}
+	if err := writeJSON(filepath.Join(dir, "curves.json"), mach, pts); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote curves.csv, curves.md, curves.json and %d plots under %s\n", len(c.curves), dir)
 	return nil
 }
 

@@ -381,14 +381,14 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 
-	table := renderTable(c, results)
-	fmt.Println()
-	fmt.Print(table.text)
-	md := renderMarkdown(c, m, table)
-	if err := os.WriteFile(c.out, []byte(md), 0o644); err != nil {
-		return err
+	if len(c.workloads) > 0 {
+		if err := writeTable(c, m, results); err != nil {
+			return err
+		}
+	} else {
+		// Curves only: leave the last table's files as they are.
+		fmt.Fprintf(os.Stderr, "\nno table rows (-workloads none): %s and -json not written\n", c.out)
 	}
-	fmt.Fprintf(os.Stderr, "\nwrote %s\n", c.out)
 	if len(c.curves) > 0 {
 		dir := c.curveDir
 		if dir == "" {
@@ -398,20 +398,38 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("curves: %w", err)
 		}
 	}
+	return nil
+}
+
+// writeTable prints the table and writes it to -out, and every result to
+// -json.
+func writeTable(c config, m machine, results []measurement) error {
+	table := renderTable(c, results)
+	fmt.Println()
+	fmt.Print(table.text)
+	md := renderMarkdown(c, m, table)
+	if err := os.WriteFile(c.out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "\nwrote %s\n", c.out)
 	if c.jsonOut != "" {
-		b, err := json.MarshalIndent(struct {
-			Machine machine       `json:"machine"`
-			Results []measurement `json:"results"`
-		}{m, results}, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(c.jsonOut, append(b, '\n'), 0o644); err != nil {
+		if err := writeJSON(c.jsonOut, m, results); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "wrote %s\n", c.jsonOut)
 	}
 	return nil
+}
+
+func writeJSON(path string, m machine, results []measurement) error {
+	b, err := json.MarshalIndent(struct {
+		Machine machine       `json:"machine"`
+		Results []measurement `json:"results"`
+	}{m, results}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // findRepo walks up from the working directory to the directory whose

@@ -140,6 +140,9 @@ func TestWriteCurves(t *testing.T) {
 	if got, want := len(recs), 1+len(ms); got != want {
 		t.Errorf("curves.csv has %d lines, want %d (header + one per point and system)", got, want)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "curves.json")); err != nil {
+		t.Error(err)
+	}
 	md, err := os.ReadFile(filepath.Join(dir, "curves.md"))
 	if err != nil {
 		t.Fatal(err)
