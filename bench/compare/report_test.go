@@ -157,3 +157,25 @@ func TestWriteCurves(t *testing.T) {
 		t.Errorf("curves.md: watchers@1000 should show 10.2 KiB per watcher for both:\n%s", md)
 	}
 }
+
+// TestTableCPUColumnsZK: with ZooKeeper, its CPU column and DKV/ZK sit
+// beside etcd's, and a row ZooKeeper has no equivalent of shows n/a.
+func TestTableCPUColumnsZK(t *testing.T) {
+	c := testConfig()
+	c.systems = []string{"etcd", "zk", "dkv"}
+	c.workloads = []string{"lease-keepalive"}
+	ms := []measurement{
+		{Workload: "lease-keepalive", System: "etcd", Result: fakeResult("lease-keepalive", 2000, 1000), Server: &serverUsage{CPUSeconds: 1}},
+		{Workload: "lease-keepalive", System: "zk", NA: "sessions, not leases"},
+		{Workload: "lease-keepalive", System: "dkv", Result: fakeResult("lease-keepalive", 1000, 500), Server: &serverUsage{CPUSeconds: 1}},
+	}
+	got := cellsByHeader(c, renderTable(c, ms).rows[0])
+	for col, want := range map[string]string{
+		"etcd CPU-ms/1k": "500.0", "ZK CPU-ms/1k": "n/a", "DKV CPU-ms/1k": "1000.0",
+		"DKV/etcd CPU": "2.00x", "DKV/ZK CPU": "n/a",
+	} {
+		if got[col] != want {
+			t.Errorf("%s = %q, want %q", col, got[col], want)
+		}
+	}
+}
