@@ -45,6 +45,7 @@ chaos:
 
 # Side-by-side comparison with etcd (installs Debian's etcd-server if
 # missing). NODES=1|3, DURATION per workload, ZK=1 adds ZooKeeper as a
-# third column (opt-in, slower); see bench/compare/README.md.
+# third column (opt-in, slower); CURVES=1 (or a list) adds the scaling
+# curves' plots under docs/bench; see bench/compare/README.md.
 compare:
 	$(MAKE) -C bench compare

@@ -32,7 +32,7 @@ func (w closerWorker) Close() error                 { return w.close() }
 func newEtcdWorkload(ctx context.Context, w workload, c config, clients []*clientv3.Client, seed uint64) (*sysWorkload, error) {
 	nconns := len(clients)
 	switch w.op {
-	case "put", "get":
+	case "put", "get", "mixed":
 		return &sysWorkload{newWorker: func(i int) (runner.Worker, error) {
 			kv := clients[i%nconns]
 			r := rand.New(rand.NewPCG(seed, uint64(i)))
@@ -44,9 +44,15 @@ func newEtcdWorkload(ctx context.Context, w workload, c config, clients []*clien
 			return runner.WorkerFunc(func(ctx context.Context) error {
 				ctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
 				defer cancel()
-				k := key(r.IntN(c.keys))
+				k := keyIn(c.prefix, r.IntN(c.keys))
+				put := w.op == "put"
+				if w.op == "mixed" {
+					// As dkv bench's mixed: a read with probability
+					// --read-ratio, drawn after the key.
+					put = r.Float64() >= c.readRatio
+				}
 				var err error
-				if w.op == "put" {
+				if put {
 					_, err = kv.Put(ctx, k, val)
 				} else {
 					_, err = kv.Get(ctx, k, opts...)
@@ -134,7 +140,9 @@ func etcdWatch(ctx context.Context, c config, clients []*clientv3.Client, seed u
 			}
 		}()
 	}
-	timeout := time.NewTimer(etcdOpTimeout)
+	// Creating watches takes longer the more there are (the watchers
+	// curve goes to 10,000): an op's time plus 1ms a watch.
+	timeout := time.NewTimer(etcdOpTimeout + time.Duration(c.watchers)*time.Millisecond)
 	defer timeout.Stop()
 	for range c.watchers {
 		select {

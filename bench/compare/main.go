@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,11 +53,23 @@ type config struct {
 	watchers   int
 	watchW     int
 	leases     int
+	idle       time.Duration
+	// prefix is the key prefix of put, get and mixed (keyPrefix unless a
+	// curve gives its own key space); readRatio is mixed's share of reads.
+	prefix    string
+	readRatio float64
+
+	curves         []string
+	curveClients   []int
+	curveWatchers  []int
+	curveDuration  time.Duration
+	curveLargeKeys int
+	curveDir       string
 }
 
 func main() {
 	var c config
-	var workloads, systems string
+	var workloads, systems, curves, curveClients, curveWatchers string
 	flag.IntVar(&c.nodes, "nodes", 3, "cluster size for both systems (1 or 3)")
 	flag.DurationVar(&c.duration, "duration", 15*time.Second, "measured time per workload and system")
 	flag.IntVar(&c.clients, "clients", 64, "concurrent clients for the multi-client workloads")
@@ -77,11 +90,32 @@ func main() {
 	flag.IntVar(&c.watchers, "watchers", 100, "watch: watches on the prefix")
 	flag.IntVar(&c.watchW, "watch-writers", 8, "watch: concurrent writers putting to the watched prefix")
 	flag.IntVar(&c.leases, "leases", 1000, "lease-keepalive: leases kept alive (shared out among the clients)")
+	flag.DurationVar(&c.idle, "idle", 2*time.Second, "how long to measure each cluster's server CPU with no load, before its first row (0: not at all)")
 	flag.IntVar(&c.fsyncCount, "fsync-samples", 200, "4 KiB write+fdatasync samples for the disk latency line")
+	flag.StringVar(&curves, "curves", "", "comma-separated scaling curves to run after the table, etcd and DKV only, or all: "+strings.Join(curveNames(), ", "))
+	flag.StringVar(&curveClients, "curve-clients", "1,4,16,64,256", "curves: client counts of the client curves")
+	flag.StringVar(&curveWatchers, "curve-watchers", "100,1000,10000", "curves: watcher counts of the watchers curve")
+	flag.DurationVar(&c.curveDuration, "curve-duration", 5*time.Second, "curves: measured time per point and system")
+	flag.IntVar(&c.curveLargeKeys, "curve-large-keys", 1000, "curves: key space of the 64 KiB value curves (each system preloads it: keys × 64 KiB × members on disk)")
+	flag.StringVar(&c.curveDir, "curve-dir", "", "curves: directory for the PNG plots, curves.csv and curves.md (default: docs/bench of the repository)")
 	flag.Parse()
-	c.workloads = splitList(workloads)
+	c.prefix, c.readRatio = keyPrefix, 0.9
+	if workloads != "none" {
+		c.workloads = splitList(workloads)
+	}
 	c.systems = splitList(systems)
-	if err := c.validate(); err != nil {
+	c.curves = splitList(curves)
+	if len(c.curves) == 1 && c.curves[0] == "all" {
+		c.curves = curveNames()
+	}
+	var err error
+	if c.curveClients, err = splitInts(curveClients); err == nil {
+		c.curveWatchers, err = splitInts(curveWatchers)
+	}
+	if err == nil {
+		err = c.validate()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
 	}
@@ -110,7 +144,31 @@ func (c *config) validate() error {
 			return fmt.Errorf("unknown system %q (etcd, zk, dkv)", s)
 		}
 	}
+	for _, n := range c.curves {
+		if _, ok := curveByName(n); !ok {
+			return fmt.Errorf("unknown curve %q (have all, %s)", n, strings.Join(curveNames(), ", "))
+		}
+	}
+	if len(c.curves) > 0 && (c.curveDuration <= 0 || c.curveLargeKeys < 1 || len(c.curveClients) == 0 || len(c.curveWatchers) == 0) {
+		return errors.New("-curve-duration, -curve-large-keys, -curve-clients and -curve-watchers must be positive")
+	}
+	if len(c.workloads) == 0 && len(c.curves) == 0 {
+		return errors.New("nothing to run: -workloads none and no -curves")
+	}
 	return nil
+}
+
+// splitInts parses a comma-separated list of positive integers.
+func splitInts(s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: want positive integers separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {
@@ -135,6 +193,38 @@ type workload struct {
 	clients      int    // 0: -clients
 	conns        int    // 0: -conns
 	serializable bool
+
+	// Set on the points of a scaling curve (curves.go): the curve and the
+	// point's x (clients, or watchers for the watchers curve), and what
+	// the curve changes from the flags' defaults (0 or "": the flag).
+	curve     string
+	x         int
+	valueSize int
+	keySpace  int
+	prefix    string
+	watchers  int
+	duration  time.Duration
+}
+
+// apply is c as this workload runs it: the curve's value size, key
+// space, prefix, watchers and duration in place of the flags'.
+func (w workload) apply(c config) config {
+	if w.valueSize > 0 {
+		c.valueSize = w.valueSize
+	}
+	if w.keySpace > 0 {
+		c.keys = w.keySpace
+	}
+	if w.prefix != "" {
+		c.prefix = w.prefix
+	}
+	if w.watchers > 0 {
+		c.watchers = w.watchers
+	}
+	if w.duration > 0 {
+		c.duration = w.duration
+	}
+	return c
 }
 
 // keys is the workload's key space: for lease-keepalive, the number of
@@ -154,6 +244,20 @@ var workloadTable = []workload{
 	{name: "lock", desc: "lock acquire+release, random keys (uncontended)", op: "lock"},
 	{name: "watch", desc: "prefix watchers; events/s and put→event latency", op: "watch"},
 	{name: "lease-keepalive", desc: "keep-alives over one stream per client", op: "lease-keepalive"},
+}
+
+// jobs is what system sys runs, in order: the table's workloads, then,
+// for etcd and DKV, every point of the selected curves.
+func (c config) jobs(sys string) []workload {
+	var out []workload
+	for _, name := range c.workloads {
+		w, _ := workloadByName(name)
+		out = append(out, w)
+	}
+	if sys == "etcd" || sys == "dkv" {
+		out = append(out, c.curvePoints()...)
+	}
+	return out
 }
 
 func defaultWorkloadNames() []string {
@@ -189,10 +293,14 @@ func (w workload) params(c config) (clients, conns int) {
 
 // measurement is one system's cells of a row. NA says why the system has
 // no fair equivalent of the workload: the table shows n/a, never a number.
+// Server is what the system's server processes spent on it (procstat.go).
 type measurement struct {
 	Workload string         `json:"workload"`
+	Curve    string         `json:"curve,omitempty"`
+	X        int            `json:"x,omitempty"`
 	System   string         `json:"system"`
 	Result   *runner.Result `json:"result,omitempty"`
+	Server   *serverUsage   `json:"server,omitempty"`
 	Err      string         `json:"error,omitempty"`
 	NA       string         `json:"not_applicable,omitempty"`
 }
@@ -260,11 +368,42 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 		results = append(results, rs...)
+		for _, r := range rs {
+			if r.Workload == idleWorkload && r.Server != nil && r.Server.WallSeconds > 0 {
+				if m.IdleCPU == nil {
+					m.IdleCPU = map[string]float64{}
+				}
+				m.IdleCPU[sys] = r.Server.CPUSeconds * 1e3 / r.Server.WallSeconds
+			}
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
 
+	if len(c.workloads) > 0 {
+		if err := writeTable(c, m, results); err != nil {
+			return err
+		}
+	} else {
+		// Curves only: leave the last table's files as they are.
+		fmt.Fprintf(os.Stderr, "\nno table rows (-workloads none): %s and -json not written\n", c.out)
+	}
+	if len(c.curves) > 0 {
+		dir := c.curveDir
+		if dir == "" {
+			dir = filepath.Join(repo, "docs", "bench")
+		}
+		if err := writeCurves(c, m, dir, results); err != nil {
+			return fmt.Errorf("curves: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeTable prints the table and writes it to -out, and every result to
+// -json.
+func writeTable(c config, m machine, results []measurement) error {
 	table := renderTable(c, results)
 	fmt.Println()
 	fmt.Print(table.text)
@@ -274,19 +413,23 @@ func run(ctx context.Context, c config) error {
 	}
 	fmt.Fprintf(os.Stderr, "\nwrote %s\n", c.out)
 	if c.jsonOut != "" {
-		b, err := json.MarshalIndent(struct {
-			Machine machine       `json:"machine"`
-			Results []measurement `json:"results"`
-		}{m, results}, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(c.jsonOut, append(b, '\n'), 0o644); err != nil {
+		if err := writeJSON(c.jsonOut, m, results); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "wrote %s\n", c.jsonOut)
 	}
 	return nil
+}
+
+func writeJSON(path string, m machine, results []measurement) error {
+	b, err := json.MarshalIndent(struct {
+		Machine machine       `json:"machine"`
+		Results []measurement `json:"results"`
+	}{m, results}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // findRepo walks up from the working directory to the directory whose

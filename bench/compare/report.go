@@ -66,6 +66,23 @@ type machine struct {
 	EtcdVersion string     `json:"etcd_version,omitempty"`
 	ZKVersion   string     `json:"zookeeper_version,omitempty"`
 	Fsync       fsyncStats `json:"fsync_4k"`
+	// IdleCPU is each system's server CPU-ms per second with no load
+	// (-idle), the fixed cost inside every row's CPU figure.
+	IdleCPU map[string]float64 `json:"idle_server_cpu_ms_per_sec,omitempty"`
+}
+
+// idleLine says what the idle clusters used, or "" if not measured.
+func (m machine) idleLine() string {
+	var parts []string
+	for _, s := range []string{"etcd", "zk", "dkv"} {
+		if v, ok := m.IdleCPU[s]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", systemLabels[s], v))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Idle servers, no load (all members): " + strings.Join(parts, ", ") + " CPU-ms per second; every CPU figure includes this for the row's time"
 }
 
 func machineInfo(repo string) machine {
@@ -129,6 +146,8 @@ func header(c config) []string {
 	each(shown, "%s p50")
 	each(shown, "%s p99")
 	each(baselines, "DKV/%s p99")
+	each(shown, "%s CPU-ms/1k")
+	each(baselines, "DKV/%s CPU")
 	return append(h, "errors")
 }
 
@@ -159,23 +178,8 @@ func (r row) cells(c config) []string {
 	clients, _ := r.workload.params(c)
 	shown, baselines := columns(c)
 	// The watch row compares delivered events/s and put→event latency
-	// (Result.Extra), not the writers' put ops.
+	// (Result.Extra), not the writers' put ops: rate and lat (curves.go).
 	watch := r.workload.op == "watch"
-	rate := func(res *runner.Result) float64 {
-		if watch {
-			return res.Extra["events_per_sec"]
-		}
-		return res.OpsPerSec
-	}
-	lat := func(res *runner.Result, q string) time.Duration {
-		if watch {
-			return time.Duration(res.Extra["event_"+q+"_ms"] * float64(time.Millisecond))
-		}
-		if q == "p50" {
-			return res.Latency.P50
-		}
-		return res.Latency.P99
-	}
 	out := []string{r.workload.name, fmt.Sprint(clients)}
 	// cell is one system's value; n/a where the system has no fair
 	// equivalent, - where it did not run or failed.
@@ -213,6 +217,34 @@ func (r row) cells(c config) []string {
 	for _, b := range baselines {
 		out = append(out, ratio(b, func(res *runner.Result) float64 { return float64(lat(res, "p99")) }))
 	}
+	// Server CPU per 1,000 ops (events for watch): "-" where /proc could
+	// not be read.
+	cpuCell := func(sys string) string {
+		m := r.bySystem[sys]
+		if m != nil && m.NA != "" {
+			return "n/a"
+		}
+		if v, ok := m.cpuPer1k(); ok {
+			return fmt.Sprintf("%.1f", v)
+		}
+		return "-"
+	}
+	for _, s := range shown {
+		out = append(out, cpuCell(s))
+	}
+	for _, b := range baselines {
+		if m := r.bySystem[b]; m != nil && m.NA != "" {
+			out = append(out, "n/a")
+			continue
+		}
+		d, okD := r.bySystem["dkv"].cpuPer1k()
+		e, okB := r.bySystem[b].cpuPer1k()
+		if !okD || !okB || e <= 0 {
+			out = append(out, "-")
+			continue
+		}
+		out = append(out, fmt.Sprintf("%.2fx", d/e))
+	}
 	var errs []string
 	for _, s := range shown {
 		m := r.bySystem[s]
@@ -232,6 +264,50 @@ func (r row) cells(c config) []string {
 		errs = []string{"0"}
 	}
 	return append(out, strings.Join(errs, "; "))
+}
+
+// ops is the count the row's rate is of: delivered events for a watch
+// row, successful ops otherwise.
+func (m *measurement) ops() float64 {
+	res := m.result()
+	if res == nil {
+		return 0
+	}
+	if ev, ok := res.Extra["events"]; ok && res.Workload == "watch" {
+		return ev
+	}
+	return float64(res.OK)
+}
+
+func (m *measurement) opUnit() string {
+	if res := m.result(); res != nil && res.Workload == "watch" {
+		return "events"
+	}
+	return "ops"
+}
+
+// cpuPer1k is the CPU-milliseconds the system's server processes (every
+// member) spent per 1,000 of the row's ops, from /proc/PID/stat read
+// before and after the row.
+func (m *measurement) cpuPer1k() (float64, bool) {
+	if m == nil || m.Server == nil {
+		return 0, false
+	}
+	n := m.ops()
+	if n <= 0 {
+		return 0, false
+	}
+	return m.Server.CPUSeconds * 1e3 / (n / 1e3), true
+}
+
+// rssPerWatcher is the growth of the members' summed RSS, from before the
+// row to its peak, per watcher: what a watch costs the servers, roughly
+// (it includes whatever else grew during the row).
+func (m *measurement) rssPerWatcher(watchers int) (float64, bool) {
+	if m == nil || m.Server == nil || m.result() == nil || watchers <= 0 {
+		return 0, false
+	}
+	return float64(m.Server.RSSPeak-m.Server.RSSBefore) / float64(watchers), true
 }
 
 func (m *measurement) result() *runner.Result {
@@ -255,6 +331,9 @@ func renderMarkdown(c config, m machine, t table) string {
 	}
 	fmt.Fprintf(&b, "- Machine: %s\n", m.summary())
 	fmt.Fprintf(&b, "- Disk, 4 KiB write+fdatasync: %s\n", m.Fsync)
+	if idle := m.idleLine(); idle != "" {
+		b.WriteString("- " + idle + "\n")
+	}
 	fmt.Fprintf(&b, "- etcd %s (Debian etcd-server), client go.etcd.io/etcd/client/v3\n", m.EtcdVersion)
 	if zk {
 		fmt.Fprintf(&b, "- ZooKeeper %s (Debian zookeeper), client github.com/go-zookeeper/zk %s\n", m.ZKVersion, moduleVersion("github.com/go-zookeeper/zk"))
@@ -279,6 +358,7 @@ func renderMarkdown(c config, m machine, t table) string {
 	fmt.Fprintf(&b, "\n- lock: acquire+release of a random key of %d (uncontended); etcd: one concurrency.Session per client, concurrency.NewMutex Lock+Unlock per op.\n", c.keys)
 	fmt.Fprintf(&b, "- watch: %d watchers on one prefix (multiplexed: one stream per connection/clientv3 client), %d writers; ops/s is delivered events/s, p50/p99 the put→event latency (send time embedded in the value).\n", c.watchers, c.watchW)
 	fmt.Fprintf(&b, "- lease-keepalive: %d leases shared out among the clients, each client renewing its share over one keep-alive stream; an op is one keep-alive acknowledged.\n", c.leases)
+	b.WriteString("- CPU-ms/1k: CPU time (user+system, /proc/PID/stat) all of a system's server processes spent on the row, per 1,000 successful ops (watch: per 1,000 events delivered); lower is better, and so is the DKV/etcd CPU ratio. It covers the row's setup (sessions, leases, watches), load and cleanup, not the key-space preload, and includes the members' idle work (heartbeats) for the row's time. The load generator's CPU is not in it.\n")
 	if zk {
 		b.WriteString(zkNotes(c))
 	}

@@ -26,9 +26,12 @@ import (
 // hold the same keys and values.
 const keyPrefix = "bench/"
 
-func key(n int) string {
+func key(n int) string { return keyIn(keyPrefix, n) }
+
+// keyIn is key n under prefix, as dkv bench's --key-prefix lays it out.
+func keyIn(prefix string, n int) string {
 	s := strconv.Itoa(n)
-	return keyPrefix + strings.Repeat("0", max(0, 10-len(s))) + s
+	return prefix + strings.Repeat("0", max(0, 10-len(s))) + s
 }
 
 func value(r *rand.Rand, n int) string {
@@ -73,34 +76,59 @@ func runDKV(ctx context.Context, c config, bin, dir string) ([]measurement, erro
 	}
 	fmt.Fprintf(os.Stderr, "dkv: %d node(s) ready at %s\n", c.nodes, eps)
 
-	var out []measurement
-	for _, name := range c.workloads {
-		w, _ := workloadByName(name)
-		clients, conns := w.params(c)
-		args := []string{"bench", w.op, "-o", "json",
+	out := measureIdle(ctx, cl, "dkv", c.idle)
+	for _, w := range c.jobs("dkv") {
+		jc := w.apply(c)
+		clients, conns := w.params(jc)
+		args := []string{"-o", "json",
 			"--endpoints", eps,
-			"--clients", strconv.Itoa(clients),
 			"--conns", strconv.Itoa(conns),
-			"--duration", c.duration.String(),
-			"--keys", strconv.Itoa(w.keys(c)),
-			"--value-size", strconv.Itoa(c.valueSize),
-			"--key-prefix", keyPrefix,
+			"--keys", strconv.Itoa(w.keys(jc)),
+			"--value-size", strconv.Itoa(jc.valueSize),
+			"--key-prefix", jc.prefix,
 		}
+		m := measurement{Workload: w.name, Curve: w.curve, X: w.x, System: "dkv"}
+		// get and mixed preload the key space; a first pass of one op
+		// does that, so the measured pass (and its CPU figure) finds it
+		// full and only runs the load.
+		if w.op == "get" || w.op == "mixed" {
+			pre := append([]string{"bench", "get", "--total", "1", "--clients", "64", "--quiet"}, args...)
+			fmt.Fprintf(os.Stderr, "\n== dkv %s preload: %s %s\n", w.name, bin, strings.Join(pre, " "))
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			cmd := exec.CommandContext(pctx, bin, pre...)
+			cmd.Stderr = os.Stderr
+			err := cmd.Run()
+			cancel()
+			if err != nil {
+				m.Err = "preload: " + err.Error()
+				report(m)
+				out = append(out, m)
+				continue
+			}
+		}
+		args = append([]string{"bench", w.op}, append(args,
+			"--clients", strconv.Itoa(clients),
+			"--duration", jc.duration.String())...)
 		if w.serializable {
 			args = append(args, "--serializable")
 		}
-		if w.op == "watch" {
-			args = append(args, "--watchers", strconv.Itoa(c.watchers))
+		if w.op == "mixed" {
+			args = append(args, "--read-ratio", strconv.FormatFloat(jc.readRatio, 'g', -1, 64))
 		}
-		fmt.Fprintf(os.Stderr, "\n== dkv %s: %s %s\n", name, bin, strings.Join(args, " "))
+		if w.op == "watch" {
+			args = append(args, "--watchers", strconv.Itoa(jc.watchers))
+		}
+		fmt.Fprintf(os.Stderr, "\n== dkv %s: %s %s\n", w.name, bin, strings.Join(args, " "))
 		// Bound the subprocess: the run, a preload, and the per-op
 		// timeouts of a cluster that stopped answering.
-		rctx, cancel := context.WithTimeout(ctx, c.duration+3*time.Minute)
+		rctx, cancel := context.WithTimeout(ctx, jc.duration+3*time.Minute)
 		cmd := exec.CommandContext(rctx, bin, args...)
 		var stdout bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
-		m := measurement{Workload: name, System: "dkv"}
-		if err := cmd.Run(); err != nil {
+		meter := startMeter(cl)
+		err := cmd.Run()
+		m.Server = meter.stop()
+		if err != nil {
 			m.Err = err.Error()
 		} else {
 			var res runner.Result
@@ -175,14 +203,16 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 	fmt.Fprintf(os.Stderr, "etcd: %d node(s) ready at %s\n", c.nodes, strings.Join(cl.endpoints, ","))
 	return runInProc(ctx, c, inprocSystem{
 		name:      "etcd",
+		cluster:   cl,
 		endpoints: cl.endpoints,
 		classify:  classifyEtcd,
-		workload: func(ctx context.Context, w workload, nconns int, seed uint64) (*sysWorkload, error) {
-			if w.op == "get" {
-				if err := etcdPreload(ctx, clients, c.keys, c.valueSize, seed); err != nil {
-					return nil, fmt.Errorf("preload: %w", err)
-				}
+		preload: func(ctx context.Context, c config, w workload, seed uint64) error {
+			if w.op == "get" || w.op == "mixed" {
+				return etcdPreload(ctx, clients, c.prefix, c.keys, c.valueSize, seed)
 			}
+			return nil
+		},
+		workload: func(ctx context.Context, c config, w workload, nconns int, seed uint64) (*sysWorkload, error) {
 			return newEtcdWorkload(ctx, w, c, clients[:nconns], seed)
 		},
 	})
@@ -193,11 +223,16 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 // the runner dkv bench uses, so only the ops differ between systems.
 type inprocSystem struct {
 	name      string
+	cluster   *cluster
 	endpoints []string
-	// workload prepares one row over the first nconns connections
-	// (preloading keys, opening watches) and returns its workers, or a
-	// notApplicable error when the system has no fair equivalent.
-	workload func(ctx context.Context, w workload, nconns int, seed uint64) (*sysWorkload, error)
+	// preload, if set, fills the key space the row reads, before its
+	// server usage is measured.
+	preload func(ctx context.Context, c config, w workload, seed uint64) error
+	// workload prepares one row, as c (the row's config) says, over the
+	// first nconns connections (opening watches, granting leases) and
+	// returns its workers, or a notApplicable error when the system has
+	// no fair equivalent.
+	workload func(ctx context.Context, c config, w workload, nconns int, seed uint64) (*sysWorkload, error)
 	// classify names an error for Result.Errors.
 	classify func(error) string
 }
@@ -219,14 +254,25 @@ func (n notApplicable) Error() string { return "not applicable: " + string(n) }
 
 func runInProc(ctx context.Context, c config, sys inprocSystem) ([]measurement, error) {
 	seed := uint64(time.Now().UnixNano())
-	var out []measurement
-	for _, name := range c.workloads {
-		w, _ := workloadByName(name)
-		nclients, nconns := w.params(c)
+	out := measureIdle(ctx, sys.cluster, sys.name, c.idle)
+	for _, w := range c.jobs(sys.name) {
+		jc := w.apply(c)
+		nclients, nconns := w.params(jc)
 		fmt.Fprintf(os.Stderr, "\n== %s %s: clients=%d conns=%d duration=%s keys=%d value-size=%d serializable=%v\n",
-			sys.name, name, nclients, nconns, c.duration, w.keys(c), c.valueSize, w.serializable)
-		m := measurement{Workload: name, System: sys.name}
-		sw, err := sys.workload(ctx, w, nconns, seed)
+			sys.name, w.name, nclients, nconns, jc.duration, w.keys(jc), jc.valueSize, w.serializable)
+		m := measurement{Workload: w.name, Curve: w.curve, X: w.x, System: sys.name}
+		if sys.preload != nil {
+			if err := sys.preload(ctx, jc, w, seed); err != nil {
+				m.Err = "preload: " + err.Error()
+				report(m)
+				out = append(out, m)
+				continue
+			}
+		}
+		// The server usage covers the row's setup, load and cleanup, as
+		// the DKV side's one dkv bench process does.
+		meter := startMeter(sys.cluster)
+		sw, err := sys.workload(ctx, jc, w, nconns, seed)
 		var na notApplicable
 		switch {
 		case errors.As(err, &na):
@@ -238,7 +284,7 @@ func runInProc(ctx context.Context, c config, sys inprocSystem) ([]measurement, 
 				Workload: w.op,
 				System:   sys.name,
 				Clients:  nclients,
-				Duration: c.duration,
+				Duration: jc.duration,
 				Progress: os.Stderr,
 				Classify: sys.classify,
 			}, sw.newWorker)
@@ -250,15 +296,23 @@ func runInProc(ctx context.Context, c config, sys inprocSystem) ([]measurement, 
 			}
 			if res != nil {
 				res.Conns = nconns
-				res.Params = map[string]any{"keys": w.keys(c), "value_size": c.valueSize, "endpoints": sys.endpoints, "seed": seed}
+				res.Params = map[string]any{"keys": w.keys(jc), "value_size": jc.valueSize, "endpoints": sys.endpoints, "seed": seed}
 				if w.op == "watch" {
-					res.Params["watchers"] = c.watchers
+					res.Params["watchers"] = jc.watchers
+				}
+				if w.op == "mixed" {
+					res.Params["read_ratio"] = jc.readRatio
 				}
 				if w.serializable {
 					res.Params["serializable"] = true
 				}
 				m.Result = res
 			}
+		}
+		if m.NA == "" {
+			m.Server = meter.stop()
+		} else {
+			meter.stop()
 		}
 		report(m)
 		out = append(out, m)
@@ -313,8 +367,8 @@ func parallel(ctx context.Context, n, workers int, f func(i, j int) error) error
 
 // etcdPreload writes every key once unless the key space is full, as
 // internal/bench does for DKV's get workload.
-func etcdPreload(ctx context.Context, clients []*clientv3.Client, keys, valueSize int, seed uint64) error {
-	got, err := clients[0].Get(ctx, key(0), clientv3.WithRange(key(keys)), clientv3.WithCountOnly())
+func etcdPreload(ctx context.Context, clients []*clientv3.Client, prefix string, keys, valueSize int, seed uint64) error {
+	got, err := clients[0].Get(ctx, keyIn(prefix, 0), clientv3.WithRange(keyIn(prefix, keys)), clientv3.WithCountOnly())
 	if err != nil {
 		return err
 	}
@@ -325,7 +379,7 @@ func etcdPreload(ctx context.Context, clients []*clientv3.Client, keys, valueSiz
 	return parallel(ctx, keys, 64, func(i, j int) error {
 		pctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
 		defer cancel()
-		_, err := clients[i%len(clients)].Put(pctx, key(j), keyValue(seed, j, valueSize))
+		_, err := clients[i%len(clients)].Put(pctx, keyIn(prefix, j), keyValue(seed, j, valueSize))
 		return err
 	})
 }
@@ -357,6 +411,10 @@ func report(m measurement) {
 	r := m.Result
 	fmt.Fprintf(os.Stderr, "%s %s: %.0f ops/s, p50 %s, p99 %s, errors %d\n", m.System, m.Workload,
 		r.OpsPerSec, runner.FormatLatency(r.Latency.P50), runner.FormatLatency(r.Latency.P99), r.ErrorCount())
+	if cpu, ok := m.cpuPer1k(); ok {
+		fmt.Fprintf(os.Stderr, "%s %s: servers used %.2f CPU-s in %.1fs, %.1f CPU-ms per 1,000 %s; RSS %d MiB before, %d MiB peak\n", m.System, m.Workload,
+			m.Server.CPUSeconds, m.Server.WallSeconds, cpu, m.opUnit(), m.Server.RSSBefore>>20, m.Server.RSSPeak>>20)
+	}
 	if _, ok := r.Extra["events"]; ok {
 		fmt.Fprintf(os.Stderr, "%s %s: %.0f/%.0f events delivered, %.0f events/s, put→event p50 %.2fms, p99 %.2fms\n", m.System, m.Workload,
 			r.Extra["events"], r.Extra["expected_events"], r.Extra["events_per_sec"], r.Extra["event_p50_ms"], r.Extra["event_p99_ms"])

@@ -152,9 +152,23 @@ func runZooKeeper(ctx context.Context, c config, java, classpath, dir string) ([
 	z := &zkSystem{c: c, conns: conns, endpoints: cl.endpoints, log: log, created: map[string]bool{}}
 	return runInProc(ctx, c, inprocSystem{
 		name:      "zk",
+		cluster:   cl,
 		endpoints: cl.endpoints,
-		classify:  classifyZK,
-		workload:  z.workload,
+		preload: func(ctx context.Context, c config, w workload, seed uint64) error {
+			// What z.workload would create first (once per run), so the
+			// znodes are not counted in the row's server usage.
+			switch w.op {
+			case "put", "get":
+				return z.createKeys(ctx, zkKeys, c.valueSize, seed)
+			case "lock":
+				return z.createKeys(ctx, zkLocks, 0, seed)
+			case "watch":
+				return z.createKeys(ctx, zkWatched, c.valueSize, seed)
+			}
+			return nil
+		},
+		classify: classifyZK,
+		workload: z.workload,
 	})
 }
 
@@ -183,8 +197,8 @@ func (z *zkSystem) createKeys(ctx context.Context, parent string, valueSize int,
 	return nil
 }
 
-func (z *zkSystem) workload(ctx context.Context, w workload, nconns int, seed uint64) (*sysWorkload, error) {
-	c, conns := z.c, z.conns[:nconns]
+func (z *zkSystem) workload(ctx context.Context, c config, w workload, nconns int, seed uint64) (*sysWorkload, error) {
+	conns := z.conns[:nconns]
 	switch w.op {
 	case "put", "get":
 		// Put is SetData on the key's znode, as a DKV or etcd put to an

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dkv-io/dkv/internal/bench/runner"
+)
+
+func testConfig() config {
+	return config{
+		nodes: 3, duration: time.Second, clients: 64, conns: 8, keys: 100, valueSize: 256,
+		watchers: 100, watchW: 8, leases: 10, prefix: keyPrefix, readRatio: 0.9,
+		systems: []string{"etcd", "dkv"}, workloads: []string{"put", "watch"},
+		curveClients: []int{1, 4}, curveWatchers: []int{100, 1000}, curveDuration: time.Second, curveLargeKeys: 10,
+	}
+}
+
+func fakeResult(op string, ok int64, opsPerSec float64) *runner.Result {
+	return &runner.Result{Workload: op, OK: ok, Ops: ok, OpsPerSec: opsPerSec,
+		Latency: runner.Latency{P50: time.Millisecond, P99: 4 * time.Millisecond}}
+}
+
+// cellsByHeader maps the table's header to one row's cells.
+func cellsByHeader(c config, r row) map[string]string {
+	h, cells := header(c), r.cells(c)
+	out := map[string]string{}
+	for i := range h {
+		out[h[i]] = cells[i]
+	}
+	return out
+}
+
+// TestTableCPUColumns: each system's CPU-ms per 1,000 ops is its servers'
+// CPU-seconds over the row's successful ops (delivered events for watch),
+// and DKV/etcd is their ratio; a system whose /proc was not read shows -.
+func TestTableCPUColumns(t *testing.T) {
+	c := testConfig()
+	watchEtcd := fakeResult("watch", 1000, 1000)
+	watchEtcd.Extra = map[string]float64{"events": 100000, "expected_events": 100000, "events_per_sec": 100000, "event_p50_ms": 1, "event_p99_ms": 2}
+	ms := []measurement{
+		// 2.47 CPU-s for 10,000 puts: 247 ms per 1,000.
+		{Workload: "put", System: "etcd", Result: fakeResult("put", 10000, 5000), Server: &serverUsage{CPUSeconds: 2.47}},
+		{Workload: "put", System: "dkv", Result: fakeResult("put", 10000, 5000), Server: &serverUsage{CPUSeconds: 3.14}},
+		// 5 CPU-s for 100,000 events: 50 ms per 1,000 events.
+		{Workload: "watch", System: "etcd", Result: watchEtcd, Server: &serverUsage{CPUSeconds: 5}},
+		{Workload: "watch", System: "dkv", Result: fakeResult("watch", 1000, 1000)},
+	}
+	tab := renderTable(c, ms)
+	put := cellsByHeader(c, tab.rows[0])
+	if put["etcd CPU-ms/1k"] != "247.0" || put["DKV CPU-ms/1k"] != "314.0" || put["DKV/etcd CPU"] != "1.27x" {
+		t.Errorf("put row CPU cells: etcd %q, DKV %q, ratio %q; want 247.0, 314.0, 1.27x",
+			put["etcd CPU-ms/1k"], put["DKV CPU-ms/1k"], put["DKV/etcd CPU"])
+	}
+	watch := cellsByHeader(c, tab.rows[1])
+	if watch["etcd CPU-ms/1k"] != "50.0" || watch["DKV CPU-ms/1k"] != "-" || watch["DKV/etcd CPU"] != "-" {
+		t.Errorf("watch row CPU cells: etcd %q, DKV %q, ratio %q; want 50.0, -, -",
+			watch["etcd CPU-ms/1k"], watch["DKV CPU-ms/1k"], watch["DKV/etcd CPU"])
+	}
+	md := renderMarkdown(c, machine{}, tab)
+	if !strings.Contains(md, "| etcd CPU-ms/1k | DKV CPU-ms/1k | DKV/etcd CPU |") {
+		t.Errorf("markdown header lacks the CPU columns:\n%s", md)
+	}
+}
+
+func TestCurvePoints(t *testing.T) {
+	c := testConfig()
+	c.curves = []string{"put-64k", "watchers"}
+	pts := c.curvePoints()
+	var names []string
+	for _, w := range pts {
+		names = append(names, w.name)
+	}
+	if got, want := strings.Join(names, ","), "put-64k@1,put-64k@4,watchers@100,watchers@1000"; got != want {
+		t.Fatalf("points %s, want %s", got, want)
+	}
+	big := pts[1].apply(c)
+	if clients, conns := pts[1].params(big); clients != 4 || conns != 4 || big.valueSize != 64<<10 || big.keys != 10 || big.prefix != largePrefix || big.duration != time.Second {
+		t.Errorf("put-64k@4 runs clients=%d conns=%d value=%d keys=%d prefix=%q duration=%v", clients, conns, big.valueSize, big.keys, big.prefix, big.duration)
+	}
+	w := pts[3].apply(c)
+	if clients, _ := pts[3].params(w); clients != c.watchW || w.watchers != 1000 {
+		t.Errorf("watchers@1000 runs %d writers, %d watchers; want %d, 1000", clients, w.watchers, c.watchW)
+	}
+	// Curves run on etcd and DKV only, after the table rows.
+	if n := len(c.jobs("dkv")); n != len(c.workloads)+len(pts) {
+		t.Errorf("dkv runs %d jobs, want %d", n, len(c.workloads)+len(pts))
+	}
+	if n := len(c.jobs("zk")); n != len(c.workloads) {
+		t.Errorf("zk runs %d jobs, want the %d table rows", n, len(c.workloads))
+	}
+}
+
+// TestWriteCurves: the plots are PNGs, the CSV has a line per point and
+// system, and curves.md links every plot.
+func TestWriteCurves(t *testing.T) {
+	c := testConfig()
+	c.curves = []string{"put", "watchers"}
+	var ms []measurement
+	for _, w := range c.curvePoints() {
+		for i, sys := range curveSystems {
+			res := fakeResult(w.op, 1000*int64(w.x), 100*float64(w.x*(i+1)))
+			if w.op == "watch" {
+				res.Extra = map[string]float64{"events": 1e5, "events_per_sec": 1e4 * float64(i+1), "event_p99_ms": 3}
+			}
+			ms = append(ms, measurement{Workload: w.name, Curve: w.curve, X: w.x, System: sys, Result: res,
+				Server: &serverUsage{CPUSeconds: 1, RSSBefore: 100 << 20, RSSPeak: 110 << 20}})
+		}
+	}
+	// A failed point leaves a gap, not a failure of the whole output.
+	ms[0].Err, ms[0].Result = "boom", nil
+	dir := t.TempDir()
+	if err := writeCurves(c, machine{}, dir, ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range c.curves {
+		b, err := os.ReadFile(filepath.Join(dir, name+".png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+			t.Errorf("%s.png: %v", name, err)
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, "curves.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(recs), 1+len(ms); got != want {
+		t.Errorf("curves.csv has %d lines, want %d (header + one per point and system)", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "curves.json")); err != nil {
+		t.Error(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "curves.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"![put](put.png)", "![watchers](watchers.png)", "| 1 | - | 200 | - |", "etcd: FAILED"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("curves.md lacks %q:\n%s", want, md)
+		}
+	}
+	// 10 MiB of growth over 1000 watchers: 10.24 KiB each.
+	if !strings.Contains(string(md), "| 1000 |") || !strings.Contains(string(md), "| 10.2 | 10.2 |") {
+		t.Errorf("curves.md: watchers@1000 should show 10.2 KiB per watcher for both:\n%s", md)
+	}
+}
+
+// TestTableCPUColumnsZK: with ZooKeeper, its CPU column and DKV/ZK sit
+// beside etcd's, and a row ZooKeeper has no equivalent of shows n/a.
+func TestTableCPUColumnsZK(t *testing.T) {
+	c := testConfig()
+	c.systems = []string{"etcd", "zk", "dkv"}
+	c.workloads = []string{"lease-keepalive"}
+	ms := []measurement{
+		{Workload: "lease-keepalive", System: "etcd", Result: fakeResult("lease-keepalive", 2000, 1000), Server: &serverUsage{CPUSeconds: 1}},
+		{Workload: "lease-keepalive", System: "zk", NA: "sessions, not leases"},
+		{Workload: "lease-keepalive", System: "dkv", Result: fakeResult("lease-keepalive", 1000, 500), Server: &serverUsage{CPUSeconds: 1}},
+	}
+	got := cellsByHeader(c, renderTable(c, ms).rows[0])
+	for col, want := range map[string]string{
+		"etcd CPU-ms/1k": "500.0", "ZK CPU-ms/1k": "n/a", "DKV CPU-ms/1k": "1000.0",
+		"DKV/etcd CPU": "2.00x", "DKV/ZK CPU": "n/a",
+	} {
+		if got[col] != want {
+			t.Errorf("%s = %q, want %q", col, got[col], want)
+		}
+	}
+}
