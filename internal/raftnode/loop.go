@@ -30,7 +30,7 @@ func (n *Node[R]) run() {
 		defer ticker.Stop()
 		ticks = ticker.C
 	}
-	l := &loop{reads: readBatcher{retryTicks: uint64(n.cfg.ElectionTicks)}}
+	l := &n.loop
 
 	if n.soleVoter() {
 		// The only voter need not wait an election timeout to learn that

@@ -128,6 +128,10 @@ type Node[R any] struct {
 	// term and vote last persisted; only the raft loop touches them
 	durableTerm, durableVote uint64
 
+	// loop is the raft loop's state, only touched on its goroutine (and in
+	// Inspect's f).
+	loop loop
+
 	// hooks are test instrumentation; nil outside tests.
 	hooks *hooks
 }
@@ -207,6 +211,7 @@ func New[R any](cfg Config[R]) (*Node[R], error) {
 		waiters:  waiters[R]{m: make(map[uint64]chan R)},
 		idPrefix: (cfg.ID & 0xffff) << 48,
 		stats:    newStats(),
+		loop:     loop{reads: readBatcher{retryTicks: uint64(cfg.ElectionTicks)}},
 	}
 	n.idSeq.Store(uint64(time.Now().UnixMilli()) << 8 & (1<<48 - 1))
 	n.applied.Store(applied)
