@@ -44,8 +44,8 @@ import (
 //	read 1 r1                     WaitLinearizable on member 1, in the background
 //	calls                         every call and how it ended (or pending)
 //	msgs                          the messages queued on the network
-//	deliver [from=1] [to=2] [type=MsgApp]  deliver the queued messages selected
-//	drop [from=1] [to=2] [type=MsgApp]     lose them
+//	deliver [from=1] [to=2] [type=MsgApp] [index=5]  deliver the queued messages selected
+//	drop [from=1] [to=2] [type=MsgApp] [index=5]     lose them
 //	stabilize                     deliver until nothing is left to deliver
 //	isolate 1 | partition (1) (2,3) | hold 1 2 | heal
 //	advance 200ms                 move the fake clock
@@ -336,12 +336,11 @@ func (c *cluster) handle(t *testing.T, d *datadriven.TestData) string {
 	case "msgs":
 		return describeMsgs(c.net.Pending())
 	case "deliver":
-		return describeMsgs(c.net.Deliver(msgFilter(t, d)))
+		return describeMsgs(c.deliver(msgFilter(t, d)))
 	case "drop":
 		return describeMsgs(c.net.Drop(msgFilter(t, d)))
 	case "stabilize":
-		for len(c.net.Deliver(nil)) > 0 {
-			synctest.Wait()
+		for len(c.deliver(nil)) > 0 {
 		}
 		return ""
 	case "isolate":
@@ -466,16 +465,33 @@ func (c *cluster) handle(t *testing.T, d *datadriven.TestData) string {
 	}
 }
 
+// deliver delivers the queued messages match selects, one at a time,
+// waiting after each until its recipient is done with it: members never
+// run at the same time, so the order of what they send and trace does not
+// depend on scheduling. Messages sent meanwhile wait for a later call.
+func (c *cluster) deliver(match func(*raftpb.Message) bool) []*raftpb.Message {
+	var out []*raftpb.Message
+	for _, m := range c.net.Pending() {
+		if match != nil && !match(m) {
+			continue
+		}
+		out = append(out, c.net.Deliver(func(x *raftpb.Message) bool { return x == m })...)
+		synctest.Wait()
+	}
+	return out
+}
+
 // msgFilter selects messages by from=, to= and type= (MsgApp, ...).
 func msgFilter(t *testing.T, d *datadriven.TestData) func(*raftpb.Message) bool {
-	var from, to uint64
+	var from, to, index uint64
 	var typ string
 	d.MaybeScanArgs(t, "from", &from)
 	d.MaybeScanArgs(t, "to", &to)
 	d.MaybeScanArgs(t, "type", &typ)
+	d.MaybeScanArgs(t, "index", &index)
 	return func(m *raftpb.Message) bool {
 		return (from == 0 || m.GetFrom() == from) && (to == 0 || m.GetTo() == to) &&
-			(typ == "" || m.GetType().String() == typ)
+			(typ == "" || m.GetType().String() == typ) && (index == 0 || m.GetIndex() == index)
 	}
 }
 
@@ -607,6 +623,10 @@ func (m *traceSM) ApplyConfChange(_ *pebble.Batch, cc *raftpb.ConfChangeV2, _ []
 	return nil
 }
 
-func (m *traceSM) Committing()                {}
-func (m *traceSM) Committed(uint64, []uint64) {}
-func (m *traceSM) Restored() error            { return nil }
+func (m *traceSM) Committing() {}
+func (m *traceSM) Committed(index uint64, _ []uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.history = append(m.history, fmt.Sprintf("batch committed through %d", index))
+}
+func (m *traceSM) Restored() error { return nil }

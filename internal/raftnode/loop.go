@@ -32,13 +32,15 @@ func (n *Node[R]) run() {
 	}
 	l := &n.loop
 
+	// What raft has at start (a bootstrap's conf changes, a restart's
+	// unapplied entries) is handled now rather than at the first tick.
+	if !n.handleReadies(l) {
+		return
+	}
 	if n.soleVoter() {
 		// The only voter need not wait an election timeout to learn that
-		// nobody else leads: campaign at once (after the bootstrap's conf
-		// change is applied; raft refuses to campaign before).
-		if !n.handleReadies(l) {
-			return
-		}
+		// nobody else leads: campaign at once (raft refuses to while the
+		// configuration's entries are unapplied; they are, now).
 		if err := n.rn.Campaign(); err != nil {
 			n.log.Debug("raft campaign", "err", err)
 		}
