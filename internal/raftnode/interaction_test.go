@@ -40,7 +40,9 @@ import (
 //	tick 1 [n=3]                  n raft ticks on member 1
 //	campaign 1                    member 1 campaigns now
 //	propose 1 p1                  Propose on member 1, in the background
-//	conf-change 1 c1 add=4 | add-learner=4 | remove=3
+//	conf-change 1 c1 add=4 | add-learner=4 | remove=3 [depose]
+//	                              (depose: deliver what is queued for 1 right after raft took the change)
+//	transfer-to 2                 member 2 gets MsgTimeoutNow from its leader and campaigns
 //	read 1 r1                     WaitLinearizable on member 1, in the background
 //	calls                         every call and how it ended (or pending)
 //	msgs                          the messages queued on the network
@@ -279,6 +281,20 @@ func (c *cluster) handle(t *testing.T, d *datadriven.TestData) string {
 			return err.Error()
 		}
 		return ""
+	case "transfer-to":
+		// What a leader's transfer ends with: MsgTimeoutNow makes the
+		// member campaign at once, even where voters heard from a leader
+		// recently (no randomized election timeout involved).
+		tn := c.node(t, pos(0))
+		var bs raft.BasicStatus
+		if err := tn.n.Inspect(context.Background(), func(rn *raft.RawNode) { bs = rn.BasicStatus() }); err != nil {
+			t.Fatal(err)
+		}
+		m := &raftpb.Message{Type: raftpb.MsgTimeoutNow.Enum(), From: new(bs.Lead), To: new(tn.id), Term: new(bs.GetTerm())}
+		if err := tn.n.Step(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		return ""
 	case "propose":
 		tn, name := c.node(t, pos(0)), pos(1)
 		n := tn.n
@@ -297,6 +313,9 @@ func (c *cluster) handle(t *testing.T, d *datadriven.TestData) string {
 		tn, name := c.node(t, pos(0)), pos(1)
 		var cc raftpb.ConfChangeV2
 		for _, a := range d.CmdArgs[2:] {
+			if a.Key == "depose" {
+				continue
+			}
 			id, err := strconv.ParseUint(a.SingleVal(t), 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -307,6 +326,15 @@ func (c *cluster) handle(t *testing.T, d *datadriven.TestData) string {
 			cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: typ.Enum(), NodeId: new(id)})
 		}
 		n := tn.n
+		if d.HasArg("depose") {
+			// Whatever is queued for the member reaches it right after the
+			// change is stepped, before raft's next Ready.
+			id := tn.id
+			n.hooks.confStepped = func() {
+				n.hooks.confStepped = nil
+				c.net.Deliver(func(m *raftpb.Message) bool { return m.GetTo() == id })
+			}
+		}
 		c.spawn(name, fmt.Sprintf("conf change on %d", tn.id), func() string {
 			return errString(n.ProposeConfChange(context.Background(), &cc))
 		})
@@ -533,7 +561,7 @@ func describeMsg(m *raftpb.Message) string {
 			s += " (read round)"
 		}
 	}
-	if m.GetType() != raftpb.MsgReadIndex && len(m.GetEntries()) > 0 {
+	if m.GetType() != raftpb.MsgReadIndex && m.GetType() != raftpb.MsgReadIndexResp && len(m.GetEntries()) > 0 {
 		var es []string
 		for _, e := range m.GetEntries() {
 			es = append(es, describeEntry(e))

@@ -66,6 +66,9 @@ func (n *Node[R]) run() {
 			} else {
 				p.errc <- err
 			}
+			if n.hooks != nil && n.hooks.confStepped != nil {
+				n.hooks.confStepped()
+			}
 		case r := <-n.readc:
 			l.reads.add(r)
 		drainReads:

@@ -141,6 +141,10 @@ type hooks struct {
 	// persist is called on the raft loop just before a Ready's HardState
 	// and entries are written.
 	persist func(rd *raft.Ready)
+	// confStepped is called on the raft loop right after a conf change
+	// was stepped into raft, before the messages already waiting are
+	// taken in and the Ready is handled.
+	confStepped func()
 }
 
 // New creates the raft member from storage (restarting if it has state,
