@@ -74,6 +74,8 @@ func (n *Node[R]) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) 
 		case err = <-p.errc:
 		case <-ctx.Done():
 			return ctxErr(ctx, true)
+		case <-n.stopc:
+			return ErrStopped
 		}
 		if errors.Is(err, raft.ErrProposalDropped) {
 			if err := n.waitLeaderChange(ctx); err != nil {
