@@ -167,6 +167,7 @@ func (n *Node[R]) apply(ents []*raftpb.Entry) error {
 	}
 	n.stats.AppliedBatch.Add(1)
 	n.stats.ApplySeconds.Observe(time.Since(start).Seconds())
+	n.stats.ApplyEntries.Observe(float64(len(ents)))
 	n.applied.Store(last)
 	n.members.appliedTo(last)
 	n.cfg.StateMachine.Committed(last, results)

@@ -49,15 +49,19 @@ func (n *Node[R]) run() {
 		}
 	}
 
+	var woke time.Time // when a wake-up that steps raft began
 	for {
 		select {
 		case <-ticks:
+			woke = time.Now()
 			n.rn.Tick()
 			l.reads.tick()
 			n.startRead(l)
 		case p := <-n.propc:
+			woke = time.Now()
 			n.stepProps(l, p)
 		case p := <-n.confc:
+			woke = time.Now()
 			err := n.stepConfChange(p)
 			if err == nil && n.rn.BasicStatus().RaftState == raft.StateLeader {
 				// Answered when the entry shows up in a Ready, with its
@@ -70,6 +74,7 @@ func (n *Node[R]) run() {
 				n.hooks.confStepped()
 			}
 		case r := <-n.readc:
+			woke = time.Now()
 			l.reads.add(r)
 		drainReads:
 			for {
@@ -82,6 +87,7 @@ func (n *Node[R]) run() {
 			}
 			n.startRead(l)
 		case m := <-n.recvc:
+			woke = time.Now()
 			n.stepRecv(m)
 		case id := <-n.transfc:
 			n.rn.TransferLeader(id)
@@ -106,6 +112,10 @@ func (n *Node[R]) run() {
 			default:
 				break more
 			}
+		}
+		if !woke.IsZero() {
+			n.stats.StepSeconds.Observe(time.Since(woke).Seconds())
+			woke = time.Time{}
 		}
 
 		if !n.handleReadies(l) {
@@ -229,7 +239,7 @@ func (n *Node[R]) handleReady(rd *raft.Ready) error {
 	early := n.isLeader.Load() && (rd.HardState == nil || raft.IsEmptyHardState(rd.HardState) ||
 		(rd.HardState.GetTerm() == n.durableTerm && rd.HardState.GetVote() == n.durableVote))
 	if early && len(rd.Messages) > 0 && n.cfg.Transport != nil {
-		n.cfg.Transport.Send(rd.Messages)
+		n.send(rd.Messages)
 	}
 	if n.hooks != nil && n.hooks.persist != nil {
 		n.hooks.persist(rd)
@@ -241,26 +251,36 @@ func (n *Node[R]) handleReady(rd *raft.Ready) error {
 	n.members.appended(rd.Entries)
 	if rd.MustSync {
 		n.stats.PersistSeconds.Observe(time.Since(persistStart).Seconds())
+		n.stats.SyncEntries.Observe(float64(len(rd.Entries)))
 	}
 	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
 		n.durableTerm, n.durableVote = rd.HardState.GetTerm(), rd.HardState.GetVote()
 	}
 	if !early && len(rd.Messages) > 0 && n.cfg.Transport != nil {
-		n.cfg.Transport.Send(rd.Messages)
+		n.send(rd.Messages)
 	}
 	// 3. Apply, on the apply goroutine (raft's doc allows Advance any time
 	// after persisting). Conf changes must reach the RawNode, which only
 	// this goroutine may touch: a batch holding one is applied here, after
 	// the queue drains, so order is kept.
 	if len(rd.CommittedEntries) > 0 {
+		handoff := time.Now()
 		if hasConfChange(rd.CommittedEntries) {
 			n.applyBarrier()
 			if err := n.applyGuarded(rd.CommittedEntries); err != nil {
 				return err
 			}
-			return nil
+		} else {
+			n.applyc <- applyJob{ents: rd.CommittedEntries}
 		}
-		n.applyc <- applyJob{ents: rd.CommittedEntries}
+		n.stats.HandoffSeconds.Observe(time.Since(handoff).Seconds())
 	}
 	return nil
+}
+
+// send hands msgs to the transport.
+func (n *Node[R]) send(msgs []*raftpb.Message) {
+	start := time.Now()
+	n.cfg.Transport.Send(msgs)
+	n.stats.SendSeconds.Observe(time.Since(start).Seconds())
 }
