@@ -61,7 +61,7 @@ type Config[R any] struct {
 	// Ticks, when set, replaces the ticker: each value received is one
 	// raft tick. Tests send ticks by hand to drive elections, heartbeats
 	// and read retries deterministically. Nil means a time.Ticker every
-	// TickInterval.
+	// TickInterval. It must not be closed while the node runs.
 	Ticks <-chan time.Time
 	// Peers bootstraps a new cluster; ignored when the storage already
 	// holds raft state.
