@@ -21,7 +21,20 @@
 //  4. Advance.
 //
 // Before each Ready the loop takes in every message and proposal already
-// waiting, so one Ready (one fsync, one apply batch) covers them all.
+// waiting, so one Ready (one fsync, one apply batch) covers them all. A
+// member that is the only voter campaigns as soon as it starts.
+//
+// Files: node.go (Node, Config, New), loop.go (the Ready loop), apply.go
+// (the apply goroutine, snapshots, compaction), propose.go (proposals and
+// their waiters), confchange.go (membership changes), read.go (the
+// ReadIndex batcher), members.go (who may send), control.go (the rest of
+// the API), metrics.go (Stats), inmem.go (an in-memory network for
+// tests).
+//
+// Testing: Config.Ticks drives raft's clock by hand, and InmemNetwork
+// delivers messages only when told. TestInteraction runs the scripts in
+// testdata/ on both, inside a testing/synctest bubble, so multi-member
+// scenarios (lost messages, leader changes, timers) replay exactly.
 //
 // Invariants: an entry at or below the applied index is never applied
 // again; a proposer is answered only after its entry's batch is committed;

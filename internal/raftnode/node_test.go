@@ -20,7 +20,7 @@ import (
 // persisted counter and remembers, in memory, which ids it applied and in
 // what order Committed saw the indexes.
 type counterSM struct {
-	t  *testing.T
+	t  testing.TB
 	db *pebble.DB
 
 	mu        sync.Mutex
@@ -81,7 +81,7 @@ func (m *counterSM) Committed(index uint64, _ []uint64) {
 func (m *counterSM) Restored() error { return nil }
 
 // startNode opens (or reopens) a single-member node in dir.
-func startNode(t *testing.T, dir string, snapshotCount uint64) (*Node[uint64], *counterSM, func()) {
+func startNode(t testing.TB, dir string, snapshotCount uint64) (*Node[uint64], *counterSM, func()) {
 	t.Helper()
 	st, err := storage.Open(dir, storage.Options{NoSync: true})
 	if err != nil {
