@@ -72,6 +72,9 @@ func newMetrics(s *Server) *metrics {
 	counter("disk_full_total", "Writes that met ENOSPC; each released the ballast file (if any) and was retried.", func() float64 { return float64(s.diskFulls.Load()) })
 	gauge("nospace_alarms", "Members whose NOSPACE alarm is raised; while above 0 the cluster refuses writes that add data.", func() float64 { return float64(s.sm.Alarms().Count()) })
 	m.reg.MustRegister(n.Stats().PersistSeconds, n.Stats().ApplySeconds, n.Stats().ProposalSeconds)
+	// Where the raft loop spends its time and how many entries share an
+	// fsync and an apply batch (BENCHMARKS.md, issue #15).
+	m.reg.MustRegister(n.Stats().LoopCollectors()...)
 	counter("raft_log_divergence_total", "Appends from the leader showing this member's committed log differs from the leader's; the member cannot catch up and must be removed and re-added.", func() float64 { return float64(n.Stats().LogDivergence.Load()) })
 	if s.transport != nil {
 		m.reg.MustRegister(s.transport.Metrics())
