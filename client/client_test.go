@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/server"
 )
 
@@ -56,7 +57,7 @@ func openEmbedded(t *testing.T, dir string) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := client.OpenEmbedded(ctx, dir)
+	c, err := embedded.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestEmbeddedDataSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := client.OpenEmbedded(ctx, dir)
+	c, err := embedded.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,6 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/dkverr"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -282,29 +279,21 @@ type watchStream = interface {
 // ends. The first open may read the snapshot; later ones resume after
 // w.rev.
 func (w *Watch) open(first bool) (watchStream, error) {
-	backoff := w.c.cfg.RetryBackoff
-	if backoff <= 0 {
-		backoff = 25 * time.Millisecond
-	}
+	b := newBackoff(w.c.cfg.RetryBackoff)
 	for attempt := 0; ; attempt++ {
 		st, err := w.tryOpen(first)
 		if err == nil {
 			return st, nil
 		}
-		if !retryableWatchErr(err) || w.ctx.Err() != nil || (first && attempt >= w.c.cfg.MaxRetries) {
+		if !streamRetryable(err) || w.ctx.Err() != nil || (first && attempt >= w.c.cfg.MaxRetries) {
 			if w.ctx.Err() != nil {
 				return nil, w.ctx.Err()
 			}
 			return nil, err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-w.ctx.Done():
-			t.Stop()
+		if !b.wait(w.ctx, 0, nil) {
 			return nil, w.ctx.Err()
-		case <-t.C:
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
@@ -426,28 +415,6 @@ func cancelErr(r *dkvpb.WatchResponse) error {
 	return e
 }
 
-// retryableWatchErr: everything but a definite refusal is retried (the
-// watch resumes from its revision, so a retry cannot duplicate events).
-func retryableWatchErr(err error) bool {
-	var e *Error
-	if errors.As(err, &e) {
-		return errors.Is(e.Kind, ErrUnavailable)
-	}
-	if errors.Is(err, context.Canceled) {
-		return false
-	}
-	if st, ok := status.FromError(err); ok {
-		if de := dkverr.CodeOf(err); de != dkverr.Internal && de != dkverr.Unavailable && hasDKVDetail(st) {
-			return false
-		}
-		switch st.Code() {
-		case codes.InvalidArgument, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated, codes.OutOfRange:
-			return false
-		}
-	}
-	return true
-}
-
 func (w *Watch) finish(err error) {
 	w.mu.Lock()
 	if w.ctx.Err() != nil && !errors.Is(err, ErrCompacted) {
@@ -471,7 +438,7 @@ func (w *Watch) run(st watchStream) {
 	for {
 		err = w.pump(st)
 		endStream(st)
-		if w.ctx.Err() != nil || !retryableWatchErr(err) {
+		if w.ctx.Err() != nil || !streamRetryable(err) {
 			return
 		}
 		st, err = w.open(false)
