@@ -149,6 +149,7 @@ type Client struct {
 	maint   dkvpb.MaintenanceClient
 
 	onClose    func() error // NewFromConn's hook, e.g. stopping an embedded node
+	watches    *watchMux
 	resolver   *manual.Resolver
 	router     *router
 	stopSync   chan struct{}
@@ -221,13 +222,15 @@ func resolverState(rt *router, eps []string) resolver.State {
 }
 
 func newClient(cfg Config, conn *grpc.ClientConn) *Client {
-	return &Client{
+	c := &Client{
 		cfg:     cfg,
 		conn:    conn,
 		kv:      dkvpb.NewKVClient(conn),
 		cluster: dkvpb.NewClusterClient(conn),
 		maint:   dkvpb.NewMaintenanceClient(conn),
 	}
+	c.watches = &watchMux{c: c}
+	return c
 }
 
 // waitConnected waits until some endpoint is connected; with failFast it

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"sync"
@@ -270,14 +269,13 @@ func (w *Watch) Stop() {
 	<-w.done
 }
 
-type watchStream = interface {
-	Send(*dkvpb.WatchRequest) error
-	Recv() (*dkvpb.WatchResponse, error)
-}
+// watchStream is what a watch reads its responses from: its
+// subscription on the client's shared stream (watchmux.go).
+type watchStream = *watchSub
 
-// open creates the server-side watch, retrying on unavailability until ctx
-// ends. The first open may read the snapshot; later ones resume after
-// w.rev.
+// open creates the server-side watch, retrying with backoff: the first
+// open up to Config.MaxRetries times, a reopen until ctx ends. The first
+// open may read the snapshot; later ones resume after w.rev.
 func (w *Watch) open(first bool) (watchStream, error) {
 	b := newBackoff(w.c.cfg.RetryBackoff)
 	for attempt := 0; ; attempt++ {
@@ -305,21 +303,16 @@ func (w *Watch) tryOpen(first bool) (watchStream, error) {
 		r.StartRevision = w.Revision() + 1
 		req = r
 	}
-	sctx, heard, end := w.c.streamAttempt(w.ctx)
-	opened := false
-	defer func() {
-		if !opened {
-			end()
-		}
-	}()
-	raw, err := dkvpb.NewWatchClient(w.c.conn).Watch(sctx)
+	st, err := w.c.watches.subscribe(w.ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	st := &trackedWatch{watchStream: raw, heard: heard, end: end}
-	if err := st.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_CreateRequest{CreateRequest: req}}); err != nil {
-		return nil, recvErr(st, err)
-	}
+	opened := false
+	defer func() {
+		if !opened {
+			st.release()
+		}
+	}()
 	resp, err := st.Recv()
 	if err != nil {
 		return nil, err
@@ -364,40 +357,6 @@ func (w *Watch) tryOpen(first bool) (watchStream, error) {
 	return st, nil
 }
 
-// trackedWatch is a watch stream the client's router knows of: each
-// message counts as an answer from its endpoint, and the router ends the
-// stream if that endpoint stops answering (the watch then resumes on
-// another).
-type trackedWatch struct {
-	watchStream
-	heard, end func()
-}
-
-func (t *trackedWatch) Recv() (*dkvpb.WatchResponse, error) {
-	r, err := t.watchStream.Recv()
-	if err == nil {
-		t.heard()
-	}
-	return r, err
-}
-
-func endStream(st watchStream) {
-	if t, ok := st.(*trackedWatch); ok {
-		t.end()
-	}
-}
-
-// recvErr returns the stream's real error when Send failed (gRPC reports
-// io.EOF from Send and the status from Recv).
-func recvErr(st watchStream, err error) error {
-	if errors.Is(err, io.EOF) {
-		if _, rerr := st.Recv(); rerr != nil {
-			return rerr
-		}
-	}
-	return err
-}
-
 func cancelErr(r *dkvpb.WatchResponse) error {
 	kind := ErrInternal
 	for c, e := range codeErrors {
@@ -437,7 +396,7 @@ func (w *Watch) run(st watchStream) {
 	defer func() { w.finish(err) }()
 	for {
 		err = w.pump(st)
-		endStream(st)
+		st.release()
 		if w.ctx.Err() != nil || !streamRetryable(err) {
 			return
 		}
