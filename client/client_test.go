@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,6 +65,43 @@ func openEmbedded(t *testing.T, dir string) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// shared is one embedded node for the tests that need only some store:
+// each keeps to keys of its own and assumes nothing of the revisions but
+// those it wrote. Opening a node per test cost most of their time.
+var shared struct {
+	once sync.Once
+	dir  string
+	c    *client.Client
+	err  error
+}
+
+func sharedEmbedded(t *testing.T) *client.Client {
+	t.Helper()
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "dkv-client-test-"); shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shared.c, shared.err = embedded.Open(ctx, shared.dir)
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.c
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.c != nil {
+		shared.c.Close()
+	}
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
 }
 
 // deadAddr is a loopback address nothing listens on.

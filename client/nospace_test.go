@@ -264,7 +264,15 @@ func TestDiskStaysFullStopsCleanly(t *testing.T) {
 		acked[k] = k
 	}
 	fs.Full.Store(true)
+writes:
 	for i := 0; i < 5; i++ {
+		select {
+		case <-srv.Failed():
+			// The failure is what the writes were for: the rest would
+			// only wait out their timeouts on a stopped node.
+			break writes
+		default:
+		}
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		c.Put(pctx, fmt.Sprintf("x%d", i), []byte("x")) // outcome unknown: not acked
 		cancel()

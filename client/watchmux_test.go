@@ -80,7 +80,7 @@ func TestWatchesShareOneStream(t *testing.T) {
 // order, once (it was paused on the server and resumed).
 func TestSlowWatchDoesNotStallOthers(t *testing.T) {
 	defer client.SetMaxWatchQueue(4)()
-	c := openEmbedded(t, t.TempDir())
+	c := sharedEmbedded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	slow, err := c.WatchPrefix(ctx, "q/")
