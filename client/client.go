@@ -12,10 +12,9 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/attributes"
-	"google.golang.org/grpc/backoff"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
@@ -141,7 +140,7 @@ func ParseEndpoint(s string) (string, error) {
 }
 
 // Client is a connection to a DKV store, remote (New) or embedded
-// (OpenEmbedded). It is safe for concurrent use.
+// (package client/embedded). It is safe for concurrent use.
 type Client struct {
 	cfg     Config
 	conn    *grpc.ClientConn
@@ -149,7 +148,8 @@ type Client struct {
 	cluster dkvpb.ClusterClient
 	maint   dkvpb.MaintenanceClient
 
-	srv        *server.Server // embedded mode only
+	onClose    func() error // NewFromConn's hook, e.g. stopping an embedded node
+	watches    *watchMux
 	resolver   *manual.Resolver
 	router     *router
 	stopSync   chan struct{}
@@ -159,8 +159,6 @@ type Client struct {
 	closeOnce  sync.Once
 	closeErr   error
 }
-
-var _ KV = (*Client)(nil)
 
 var schemeSeq atomic.Uint64
 
@@ -190,7 +188,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
 		// Reconnect to a member that comes back within seconds, not the
 		// minutes gRPC's default backoff can reach.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: grpcbackoff.Config{
 			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second,
 		}}),
 	}
@@ -224,13 +222,15 @@ func resolverState(rt *router, eps []string) resolver.State {
 }
 
 func newClient(cfg Config, conn *grpc.ClientConn) *Client {
-	return &Client{
+	c := &Client{
 		cfg:     cfg,
 		conn:    conn,
 		kv:      dkvpb.NewKVClient(conn),
 		cluster: dkvpb.NewClusterClient(conn),
 		maint:   dkvpb.NewMaintenanceClient(conn),
 	}
+	c.watches = &watchMux{c: c}
+	return c
 }
 
 // waitConnected waits until some endpoint is connected; with failFast it
@@ -259,7 +259,22 @@ func waitConnected(ctx context.Context, conn *grpc.ClientConn, rt *router, timeo
 	}
 }
 
-// Close releases the connection and, in embedded mode, stops the node.
+// NewFromConn returns a Client that sends every request over conn, a
+// connection the caller dialled to one DKV member (an in-process pipe, a
+// custom transport). It uses Config's default retry settings, does no
+// endpoint discovery and no routing around hung members: there is only
+// conn. Close closes conn, then calls onClose (if not nil) and returns its
+// error; package client/embedded uses it to stop its node.
+func NewFromConn(conn *grpc.ClientConn, onClose func() error) *Client {
+	var cfg Config
+	cfg.EnsureDefaults()
+	c := newClient(cfg, conn)
+	c.onClose = onClose
+	return c
+}
+
+// Close releases the connection and, for NewFromConn, runs its onClose
+// hook (an embedded client stops its node).
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		if c.stopSync != nil {
@@ -270,8 +285,8 @@ func (c *Client) Close() error {
 			c.router.stop()
 		}
 		c.closeErr = c.conn.Close()
-		if c.srv != nil {
-			if err := c.srv.Stop(); err != nil && c.closeErr == nil {
+		if c.onClose != nil {
+			if err := c.onClose(); err != nil && c.closeErr == nil {
 				c.closeErr = err
 			}
 		}
@@ -327,7 +342,11 @@ func (c *Client) callWait(ctx context.Context, write bool, rpc func(context.Cont
 }
 
 func (c *Client) invoke(ctx context.Context, write, long bool, rpc func(context.Context, ...grpc.CallOption) error) error {
-	backoff := c.cfg.RetryBackoff
+	kind := opRead
+	if write {
+		kind = opWrite
+	}
+	b := newBackoff(c.cfg.RetryBackoff)
 	for n := 0; ; n++ {
 		var p peer.Peer
 		actx, cancel := context.WithCancelCause(ctx)
@@ -344,22 +363,16 @@ func (c *Client) invoke(ctx context.Context, write, long bool, rpc func(context.
 			if write {
 				return fmt.Errorf("%w: %w", ErrUnknownOutcome, hung)
 			}
-			f = failure{err: &Error{Kind: ErrUnavailable, Msg: hung.Error()}, readRetryable: true}
+			f = failure{err: &Error{Kind: ErrUnavailable, Msg: hung.Error()}, class: classUnavailable}
 		} else {
 			f = classify(ctx, err, p.Addr != nil, write)
 		}
-		retry := f.retryable || (!write && f.readRetryable)
-		if !retry || n >= c.cfg.MaxRetries {
+		if !kind.retries(f.class) || n >= c.cfg.MaxRetries {
 			return f.err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !b.wait(ctx, 0, nil) {
 			// The last attempt's error says more than ctx's.
 			return f.err
-		case <-t.C:
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }

@@ -5,10 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/server"
 )
 
@@ -56,12 +59,49 @@ func openEmbedded(t *testing.T, dir string) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := client.OpenEmbedded(ctx, dir)
+	c, err := embedded.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// shared is one embedded node for the tests that need only some store:
+// each keeps to keys of its own and assumes nothing of the revisions but
+// those it wrote. Opening a node per test cost most of their time.
+var shared struct {
+	once sync.Once
+	dir  string
+	c    *client.Client
+	err  error
+}
+
+func sharedEmbedded(t *testing.T) *client.Client {
+	t.Helper()
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "dkv-client-test-"); shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shared.c, shared.err = embedded.Open(ctx, shared.dir)
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.c
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.c != nil {
+		shared.c.Close()
+	}
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
 }
 
 // deadAddr is a loopback address nothing listens on.
@@ -106,7 +146,7 @@ func TestEmbeddedDataSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := client.OpenEmbedded(ctx, dir)
+	c, err := embedded.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,17 +112,13 @@ func newError(kind error, format string, args ...any) *Error {
 
 // failure classifies one failed RPC attempt.
 type failure struct {
-	err error
-	// retryable: the request certainly did not apply (refused by the
-	// server, or never sent), so it may be sent again.
-	retryable bool
-	// readRetryable: for reads, any unavailability may be retried.
-	readRetryable bool
+	err   error
+	class errClass
 }
 
-// classify turns the error of one RPC attempt into a client error. sent
-// reports whether the request reached a transport; write whether it was a
-// mutation.
+// classify turns the error of one RPC attempt into a client error and
+// its class for the retry policy (retry.go). sent reports whether the
+// request reached a transport; write whether it was a mutation.
 func classify(ctx context.Context, err error, sent, write bool) failure {
 	if err == nil {
 		return failure{}
@@ -132,7 +128,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 		if ctx.Err() != nil && write && sent {
 			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())}
 		}
-		return failure{err: err}
+		return failure{err: err, class: classBroken}
 	}
 	if hasDKVDetail(st) {
 		var de *dkverr.Error
@@ -142,9 +138,14 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 				kind = ErrInternal
 			}
 			e := &Error{Kind: kind, Msg: de.Msg, Metadata: de.Metadata}
-			// The server refused with Unavailable: it did not apply.
-			unavail := de.Code == dkverr.Unavailable
-			return failure{err: e, retryable: unavail, readRetryable: unavail}
+			switch de.Code {
+			case dkverr.Unavailable:
+				// The server refused with Unavailable: it did not apply.
+				return failure{err: e, class: classRefused}
+			case dkverr.Internal:
+				return failure{err: e, class: classBroken}
+			}
+			return failure{err: e}
 		}
 	}
 	switch st.Code() {
@@ -152,11 +153,11 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 		if write && sent {
 			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err)}
 		}
-		return failure{
-			err:           &Error{Kind: ErrUnavailable, Msg: st.Message()},
-			retryable:     !sent,
-			readRetryable: true,
+		f := failure{err: &Error{Kind: ErrUnavailable, Msg: st.Message()}, class: classUnavailable}
+		if !sent {
+			f.class = classRefused
 		}
+		return f
 	case codes.DeadlineExceeded, codes.Canceled:
 		// The deadline may fire on the server's side first; report it as
 		// the context error either way so errors.Is works.
@@ -174,18 +175,22 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 		if write && sent {
 			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)}
 		}
-		return failure{err: cause}
-	case codes.InvalidArgument, codes.ResourceExhausted:
+		return failure{err: cause, class: classBroken}
+	case codes.InvalidArgument:
 		// Without a DKV detail these come from gRPC itself, e.g. a
 		// message over the transport's size limit.
 		return failure{err: &Error{Kind: ErrInvalidInput, Msg: st.Message()}}
+	case codes.ResourceExhausted:
+		return failure{err: &Error{Kind: ErrInvalidInput, Msg: st.Message()}, class: classBroken}
 	case codes.Internal, codes.Unknown, codes.DataLoss:
 		if write && sent {
 			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err)}
 		}
-		return failure{err: &Error{Kind: ErrInternal, Msg: st.Message()}}
+		return failure{err: &Error{Kind: ErrInternal, Msg: st.Message()}, class: classBroken}
+	case codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated, codes.OutOfRange:
+		return failure{err: err}
 	}
-	return failure{err: err}
+	return failure{err: err, class: classBroken}
 }
 
 func hasDKVDetail(st *status.Status) bool {

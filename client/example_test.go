@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/client/embedded"
 )
 
 // openExample opens an embedded store in a fresh temporary directory.
@@ -16,7 +17,7 @@ func openExample() (*client.Client, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := client.OpenEmbedded(context.Background(), dir)
+	c, err := embedded.Open(context.Background(), dir)
 	if err != nil {
 		log.Fatal(err)
 	}

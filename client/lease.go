@@ -262,7 +262,7 @@ const kaTick = 50 * time.Millisecond
 
 // run keeps one stream open while there are leases to keep alive.
 func (k *keepAliver) run() {
-	backoff := k.c.cfg.RetryBackoff
+	b := newBackoff(k.c.cfg.RetryBackoff)
 	for {
 		kaMu.Lock()
 		k.mu.Lock()
@@ -280,19 +280,12 @@ func (k *keepAliver) run() {
 			continue
 		}
 		if k.stream() {
-			backoff = k.c.cfg.RetryBackoff
+			b.reset()
 			continue
 		}
-		t := time.NewTimer(backoff)
-		for waiting := true; waiting; {
-			select {
-			case <-t.C:
-				waiting = false
-			case <-time.After(kaTick):
-				k.expireLocal(time.Now())
-			}
-		}
-		backoff = min(2*backoff, time.Second)
+		// Every failure is retried: the leases are renewed again on the
+		// next stream, and expire locally meanwhile if it takes too long.
+		b.wait(context.Background(), kaTick, func() { k.expireLocal(time.Now()) })
 	}
 }
 

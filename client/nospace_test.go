@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/server"
 )
@@ -24,7 +25,7 @@ func openSpaceTest(t *testing.T, dir string, fs *storage.FaultFS, edit func(*ser
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := client.OpenEmbedded(ctx, dir, client.WithServerConfig(func(cfg *server.Config) {
+	c, err := embedded.Open(ctx, dir, embedded.WithServerConfig(func(cfg *server.Config) {
 		cfg.TickInterval = 10 * time.Millisecond
 		cfg.FS = fs
 		cfg.SpaceCheckInterval = 20 * time.Millisecond
@@ -105,7 +106,7 @@ func TestNoSpaceWhenDiskNearlyFull(t *testing.T) {
 		t.Errorf("NoSpace message %q does not say why", refused)
 	}
 	// Over HTTP: 507 Insufficient Storage, not 429 (retry later).
-	resp, err := http.Post("http://"+c.Server().HTTPAddr()+"/v1/kv/put", "application/json",
+	resp, err := http.Post("http://"+embedded.Server(c).HTTPAddr()+"/v1/kv/put", "application/json",
 		strings.NewReader(`{"key":"aHR0cA==","value":"eA=="}`))
 	if err != nil {
 		t.Fatal(err)
@@ -220,8 +221,8 @@ func TestENOSPCReleasesBallast(t *testing.T) {
 		t.Fatal("no write reached the filesystem")
 	}
 	select {
-	case <-c.Server().Failed():
-		t.Fatalf("node failed: %v", c.Server().Err())
+	case <-embedded.Server(c).Failed():
+		t.Fatalf("node failed: %v", embedded.Server(c).Err())
 	default:
 	}
 	waitFor(t, "writes resume after ENOSPC", 10*time.Second, func() error {
@@ -252,7 +253,7 @@ func TestDiskStaysFullStopsCleanly(t *testing.T) {
 		cfg.BallastBytes = -1
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
-	srv := c.Server()
+	srv := embedded.Server(c)
 	ctx := context.Background()
 	acked := map[string]string{}
 	for i := range 20 {
@@ -263,7 +264,15 @@ func TestDiskStaysFullStopsCleanly(t *testing.T) {
 		acked[k] = k
 	}
 	fs.Full.Store(true)
+writes:
 	for i := 0; i < 5; i++ {
+		select {
+		case <-srv.Failed():
+			// The failure is what the writes were for: the rest would
+			// only wait out their timeouts on a stopped node.
+			break writes
+		default:
+		}
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		c.Put(pctx, fmt.Sprintf("x%d", i), []byte("x")) // outcome unknown: not acked
 		cancel()

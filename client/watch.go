@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"sync"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/dkverr"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -273,38 +269,29 @@ func (w *Watch) Stop() {
 	<-w.done
 }
 
-type watchStream = interface {
-	Send(*dkvpb.WatchRequest) error
-	Recv() (*dkvpb.WatchResponse, error)
-}
+// watchStream is what a watch reads its responses from: its
+// subscription on the client's shared stream (watchmux.go).
+type watchStream = *watchSub
 
-// open creates the server-side watch, retrying on unavailability until ctx
-// ends. The first open may read the snapshot; later ones resume after
-// w.rev.
+// open creates the server-side watch, retrying with backoff: the first
+// open up to Config.MaxRetries times, a reopen until ctx ends. The first
+// open may read the snapshot; later ones resume after w.rev.
 func (w *Watch) open(first bool) (watchStream, error) {
-	backoff := w.c.cfg.RetryBackoff
-	if backoff <= 0 {
-		backoff = 25 * time.Millisecond
-	}
+	b := newBackoff(w.c.cfg.RetryBackoff)
 	for attempt := 0; ; attempt++ {
 		st, err := w.tryOpen(first)
 		if err == nil {
 			return st, nil
 		}
-		if !retryableWatchErr(err) || w.ctx.Err() != nil || (first && attempt >= w.c.cfg.MaxRetries) {
+		if !streamRetryable(err) || w.ctx.Err() != nil || (first && attempt >= w.c.cfg.MaxRetries) {
 			if w.ctx.Err() != nil {
 				return nil, w.ctx.Err()
 			}
 			return nil, err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-w.ctx.Done():
-			t.Stop()
+		if !b.wait(w.ctx, 0, nil) {
 			return nil, w.ctx.Err()
-		case <-t.C:
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
@@ -316,21 +303,16 @@ func (w *Watch) tryOpen(first bool) (watchStream, error) {
 		r.StartRevision = w.Revision() + 1
 		req = r
 	}
-	sctx, heard, end := w.c.streamAttempt(w.ctx)
-	opened := false
-	defer func() {
-		if !opened {
-			end()
-		}
-	}()
-	raw, err := dkvpb.NewWatchClient(w.c.conn).Watch(sctx)
+	st, err := w.c.watches.subscribe(w.ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	st := &trackedWatch{watchStream: raw, heard: heard, end: end}
-	if err := st.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_CreateRequest{CreateRequest: req}}); err != nil {
-		return nil, recvErr(st, err)
-	}
+	opened := false
+	defer func() {
+		if !opened {
+			st.release()
+		}
+	}()
 	resp, err := st.Recv()
 	if err != nil {
 		return nil, err
@@ -375,40 +357,6 @@ func (w *Watch) tryOpen(first bool) (watchStream, error) {
 	return st, nil
 }
 
-// trackedWatch is a watch stream the client's router knows of: each
-// message counts as an answer from its endpoint, and the router ends the
-// stream if that endpoint stops answering (the watch then resumes on
-// another).
-type trackedWatch struct {
-	watchStream
-	heard, end func()
-}
-
-func (t *trackedWatch) Recv() (*dkvpb.WatchResponse, error) {
-	r, err := t.watchStream.Recv()
-	if err == nil {
-		t.heard()
-	}
-	return r, err
-}
-
-func endStream(st watchStream) {
-	if t, ok := st.(*trackedWatch); ok {
-		t.end()
-	}
-}
-
-// recvErr returns the stream's real error when Send failed (gRPC reports
-// io.EOF from Send and the status from Recv).
-func recvErr(st watchStream, err error) error {
-	if errors.Is(err, io.EOF) {
-		if _, rerr := st.Recv(); rerr != nil {
-			return rerr
-		}
-	}
-	return err
-}
-
 func cancelErr(r *dkvpb.WatchResponse) error {
 	kind := ErrInternal
 	for c, e := range codeErrors {
@@ -424,28 +372,6 @@ func cancelErr(r *dkvpb.WatchResponse) error {
 		e.Metadata = map[string]string{"compact_revision": strconv.FormatInt(r.CompactRevision, 10)}
 	}
 	return e
-}
-
-// retryableWatchErr: everything but a definite refusal is retried (the
-// watch resumes from its revision, so a retry cannot duplicate events).
-func retryableWatchErr(err error) bool {
-	var e *Error
-	if errors.As(err, &e) {
-		return errors.Is(e.Kind, ErrUnavailable)
-	}
-	if errors.Is(err, context.Canceled) {
-		return false
-	}
-	if st, ok := status.FromError(err); ok {
-		if de := dkverr.CodeOf(err); de != dkverr.Internal && de != dkverr.Unavailable && hasDKVDetail(st) {
-			return false
-		}
-		switch st.Code() {
-		case codes.InvalidArgument, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated, codes.OutOfRange:
-			return false
-		}
-	}
-	return true
 }
 
 func (w *Watch) finish(err error) {
@@ -470,8 +396,8 @@ func (w *Watch) run(st watchStream) {
 	defer func() { w.finish(err) }()
 	for {
 		err = w.pump(st)
-		endStream(st)
-		if w.ctx.Err() != nil || !retryableWatchErr(err) {
+		st.release()
+		if w.ctx.Err() != nil || !streamRetryable(err) {
 			return
 		}
 		st, err = w.open(false)

@@ -42,7 +42,7 @@ func describe(b client.WatchBatch) string {
 }
 
 func TestWatchSnapshotThenEventsEmbedded(t *testing.T) {
-	c := openEmbedded(t, t.TempDir())
+	c := sharedEmbedded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c.Put(ctx, "jobs/1", []byte("a"))
@@ -81,23 +81,23 @@ func TestWatchSnapshotThenEventsEmbedded(t *testing.T) {
 }
 
 func TestWatchStartRevisionAndCompaction(t *testing.T) {
-	c := openEmbedded(t, t.TempDir())
+	c := sharedEmbedded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var revs []int64
 	for i := 0; i < 10; i++ {
-		r, err := c.Put(ctx, "k", []byte(fmt.Sprint(i)))
+		r, err := c.Put(ctx, "compact/k", []byte(fmt.Sprint(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		revs = append(revs, r.Revision)
 	}
-	w, err := c.WatchKey(ctx, "k", client.WithStartRevision(revs[3]))
+	w, err := c.WatchKey(ctx, "compact/k", client.WithStartRevision(revs[3]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 3; i < 10; i++ {
-		if got := describe(next(t, w)); got != fmt.Sprintf("@%d[PUT k=%d]", revs[i], i) {
+		if got := describe(next(t, w)); got != fmt.Sprintf("@%d[PUT compact/k=%d]", revs[i], i) {
 			t.Fatalf("replay %d: %s", i, got)
 		}
 	}
@@ -106,24 +106,24 @@ func TestWatchStartRevisionAndCompaction(t *testing.T) {
 	if err := c.Compact(ctx, revs[5]); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.WatchKey(ctx, "k", client.WithStartRevision(revs[4]))
+	_, err = c.WatchKey(ctx, "compact/k", client.WithStartRevision(revs[4]))
 	var ce *client.Error
 	if !errors.Is(err, client.ErrCompacted) || !errors.As(err, &ce) || ce.Metadata["compact_revision"] != fmt.Sprint(revs[5]) {
 		t.Fatalf("watch from compacted revision: %v, want ErrCompacted with compact_revision %d", err, revs[5])
 	}
 	// The compact revision itself can be watched, as it can be read.
-	w, err = c.WatchKey(ctx, "k", client.WithStartRevision(revs[5]))
+	w, err = c.WatchKey(ctx, "compact/k", client.WithStartRevision(revs[5]))
 	if err != nil {
 		t.Fatalf("watch from the compact revision: %v", err)
 	}
-	if got := describe(next(t, w)); got != fmt.Sprintf("@%d[PUT k=5]", revs[5]) {
+	if got := describe(next(t, w)); got != fmt.Sprintf("@%d[PUT compact/k=5]", revs[5]) {
 		t.Fatalf("watch from the compact revision: %s", got)
 	}
 	w.Stop()
 }
 
 func TestWatchOptionsAndOnChange(t *testing.T) {
-	c := openEmbedded(t, t.TempDir())
+	c := sharedEmbedded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := c.WatchKey(ctx, "k", client.WithLease(7)); !errors.Is(err, client.ErrInvalidInput) {
@@ -184,15 +184,15 @@ wait:
 // created response of a watch from a future revision; the watch still
 // starts where it was asked to and delivers nothing before.
 func TestWatchFromFutureRevision(t *testing.T) {
-	c := openEmbedded(t, t.TempDir())
+	c := sharedEmbedded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := c.Put(ctx, "k", []byte("0"))
+	r, err := c.Put(ctx, "future/k", []byte("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := r.Revision + 3
-	w, err := c.WatchKey(ctx, "k", client.WithStartRevision(start))
+	w, err := c.WatchKey(ctx, "future/k", client.WithStartRevision(start))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,11 +201,11 @@ func TestWatchFromFutureRevision(t *testing.T) {
 		t.Fatalf("watch from %d: StartRevision %d, Revision %d", start, w.StartRevision(), w.Revision())
 	}
 	for i := 1; i <= 3; i++ {
-		if _, err := c.Put(ctx, "k", []byte(fmt.Sprint(i))); err != nil {
+		if _, err := c.Put(ctx, "future/k", []byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := describe(next(t, w)); got != fmt.Sprintf("@%d[PUT k=3]", start) {
+	if got := describe(next(t, w)); got != fmt.Sprintf("@%d[PUT future/k=3]", start) {
 		t.Fatalf("first batch %s, want the put at %d", got, start)
 	}
 }

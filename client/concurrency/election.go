@@ -143,7 +143,7 @@ func (e *Election) Leader(ctx context.Context) (*LeaderInfo, error) {
 }
 
 // Leader reports the current leader of election name, as Election.Leader.
-func Leader(ctx context.Context, c *client.Client, name string) (*LeaderInfo, error) {
+func Leader(ctx context.Context, c Client, name string) (*LeaderInfo, error) {
 	for {
 		info, err := c.DescribeLock(ctx, name)
 		if err != nil {
@@ -177,7 +177,7 @@ var ObservePollInterval = 100 * time.Millisecond
 // ctx ends; the channel is then closed. It polls Leader (lock grants are
 // not key events a watch would see); a change and its reversal within one
 // interval may be seen as none, but terms seen only grow.
-func Observe(ctx context.Context, c *client.Client, name string) <-chan LeaderInfo {
+func Observe(ctx context.Context, c Client, name string) <-chan LeaderInfo {
 	ch := make(chan LeaderInfo, 1)
 	go func() {
 		defer close(ch)

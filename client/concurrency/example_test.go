@@ -9,6 +9,7 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
+	"github.com/dkv-io/dkv/client/embedded"
 )
 
 func openExample() (*client.Client, func()) {
@@ -16,7 +17,7 @@ func openExample() (*client.Client, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := client.OpenEmbedded(context.Background(), dir)
+	c, err := embedded.Open(context.Background(), dir)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
+	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/server"
 )
 
@@ -20,7 +21,7 @@ const (
 
 func openShortTimeout(t *testing.T) *client.Client {
 	t.Helper()
-	c, err := client.OpenEmbedded(context.Background(), t.TempDir(), client.WithServerConfig(func(cfg *server.Config) {
+	c, err := embedded.Open(context.Background(), t.TempDir(), embedded.WithServerConfig(func(cfg *server.Config) {
 		cfg.RequestTimeout = shortTimeout
 		cfg.TickInterval = 10 * time.Millisecond
 	}))

@@ -12,6 +12,15 @@ import (
 	"github.com/dkv-io/dkv/client"
 )
 
+// Client is what the recipes use of a DKV client: keys, leases and locks.
+// *client.Client satisfies it, and so does anything wrapping one (a key
+// namespace, instrumentation) or standing in for one in a test.
+type Client interface {
+	client.KV
+	client.Lease
+	client.Locker
+}
+
 // DefaultSessionTTL is a Session's lease TTL unless WithTTL says
 // otherwise: how long after its process dies the session's keys (locks,
 // candidacies) disappear.
@@ -39,7 +48,7 @@ func WithLease(id int64) SessionOption { return func(c *sessionConfig) { c.lease
 // closed when the lease is lost; anything the session protected (a lock, a
 // leadership) must then be considered gone.
 type Session struct {
-	c      *client.Client
+	c      Client
 	id     int64
 	ttl    time.Duration
 	cancel context.CancelFunc
@@ -51,7 +60,7 @@ type Session struct {
 
 // NewSession grants a lease (or adopts one, WithLease) and keeps it alive
 // until Close or Orphan.
-func NewSession(ctx context.Context, c *client.Client, opts ...SessionOption) (*Session, error) {
+func NewSession(ctx context.Context, c Client, opts ...SessionOption) (*Session, error) {
 	cfg := sessionConfig{ttl: DefaultSessionTTL}
 	for _, o := range opts {
 		if o != nil {
@@ -85,7 +94,7 @@ func NewSession(ctx context.Context, c *client.Client, opts ...SessionOption) (*
 }
 
 // Client is the client the session runs on.
-func (s *Session) Client() *client.Client { return s.c }
+func (s *Session) Client() Client { return s.c }
 
 // Lease is the session's lease id.
 func (s *Session) Lease() int64 { return s.id }
