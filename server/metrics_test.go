@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+)
+
+// The raft loop's histograms (entries per fsync and per apply batch, and
+// where the loop's time goes) are what the performance work reads; they
+// must be in /metrics and count the writes made.
+func TestMetricsExportRaftLoopHistograms(t *testing.T) {
+	_, base, conn := startHTTPTestServer(t, Config{})
+	kv := dkvpb.NewKVClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const puts = 20
+	for i := range puts {
+		if _, err := kv.Put(ctx, &dkvpb.PutRequest{Key: []byte("m/" + strconv.Itoa(i)), Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"dkv_raft_sync_entries", "dkv_apply_batch_entries", "dkv_raft_loop_step_seconds", "dkv_raft_loop_send_seconds", "dkv_raft_loop_apply_handoff_seconds"} {
+		m := regexp.MustCompile(`(?m)^` + name + `_count (\d+)`).FindSubmatch(body)
+		if m == nil {
+			t.Errorf("/metrics has no %s histogram", name)
+			continue
+		}
+		// A single member sends no raft messages, so only the send
+		// histogram may stay empty here.
+		if n, _ := strconv.Atoi(string(m[1])); n == 0 && name != "dkv_raft_loop_send_seconds" {
+			t.Errorf("%s_count is 0 after %d puts", name, puts)
+		}
+	}
+	// Every applied entry is in some apply batch: the sum covers the puts.
+	m := regexp.MustCompile(`(?m)^dkv_apply_batch_entries_sum (\S+)`).FindSubmatch(body)
+	if m == nil {
+		t.Fatal("no dkv_apply_batch_entries_sum")
+	}
+	if sum, _ := strconv.ParseFloat(string(m[1]), 64); sum < puts {
+		t.Errorf("dkv_apply_batch_entries_sum = %v, want at least the %d puts", sum, puts)
+	}
+}
