@@ -120,35 +120,45 @@ func TestHungEndpointIsRoutedAround(t *testing.T) {
 		ok, unknown     atomic.Int64
 		readOK, readErr atomic.Int64
 	)
+	put := func(i int) {
+		defer wg.Done()
+		_, err := c.Put(ctx, "k", []byte{byte(i)})
+		switch {
+		case ctx.Err() != nil:
+			t.Errorf("put waited for its deadline")
+		case err == nil:
+			ok.Add(1)
+		case errors.Is(err, client.ErrUnknownOutcome) && !errors.Is(err, client.ErrUnavailable):
+			unknown.Add(1)
+			if !strings.Contains(err.Error(), hungAddr) {
+				t.Errorf("unknown outcome does not name the endpoint: %v", err)
+			}
+		default:
+			t.Errorf("put: %v", err)
+		}
+	}
+	get := func() {
+		defer wg.Done()
+		kv, err := c.Get(ctx, "k")
+		if err != nil || string(kv.Value) != "v" {
+			readErr.Add(1)
+			t.Errorf("get: %v %v", kv, err)
+			return
+		}
+		readOK.Add(1)
+	}
+	// Round robin alternates endpoints; starting puts and gets in a fixed
+	// put, get order would send every put to one endpoint and every get
+	// to the other. Alternating the order gives each kind both endpoints.
 	for i := range 8 {
 		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			_, err := c.Put(ctx, "k", []byte{byte(i)})
-			switch {
-			case ctx.Err() != nil:
-				t.Errorf("put waited for its deadline")
-			case err == nil:
-				ok.Add(1)
-			case errors.Is(err, client.ErrUnknownOutcome) && !errors.Is(err, client.ErrUnavailable):
-				unknown.Add(1)
-				if !strings.Contains(err.Error(), hungAddr) {
-					t.Errorf("unknown outcome does not name the endpoint: %v", err)
-				}
-			default:
-				t.Errorf("put: %v", err)
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			kv, err := c.Get(ctx, "k")
-			if err != nil || string(kv.Value) != "v" {
-				readErr.Add(1)
-				t.Errorf("get: %v %v", kv, err)
-				return
-			}
-			readOK.Add(1)
-		}()
+		if i%2 == 0 {
+			go put(i)
+			go get()
+		} else {
+			go get()
+			go put(i)
+		}
 	}
 	wg.Wait()
 	if hung.puts.Load() == 0 || hung.ranges.Load() == 0 {
