@@ -353,11 +353,20 @@ func (w *Writer) Put(p *dkvpb.PutRequest) (*dkvpb.PutResponse, error) {
 	if err := w.checkPut(p); err != nil {
 		return nil, err
 	}
-	return w.put(p), nil
+	// The response and its header in one allocation; StampRevision fills
+	// in the header.
+	r := &putReply{}
+	r.resp.Header = &r.h
+	return w.put(p, &r.resp), nil
 }
 
-// put writes p; its conditions have been checked.
-func (w *Writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
+type putReply struct {
+	resp dkvpb.PutResponse
+	h    dkvpb.ResponseHeader
+}
+
+// put writes p into resp; its conditions have been checked.
+func (w *Writer) put(p *dkvpb.PutRequest, resp *dkvpb.PutResponse) *dkvpb.PutResponse {
 	prev, exists := w.get(p.Key)
 	rec := record{create: w.rev, mod: w.rev, version: 1, lease: p.Lease, value: p.Value}
 	if p.TtlMs > 0 {
@@ -373,7 +382,6 @@ func (w *Writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
 		}
 	}
 	w.writePut(p.Key, &rec, prevKV)
-	resp := &dkvpb.PutResponse{}
 	if p.TtlMs > 0 {
 		resp.Lease = rec.lease
 	}
@@ -504,6 +512,10 @@ func (w *Writer) Compact(c *dkvpb.CompactRequest) (*dkvpb.CompactResponse, error
 // a txn's op responses (a read at an explicit past revision keeps its
 // own). They share one header, which the server completes.
 func StampRevision(m proto.Message, rev int64) {
+	if r, ok := m.(*dkvpb.PutResponse); ok && r.Header != nil {
+		r.Header.Revision = rev // allocated with the response (Writer.Put)
+		return
+	}
 	h := &dkvpb.ResponseHeader{Revision: rev}
 	switch r := m.(type) {
 	case *dkvpb.PutResponse:
