@@ -45,7 +45,11 @@ func (k *kvService) Range(ctx context.Context, req *dkvpb.RangeRequest) (*dkvpb.
 	if err != nil {
 		return nil, err
 	}
-	resp.Header = k.s.header(resp.GetHeader().GetRevision())
+	// The store's header carries only the revision; complete it in place.
+	if resp.Header == nil {
+		resp.Header = &dkvpb.ResponseHeader{}
+	}
+	resp.Header = k.s.completeHeader(resp.Header)
 	if err := replyFits(resp); err != nil {
 		return nil, err
 	}
@@ -56,6 +60,9 @@ func (k *kvService) Range(ctx context.Context, req *dkvpb.RangeRequest) (*dkvpb.
 // message that says so and how to page, instead of the transport's
 // opaque ResourceExhausted after the reply was built.
 func replyFits(resp *dkvpb.RangeResponse) error {
+	if replyBound(resp) <= maxSendMsgBytes {
+		return nil // proto.Size walks the whole reply: skip it when it cannot matter
+	}
 	n := proto.Size(resp)
 	if n <= maxSendMsgBytes {
 		return nil
@@ -83,4 +90,17 @@ func (k *kvService) Counter(ctx context.Context, req *dkvpb.CounterRequest) (*dk
 
 func (k *kvService) Compact(ctx context.Context, req *dkvpb.CompactRequest) (*dkvpb.CompactResponse, error) {
 	return propose[*dkvpb.CompactResponse](ctx, k.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Compact{Compact: req}})
+}
+
+// replyBound is an upper bound on proto.Size(resp), computed without
+// walking the messages: per KeyValue its key and value plus at most 60
+// bytes of tags and varints (the kvs entry's tag and length, the key and
+// value tags and lengths, four int64 fields), and at most 256 bytes for
+// the header, count and more.
+func replyBound(resp *dkvpb.RangeResponse) int {
+	n := 256
+	for _, kv := range resp.GetKvs() {
+		n += len(kv.GetKey()) + len(kv.GetValue()) + 60
+	}
+	return n
 }

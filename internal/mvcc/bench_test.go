@@ -62,3 +62,61 @@ func BenchmarkRangeSingleKey(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyTxn applies a txn of one compare and two puts.
+func BenchmarkApplyTxn(b *testing.B) {
+	h := newHarness(b)
+	reqs := make([]*dkvpb.InternalRequest, 512)
+	for i := range reqs {
+		k := fmt.Sprintf("key/%04d", i)
+		reqs[i] = txnReq(&dkvpb.TxnRequest{
+			Compare: []*dkvpb.Compare{{Key: []byte(k), Target: dkvpb.Compare_VERSION, Result: dkvpb.Compare_GREATER, TargetUnion: &dkvpb.Compare_Version{Version: -1}}},
+			Success: []*dkvpb.RequestOp{opPut(k, "some value of moderate length"), opPut(k+"/b", "another value")},
+		})
+	}
+	batch := h.db.NewIndexedBatch()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if res := h.s.Apply(batch, reqs[i%len(reqs)]); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+		if i%256 == 255 {
+			if err := batch.Commit(pebble.NoSync); err != nil {
+				b.Fatal(err)
+			}
+			batch.Close()
+			batch = h.db.NewIndexedBatch()
+		}
+	}
+	batch.Close()
+}
+
+// BenchmarkRange100 reads 100 keys of 1,024 through RangeLatest, and the
+// same 100 at a past revision (from history).
+func BenchmarkRange100(b *testing.B) {
+	h := newHarness(b)
+	for i := 0; i < 1024; i++ {
+		h.mustApply(putReq(fmt.Sprintf("key/%04d", i), "some value of moderate length"))
+	}
+	past := h.s.Revision()
+	for i := 0; i < 1024; i += 2 {
+		h.mustApply(putReq(fmt.Sprintf("key/%04d", i), "a newer value"))
+	}
+	for _, bc := range []struct {
+		name string
+		rev  int64
+	}{{"Latest", 0}, {"AtRevision", past}} {
+		b.Run(bc.name, func(b *testing.B) {
+			req := &dkvpb.RangeRequest{Key: []byte("key/0500"), RangeEnd: []byte("key/0600"), Revision: bc.rev}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				resp, err := h.s.RangeLatest(h.db, req)
+				if err != nil || len(resp.Kvs) != 100 {
+					b.Fatal(err, len(resp.GetKvs()))
+				}
+			}
+		})
+	}
+}

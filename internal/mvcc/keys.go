@@ -64,14 +64,15 @@ func histBound(end []byte) []byte {
 	return histGroup(nil, end)
 }
 
-// decodeHistKey splits a history key into its user key and revision.
-func decodeHistKey(k []byte) (key []byte, rev int64, err error) {
+// decodeHistKey splits a history key into its user key, appended to
+// dst[:0], and revision.
+func decodeHistKey(dst, k []byte) (key []byte, rev int64, err error) {
 	if len(k) < len(prefixHistory)+2+8 {
 		return nil, 0, fmt.Errorf("mvcc: short history key %q", k)
 	}
 	rev = int64(^binary.BigEndian.Uint64(k[len(k)-8:]))
 	esc := k[len(prefixHistory) : len(k)-10]
-	key = make([]byte, 0, len(esc))
+	key = dst[:0]
 	for i := 0; i < len(esc); i++ {
 		c := esc[i]
 		if c == 0 {
@@ -86,9 +87,12 @@ func decodeHistKey(k []byte) (key []byte, rev int64, err error) {
 }
 
 func changeKey(rev int64) []byte {
-	k := make([]byte, 0, len(prefixChanges)+8)
-	k = append(k, prefixChanges...)
-	return binary.BigEndian.AppendUint64(k, uint64(rev))
+	return appendChangeKey(make([]byte, 0, len(prefixChanges)+8), rev)
+}
+
+func appendChangeKey(dst []byte, rev int64) []byte {
+	dst = append(dst, prefixChanges...)
+	return binary.BigEndian.AppendUint64(dst, uint64(rev))
 }
 
 // record is one version of a key. In s/mk the mod revision is stored; in

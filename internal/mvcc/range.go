@@ -88,7 +88,7 @@ func scanHistory(r pebble.Reader, sp span, rev int64, fn visitFn) error {
 	}
 	defer it.Close()
 	var rec record
-	var group, seek []byte
+	var group, seek, kbuf []byte
 	for valid := it.First(); valid; {
 		k := it.Key()
 		group = append(group[:0], k[:len(k)-8]...)
@@ -100,10 +100,11 @@ func scanHistory(r pebble.Reader, sp span, rev int64, fn visitFn) error {
 				if err != nil {
 					return err
 				}
-				key, mod, err := decodeHistKey(k)
+				key, mod, err := decodeHistKey(kbuf, k)
 				if err != nil {
 					return err
 				}
+				kbuf = key
 				live, err := decodeHist(v, mod, &rec)
 				if err != nil {
 					return err
@@ -199,17 +200,18 @@ func (s *Store) rangeAt(r pebble.Reader, req *dkvpb.RangeRequest, cur, comp int6
 
 	resp := &dkvpb.RangeResponse{Header: &dkvpb.ResponseHeader{Revision: rev}}
 	var count int64
+	var sl slab
 	visit := func(key []byte, rec *record) bool {
 		count++
 		if req.CountOnly || (!sorted && req.Limit > 0 && int64(len(resp.Kvs)) >= req.Limit) {
 			return true
 		}
-		kv := &dkvpb.KeyValue{
-			Key:            append([]byte(nil), key...),
-			CreateRevision: rec.create, ModRevision: rec.mod, Version: rec.version, Lease: rec.lease,
-		}
+		kv := sl.kv()
+		kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease = rec.create, rec.mod, rec.version, rec.lease
 		if keepValue {
-			kv.Value = append([]byte(nil), rec.value...)
+			kv.Key, kv.Value = sl.bytes2(key, rec.value)
+		} else {
+			kv.Key = sl.bytes(key)
 		}
 		resp.Kvs = append(resp.Kvs, kv)
 		return true
@@ -303,4 +305,61 @@ func (s *Store) HashKV(r pebble.Reader, rev int64) (hash uint64, atRev int64, co
 		return 0, 0, 0, err
 	}
 	return h.Sum64(), rev, comp, nil
+}
+
+// slab hands out the KeyValues of one reply and the copies of their keys
+// and values from a few shared allocations instead of three per key. A
+// chunk is never reallocated, so what it handed out stays valid; the
+// chunks grow geometrically, so a one-key read allocates little and a
+// large one few times.
+type slab struct {
+	kvs []dkvpb.KeyValue
+	buf []byte
+	n   int // KeyValues handed out so far
+}
+
+const slabMaxKVs, slabMaxBytes = 256, 64 << 10
+
+func (s *slab) kv() *dkvpb.KeyValue {
+	if len(s.kvs) == 0 {
+		s.kvs = make([]dkvpb.KeyValue, min(max(s.n, 1), slabMaxKVs))
+	}
+	kv := &s.kvs[0]
+	s.kvs = s.kvs[1:]
+	s.n++
+	return kv
+}
+
+// alloc returns n bytes of zero length and capacity n.
+func (s *slab) alloc(n int) []byte {
+	if n > cap(s.buf)-len(s.buf) {
+		if n > slabMaxBytes/4 {
+			return make([]byte, 0, n)
+		}
+		size := n // the first chunk fits exactly: most reads are of one key
+		if cap(s.buf) > 0 {
+			size = min(max(2*cap(s.buf), 2*n, 256), slabMaxBytes)
+		}
+		s.buf = make([]byte, 0, size)
+	}
+	b := s.buf[len(s.buf) : len(s.buf) : len(s.buf)+n]
+	s.buf = s.buf[:len(s.buf)+n]
+	return b
+}
+
+// bytes copies b (nil if empty, like append([]byte(nil), b...)).
+func (s *slab) bytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append(s.alloc(len(b)), b...)
+}
+
+// bytes2 copies a and b into one allocation.
+func (s *slab) bytes2(a, b []byte) ([]byte, []byte) {
+	if len(a) == 0 || len(b) == 0 {
+		return s.bytes(a), s.bytes(b)
+	}
+	c := append(append(s.alloc(len(a)+len(b)), a...), b...)
+	return c[:len(a):len(a)], c[len(a):]
 }

@@ -75,7 +75,10 @@ type Store struct {
 
 	// Scratch buffers, used by the apply goroutine only. Pebble copies keys
 	// and values on Set, so they can be reused across writes.
-	kbuf, vbuf []byte
+	kbuf, vbuf, ckbuf []byte
+	// w is the Writer of the command being applied, reused so that Begin
+	// allocates nothing; its changes slice is reused too.
+	w Writer
 }
 
 // Open reads the persisted revision and compact revision.
@@ -216,9 +219,11 @@ type Writer struct {
 }
 
 // Begin starts applying one command into b.
+// The Writer is valid until the next Begin.
 func (s *Store) Begin(b *pebble.Batch) *Writer {
 	cur := s.rev.Load()
-	return &Writer{s: s, b: b, cur: cur, comp: s.compact.Load(), rev: cur + 1}
+	s.w = Writer{s: s, b: b, cur: cur, comp: s.compact.Load(), rev: cur + 1, changes: s.w.changes[:0]}
+	return &s.w
 }
 
 func (w *Writer) get(key []byte) (record, bool) {
@@ -237,7 +242,8 @@ func (w *Writer) Finish() (int64, Changes) {
 	}
 	s := w.s
 	s.vbuf = appendChanges(s.vbuf[:0], w.changes)
-	must(w.b.Set(changeKey(w.rev), s.vbuf, nil))
+	s.ckbuf = appendChangeKey(s.ckbuf[:0], w.rev)
+	must(w.b.Set(s.ckbuf, s.vbuf, nil))
 	s.vbuf = binary.BigEndian.AppendUint64(s.vbuf[:0], uint64(w.rev))
 	must(w.b.Set(keyRevision, s.vbuf, nil))
 	s.rev.Store(w.rev)
@@ -258,15 +264,36 @@ func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
 	w.relink(key, prev.GetLease(), rec.lease)
 	w.changes = append(w.changes, change{kind: kindPut, key: key})
-	w.events = append(w.events, Event{Type: EventPut, KV: rec.kv(key), PrevKV: prev})
+	var kv *dkvpb.KeyValue
+	if w.events == nil {
+		// The common single-key command: its event slice and KeyValue in
+		// one allocation.
+		one := &oneEvent{}
+		kv = &one.kv
+		w.events = one.evs[:0]
+	} else {
+		kv = &dkvpb.KeyValue{}
+	}
+	kv.Key, kv.Value = key, rec.value
+	kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease = rec.create, rec.mod, rec.version, rec.lease
+	w.events = append(w.events, Event{Type: EventPut, KV: kv, PrevKV: prev})
 }
+
+// oneEvent holds the event of a single-key command and its KeyValue.
+type oneEvent struct {
+	evs [1]Event
+	kv  dkvpb.KeyValue
+}
+
+// tombstoneValue is a history tombstone's value; Pebble copies it.
+var tombstoneValue = []byte{kindTombstone}
 
 func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	s := w.s
 	s.kbuf = latestKey(s.kbuf, key)
 	must(w.b.Delete(s.kbuf, nil))
 	s.kbuf = histKey(s.kbuf, key, w.rev)
-	must(w.b.Set(s.kbuf, []byte{kindTombstone}, nil))
+	must(w.b.Set(s.kbuf, tombstoneValue, nil))
 	w.relink(key, prev.GetLease(), 0)
 	w.changes = append(w.changes, change{kind: kindTombstone, key: key})
 	w.events = append(w.events, Event{
@@ -326,11 +353,20 @@ func (w *Writer) Put(p *dkvpb.PutRequest) (*dkvpb.PutResponse, error) {
 	if err := w.checkPut(p); err != nil {
 		return nil, err
 	}
-	return w.put(p), nil
+	// The response and its header in one allocation; StampRevision fills
+	// in the header.
+	r := &putReply{}
+	r.resp.Header = &r.h
+	return w.put(p, &r.resp), nil
 }
 
-// put writes p; its conditions have been checked.
-func (w *Writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
+type putReply struct {
+	resp dkvpb.PutResponse
+	h    dkvpb.ResponseHeader
+}
+
+// put writes p into resp; its conditions have been checked.
+func (w *Writer) put(p *dkvpb.PutRequest, resp *dkvpb.PutResponse) *dkvpb.PutResponse {
 	prev, exists := w.get(p.Key)
 	rec := record{create: w.rev, mod: w.rev, version: 1, lease: p.Lease, value: p.Value}
 	if p.TtlMs > 0 {
@@ -346,7 +382,6 @@ func (w *Writer) put(p *dkvpb.PutRequest) *dkvpb.PutResponse {
 		}
 	}
 	w.writePut(p.Key, &rec, prevKV)
-	resp := &dkvpb.PutResponse{}
 	if p.TtlMs > 0 {
 		resp.Lease = rec.lease
 	}
@@ -477,6 +512,10 @@ func (w *Writer) Compact(c *dkvpb.CompactRequest) (*dkvpb.CompactResponse, error
 // a txn's op responses (a read at an explicit past revision keeps its
 // own). They share one header, which the server completes.
 func StampRevision(m proto.Message, rev int64) {
+	if r, ok := m.(*dkvpb.PutResponse); ok && r.Header != nil {
+		r.Header.Revision = rev // allocated with the response (Writer.Put)
+		return
+	}
 	h := &dkvpb.ResponseHeader{Revision: rev}
 	switch r := m.(type) {
 	case *dkvpb.PutResponse:

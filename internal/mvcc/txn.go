@@ -53,7 +53,7 @@ func (w *Writer) Txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
 			}
 			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponseRange{ResponseRange: rr}})
 		case *dkvpb.RequestOp_RequestPut:
-			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponsePut{ResponsePut: w.put(r.RequestPut)}})
+			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponsePut{ResponsePut: w.put(r.RequestPut, &dkvpb.PutResponse{})}})
 		case *dkvpb.RequestOp_RequestDeleteRange:
 			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: w.deleteRange(r.RequestDeleteRange)}})
 		}
