@@ -390,21 +390,13 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 			}
 		}
 		for _, e := range ents {
-			data, err := proto.Marshal(e)
-			if err != nil {
-				return err
-			}
-			if err := b.Set(entryKey(e.GetIndex()), data, nil); err != nil {
+			if err := setProto(b, entryKey(e.GetIndex()), e); err != nil {
 				return err
 			}
 		}
 	}
 	if !raft.IsEmptyHardState(hs) {
-		data, err := proto.Marshal(hs)
-		if err != nil {
-			return err
-		}
-		if err := b.Set(keyHardState, data, nil); err != nil {
+		if err := setProto(b, keyHardState, hs); err != nil {
 			return err
 		}
 	}
@@ -445,6 +437,23 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 		}
 	}
 	return nil
+}
+
+// setProto sets key to m's encoding, marshalled straight into the batch:
+// no intermediate buffer per entry, no second copy.
+func setProto(b *pebble.Batch, key []byte, m proto.Message) error {
+	size := proto.Size(m)
+	op := b.SetDeferred(len(key), size)
+	copy(op.Key, key)
+	// Size has cached each message's size; the marshal reuses it.
+	out, err := (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(op.Value[:0], m)
+	if err != nil {
+		return err
+	}
+	if len(out) != size || (size > 0 && &out[0] != &op.Value[0]) {
+		return fmt.Errorf("raft log: %T encoded to %d bytes, sized %d", m, len(out), size)
+	}
+	return op.Finish()
 }
 
 // Snapshot is raft.Storage's: what the leader sends a member that needs
