@@ -83,13 +83,20 @@ type Storage struct {
 	mu        sync.Mutex
 	lastIndex uint64            // last log index persisted to Pebble
 	hardState *raftpb.HardState // last HardState persisted (MemoryStorage.InitialState is not safe to call concurrently)
+	// synced is the raft state as of the last synced write (durable), for
+	// the witness loop, which then need not sync the WAL itself; gen
+	// orders captures so an older one never replaces a newer.
+	synced    witness
+	syncedGen uint64
+	gen       uint64
 
-	wmu         sync.Mutex // serializes witness writes
-	witnessed   witness    // the witness on disk
-	haveWitness bool
-	witnessStop chan struct{}
-	witnessDone chan struct{}
-	closeOnce   sync.Once
+	wmu          sync.Mutex // serializes witness writes
+	witnessed    witness    // the witness on disk
+	witnessedGen uint64     // the gen of its capture
+	haveWitness  bool
+	witnessStop  chan struct{}
+	witnessDone  chan struct{}
+	closeOnce    sync.Once
 
 	damage   atomic.Pointer[DamageError]
 	onDamage func(error)
@@ -418,6 +425,13 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 			return err
 		}
 		s.hardState = hs
+	}
+	if mustSync && s.sync {
+		// Everything Pebble held is durable now.
+		s.gen++
+		s.synced, s.syncedGen = s.captureLocked(), s.gen
+	}
+	if !raft.IsEmptyHardState(hs) {
 		// A new term or vote reaches the witness before raft may act on
 		// it: a member that loses its HardState later is refused at open
 		// instead of voting a second time in this term. Elections are
@@ -430,7 +444,7 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 				// The HardState itself is durable; failing the node
 				// because the witness cannot be written (a full disk)
 				// would be worse than a witness one term behind.
-				if err := s.writeWitness(s.captureLocked()); err != nil {
+				if err := s.writeWitness(s.synced, s.syncedGen); err != nil {
 					s.logf("cannot record term %d and vote in the durability witness %s: %v", hs.GetTerm(), s.witnessPath(), err)
 				}
 			}
