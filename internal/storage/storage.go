@@ -83,13 +83,20 @@ type Storage struct {
 	mu        sync.Mutex
 	lastIndex uint64            // last log index persisted to Pebble
 	hardState *raftpb.HardState // last HardState persisted (MemoryStorage.InitialState is not safe to call concurrently)
+	// synced is the raft state as of the last synced write (durable), for
+	// the witness loop, which then need not sync the WAL itself; gen
+	// orders captures so an older one never replaces a newer.
+	synced    witness
+	syncedGen uint64
+	gen       uint64
 
-	wmu         sync.Mutex // serializes witness writes
-	witnessed   witness    // the witness on disk
-	haveWitness bool
-	witnessStop chan struct{}
-	witnessDone chan struct{}
-	closeOnce   sync.Once
+	wmu          sync.Mutex // serializes witness writes
+	witnessed    witness    // the witness on disk
+	witnessedGen uint64     // the gen of its capture
+	haveWitness  bool
+	witnessStop  chan struct{}
+	witnessDone  chan struct{}
+	closeOnce    sync.Once
 
 	damage   atomic.Pointer[DamageError]
 	onDamage func(error)
@@ -390,21 +397,13 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 			}
 		}
 		for _, e := range ents {
-			data, err := proto.Marshal(e)
-			if err != nil {
-				return err
-			}
-			if err := b.Set(entryKey(e.GetIndex()), data, nil); err != nil {
+			if err := setProto(b, entryKey(e.GetIndex()), e); err != nil {
 				return err
 			}
 		}
 	}
 	if !raft.IsEmptyHardState(hs) {
-		data, err := proto.Marshal(hs)
-		if err != nil {
-			return err
-		}
-		if err := b.Set(keyHardState, data, nil); err != nil {
+		if err := setProto(b, keyHardState, hs); err != nil {
 			return err
 		}
 	}
@@ -426,6 +425,13 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 			return err
 		}
 		s.hardState = hs
+	}
+	if mustSync && s.sync {
+		// Everything Pebble held is durable now.
+		s.gen++
+		s.synced, s.syncedGen = s.captureLocked(), s.gen
+	}
+	if !raft.IsEmptyHardState(hs) {
 		// A new term or vote reaches the witness before raft may act on
 		// it: a member that loses its HardState later is refused at open
 		// instead of voting a second time in this term. Elections are
@@ -438,13 +444,30 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 				// The HardState itself is durable; failing the node
 				// because the witness cannot be written (a full disk)
 				// would be worse than a witness one term behind.
-				if err := s.writeWitness(s.captureLocked()); err != nil {
+				if err := s.writeWitness(s.synced, s.syncedGen); err != nil {
 					s.logf("cannot record term %d and vote in the durability witness %s: %v", hs.GetTerm(), s.witnessPath(), err)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// setProto sets key to m's encoding, marshalled straight into the batch:
+// no intermediate buffer per entry, no second copy.
+func setProto(b *pebble.Batch, key []byte, m proto.Message) error {
+	size := proto.Size(m)
+	op := b.SetDeferred(len(key), size)
+	copy(op.Key, key)
+	// Size has cached each message's size; the marshal reuses it.
+	out, err := (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(op.Value[:0], m)
+	if err != nil {
+		return err
+	}
+	if len(out) != size || (size > 0 && &out[0] != &op.Value[0]) {
+		return fmt.Errorf("raft log: %T encoded to %d bytes, sized %d", m, len(out), size)
+	}
+	return op.Finish()
 }
 
 // Snapshot is raft.Storage's: what the leader sends a member that needs

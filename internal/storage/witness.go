@@ -25,7 +25,8 @@ import (
 // was durable, and Open refuses it.
 //
 // It is written, with fsync and an atomic rename, by a background loop every
-// WitnessInterval (after syncing the WAL, so what it records is durable), by
+// WitnessInterval (recording the state as of the last synced raft log write,
+// or syncing the WAL first when nothing was synced since), by
 // Save whenever the term or vote changes (before raft may send the vote or
 // act on the term, so a member can never vote twice in a term after losing
 // its HardState), and by Close. No write on the client path waits for it.
@@ -122,11 +123,13 @@ func (s *Storage) captureLocked() witness {
 }
 
 // writeWitness replaces the witness file with w, durably. w must describe
-// synced state.
-func (s *Storage) writeWitness(w witness) error {
+// synced state; gen is when it was captured (s.gen), and a capture older
+// than the witness on disk is not written (the witness never goes back,
+// e.g. behind a term and vote Save recorded).
+func (s *Storage) writeWitness(w witness, gen uint64) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.witnessed.sameState(w) && s.haveWitness {
+	if s.haveWitness && (s.witnessed.sameState(w) || gen < s.witnessedGen) {
 		return nil
 	}
 	w.Written = time.Now().UTC()
@@ -157,15 +160,35 @@ func (s *Storage) writeWitness(w witness) error {
 	if err := d.Sync(); err != nil {
 		return err
 	}
-	s.witnessed, s.haveWitness = w, true
+	s.witnessed, s.haveWitness, s.witnessedGen = w, true, gen
 	return nil
 }
 
 // refreshWitness syncs the WAL and records what is then durable; clean
 // marks the last witness before a clean close.
+//
+// Under load the raft log's own synced writes keep s.synced fresh, and it
+// is recorded without another WAL sync (which would queue in Pebble's
+// commit pipeline ahead of the raft loop's next sync). Only when nothing
+// was synced since the last witness but the state moved on (a commit
+// index advanced by an unsynced write, an installed snapshot) or at Close
+// does it sync the WAL and record the state as of now.
 func (s *Storage) refreshWitness(clean bool) error {
+	if !clean {
+		s.mu.Lock()
+		synced, gen := s.synced, s.syncedGen
+		s.mu.Unlock()
+		s.wmu.Lock()
+		fresh := gen > s.witnessedGen && !(s.haveWitness && s.witnessed.sameState(synced))
+		s.wmu.Unlock()
+		if fresh && !synced.empty() {
+			return s.writeWitness(synced, gen)
+		}
+	}
 	s.mu.Lock()
 	w := s.captureLocked()
+	s.gen++
+	gen := s.gen
 	s.mu.Unlock()
 	w.Clean = clean
 	s.wmu.Lock()
@@ -177,7 +200,13 @@ func (s *Storage) refreshWitness(clean bool) error {
 	if err := s.Sync(); err != nil {
 		return err
 	}
-	return s.writeWitness(w)
+	s.mu.Lock()
+	if gen > s.syncedGen {
+		s.synced, s.syncedGen = w, gen
+		s.synced.Clean = false
+	}
+	s.mu.Unlock()
+	return s.writeWitness(w, gen)
 }
 
 func (s *Storage) witnessLoop(every time.Duration) {
