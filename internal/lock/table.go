@@ -27,6 +27,12 @@ type Holder struct {
 	Token int64
 	// OwnLease: the lease was granted for this lock and is revoked with it.
 	OwnLease bool
+	// NoWaiters: key's queue is known to be empty (it was empty at the
+	// grant and Enqueue clears the mark), so a release need not look for
+	// a next waiter and the holder is the only entry of its lease on key.
+	// Records written before the mark existed lack it: a release then
+	// scans the queue, as it always did.
+	NoWaiters bool
 }
 
 // Waiter is one entry of a key's queue.
@@ -58,31 +64,47 @@ func get(r pebble.Reader, k []byte) ([]byte, bool, error) {
 	return append([]byte(nil), v...), true, nil
 }
 
+// Entry flag bits.
+const (
+	flagOwnLease  = 1 << 0
+	flagNoWaiters = 1 << 1 // holder entries only
+)
+
 func encodeEntry(a, b uint64, own bool, owner string) []byte {
-	v := binary.AppendUvarint(nil, a)
-	v = binary.AppendUvarint(v, b)
 	var f byte
 	if own {
-		f = 1
+		f = flagOwnLease
 	}
+	return encodeFlags(a, b, f, owner)
+}
+
+func encodeFlags(a, b uint64, f byte, owner string) []byte {
+	v := make([]byte, 0, 2*binary.MaxVarintLen64+1+len(owner))
+	v = binary.AppendUvarint(v, a)
+	v = binary.AppendUvarint(v, b)
 	v = append(v, f)
 	return append(v, owner...)
 }
 
 func decodeEntry(v []byte) (a, b uint64, own bool, owner string, err error) {
+	a, b, f, owner, err := decodeFlags(v)
+	return a, b, f&flagOwnLease != 0, owner, err
+}
+
+func decodeFlags(v []byte) (a, b uint64, f byte, owner string, err error) {
 	var n int
 	if a, n = binary.Uvarint(v); n <= 0 {
-		return 0, 0, false, "", errCorrupt
+		return 0, 0, 0, "", errCorrupt
 	}
 	v = v[n:]
 	if b, n = binary.Uvarint(v); n <= 0 {
-		return 0, 0, false, "", errCorrupt
+		return 0, 0, 0, "", errCorrupt
 	}
 	v = v[n:]
 	if len(v) < 1 {
-		return 0, 0, false, "", errCorrupt
+		return 0, 0, 0, "", errCorrupt
 	}
-	return a, b, v[0]&1 != 0, string(v[1:]), nil
+	return a, b, v[0], string(v[1:]), nil
 }
 
 // GetHolder reads key's holder.
@@ -91,17 +113,18 @@ func GetHolder(r pebble.Reader, key []byte) (Holder, bool, error) {
 	if !ok || err != nil {
 		return Holder{}, false, err
 	}
-	tok, lease, own, owner, err := decodeEntry(v)
+	tok, lease, f, owner, err := decodeFlags(v)
 	if err != nil {
 		return Holder{}, false, err
 	}
-	return Holder{Key: append([]byte(nil), key...), Owner: owner, Lease: int64(lease), Token: int64(tok), OwnLease: own}, true, nil
+	return Holder{Key: append([]byte(nil), key...), Owner: owner, Lease: int64(lease), Token: int64(tok),
+		OwnLease: f&flagOwnLease != 0, NoWaiters: f&flagNoWaiters != 0}, true, nil
 }
 
 // SetHolder records h as key's holder and advances the key's last token.
 // The caller picks a token above LastToken.
 func SetHolder(b *pebble.Batch, h *Holder) error {
-	if err := b.Set(keyed(prefixHolder, h.Key, 0), encodeEntry(uint64(h.Token), uint64(h.Lease), h.OwnLease, h.Owner), nil); err != nil {
+	if err := putHolder(b, h); err != nil {
 		return err
 	}
 	if err := b.Set(keyed(prefixToken, h.Key, 0), binary.BigEndian.AppendUint64(nil, uint64(h.Token)), nil); err != nil {
@@ -110,11 +133,27 @@ func SetHolder(b *pebble.Batch, h *Holder) error {
 	return indexAdd(b, h.Lease, h.Key, 1)
 }
 
+func putHolder(b *pebble.Batch, h *Holder) error {
+	var f byte
+	if h.OwnLease {
+		f |= flagOwnLease
+	}
+	if h.NoWaiters {
+		f |= flagNoWaiters
+	}
+	return b.Set(keyed(prefixHolder, h.Key, 0), encodeFlags(uint64(h.Token), uint64(h.Lease), f, h.Owner), nil)
+}
+
 // DeleteHolder removes h (the key becomes free unless the caller grants
 // it again).
 func DeleteHolder(b *pebble.Batch, h *Holder) error {
 	if err := b.Delete(keyed(prefixHolder, h.Key, 0), nil); err != nil {
 		return err
+	}
+	if h.NoWaiters {
+		// The holder was its lease's only entry on the key: the count is
+		// 1, so drop it without reading it.
+		return b.Delete(indexKey(h.Lease, h.Key), nil)
 	}
 	return indexAdd(b, h.Lease, h.Key, -1)
 }
@@ -139,8 +178,16 @@ func ownerKey(key []byte, owner string) []byte {
 	return append(keyed(prefixOwner, key, len(owner)), owner...)
 }
 
-// Enqueue appends a waiter to key's queue and returns it with its seq.
-func Enqueue(b *pebble.Batch, key []byte, owner string, lease int64, own bool) (Waiter, error) {
+// Enqueue appends a waiter to the queue of h's key (h is its current
+// holder, whose NoWaiters mark it clears) and returns it with its seq.
+func Enqueue(b *pebble.Batch, h *Holder, owner string, lease int64, own bool) (Waiter, error) {
+	key := h.Key
+	if h.NoWaiters {
+		h.NoWaiters = false
+		if err := putHolder(b, h); err != nil {
+			return Waiter{}, err
+		}
+	}
 	v, _, err := get(b, keySeq)
 	if err != nil {
 		return Waiter{}, err
@@ -237,9 +284,15 @@ func LeaseKeys(r pebble.Reader, lease int64) ([][]byte, error) {
 	return keys, it.Error()
 }
 
+func indexKey(lease int64, key []byte) []byte {
+	k := make([]byte, 0, len(prefixLease)+8+len(key))
+	k = append(k, prefixLease...)
+	k = binary.BigEndian.AppendUint64(k, uint64(lease))
+	return append(k, key...)
+}
+
 func indexAdd(b *pebble.Batch, lease int64, key []byte, d int64) error {
-	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefixLease...), uint64(lease))
-	k = append(k, key...)
+	k := indexKey(lease, key)
 	v, _, err := get(b, k)
 	if err != nil {
 		return err

@@ -123,21 +123,25 @@ func (w *Writer) LockAcquire(a *dkvpb.LockAcquireRequest) (*dkvpb.LockAcquireRes
 	}
 	resp.Lease = id
 	if held {
-		_, err := lock.Enqueue(w.b, a.Key, a.Owner, id, own)
+		_, err := lock.Enqueue(w.b, &h, a.Owner, id, own)
 		must(err)
 		resp.Queued, resp.Holder = true, handleOf(&h)
 		return resp, nil
 	}
-	resp.Acquired, resp.Handle = true, w.grantLock(a.Key, a.Owner, id, own)
+	// A free key has an empty queue: every path that frees a key hands it
+	// to the first live waiter or empties the queue (handOver,
+	// locksOnLeaseRevoked).
+	resp.Acquired, resp.Handle = true, w.grantLock(a.Key, a.Owner, id, own, true)
 	return resp, nil
 }
 
-// grantLock makes owner the holder of key.
-func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own bool) *dkvpb.LockHandle {
+// grantLock makes owner the holder of key; noWaiters says key's queue is
+// empty (see lock.Holder.NoWaiters).
+func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own, noWaiters bool) *dkvpb.LockHandle {
 	last, err := lock.LastToken(w.b, key)
 	must(err)
 	tok := max(w.rev, last+1)
-	h := lock.Holder{Key: bytes.Clone(key), Owner: owner, Lease: leaseID, Token: tok, OwnLease: own}
+	h := lock.Holder{Key: bytes.Clone(key), Owner: owner, Lease: leaseID, Token: tok, OwnLease: own, NoWaiters: noWaiters}
 	must(lock.SetHolder(w.b, &h))
 	g := handleOf(&h)
 	w.locks = append(w.locks, g)
@@ -148,7 +152,10 @@ func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own bool) *d
 // lease was granted for the lock, revokes that lease.
 func (w *Writer) releaseLock(h *lock.Holder) *dkvpb.LockHandle {
 	must(lock.DeleteHolder(w.b, h))
-	next := w.handOver(h.Key)
+	var next *dkvpb.LockHandle
+	if !h.NoWaiters {
+		next = w.handOver(h.Key)
+	}
 	if h.OwnLease {
 		if _, ok := w.getLease(h.Lease); ok {
 			_, err := w.leaseRevoke(h.Lease)
@@ -159,20 +166,27 @@ func (w *Writer) releaseLock(h *lock.Holder) *dkvpb.LockHandle {
 }
 
 // handOver grants the free key to its first waiter whose lease exists
-// (by invariant, the first one).
+// (by invariant, the first one). The grant is marked NoWaiters when that
+// waiter was the last, so its release need not scan the queue.
 func (w *Writer) handOver(key []byte) *dkvpb.LockHandle {
 	for {
 		var first lock.Waiter
-		found := false
-		must(lock.Waiters(w.b, key, func(wt lock.Waiter) bool { first, found = wt, true; return false }))
-		if !found {
+		n := 0
+		must(lock.Waiters(w.b, key, func(wt lock.Waiter) bool {
+			if n == 0 {
+				first = wt
+			}
+			n++
+			return n < 2
+		}))
+		if n == 0 {
 			return nil
 		}
 		must(lock.RemoveWaiter(w.b, key, first))
 		if _, ok := w.getLease(first.Lease); !ok {
 			continue
 		}
-		return w.grantLock(key, first.Owner, first.Lease, first.OwnLease)
+		return w.grantLock(key, first.Owner, first.Lease, first.OwnLease, n == 1)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/lock"
 )
 
 var lockSeed = flag.Uint64("lock-seed", 0, "seed for TestLockModel (0: from the clock)")
@@ -197,6 +198,38 @@ func TestLockModel(t *testing.T) {
 				stale = append(stale, st.Holder)
 			}
 			lastToken[k] = st.LastToken
+			// A holder marked NoWaiters lets its release skip the queue
+			// and the lease index read: the mark must never hide a waiter.
+			if hr, ok, err := lock.GetHolder(h.db, []byte(k)); err != nil {
+				t.Fatal(err)
+			} else if ok && hr.NoWaiters && len(m.queue[k]) > 0 {
+				t.Fatalf("seed %d step %d after %s: key %s holder marked NoWaiters with %d waiters", seed, step, what, k, len(m.queue[k]))
+			}
+		}
+		// The lease index names exactly the keys each lease holds or
+		// waits on.
+		for id := int64(1); id <= 4; id++ {
+			got, err := lock.LeaseKeys(h.db, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, k := range keys {
+				in := m.holder[k] != nil && m.holder[k].lease == id
+				for _, e := range m.queue[k] {
+					in = in || e.lease == id
+				}
+				if in {
+					want = append(want, k)
+				}
+			}
+			var gotS []string
+			for _, k := range got {
+				gotS = append(gotS, string(k))
+			}
+			if !slices.Equal(gotS, want) {
+				t.Fatalf("seed %d step %d after %s: lease %d index %q, model %q", seed, step, what, id, gotS, want)
+			}
 		}
 	}
 }
