@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lock"
@@ -146,15 +147,14 @@ func (l *lockService) wait(ctx context.Context, r *dkvpb.LockAcquireRequest, res
 		case h := <-granted:
 			return done(h), nil
 		case <-t.C:
-			db := l.s.store.DB()
-			h, held, err := lock.GetHolder(db, r.Key)
+			h, held, queued, err := lockState(l.s.store.DB(), r.Key, r.Owner)
 			if err != nil {
 				return nil, dkverr.New(dkverr.Internal, "%v", err)
 			}
 			if held && h.Owner == r.Owner {
 				return done(&dkvpb.LockHandle{Key: h.Key, Owner: h.Owner, Lease: h.Lease, Token: h.Token}), nil
 			}
-			if _, queued, err := lock.FindWaiter(db, r.Key, r.Owner); err == nil && !queued {
+			if !queued {
 				// Neither holder nor waiter: the waiter's lease ended, or
 				// its wait was cancelled. Say so rather than wait forever.
 				return nil, dkverr.New(dkverr.LeaseNotFound, "waiting for lock %q ended: the waiter is no longer queued (lease %d revoked or expired, or the wait was cancelled)", r.Key, resp.Lease)
@@ -169,6 +169,27 @@ func (l *lockService) wait(ctx context.Context, r *dkvpb.LockAcquireRequest, res
 			return nil, dkverr.New(dkverr.Unavailable, "member is stopping")
 		}
 	}
+}
+
+// lockRecheckHook, when a test sets it, runs in lockState between reading
+// the holder and reading the queue.
+var lockRecheckHook func()
+
+// lockState reads key's holder and whether owner waits for it, from one
+// snapshot: read from the live database, a grant applied between the two
+// reads would show owner as neither holder nor waiter, and its Acquire
+// would fail although it now holds the lock.
+func lockState(db *pebble.DB, key []byte, owner string) (h lock.Holder, held, queued bool, err error) {
+	snap := db.NewSnapshot()
+	defer snap.Close()
+	if h, held, err = lock.GetHolder(snap, key); err != nil {
+		return h, false, false, err
+	}
+	if lockRecheckHook != nil {
+		lockRecheckHook()
+	}
+	_, queued, err = lock.FindWaiter(snap, key, owner)
+	return h, held, queued, err
 }
 
 // cancelWait takes a waiter that gave up out of its queue (or releases
