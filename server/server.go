@@ -184,18 +184,23 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 // Stop shuts the node down and closes the database. It is idempotent,
 // and safe before Start, after a failed Start, and twice. After a storage
-// failure (Failed) the database may not close: Stop gives up on it after
-// a few seconds and returns the failure.
+// failure (Failed) the database cannot be closed (Pebble's commit
+// pipeline is parked on the failed write): Stop stops the node without
+// waiting for it, leaves the database open until the process exits, and
+// returns the failure.
 func (s *Server) Stop() error {
 	done := make(chan struct{})
 	go func() { s.stop(); close(done) }()
 	select {
 	case <-done:
 	case <-s.failed:
+		// A safety net: stop does not wait for the parked storage.
 		select {
 		case <-done:
 		case <-time.After(3 * time.Second):
 		}
+	}
+	if s.hasFailed() {
 		return s.failErr
 	}
 	return s.stopErr
@@ -234,14 +239,29 @@ func (s *Server) stop() {
 		} else if s.peerLis != nil {
 			_ = s.peerLis.Close()
 		}
+		failed := s.hasFailed()
 		if s.nodeRunning {
-			// raftnode.Stop waits for the Ready loop: only once it runs.
-			s.node.Stop()
+			if failed {
+				// The Ready loop may be parked in the failed storage
+				// for good; waiting for it would hang Stop.
+				s.node.Abandon()
+			} else {
+				// raftnode.Stop waits for the Ready loop: only once it
+				// runs.
+				s.node.Stop()
+			}
 		}
 		if s.transport != nil {
 			s.transport.Close()
 		}
 		s.wg.Wait()
+		if failed {
+			// Pebble cannot continue: its commit pipeline is parked on
+			// the failed write and Close would wait for it forever. The
+			// process is expected to exit (docs/reliability.md); the
+			// data directory stays locked until it does.
+			return
+		}
 		if s.store != nil {
 			if err := s.store.Sync(); err != nil {
 				s.stopErr = err
@@ -299,6 +319,15 @@ func (s *Server) damaged(err error) {
 // even the ballast could not relieve). It then stops itself, and Err says
 // why; the process should exit.
 func (s *Server) Failed() <-chan struct{} { return s.failed }
+
+func (s *Server) hasFailed() bool {
+	select {
+	case <-s.failed:
+		return true
+	default:
+		return false
+	}
+}
 
 // Err is why Failed was closed (a *storage.DamageError, or a storage
 // failure), or nil.

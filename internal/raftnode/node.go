@@ -244,5 +244,12 @@ func (n *Node[R]) Stop() {
 	<-n.donec
 }
 
+// Abandon stops the loop taking work and fails pending callers with
+// ErrStopped, like Stop, but does not wait for the loop to end: after a
+// storage failure the loop may be parked for good inside the storage.
+func (n *Node[R]) Abandon() {
+	n.stopOnce.Do(func() { close(n.stopc) })
+}
+
 // NextID returns a request id unique across the cluster and restarts.
 func (n *Node[R]) NextID() uint64 { return n.idPrefix | (n.idSeq.Add(1) & (1<<48 - 1)) }

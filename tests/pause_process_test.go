@@ -1,4 +1,4 @@
-package client_test
+package tests_test
 
 import (
 	"context"
