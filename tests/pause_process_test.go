@@ -1,13 +1,9 @@
-package tests_test
+package tests
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,98 +11,17 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/tests"
 )
 
-var (
-	dkvOnce sync.Once
-	dkvPath string
-	dkvErr  error
-)
-
-// dkvBinary builds cmd/dkv once per test binary run.
-func dkvBinary(t *testing.T) string {
+// leaderProc waits for the member that says it leads.
+func leaderProc(t *testing.T, ms []*procMember) *procMember {
 	t.Helper()
-	dkvOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dkv-client-test-")
-		if err != nil {
-			dkvErr = err
-			return
-		}
-		dkvPath = filepath.Join(dir, "dkv")
-		if out, err := exec.Command("go", "build", "-o", dkvPath, "github.com/dkv-io/dkv/cmd/dkv").CombinedOutput(); err != nil {
-			dkvErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if dkvErr != nil {
-		t.Fatal(dkvErr)
-	}
-	return dkvPath
-}
-
-// member is one `dkv serve` child process.
-type member struct {
-	name, addr string
-	cmd        *exec.Cmd
-	exited     chan struct{}
-}
-
-// startMembers runs an n-member cluster of dkv serve processes.
-func startMembers(t *testing.T, n int) []*member {
-	t.Helper()
-	bin := dkvBinary(t)
-	base := t.TempDir()
-	var ms []*member
-	var initial []string
-	peers := make([]string, n)
-	for i := range n {
-		peers[i] = tests.FreeAddr(t)
-		ms = append(ms, &member{name: fmt.Sprintf("n%d", i+1), addr: tests.FreeAddr(t)})
-		initial = append(initial, ms[i].name+"="+peers[i])
-	}
-	for i, m := range ms {
-		logf, err := os.Create(filepath.Join(base, m.name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.cmd = exec.Command(bin, "serve", "--name", m.name, "--client-addr", m.addr, "--peer-addr", peers[i],
-			"--http-addr", "", "--data-dir", filepath.Join(base, m.name), "--initial-cluster", strings.Join(initial, ","))
-		m.cmd.Stdout, m.cmd.Stderr = logf, logf
-		if err := m.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		m.exited = make(chan struct{})
-		go func() { m.cmd.Wait(); logf.Close(); close(m.exited) }()
-		t.Cleanup(func() {
-			m.cmd.Process.Signal(syscall.SIGCONT)
-			m.cmd.Process.Kill()
-			<-m.exited
-		})
-	}
-	return ms
-}
-
-// leader returns the member that says it leads.
-func leader(t *testing.T, ms []*member) *member {
-	t.Helper()
-	var l *member
-	tests.Eventually(t, 30*time.Second, "a leader", func() bool {
-		for _, m := range ms {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			c, err := client.New(ctx, client.Config{Endpoints: []string{m.addr}, AutoSyncInterval: -1})
-			if err != nil {
-				cancel()
-				continue
-			}
-			st, err := c.Status(ctx)
-			c.Close()
-			cancel()
-			if err == nil && st.LeaderId != 0 && st.LeaderId == st.MemberId {
-				l = m
-				return true
-			}
-		}
-		return false
+	var l *procMember
+	Eventually(t, 30*time.Second, "a leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		l = leaderOf(ctx, ms)
+		return l != nil
 	})
 	return l
 }
@@ -125,8 +40,8 @@ func TestPausedMemberDoesNotStallClient(t *testing.T) {
 }
 
 func testPausedMember(t *testing.T, which string) {
-	ms := startMembers(t, 3)
-	l := leader(t, ms)
+	ms := startProcCluster(t, 3)
+	l := leaderProc(t, ms)
 	victim := l
 	if which == "follower" {
 		for _, m := range ms {
@@ -138,7 +53,7 @@ func testPausedMember(t *testing.T, which string) {
 	}
 	eps := make([]string, len(ms))
 	for i, m := range ms {
-		eps[i] = m.addr
+		eps[i] = m.client
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -148,7 +63,7 @@ func testPausedMember(t *testing.T, which string) {
 	}
 	defer cl.Close()
 	// Every endpoint connected before the measurement starts.
-	tests.Eventually(t, 10*time.Second, "a read through every endpoint", func() bool {
+	Eventually(t, 10*time.Second, "a read through every endpoint", func() bool {
 		for range 20 {
 			if _, err := cl.Get(ctx, "warm", client.WithSerializable()); err != nil && !errors.Is(err, client.ErrNotFound) {
 				return false
@@ -164,7 +79,7 @@ func testPausedMember(t *testing.T, which string) {
 		t.Fatal(err)
 	}
 	defer wc.Close()
-	tests.Eventually(t, 10*time.Second, "the watching client reads through every endpoint", func() bool {
+	Eventually(t, 10*time.Second, "the watching client reads through every endpoint", func() bool {
 		for range 20 {
 			if _, err := wc.Get(ctx, "warm", client.WithSerializable()); err != nil && !errors.Is(err, client.ErrNotFound) {
 				return false
@@ -312,7 +227,7 @@ func testPausedMember(t *testing.T, which string) {
 	mu.Lock()
 	defer mu.Unlock()
 	var got *client.RangeResult
-	tests.Eventually(t, 30*time.Second, "a read of every key", func() bool {
+	Eventually(t, 30*time.Second, "a read of every key", func() bool {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer rcancel()
 		got, err = cl.List(rctx, "p/", client.WithKeysOnly())
