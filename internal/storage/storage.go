@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/wal"
 	"github.com/dkv-io/dkv/internal/keys"
@@ -102,6 +103,12 @@ type Storage struct {
 	onDamage func(error)
 }
 
+// Value separation (see Open). separateValues is a variable so that tests
+// can write a data dir as a release without it did.
+var separateValues = true
+
+const separateMinBytes = 1024
+
 // Open opens (or creates) the database in dir and loads the raft log tail.
 // Data that was durable and is damaged or missing is refused with a
 // *DamageError (errors.Is(err, ErrDamaged)).
@@ -136,6 +143,31 @@ func Open(dir string, opts Options) (*Storage, error) {
 		// a torn tail (with older formats Pebble replays up to the damage
 		// and silently drops the rest). Existing stores are upgraded.
 		FormatMajorVersion: pebble.FormatNewest,
+	}
+	// Bloom filters: most point reads on the write path are for keys that
+	// are absent (a put's lock-holder and previous-record lookups); without
+	// a filter each one reads an index and a data block of every table
+	// whose range covers the key. Tables written before have no filter and
+	// are read as before.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	// Value separation: values of at least separateMinBytes go to blob
+	// files at flush, and compactions then move references, not the values.
+	// A put's value is stored three times (raft log entry, latest record,
+	// history record), so with large values compactions rewriting them
+	// were the largest CPU cost of a put. Data written without separation
+	// stays readable, and blob files stay readable with it off: the format
+	// major version (FormatNewest, FormatValueSeparation) is unchanged.
+	sep := separateValues
+	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+		return pebble.ValueSeparationPolicy{
+			Enabled:               sep,
+			MinimumSize:           separateMinBytes,
+			MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge:     time.Minute,
+			TargetGarbageRatio:    0.2,
+		}
 	}
 	// Corruption stops the node with a DamageError; every other background
 	// error goes to the rate-limited logger (space.go).
