@@ -121,6 +121,25 @@ func GetHolder(r pebble.Reader, key []byte) (Holder, bool, error) {
 		OwnLease: f&flagOwnLease != 0, NoWaiters: f&flagNoWaiters != 0}, true, nil
 }
 
+// HeldKeys calls fn with every key that has a holder, in key order. The
+// key is only valid during the call.
+func HeldKeys(r pebble.Reader, fn func(key []byte)) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefixHolder, UpperBound: keyrange.PrefixEnd(prefixHolder)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()[len(prefixHolder):]
+		n, m := binary.Uvarint(k)
+		if m <= 0 || uint64(len(k)-m) != n {
+			return errCorrupt
+		}
+		fn(k[m:])
+	}
+	return it.Error()
+}
+
 // SetHolder records h as key's holder and advances the key's last token.
 // The caller picks a token above LastToken.
 func SetHolder(b *pebble.Batch, h *Holder) error {

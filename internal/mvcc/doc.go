@@ -68,4 +68,10 @@
 //   - Revision and CompactRevision are atomics updated by the Writer; Range and
 //     HashKV take their revisions from the reader's view of s/mm, never
 //     from memory.
+//   - The Store's set of locked keys equals the keys with a holder in the
+//     lock table as the batch being applied sees it (grants add, releases
+//     remove, Open and Reload rebuild it from the table), so a write to a
+//     key outside it skips the lock-table lookup and decides exactly as
+//     the lookup would. It is a set, not a count, so the same commands
+//     applied again from the same state leave it the same.
 package mvcc

@@ -83,6 +83,9 @@ func ValidateLockHandle(h *dkvpb.LockHandle, l Limits) error {
 }
 
 func (w *Writer) holder(key []byte) (lock.Holder, bool) {
+	if _, ok := w.s.held[string(key)]; !ok {
+		return lock.Holder{}, false
+	}
 	h, ok, err := lock.GetHolder(w.b, key)
 	must(err)
 	return h, ok
@@ -143,6 +146,7 @@ func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own, noWaite
 	tok := max(w.rev, last+1)
 	h := lock.Holder{Key: bytes.Clone(key), Owner: owner, Lease: leaseID, Token: tok, OwnLease: own, NoWaiters: noWaiters}
 	must(lock.SetHolder(w.b, &h))
+	w.s.held[string(h.Key)] = struct{}{}
 	g := handleOf(&h)
 	w.locks = append(w.locks, g)
 	return g
@@ -152,6 +156,7 @@ func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own, noWaite
 // lease was granted for the lock, revokes that lease.
 func (w *Writer) releaseLock(h *lock.Holder) *dkvpb.LockHandle {
 	must(lock.DeleteHolder(w.b, h))
+	delete(w.s.held, string(h.Key))
 	var next *dkvpb.LockHandle
 	if !h.NoWaiters {
 		next = w.handOver(h.Key)
@@ -251,6 +256,9 @@ func (w *Writer) current(hd *dkvpb.LockHandle) (lock.Holder, bool) {
 	if hd == nil {
 		return lock.Holder{}, false
 	}
+	if _, ok := w.s.held[string(hd.Key)]; !ok {
+		return lock.Holder{}, false
+	}
 	return currentIn(w.b, hd)
 }
 
@@ -306,6 +314,9 @@ func (w *Writer) checkDeleteLock(d *dkvpb.DeleteRangeRequest) error {
 	}
 	if len(d.RangeEnd) == 0 && !d.Prefix {
 		return w.checkLocked(d.Key, d.Lock)
+	}
+	if len(w.s.held) == 0 {
+		return nil // no key is locked: no need to list the range's keys
 	}
 	var keys [][]byte
 	must(scanLatest(w.b, makeSpan(d.Key, d.RangeEnd, d.Prefix), func(key []byte, _ *record) bool {

@@ -148,6 +148,13 @@ func TestLockModel(t *testing.T) {
 				h.mustApply(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseGrant{LeaseGrant: &dkvpb.LeaseGrantRequest{Id: id, TtlMs: 60_000}}})
 				m.leases[id] = true
 			}
+		case op < 75: // the member restarts: a new Store over the same database
+			what = "reopen"
+			s, err := Open(h.db, Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.s = s
 		default: // a write: unguarded, with the current handle, or a stale one
 			var hd *dkvpb.LockHandle
 			switch r.IntN(3) {
@@ -181,6 +188,11 @@ func TestLockModel(t *testing.T) {
 			mh := m.holder[k]
 			if (st.Holder == nil) != (mh == nil) || (mh != nil && st.Holder.Owner != mh.owner) {
 				t.Fatalf("seed %d step %d after %s: key %s holder %v, model %+v", seed, step, what, k, st.Holder, mh)
+			}
+			// The store's in-memory set of locked keys, which lets a write
+			// skip the lock table, must say exactly what the table says.
+			if _, in := h.s.held[k]; in != (st.Holder != nil) {
+				t.Fatalf("seed %d step %d after %s: key %s in the locked-key set %v, holder %v", seed, step, what, k, in, st.Holder)
 			}
 			if st.Queue != int64(len(m.queue[k])) {
 				t.Fatalf("seed %d step %d after %s: key %s queue %d, model %d", seed, step, what, k, st.Queue, len(m.queue[k]))

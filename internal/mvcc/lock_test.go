@@ -280,3 +280,48 @@ func TestLockManyWaitersFIFO(t *testing.T) {
 		t.Fatal("grant after the queue emptied")
 	}
 }
+
+// TestLockEnforcedAfterReopen: a store opened over a database that holds a
+// lock (a restart, or a snapshot installed underneath) still refuses a
+// write without the handle to the locked key, by put, by range delete and
+// in a txn, and accepts it with the handle.
+func TestLockEnforcedAfterReopen(t *testing.T) {
+	for _, how := range []string{"open", "reload"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t)
+			g := h.acquire("k", "a", 1, false)
+			if !g.Acquired {
+				t.Fatalf("acquire: %v", g)
+			}
+			if err := h.putLocked("k", "v0", g.Handle); err != nil {
+				t.Fatal(err)
+			}
+			switch how {
+			case "open":
+				s, err := Open(h.db, Limits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.s = s
+			case "reload":
+				// A snapshot from a member where "k" is locked installed
+				// under a store that never saw the grant.
+				fresh := newHarness(t)
+				fresh.db, h.db = h.db, nil
+				if err := fresh.s.Reload(fresh.db); err != nil {
+					t.Fatal(err)
+				}
+				h = fresh
+			}
+			if err := h.putLocked("k", "v", nil); !isLocked(err) {
+				t.Fatalf("put without handle after %s: %v, want Locked", how, err)
+			}
+			if res := h.apply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("a"), RangeEnd: []byte("z")})); !isLocked(res.Err) {
+				t.Fatalf("range delete over the locked key after %s: %v, want Locked", how, res.Err)
+			}
+			if err := h.putLocked("k", "v", g.Handle); err != nil {
+				t.Fatalf("put with the handle after %s: %v", how, err)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lease"
+	"github.com/dkv-io/dkv/internal/lock"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -73,6 +74,14 @@ type Store struct {
 	committedRev  atomic.Int64
 	committedComp atomic.Int64
 
+	// held is the set of keys whose lock has a holder, exactly as the
+	// lock table records them in the state being applied: written by the
+	// apply goroutine (grantLock, releaseLock) and rebuilt from the table
+	// by Reload. A write to a key outside it needs no lock-table lookup,
+	// which is the common case of a put. Applying the same commands again
+	// from the same state gives the same set, as Pebble's state does.
+	held map[string]struct{}
+
 	// Scratch buffers, used by the apply goroutine only. Pebble copies keys
 	// and values on Set, so they can be reused across writes.
 	kbuf, vbuf, ckbuf []byte
@@ -91,13 +100,18 @@ func Open(r pebble.Reader, l Limits) (*Store, error) {
 	return s, nil
 }
 
-// Reload re-reads the revision counters from r (after a snapshot is
-// installed underneath).
+// Reload re-reads the revision counters and the set of locked keys from r
+// (after a snapshot is installed underneath).
 func (s *Store) Reload(r pebble.Reader) error {
 	rev, comp, err := readCounters(r)
 	if err != nil {
 		return err
 	}
+	held := map[string]struct{}{}
+	if err := lock.HeldKeys(r, func(k []byte) { held[string(k)] = struct{}{} }); err != nil {
+		return err
+	}
+	s.held = held
 	s.rev.Store(rev)
 	s.compact.Store(comp)
 	s.committedRev.Store(rev)
