@@ -120,3 +120,36 @@ func BenchmarkRange100(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyLeaseRenew applies keep-alive batches of 64 leases out of
+// 1,000 (what the server's renewer proposes under load).
+func BenchmarkApplyLeaseRenew(b *testing.B) {
+	h := newHarness(b)
+	for id := int64(100); id < 1100; id++ {
+		h.mustApply(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseGrant{LeaseGrant: &dkvpb.LeaseGrantRequest{Id: id, TtlMs: 60_000}}})
+	}
+	reqs := make([]*dkvpb.InternalRequest, 16)
+	for i := range reqs {
+		ids := make([]int64, 64)
+		for j := range ids {
+			ids[j] = 100 + int64((i*64+j)%1000)
+		}
+		reqs[i] = &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseRenew{LeaseRenew: &dkvpb.LeaseRenewRequest{Ids: ids}}}
+	}
+	batch := h.db.NewIndexedBatch()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if res := h.s.Apply(batch, reqs[i%len(reqs)]); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+		if i%16 == 15 {
+			if err := batch.Commit(pebble.NoSync); err != nil {
+				b.Fatal(err)
+			}
+			batch.Close()
+			batch = h.db.NewIndexedBatch()
+		}
+	}
+	batch.Close()
+}

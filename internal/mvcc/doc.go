@@ -74,4 +74,9 @@
 //     key outside it skips the lock-table lookup and decides exactly as
 //     the lookup would. It is a set, not a count, so the same commands
 //     applied again from the same state leave it the same.
+//   - Likewise the Store's copy of the lease records (by id) equals the
+//     lease table: every record write and delete goes through the Writer's
+//     setLease and deleteLease, and Open and Reload rebuild the copy, so
+//     a renewal, checkpoint, expiry or put with a lease decides from the
+//     same record a Pebble read would return.
 package mvcc

@@ -74,9 +74,20 @@ func validateTTLPut(p *dkvpb.PutRequest) error {
 }
 
 func (w *Writer) getLease(id int64) (lease.Record, bool) {
-	rec, ok, err := lease.Get(w.b, id)
-	must(err)
+	rec, ok := w.s.leaseRecs[id]
 	return rec, ok
+}
+
+// setLease writes rec to the lease table and to the Store's copy.
+func (w *Writer) setLease(rec *lease.Record) {
+	must(lease.Set(w.b, rec))
+	w.s.leaseRecs[rec.ID] = *rec
+}
+
+// deleteLease removes lease id's record from the table and the copy.
+func (w *Writer) deleteLease(id int64) {
+	must(lease.Delete(w.b, id))
+	delete(w.s.leaseRecs, id)
 }
 
 // checkLease refuses a write that attaches a key to a lease that does not
@@ -98,7 +109,7 @@ func (w *Writer) grant(id, ttlMs int64, auto bool) int64 {
 		must(err)
 	}
 	rec := lease.Record{ID: id, TTLMs: ttlMs, RemainingMs: ttlMs, Epoch: 1, Auto: auto}
-	must(lease.Set(w.b, &rec))
+	w.setLease(&rec)
 	w.leases = append(w.leases, lease.Change{Kind: lease.Granted, ID: id, TTLMs: ttlMs, RemainingMs: ttlMs, Epoch: 1})
 	return id
 }
@@ -125,7 +136,7 @@ func (w *Writer) leaseRevoke(id int64) (*dkvpb.LeaseRevokeResponse, error) {
 	}
 	// The record goes first, so detaching the keys below does not also
 	// try to drop an auto lease.
-	must(lease.Delete(w.b, id))
+	w.deleteLease(id)
 	w.leases = append(w.leases, lease.Change{Kind: lease.Revoked, ID: id})
 	w.locksOnLeaseRevoked(id)
 	var keys [][]byte
@@ -156,7 +167,7 @@ func (w *Writer) LeaseRenew(r *dkvpb.LeaseRenewRequest) *dkvpb.LeaseRenewRespons
 		}
 		rec.Epoch++
 		rec.RemainingMs = rec.TTLMs
-		must(lease.Set(w.b, &rec))
+		w.setLease(&rec)
 		resp.TtlMs[i] = rec.TTLMs
 		w.leases = append(w.leases, lease.Change{Kind: lease.Renewed, ID: id, TTLMs: rec.TTLMs, RemainingMs: rec.TTLMs, Epoch: rec.Epoch})
 	}
@@ -171,7 +182,7 @@ func (w *Writer) LeaseCheckpoint(r *dkvpb.LeaseCheckpointRequest) *dkvpb.LeaseCh
 			continue // gone, or renewed since the leader measured it
 		}
 		rec.RemainingMs = min(c.RemainingMs, rec.TTLMs)
-		must(lease.Set(w.b, &rec))
+		w.setLease(&rec)
 		w.leases = append(w.leases, lease.Change{Kind: lease.Checkpointed, ID: c.Id, TTLMs: rec.TTLMs, RemainingMs: rec.RemainingMs, Epoch: rec.Epoch})
 	}
 	return &dkvpb.LeaseCheckpointResponse{}
@@ -202,7 +213,7 @@ func (w *Writer) relink(key []byte, old, new int64) {
 			has, err := lease.HasKeys(w.b, old)
 			must(err)
 			if !has {
-				must(lease.Delete(w.b, old))
+				w.deleteLease(old)
 				w.leases = append(w.leases, lease.Change{Kind: lease.Revoked, ID: old})
 			}
 		}

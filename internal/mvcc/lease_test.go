@@ -233,3 +233,59 @@ func TestLeaseDeterminism(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseRecordsAfterReopen: a store opened over a database with leases
+// (a restart, a snapshot installed underneath) renews, checkpoints and
+// expires them from the records in the database: a renewal after a
+// checkpoint restores the full TTL and advances the epoch, a checkpoint or
+// an expiry measured before that renewal changes nothing (never shortened,
+// never revoked once renewed), and a put may name the lease.
+func TestLeaseRecordsAfterReopen(t *testing.T) {
+	for _, how := range []string{"open", "reload"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t) // leases 1-9, TTL 60 s, epoch 1
+			h.mustApply(checkpointReq(&dkvpb.LeaseCheckpoint{Id: 3, RemainingMs: 10_000, Epoch: 1}))
+			switch how {
+			case "open":
+				s, err := Open(h.db, Limits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.s = s
+			case "reload":
+				fresh := newHarness(t)
+				fresh.db = h.db
+				if err := fresh.s.Reload(fresh.db); err != nil {
+					t.Fatal(err)
+				}
+				h = fresh
+			}
+			if err := h.apply(putReq("k", "v", func(p *dkvpb.PutRequest) { p.Lease = 3 })).Err; err != nil {
+				t.Fatalf("put with lease 3 after %s: %v", how, err)
+			}
+			resp := h.mustApply(renewReq(3)).Resp.(*dkvpb.LeaseRenewResponse)
+			if len(resp.TtlMs) != 1 || resp.TtlMs[0] != 60_000 {
+				t.Fatalf("renew after %s: %v, want TTL 60000", how, resp.TtlMs)
+			}
+			if rec, ok := h.lease(3); !ok || rec.Epoch != 2 || rec.RemainingMs != 60_000 {
+				t.Fatalf("lease 3 after renewal: %+v %v, want epoch 2, remaining 60000", rec, ok)
+			}
+			h.mustApply(checkpointReq(&dkvpb.LeaseCheckpoint{Id: 3, RemainingMs: 1, Epoch: 1}))
+			if rec, _ := h.lease(3); rec.RemainingMs != 60_000 {
+				t.Fatalf("a checkpoint measured before the renewal shortened lease 3 to %d ms", rec.RemainingMs)
+			}
+			if r := h.mustApply(expireReq(3, 1)).Resp.(*dkvpb.LeaseExpireResponse); r.Expired {
+				t.Fatal("an expiry measured before the renewal revoked lease 3")
+			}
+			if r := h.mustApply(expireReq(3, 2)).Resp.(*dkvpb.LeaseExpireResponse); !r.Expired {
+				t.Fatal("an expiry of the current epoch did not revoke lease 3")
+			}
+			if _, ok := h.lease(3); ok {
+				t.Fatal("lease 3 still recorded after its expiry")
+			}
+			if h.get("k") != nil {
+				t.Fatal("key k outlived its lease")
+			}
+		})
+	}
+}

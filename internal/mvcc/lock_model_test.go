@@ -10,6 +10,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/lock"
 )
 
@@ -216,6 +217,16 @@ func TestLockModel(t *testing.T) {
 				t.Fatal(err)
 			} else if ok && hr.NoWaiters && len(m.queue[k]) > 0 {
 				t.Fatalf("seed %d step %d after %s: key %s holder marked NoWaiters with %d waiters", seed, step, what, k, len(m.queue[k]))
+			}
+		}
+		// The Store's copy of the lease records is the lease table.
+		for id := int64(1); id <= 9; id++ {
+			rec, ok, err := lease.Get(h.db, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, in := h.s.leaseRecs[id]; in != ok || c != rec {
+				t.Fatalf("seed %d step %d after %s: lease %d copy %+v (%v), table %+v (%v)", seed, step, what, id, c, in, rec, ok)
 			}
 		}
 		// The lease index names exactly the keys each lease holds or

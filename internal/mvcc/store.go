@@ -81,6 +81,13 @@ type Store struct {
 	// which is the common case of a put. Applying the same commands again
 	// from the same state gives the same set, as Pebble's state does.
 	held map[string]struct{}
+	// leaseRecs are the lease records, exactly as the lease table holds
+	// them in the state being applied, kept the same way as held (Writer's
+	// setLease and deleteLease, rebuilt by Reload): a keep-alive batch,
+	// a checkpoint or a put with a lease reads them without a Pebble
+	// lookup. A map by id: the same commands applied again from the same
+	// state leave it the same.
+	leaseRecs map[int64]lease.Record
 
 	// Scratch buffers, used by the apply goroutine only. Pebble copies keys
 	// and values on Set, so they can be reused across writes.
@@ -100,7 +107,8 @@ func Open(r pebble.Reader, l Limits) (*Store, error) {
 	return s, nil
 }
 
-// Reload re-reads the revision counters and the set of locked keys from r
+// Reload re-reads the revision counters, the set of locked keys and the
+// lease records from r
 // (after a snapshot is installed underneath).
 func (s *Store) Reload(r pebble.Reader) error {
 	rev, comp, err := readCounters(r)
@@ -111,7 +119,11 @@ func (s *Store) Reload(r pebble.Reader) error {
 	if err := lock.HeldKeys(r, func(k []byte) { held[string(k)] = struct{}{} }); err != nil {
 		return err
 	}
-	s.held = held
+	recs := map[int64]lease.Record{}
+	if err := lease.List(r, func(rec lease.Record) bool { recs[rec.ID] = rec; return true }); err != nil {
+		return err
+	}
+	s.held, s.leaseRecs = held, recs
 	s.rev.Store(rev)
 	s.compact.Store(comp)
 	s.committedRev.Store(rev)
