@@ -40,9 +40,15 @@ type curveDef struct {
 	// 256-byte ones (a preload skips a key space that is already full).
 	valueSize int
 	large     bool
+	// big: the key space is -bigkeys keys under their own prefix (data
+	// well beyond the block cache at the default); its table adds p50.
+	big bool
 }
 
-const largePrefix = "bench64k/"
+const (
+	largePrefix = "bench64k/"
+	bigPrefix   = "benchbig/"
+)
 
 var curveTable = []curveDef{
 	{name: "put", desc: "put, random keys", op: "put"},
@@ -50,6 +56,7 @@ var curveTable = []curveDef{
 	{name: "mixed", desc: "90% linearizable get, 10% put", op: "mixed"},
 	{name: "put-64k", desc: "put, 64 KiB values", op: "put", valueSize: 64 << 10, large: true},
 	{name: "get-64k", desc: "linearizable get, 64 KiB values", op: "get", valueSize: 64 << 10, large: true},
+	{name: "get-big", desc: "linearizable get, -bigkeys keys", op: "get", big: true},
 	{name: "watchers", desc: "watchers on one prefix; events/s delivered, put→event p99 and server memory per watcher", op: "watch", watchers: true},
 }
 
@@ -106,6 +113,9 @@ func (c config) curvePoints() []workload {
 			}
 			if d.large {
 				w.keySpace, w.prefix = c.curveLargeKeys, largePrefix
+			}
+			if d.big {
+				w.keySpace, w.prefix = c.bigKeys, bigPrefix
 			}
 			out = append(out, w)
 		}
@@ -178,6 +188,15 @@ func curveMetrics(d curveDef) []metric {
 			return m.cpuPer1k()
 		}},
 	}
+	if d.big {
+		p50 := metric{label: "p50 latency (ms)", short: "p50 ms", value: func(m *measurement, _ int) (float64, bool) {
+			if res := m.result(); res != nil && lat(res, "p50") > 0 {
+				return msOf(lat(res, "p50")), true
+			}
+			return 0, false
+		}}
+		ms = append(ms[:1], append([]metric{p50}, ms[1:]...)...)
+	}
 	if d.watchers {
 		ms = append(ms, metric{label: "server RSS growth per watcher (KiB)", short: "KiB/watcher", value: func(m *measurement, x int) (float64, bool) {
 			v, ok := m.rssPerWatcher(x)
@@ -196,8 +215,8 @@ func writeCurves(c config, mach machine, dir string, ms []measurement) error {
 	}
 	var md strings.Builder
 	fmt.Fprintf(&md, "# Scaling curves, DKV vs etcd, %d node(s) on loopback\n\n", c.nodes)
-	fmt.Fprintf(&md, "Run %s by bench/compare (`make compare CURVES=...`): each point %s measured, one system at a time on the clusters of the same run, %d gRPC connections at most (fewer clients: one each), %d-byte values unless the curve says otherwise, %d keys (64 KiB curves: %d keys under %s). Watchers curve: %d writers.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.curveDuration, c.conns, c.valueSize, c.keys, c.curveLargeKeys, largePrefix, c.watchW)
+	fmt.Fprintf(&md, "Run %s by bench/compare (`make compare CURVES=...`): each point %s measured, one system at a time on the clusters of the same run, %d gRPC connections at most (fewer clients: one each), %d-byte values unless the curve says otherwise, %d keys (64 KiB curves: %d keys under %s; get-big: %d keys under %s). Watchers curve: %d writers.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), c.curveDuration, c.conns, c.valueSize, c.keys, c.curveLargeKeys, largePrefix, c.bigKeys, bigPrefix, c.watchW)
 	fmt.Fprintf(&md, "- Machine: %s\n- Disk, 4 KiB write+fdatasync: %s\n- etcd %s\n", mach.summary(), mach.Fsync, mach.EtcdVersion)
 	if idle := mach.idleLine(); idle != "" {
 		md.WriteString("- " + idle + "\n")
@@ -231,6 +250,9 @@ func writeCurves(c config, mach machine, dir string, ms []measurement) error {
 		}
 		fmt.Fprintf(&md, "\n## %s: %s\n\n![%s](%s)\n\n", d.name, d.desc, d.name, png)
 		md.WriteString(curveMarkdown(d, c, ms, metrics))
+	}
+	if r := restartMarkdown(c, ms); r != "" {
+		md.WriteString("\n" + r)
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {

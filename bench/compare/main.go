@@ -64,6 +64,8 @@ type config struct {
 	curveWatchers  []int
 	curveDuration  time.Duration
 	curveLargeKeys int
+	bigKeys        int
+	restart        bool
 	curveDir       string
 }
 
@@ -97,6 +99,8 @@ func main() {
 	flag.StringVar(&curveWatchers, "curve-watchers", "100,1000,10000", "curves: watcher counts of the watchers curve")
 	flag.DurationVar(&c.curveDuration, "curve-duration", 5*time.Second, "curves: measured time per point and system")
 	flag.IntVar(&c.curveLargeKeys, "curve-large-keys", 1000, "curves: key space of the 64 KiB value curves (each system preloads it: keys × 64 KiB × members on disk)")
+	flag.IntVar(&c.bigKeys, "bigkeys", 1_000_000, "curves: key space of the get-big curve (each system preloads it in batched txns)")
+	flag.BoolVar(&c.restart, "restart", false, "etcd and DKV: after the rows and curves, preload -bigkeys keys (if not there) and time one member's restart, from process start to serving a linearizable get; written to curves.md")
 	flag.StringVar(&c.curveDir, "curve-dir", "", "curves: directory for the PNG plots, curves.csv and curves.md (default: docs/bench of the repository)")
 	flag.Parse()
 	c.prefix, c.readRatio = keyPrefix, 0.9
@@ -128,6 +132,9 @@ func main() {
 }
 
 func (c *config) validate() error {
+	if c.bigKeys < 1 {
+		return errors.New("-bigkeys must be positive")
+	}
 	if c.nodes != 1 && c.nodes != 3 && c.nodes != 5 {
 		return fmt.Errorf("-nodes must be 1, 3 or 5, got %d", c.nodes)
 	}
@@ -389,7 +396,7 @@ func run(ctx context.Context, c config) error {
 		// Curves only: leave the last table's files as they are.
 		fmt.Fprintf(os.Stderr, "\nno table rows (-workloads none): %s and -json not written\n", c.out)
 	}
-	if len(c.curves) > 0 {
+	if len(c.curves) > 0 || c.restart {
 		dir := c.curveDir
 		if dir == "" {
 			dir = filepath.Join(repo, "docs", "bench")

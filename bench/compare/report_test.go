@@ -179,3 +179,41 @@ func TestTableCPUColumnsZK(t *testing.T) {
 		}
 	}
 }
+
+// The get-big curve reads -bigkeys keys under its own prefix and shows
+// p50 beside p99; -restart's measurements get their own curves.md table.
+func TestGetBigCurveAndRestartTable(t *testing.T) {
+	c := testConfig()
+	c.curves, c.bigKeys = []string{"get-big"}, 20
+	pts := c.curvePoints()
+	if len(pts) != 2 {
+		t.Fatalf("%d get-big points, want 2", len(pts))
+	}
+	w := pts[1].apply(c)
+	if clients, _ := pts[1].params(w); clients != 4 || w.keys != 20 || w.prefix != bigPrefix || pts[1].op != "get" {
+		t.Errorf("get-big@4 runs %s with clients=%d keys=%d prefix=%q", pts[1].op, clients, w.keys, w.prefix)
+	}
+	d, _ := curveByName("get-big")
+	var shorts []string
+	for _, m := range curveMetrics(d) {
+		shorts = append(shorts, m.short)
+	}
+	if got, want := strings.Join(shorts, ","), "ops/s,p50 ms,p99 ms,CPU-ms/1k"; got != want {
+		t.Errorf("get-big metrics %s, want %s", got, want)
+	}
+	if md := restartMarkdown(c, nil); md != "" {
+		t.Errorf("restart table without restart measurements: %q", md)
+	}
+	md := restartMarkdown(c, []measurement{
+		{Workload: restartWorkload, System: "dkv", Result: &runner.Result{Workload: restartWorkload, Extra: map[string]float64{"restart_ms": 812}}},
+		{Workload: restartWorkload, System: "etcd", Err: "boom"},
+	})
+	for _, want := range []string{"over 20 keys", "| etcd | error: boom |", "| DKV | 812 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("restart table lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Index(md, "| etcd") > strings.Index(md, "| DKV") {
+		t.Errorf("restart table not in etcd, DKV order:\n%s", md)
+	}
+}

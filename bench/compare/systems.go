@@ -145,6 +145,22 @@ func runDKV(ctx context.Context, c config, bin, dir string) ([]measurement, erro
 			return out, ctx.Err()
 		}
 	}
+	if c.restart {
+		// The get-big key space (a get pass of one op preloads it, as
+		// above), then one member restarted over it.
+		pre := []string{"bench", "get", "--total", "1", "--clients", "64", "--quiet", "--endpoints", eps,
+			"--keys", strconv.Itoa(c.bigKeys), "--value-size", strconv.Itoa(c.valueSize), "--key-prefix", bigPrefix}
+		fmt.Fprintf(os.Stderr, "\n== dkv restart preload: %s %s\n", bin, strings.Join(pre, " "))
+		pctx, cancel := context.WithTimeout(ctx, time.Hour)
+		cmd := exec.CommandContext(pctx, bin, pre...)
+		cmd.Stderr = os.Stderr
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			return append(out, measurement{Workload: restartWorkload, System: "dkv", Err: "preload: " + err.Error()}), nil
+		}
+		out = append(out, measureRestart(ctx, c, cl, "dkv", dkvProbe))
+	}
 	return out, nil
 }
 
@@ -201,7 +217,7 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "etcd: %d node(s) ready at %s\n", c.nodes, strings.Join(cl.endpoints, ","))
-	return runInProc(ctx, c, inprocSystem{
+	out, err := runInProc(ctx, c, inprocSystem{
 		name:      "etcd",
 		cluster:   cl,
 		endpoints: cl.endpoints,
@@ -216,6 +232,13 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 			return newEtcdWorkload(ctx, w, c, clients[:nconns], seed)
 		},
 	})
+	if err != nil || !c.restart {
+		return out, err
+	}
+	if err := etcdPreload(ctx, clients, bigPrefix, c.bigKeys, c.valueSize, uint64(time.Now().UnixNano())); err != nil {
+		return append(out, measurement{Workload: restartWorkload, System: "etcd", Err: "preload: " + err.Error()}), nil
+	}
+	return append(out, measureRestart(ctx, c, cl, "etcd", etcdProbe)), nil
 }
 
 // inprocSystem is a system driven from this process through its own Go
@@ -376,10 +399,18 @@ func etcdPreload(ctx context.Context, clients []*clientv3.Client, prefix string,
 		return nil
 	}
 	fmt.Fprintf(os.Stderr, "preloading %d keys (%d present)\n", keys, got.Count)
-	return parallel(ctx, keys, 64, func(i, j int) error {
+	// Many puts per txn, as internal/bench's preload does for DKV, so a
+	// large key space loads in minutes: within etcd's default
+	// --max-txn-ops (128) and its 1.5 MiB request limit.
+	per := max(1, min(100, (512<<10)/max(1, valueSize)))
+	return parallel(ctx, (keys+per-1)/per, 64, func(i, j int) error {
+		var ops []clientv3.Op
+		for k := j * per; k < min((j+1)*per, keys); k++ {
+			ops = append(ops, clientv3.OpPut(keyIn(prefix, k), keyValue(seed, k, valueSize)))
+		}
 		pctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
 		defer cancel()
-		_, err := clients[i%len(clients)].Put(pctx, keyIn(prefix, j), keyValue(seed, j, valueSize))
+		_, err := clients[i%len(clients)].Txn(pctx).Then(ops...).Commit()
 		return err
 	})
 }

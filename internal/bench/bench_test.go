@@ -175,15 +175,28 @@ func TestUnreachableEndpointCountsUnavailable(t *testing.T) {
 func TestGetPreloadsKeySpace(t *testing.T) {
 	ep, kv := startServer(t, server.Config{})
 	before := revision(t, kv)
+	var revs []int64
 	for _, serializable := range []bool{false, true} {
-		res := run(t, Options{Workload: "get", Endpoints: []string{ep}, Clients: 4, Total: 200, Keys: 50, Serializable: serializable})
+		res := run(t, Options{Workload: "get", Endpoints: []string{ep}, Clients: 4, Total: 200, Keys: 250, Serializable: serializable})
 		if res.OK != 200 || len(res.Errors) != 0 {
 			t.Fatalf("serializable=%v: ok=%d errors=%v", serializable, res.OK, res.Errors)
 		}
+		revs = append(revs, revision(t, kv))
 	}
-	// The first run preloaded 50 keys; the second found them and wrote none.
-	if got := revision(t, kv) - before; got != 50 {
-		t.Fatalf("revision moved by %d, want 50 preloaded keys", got)
+	// The first run preloaded the 250 keys, in txns of up to 100 puts (3
+	// revisions); the second found them and wrote none.
+	got, err := kv.Range(context.Background(), &dkvpb.RangeRequest{Key: []byte("bench/"), Prefix: true, CountOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Count != 250 {
+		t.Fatalf("%d keys after the preload, want 250", got.Count)
+	}
+	if revs[0]-before != 3 {
+		t.Fatalf("the preload took %d revisions, want 3 txns", revs[0]-before)
+	}
+	if revs[1] != revs[0] {
+		t.Fatalf("the second run wrote (revision %d -> %d) to a full key space", revs[0], revs[1])
 	}
 }
 

@@ -139,13 +139,34 @@ func preload(ctx context.Context, env *Env) error {
 	if env.Opts.Progress != nil {
 		fmt.Fprintf(env.Opts.Progress, "preloading %d keys (%d present)\n", env.Opts.Keys, got.Count)
 	}
-	return fanOut(ctx, env.Opts.Keys, min(env.Opts.Clients, 64), true, func(w int) func(context.Context, int) error {
+	// Many puts per txn, so a large key space loads in minutes: batches
+	// of preloadBatch keys, fewer when the values are large (a txn stays
+	// within one request of about preloadBatchBytes).
+	per := max(1, min(preloadBatch, preloadBatchBytes/max(1, env.Opts.ValueSize)))
+	batches := (env.Opts.Keys + per - 1) / per
+	return fanOut(ctx, batches, min(env.Opts.Clients, 64), true, func(w int) func(context.Context, int) error {
 		kv, val := env.KV(w), env.Value(env.Rand(w))
 		return func(ctx context.Context, j int) error {
-			return putWithTimeout(ctx, kv, env.Opts.OpTimeout, &dkvpb.PutRequest{Key: env.Key(j), Value: val})
+			lo, hi := j*per, min((j+1)*per, env.Opts.Keys)
+			txn := &dkvpb.TxnRequest{Success: make([]*dkvpb.RequestOp, 0, hi-lo)}
+			for k := lo; k < hi; k++ {
+				txn.Success = append(txn.Success, &dkvpb.RequestOp{Request: &dkvpb.RequestOp_RequestPut{
+					RequestPut: &dkvpb.PutRequest{Key: env.Key(k), Value: val}}})
+			}
+			rctx, cancel := opContext(ctx, env.Opts.OpTimeout)
+			defer cancel()
+			_, err := kv.Txn(rctx, txn)
+			return err
 		}
 	})
 }
+
+// The preload's txn size: within the server's default --max-txn-ops
+// (128) and well within a request's size limit.
+const (
+	preloadBatch      = 100
+	preloadBatchBytes = 512 << 10
+)
 
 // fanOut runs an operation for every j in [0, n) on up to workers
 // goroutines; worker w makes its operation once with newOp(w) (to pick
