@@ -33,6 +33,9 @@ type RateDecision struct {
 	ResetAfter time.Duration
 	// At is the cluster's time of the decision.
 	At time.Time
+	// Wait is, for a reservation (RateLimitReserve), how long after the
+	// decision the tokens may be used.
+	Wait time.Duration
 }
 
 // RateLimitAllow takes n tokens from key's bucket if it holds them, in one
@@ -43,10 +46,26 @@ type RateDecision struct {
 // outcome was unknown may have taken its tokens twice: the limiter errs
 // on the side of allowing less, never more.
 func (c *Client) RateLimitAllow(ctx context.Context, key string, l RateLimit, n int64) (RateDecision, error) {
-	req := &dkvpb.RateLimitRequest{Key: []byte(key), Limit: l.Limit, PeriodMs: l.Period.Milliseconds(), Burst: l.Burst, N: n}
+	return c.rateLimit(ctx, key, l, n, 0)
+}
+
+// RateLimitReserve is RateLimitAllow for tokens that may come later: they
+// are taken if they will be there within maxWait (at least 1ms), and the
+// decision's Wait says how long to wait before using them. Tokens
+// reserved are spent even if the caller never uses them.
+func (c *Client) RateLimitReserve(ctx context.Context, key string, l RateLimit, n int64, maxWait time.Duration) (RateDecision, error) {
+	if maxWait < time.Millisecond {
+		return RateDecision{}, newError(ErrInvalidInput, "rate limit max wait is %v: it must be at least 1ms", maxWait)
+	}
+	return c.rateLimit(ctx, key, l, n, maxWait)
+}
+
+func (c *Client) rateLimit(ctx context.Context, key string, l RateLimit, n int64, maxWait time.Duration) (RateDecision, error) {
 	if l.Period > 0 && l.Period < time.Millisecond {
 		return RateDecision{}, newError(ErrInvalidInput, "rate limit period is %v: it must be at least 1ms", l.Period)
 	}
+	req := &dkvpb.RateLimitRequest{Key: []byte(key), Limit: l.Limit, PeriodMs: l.Period.Milliseconds(), Burst: l.Burst, N: n,
+		MaxWaitMs: maxWait.Milliseconds()}
 	var resp *dkvpb.RateLimitResponse
 	err := c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.rl.Allow(ctx, req, o...)
@@ -62,5 +81,6 @@ func (c *Client) RateLimitAllow(ctx context.Context, key string, l RateLimit, n 
 		RetryAfter: time.Duration(resp.GetRetryAfterMs()) * time.Millisecond,
 		ResetAfter: time.Duration(resp.GetResetAfterMs()) * time.Millisecond,
 		At:         time.Unix(0, resp.GetDecidedUnixNano()),
+		Wait:       time.Duration(resp.GetWaitMs()) * time.Millisecond,
 	}, nil
 }

@@ -18,7 +18,7 @@ const (
 	MaxPeriodMs = 365 * 24 * 3600 * 1000
 	// maxSpan bounds burst x T so that now + burst x T cannot overflow
 	// int64 nanoseconds for the next centuries.
-	maxSpan = 1 << 62
+	maxSpan = 1 << 60
 )
 
 // Params is a bucket: limit tokens per period, at most burst held.
@@ -51,6 +51,9 @@ type Decision struct {
 	ResetAfter int64
 	// At is the time the decision was made at (after clamping).
 	At int64
+	// Wait is, for an allowed reservation, how long after At the tokens
+	// may be used.
+	Wait int64
 }
 
 func invalid(format string, args ...any) error {
@@ -74,19 +77,23 @@ func Validate(r *dkvpb.RateLimitRequest, maxKey int) error {
 		return invalid("rate limit burst is %d: it must be 1 to %d", r.Burst, MaxBurst)
 	case r.N < 1 || r.N > r.Burst:
 		return invalid("rate limit n is %d: it must be 1 to the burst, %d (more could never be allowed)", r.N, r.Burst)
+	case r.MaxWaitMs < 0 || r.MaxWaitMs > MaxPeriodMs:
+		return invalid("rate limit max wait is %d ms: it must be 0 to %d ms (1 year)", r.MaxWaitMs, MaxPeriodMs)
 	}
 	p := Params{Limit: r.Limit, PeriodMs: r.PeriodMs, Burst: r.Burst}
 	if t := p.Interval(); r.Burst > maxSpan/t {
-		return invalid("rate limit burst %d x interval %d ns is over the limit of 2^62 ns: lower the burst or raise the rate", r.Burst, t)
+		return invalid("rate limit burst %d x interval %d ns is over the limit of 2^60 ns: lower the burst or raise the rate", r.Burst, t)
 	}
 	return nil
 }
 
 // Decide applies GCRA: n tokens are allowed at now if, with TAT' =
-// max(TAT, now) + n*T, TAT' - now <= burst*T. p and n must have passed
-// Validate. It returns the new state (unchanged when refused, except for
-// the clamped time) and the decision.
-func Decide(s State, now int64, p Params, n int64) (State, Decision) {
+// max(TAT, now) + n*T, TAT' - now <= burst*T + maxWait; they may be used
+// Wait = max(0, TAT' - burst*T - now) after now (0 unless maxWait > 0).
+// p, n and maxWait (ns) must have passed Validate. It returns the new
+// state (unchanged when refused, except for the clamped time) and the
+// decision.
+func Decide(s State, now int64, p Params, n, maxWait int64) (State, Decision) {
 	if now < s.Last {
 		now = s.Last
 	}
@@ -96,11 +103,12 @@ func Decide(s State, now int64, p Params, n int64) (State, Decision) {
 	base := max(s.TAT, now)
 	tat := base + n*t
 	d := Decision{At: now}
-	if tat-now <= capacity {
+	if tat-now <= capacity+maxWait {
 		s.TAT = tat
 		d.Allowed = true
-		d.Remaining = (capacity - (tat - now)) / t
+		d.Remaining = max(0, capacity-(tat-now)) / t
 		d.ResetAfter = tat - now
+		d.Wait = max(0, tat-capacity-now)
 		return s, d
 	}
 	// Refused: it would fit once tat - capacity has come.
@@ -154,7 +162,7 @@ func Apply(b *pebble.Batch, r *dkvpb.RateLimitRequest, now int64) (*dkvpb.RateLi
 		return nil, err
 	}
 	p := Params{Limit: r.Limit, PeriodMs: r.PeriodMs, Burst: r.Burst}
-	s, d := Decide(s, now, p, r.N)
+	s, d := Decide(s, now, p, r.N, r.MaxWaitMs*1_000_000)
 	if err := b.Set(StateKey(r.Key), encode(s), nil); err != nil {
 		return nil, err
 	}
@@ -165,6 +173,7 @@ func Apply(b *pebble.Batch, r *dkvpb.RateLimitRequest, now int64) (*dkvpb.RateLi
 		RetryAfterMs:    ceilMs(d.RetryAfter),
 		ResetAfterMs:    ceilMs(d.ResetAfter),
 		DecidedUnixNano: d.At,
+		WaitMs:          ceilMs(d.Wait),
 	}, nil
 }
 

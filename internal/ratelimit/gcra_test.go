@@ -37,7 +37,7 @@ func TestDecideTable(t *testing.T) {
 	var s State
 	for i, st := range steps {
 		var d Decision
-		s, d = Decide(s, st.at*ms, p, st.n)
+		s, d = Decide(s, st.at*ms, p, st.n, 0)
 		want := st.want
 		if want.At == 0 {
 			want.At = st.at * ms
@@ -70,7 +70,7 @@ func TestNeverOverWindow(t *testing.T) {
 		now += int64(i%7+1) * 3 * ms // uneven steps, all deterministic
 		n := int64(i%3 + 1)
 		var d Decision
-		s, d = Decide(s, now, p, n)
+		s, d = Decide(s, now, p, n, 0)
 		if d.Allowed {
 			for j := int64(0); j < n; j++ {
 				times = append(times, d.At)
@@ -107,7 +107,7 @@ func TestValidateNamesTheLimit(t *testing.T) {
 		{"period 0", func(r *dkvpb.RateLimitRequest) { r.PeriodMs = 0 }, "period is 0 ms"},
 		{"empty key", func(r *dkvpb.RateLimitRequest) { r.Key = nil }, "key is empty"},
 		{"long key", func(r *dkvpb.RateLimitRequest) { r.Key = make([]byte, 9) }, "over the limit of 8"},
-		{"span", func(r *dkvpb.RateLimitRequest) { r.Limit, r.PeriodMs, r.Burst = 1, MaxPeriodMs, MaxBurst }, "over the limit of 2^62 ns"},
+		{"span", func(r *dkvpb.RateLimitRequest) { r.Limit, r.PeriodMs, r.Burst = 1, MaxPeriodMs, MaxBurst }, "over the limit of 2^60 ns"},
 	} {
 		r := dkvpb.RateLimitRequest{Key: ok.Key, Limit: ok.Limit, PeriodMs: ok.PeriodMs, Burst: ok.Burst, N: ok.N}
 		c.edit(&r)
@@ -119,5 +119,29 @@ func TestValidateNamesTheLimit(t *testing.T) {
 	}
 	if err := Validate(&ok, 8); err != nil {
 		t.Fatalf("valid request refused: %v", err)
+	}
+}
+
+// TestReservation: a reservation takes tokens that are not there yet and
+// says when they may be used; the reserved use times keep the same bound.
+func TestReservation(t *testing.T) {
+	p := Params{Limit: 10, PeriodMs: 1000, Burst: 2} // T = 100 ms
+	var s State
+	var d Decision
+	s, d = Decide(s, 0, p, 2, 0)
+	if !d.Allowed || d.Wait != 0 {
+		t.Fatalf("first: %+v", d)
+	}
+	s, d = Decide(s, 0, p, 1, 50*ms)
+	if d.Allowed || d.RetryAfter != 100*ms {
+		t.Fatalf("a reservation that would wait 100 ms within 50 ms: %+v", d)
+	}
+	s, d = Decide(s, 0, p, 1, 100*ms)
+	if !d.Allowed || d.Wait != 100*ms || d.Remaining != 0 {
+		t.Fatalf("a reservation within 100 ms: %+v", d)
+	}
+	_, d = Decide(s, 0, p, 2, 1000*ms)
+	if !d.Allowed || d.Wait != 300*ms {
+		t.Fatalf("next reservation waits behind the first: %+v", d)
 	}
 }

@@ -32,11 +32,16 @@ type RateLimitRequest struct {
 	// period_ms is the refill period: 1 ms to 1 year.
 	PeriodMs int64 `protobuf:"varint,3,opt,name=period_ms,json=periodMs,proto3" json:"period_ms,omitempty"`
 	// burst is the bucket's capacity: 1 to 1e9, and burst x period_ms/limit
-	// must stay under 2^62 ns.
+	// must stay under 2^60 ns.
 	Burst int64 `protobuf:"varint,4,opt,name=burst,proto3" json:"burst,omitempty"`
 	// n is the number of tokens asked for: 1 to burst (more could never be
 	// allowed).
-	N             int64 `protobuf:"varint,5,opt,name=n,proto3" json:"n,omitempty"`
+	N int64 `protobuf:"varint,5,opt,name=n,proto3" json:"n,omitempty"`
+	// max_wait_ms, when above 0, makes this a reservation (as
+	// golang.org/x/time/rate's Reserve): the tokens are taken if they will
+	// be there within max_wait_ms (0 to 1 year), and wait_ms says how long
+	// the caller must wait before using them.
+	MaxWaitMs     int64 `protobuf:"varint,6,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -106,6 +111,13 @@ func (x *RateLimitRequest) GetN() int64 {
 	return 0
 }
 
+func (x *RateLimitRequest) GetMaxWaitMs() int64 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
 // RateLimitResponse carries the fields redis-cell's CL.THROTTLE returns,
 // so X-RateLimit-* and Retry-After headers follow directly.
 type RateLimitResponse struct {
@@ -125,8 +137,11 @@ type RateLimitResponse struct {
 	// proposer's clock stamped into the raft entry, never earlier than an
 	// earlier decision on the key.
 	DecidedUnixNano int64 `protobuf:"varint,7,opt,name=decided_unix_nano,json=decidedUnixNano,proto3" json:"decided_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// wait_ms is, for an allowed reservation, how long after
+	// decided_unix_nano the tokens may be used; 0 otherwise.
+	WaitMs        int64 `protobuf:"varint,8,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RateLimitResponse) Reset() {
@@ -208,17 +223,25 @@ func (x *RateLimitResponse) GetDecidedUnixNano() int64 {
 	return 0
 }
 
+func (x *RateLimitResponse) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
 var File_dkv_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_ratelimit_proto_rawDesc = "" +
 	"\n" +
-	"\x16dkv/v1/ratelimit.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"{\n" +
+	"\x16dkv/v1/ratelimit.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x9b\x01\n" +
 	"\x10RateLimitRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1b\n" +
 	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\x12\x14\n" +
 	"\x05burst\x18\x04 \x01(\x03R\x05burst\x12\f\n" +
-	"\x01n\x18\x05 \x01(\x03R\x01n\"\x89\x02\n" +
+	"\x01n\x18\x05 \x01(\x03R\x01n\x12\x1e\n" +
+	"\vmax_wait_ms\x18\x06 \x01(\x03R\tmaxWaitMs\"\xa2\x02\n" +
 	"\x11RateLimitResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x14\n" +
@@ -226,7 +249,8 @@ const file_dkv_v1_ratelimit_proto_rawDesc = "" +
 	"\tremaining\x18\x04 \x01(\x03R\tremaining\x12$\n" +
 	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12$\n" +
 	"\x0ereset_after_ms\x18\x06 \x01(\x03R\fresetAfterMs\x12*\n" +
-	"\x11decided_unix_nano\x18\a \x01(\x03R\x0fdecidedUnixNano2I\n" +
+	"\x11decided_unix_nano\x18\a \x01(\x03R\x0fdecidedUnixNano\x12\x17\n" +
+	"\await_ms\x18\b \x01(\x03R\x06waitMs2I\n" +
 	"\tRateLimit\x12<\n" +
 	"\x05Allow\x12\x18.dkv.v1.RateLimitRequest\x1a\x19.dkv.v1.RateLimitResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
