@@ -110,6 +110,7 @@ JSON object per command with -o json.
 		a.delCmd(),
 		a.txnCmd(),
 		a.counterCmd(),
+		a.ratelimitCmd(),
 		a.compactCmd(),
 		a.statusCmd(),
 		a.memberCmd(),
