@@ -26,3 +26,21 @@ func TestRateWindowViolation(t *testing.T) {
 		t.Fatalf("one token over the bound was not reported: %q", msg)
 	}
 }
+
+// TestSemaphoreViolation: the checker accepts holdings within n and
+// reports a third overlapping holder of two permits, and a late write
+// by a superseded slot holder.
+func TestSemaphoreViolation(t *testing.T) {
+	ok := []SemHolding{{Slot: 0, Token: 1, First: 10, Last: 20}, {Slot: 1, Token: 1, First: 15, Last: 30}, {Slot: 0, Token: 2, First: 21, Last: 25}}
+	if msg := SemaphoreViolation(ok, 2); msg != "" {
+		t.Fatalf("valid holdings reported: %s", msg)
+	}
+	three := append(ok, SemHolding{Slot: 2, Token: 1, First: 22, Last: 22})
+	if msg := SemaphoreViolation(three, 2); !strings.Contains(msg, "3 permits in use at revision 22") {
+		t.Fatalf("three holders of two permits: %q", msg)
+	}
+	late := append(ok, SemHolding{Slot: 1, Token: 2, First: 29, Last: 29})
+	if msg := SemaphoreViolation(late, 3); !strings.Contains(msg, "slot 1") {
+		t.Fatalf("overlapping holders of one slot: %q", msg)
+	}
+}
