@@ -145,3 +145,13 @@ func TestReservation(t *testing.T) {
 		t.Fatalf("next reservation waits behind the first: %+v", d)
 	}
 }
+
+func BenchmarkDecide(b *testing.B) {
+	p := Params{Limit: 100, PeriodMs: 1000, Burst: 20}
+	var s State
+	now := int64(0)
+	for b.Loop() {
+		now += 3 * ms
+		s, _ = Decide(s, now, p, 1, 0)
+	}
+}
