@@ -142,7 +142,7 @@ func (m *Semaphore) wait(ctx context.Context, qkey string) (*Permit, error) {
 		} else {
 			watchKey = rr.KVs[idx-m.n].Key
 		}
-		if err := m.waitDelete(ctx, watchKey, watchOpts); err != nil {
+		if err := waitDelete(ctx, m.c, m.s.Done(), watchKey, watchOpts); err != nil {
 			return nil, err
 		}
 	}
@@ -162,12 +162,12 @@ func (m *Semaphore) takeSlot(ctx context.Context, qkey string) (*Permit, error) 
 	return nil, nil
 }
 
-// waitDelete returns once a delete under the watch arrives (or the
-// session ends: the loop then finds its key gone).
-func (m *Semaphore) waitDelete(ctx context.Context, key string, opts []client.WatchOption) error {
+// waitDelete returns once an event under the watch arrives (or done is
+// closed: the session ended, and the caller's loop finds its key gone).
+func waitDelete(ctx context.Context, c client.Watcher, done <-chan struct{}, key string, opts []client.WatchOption) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := m.c.WatchKey(wctx, key, opts...)
+	w, err := c.WatchKey(wctx, key, opts...)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (m *Semaphore) waitDelete(ctx context.Context, key string, opts []client.Wa
 			if len(b.Events) > 0 {
 				return nil
 			}
-		case <-m.s.Done():
+		case <-done:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
