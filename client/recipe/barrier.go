@@ -138,4 +138,3 @@ func (d *DoubleBarrier) Leave(ctx context.Context) error {
 func waitEvent(ctx context.Context, c client.Watcher, prefix string, rev int64) error {
 	return waitDelete(ctx, c, nil, prefix, []client.WatchOption{client.WithStartRevision(rev), client.WithPrefix()})
 }
-
