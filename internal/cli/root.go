@@ -111,6 +111,7 @@ JSON object per command with -o json.
 		a.txnCmd(),
 		a.counterCmd(),
 		a.ratelimitCmd(),
+		a.semaphoreCmd(),
 		a.compactCmd(),
 		a.statusCmd(),
 		a.memberCmd(),
