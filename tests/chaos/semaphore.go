@@ -95,27 +95,35 @@ func (w *SemaphoreWorkload) hold(ctx context.Context, id, round int, s *concurre
 		return
 	}
 	h := SemHolding{Worker: id, Slot: p.Slot, Token: p.Token()}
-	write := func() {
+	write := func() string {
 		octx, cancel := context.WithTimeout(ctx, w.OpTimeout)
 		pr, err := s.Client().Put(octx, fmt.Sprintf("%s-work/%d", w.Sem, id), []byte(fmt.Sprint(round)), client.WithLock(p.Handle))
 		cancel()
-		stats.Op(outcome(err))
+		o := outcome(err)
+		stats.Op(o)
 		if err == nil {
 			if h.First == 0 {
 				h.First = pr.Revision
 			}
 			h.Last = pr.Revision
 		}
+		return o
 	}
 	for range 3 {
 		write()
 	}
-	if round%4 == 3 {
+	if round%3 == 1 {
 		// A paused holder: its session ends (Orphan stops the keep-alive)
-		// and its lease expires; the late fenced write must be refused.
+		// and its lease expires; the late fenced write must be refused
+		// (if the expiry has not been applied yet, the permit is still
+		// held and the write counts in the holding).
 		s.Orphan()
-		sleepCtx(ctx, w.TTL+500*time.Millisecond)
-		write()
+		if !sleepCtx(ctx, w.TTL+1500*time.Millisecond) {
+			return
+		}
+		if write() == "locked" {
+			stats.Check("semaphore-late-write-refused", 1)
+		}
 	} else {
 		octx, cancel := context.WithTimeout(ctx, w.OpTimeout)
 		_ = p.Release(octx)
