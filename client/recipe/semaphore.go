@@ -91,23 +91,32 @@ func (m *Semaphore) queuePrefix() string  { return m.name + "/q/" }
 func (m *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	qkey := m.queuePrefix() + hex.EncodeToString(b[:])
+	id := hex.EncodeToString(b[:])
+	qkey := m.queuePrefix() + id
 	if _, err := m.c.Put(ctx, qkey, nil, client.WithLease(m.s.Lease())); err != nil {
 		return nil, err
 	}
-	p, err := m.wait(ctx, qkey)
+	slot := -1 // a slot whose TryAcquire failed: it may have been granted
+	p, err := m.wait(ctx, qkey, id, &slot)
 	if err != nil {
-		// Leave the queue; a bounded context of its own, since ctx may be
-		// the reason we stopped.
+		// Leave the queue, and give back a slot an interrupted TryAcquire
+		// may have taken (the same owner makes the retry return that
+		// grant); a bounded context of its own, since ctx may be the
+		// reason we stopped.
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if slot >= 0 {
+			if r, err := m.c.TryAcquire(cctx, m.slotKey(slot), 0, client.WithLockLease(m.s.Lease()), client.WithLockOwner(id)); err == nil && r.Acquired {
+				_ = m.c.Release(cctx, r.Handle)
+			}
+		}
 		_, _ = m.c.Delete(cctx, qkey)
-		cancel()
 		return nil, err
 	}
 	return p, nil
 }
 
-func (m *Semaphore) wait(ctx context.Context, qkey string) (*Permit, error) {
+func (m *Semaphore) wait(ctx context.Context, qkey, owner string, failed *int) (*Permit, error) {
 	for {
 		select {
 		case <-m.s.Done():
@@ -130,7 +139,7 @@ func (m *Semaphore) wait(ctx context.Context, qkey string) (*Permit, error) {
 		}
 		watchKey, watchOpts := "", []client.WatchOption{client.WithStartRevision(rr.Revision + 1), client.WithFilterPuts()}
 		if idx < m.n {
-			p, err := m.takeSlot(ctx, qkey)
+			p, err := m.takeSlot(ctx, qkey, owner, failed)
 			if p != nil || err != nil {
 				return p, err
 			}
@@ -148,11 +157,13 @@ func (m *Semaphore) wait(ctx context.Context, qkey string) (*Permit, error) {
 	}
 }
 
-// takeSlot tries each slot once; nil, nil if all are held.
-func (m *Semaphore) takeSlot(ctx context.Context, qkey string) (*Permit, error) {
+// takeSlot tries each slot once; nil, nil if all are held. A failed
+// try's slot goes to *failed.
+func (m *Semaphore) takeSlot(ctx context.Context, qkey, owner string, failed *int) (*Permit, error) {
 	for i := range m.n {
-		r, err := m.c.TryAcquire(ctx, m.slotKey(i), 0, client.WithLockLease(m.s.Lease()))
+		r, err := m.c.TryAcquire(ctx, m.slotKey(i), 0, client.WithLockLease(m.s.Lease()), client.WithLockOwner(owner))
 		if err != nil {
+			*failed = i
 			return nil, err
 		}
 		if r.Acquired {
