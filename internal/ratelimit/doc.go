@@ -11,7 +11,8 @@
 // same entry. Time comes from the entry (InternalRequest.time_unix_nano,
 // stamped by the proposing member) and is clamped so that it never goes
 // backwards on a key: a proposer whose clock is behind decides at the
-// latest time the key has seen. Over any interval of decision times of
+// latest time the key has seen; one whose clock is ahead by s gives a key
+// at most min(burst, s/T) extra tokens, once. Over any interval of decision times of
 // length W, the tokens allowed on a key are at most burst + W/T, where T,
 // the emission interval, is period/limit rounded up: never more than the
 // stated rate. State lives under keys.RateLimitPrefix, inside the
