@@ -155,3 +155,33 @@ func BenchmarkDecide(b *testing.B) {
 		s, _ = Decide(s, now, p, 1, 0)
 	}
 }
+
+// TestClockAheadGivesAtMostBurst: a proposer whose clock is an hour ahead
+// refills the bucket to its burst, no more; the others, behind, then
+// decide at its time and get nothing until the bucket refills there.
+func TestClockAheadGivesAtMostBurst(t *testing.T) {
+	p := Params{Limit: 10, PeriodMs: 1000, Burst: 3}
+	var s State
+	for range 3 {
+		s, _ = Decide(s, 0, p, 1, 0) // empty the bucket at t=0
+	}
+	hour := int64(3600_000) * ms
+	allowed := 0
+	for i := range 10 {
+		at := int64(0)
+		if i == 0 {
+			at = hour // the fast proposer
+		}
+		var d Decision
+		s, d = Decide(s, at, p, 1, 0)
+		if d.At != hour {
+			t.Fatalf("decision %d at %d, want the fast clock's %d", i, d.At, hour)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != int(p.Burst) {
+		t.Fatalf("%d allowed after the jump, want the burst, %d", allowed, p.Burst)
+	}
+}
