@@ -12,8 +12,8 @@ import (
 // TestDoubleBarrier: nobody gets past Enter until all n have entered,
 // nobody past Leave until all have left.
 func TestDoubleBarrier(t *testing.T) {
-	c := openEmbedded(t)
-	ctx := testCtx(t)
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
 	const n = 3
 	in, out := make(chan int, n), make(chan int, n)
 	leave := make(chan struct{})
@@ -22,7 +22,7 @@ func TestDoubleBarrier(t *testing.T) {
 		lastLeaving bool
 	)
 	start := func(i int) {
-		d, err := recipe.NewDoubleBarrier(newSession(t, c), "barrier/round1", n)
+		d, err := recipe.NewDoubleBarrier(syncTestSession(t, c), "barrier/round1", n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestDoubleBarrier(t *testing.T) {
 		if i == n-1 {
 			go func() {
 				<-leave
-				waitQueued(t, c, "barrier/round1/waiters/", 1) // the others have left
+				syncWaitKeys(t, c, "barrier/round1/waiters/", 1) // the others have left
 				mu.Lock()
 				lastLeaving = true
 				mu.Unlock()
@@ -64,7 +64,7 @@ func TestDoubleBarrier(t *testing.T) {
 	for i := range n - 1 {
 		start(i)
 	}
-	waitQueued(t, c, "barrier/round1/waiters/", n-1)
+	syncWaitKeys(t, c, "barrier/round1/waiters/", n-1)
 	if len(in) != 0 {
 		t.Fatalf("%d passed Enter with %d of %d entered", len(in), n-1, n)
 	}
@@ -83,8 +83,8 @@ func TestDoubleBarrier(t *testing.T) {
 }
 
 func TestBarrier(t *testing.T) {
-	c := openEmbedded(t)
-	ctx := testCtx(t)
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
 	b := recipe.NewBarrier(c, "barrier/deploy")
 	if err := b.Wait(ctx); err != nil { // not raised: passes
 		t.Fatal(err)

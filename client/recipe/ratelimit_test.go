@@ -17,7 +17,7 @@ import (
 	"github.com/dkv-io/dkv/client/recipe"
 )
 
-func openEmbedded(t testing.TB) *client.Client {
+func syncTestNode(t testing.TB) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -29,25 +29,25 @@ func openEmbedded(t testing.TB) *client.Client {
 	return c
 }
 
-func testCtx(t testing.TB) context.Context {
+func syncTestCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// slow refills one token an hour: within a test the bucket holds what
+// slowRate refills one token an hour: within a test the bucket holds what
 // its burst says, so outcomes do not depend on timing.
-var slow = client.RateLimit{Limit: 1, Period: time.Hour, Burst: 3}
+var slowRate = client.RateLimit{Limit: 1, Period: time.Hour, Burst: 3}
 
 func TestLimiterAllow(t *testing.T) {
-	c := openEmbedded(t)
-	ctx := testCtx(t)
-	a, err := recipe.NewLimiter(c, "api", slow)
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
+	a, err := recipe.NewLimiter(c, "api", slowRate)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second limiter on the same key shares the bucket.
-	b, _ := recipe.NewLimiter(c, "api", slow)
+	b, _ := recipe.NewLimiter(c, "api", slowRate)
 	var got []bool
 	for _, l := range []*recipe.Limiter{a, b, a, b} {
 		ok, err := l.Allow(ctx)
@@ -64,15 +64,15 @@ func TestLimiterAllow(t *testing.T) {
 		t.Fatalf("refusal %+v %v: want 0 remaining and a retry within the hour", d, err)
 	}
 	// Another key is another bucket.
-	other, _ := recipe.NewLimiter(c, "api-2", slow)
+	other, _ := recipe.NewLimiter(c, "api-2", slowRate)
 	if ok, err := other.AllowN(ctx, 3); err != nil || !ok {
 		t.Fatalf("a fresh bucket refused its burst: %v %v", ok, err)
 	}
 }
 
 func TestLimiterInvalidInput(t *testing.T) {
-	c := openEmbedded(t)
-	ctx := testCtx(t)
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
 	for _, tc := range []struct {
 		rate client.RateLimit
 		want string
@@ -97,8 +97,8 @@ func TestLimiterInvalidInput(t *testing.T) {
 }
 
 func TestLimiterReserveAndWait(t *testing.T) {
-	c := openEmbedded(t)
-	ctx := testCtx(t)
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
 	l, _ := recipe.NewLimiter(c, "res", client.RateLimit{Limit: 1, Period: time.Hour, Burst: 1})
 	if err := l.Wait(ctx); err != nil {
 		t.Fatalf("wait on a full bucket: %v", err)
@@ -122,7 +122,7 @@ func TestLimiterReserveAndWait(t *testing.T) {
 }
 
 func TestRateLimitMiddleware(t *testing.T) {
-	c := openEmbedded(t)
+	c := syncTestNode(t)
 	rate := client.RateLimit{Limit: 1, Period: time.Hour, Burst: 2}
 	h := recipe.RateLimitMiddleware(c, rate, func(r *http.Request) string { return "user:" + r.Header.Get("X-User") })(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
@@ -165,8 +165,8 @@ func TestRateLimitMiddleware(t *testing.T) {
 // the bound docs/recipes.md states: over any window W of use times, at
 // most burst + W/T + P*batch tokens were used.
 func TestLocalBatchOvershootBound(t *testing.T) {
-	c := openEmbedded(t)
-	ctx := testCtx(t)
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
 	const P, batch = 3, 5
 	rate := client.RateLimit{Limit: 200, Period: time.Second, Burst: 10} // T = 5 ms
 	var (

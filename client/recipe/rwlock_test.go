@@ -10,8 +10,8 @@ import (
 	"github.com/dkv-io/dkv/client/recipe"
 )
 
-// waitQueued polls, with a deadline, until prefix holds n keys.
-func waitQueued(t *testing.T, c *client.Client, prefix string, n int64) {
+// syncWaitKeys polls, with a deadline, until prefix holds n keys.
+func syncWaitKeys(t *testing.T, c *client.Client, prefix string, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -30,10 +30,10 @@ func waitQueued(t *testing.T, c *client.Client, prefix string, n int64) {
 // queues behind them waits for them, and a reader arriving after the
 // writer waits for the writer (no starvation), in FIFO order.
 func TestRWMutexNoWriterStarvation(t *testing.T) {
-	c := openEmbedded(t)
-	ctx := testCtx(t)
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
 	mk := func() *recipe.RWMutex {
-		m, err := recipe.NewRWMutex(newSession(t, c), "rw/doc")
+		m, err := recipe.NewRWMutex(syncTestSession(t, c), "rw/doc")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestRWMutexNoWriterStarvation(t *testing.T) {
 		mu.Unlock()
 		done <- struct{}{}
 	}()
-	waitQueued(t, c, "rw/doc/q/", 3)
+	syncWaitKeys(t, c, "rw/doc/q/", 3)
 	go func() {
 		if err := r3.RLock(ctx); err != nil {
 			t.Error(err)
@@ -68,7 +68,7 @@ func TestRWMutexNoWriterStarvation(t *testing.T) {
 		mu.Unlock()
 		done <- struct{}{}
 	}()
-	waitQueued(t, c, "rw/doc/q/", 4)
+	syncWaitKeys(t, c, "rw/doc/q/", 4)
 	select {
 	case <-done:
 		t.Fatalf("%v got the lock while two readers held it", order)
@@ -78,7 +78,7 @@ func TestRWMutexNoWriterStarvation(t *testing.T) {
 	_ = r2.Unlock(ctx)
 	<-done
 	// The writer holds alone: r3 is still waiting.
-	waitQueued(t, c, "rw/doc/q/", 2)
+	syncWaitKeys(t, c, "rw/doc/q/", 2)
 	mu.Lock()
 	if len(order) != 1 || order[0] != "w" {
 		t.Fatalf("order %v, want the writer first", order)

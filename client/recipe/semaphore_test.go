@@ -13,9 +13,9 @@ import (
 	"github.com/dkv-io/dkv/client/recipe"
 )
 
-func newSession(t testing.TB, c *client.Client) *concurrency.Session {
+func syncTestSession(t testing.TB, c *client.Client) *concurrency.Session {
 	t.Helper()
-	s, err := concurrency.NewSession(testCtx(t), c, concurrency.WithTTL(10*time.Second))
+	s, err := concurrency.NewSession(syncTestCtx(t), c, concurrency.WithTTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,9 +23,9 @@ func newSession(t testing.TB, c *client.Client) *concurrency.Session {
 	return s
 }
 
-// holding is what one holder logged of one permit: its slot and token,
+// semHolding is what one holder logged of one permit: its slot and token,
 // and the revisions of the writes it made fenced by the permit.
-type holding struct {
+type semHolding struct {
 	worker, slot int
 	token        int64
 	first, last  int64
@@ -35,16 +35,16 @@ type holding struct {
 // holders' own logs (revisions of writes fenced by their permits) no
 // revision ever had more than 3 permits in use.
 func TestSemaphoreNeverOverN(t *testing.T) {
-	c := openEmbedded(t)
-	ctx := testCtx(t)
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
 	const n, workers, rounds = 3, 12, 4
 	var (
 		mu   sync.Mutex
-		logs []holding
+		logs []semHolding
 		wg   sync.WaitGroup
 	)
 	for w := range workers {
-		sem, err := recipe.NewSemaphore(newSession(t, c), "sem/printers", n)
+		sem, err := recipe.NewSemaphore(syncTestSession(t, c), "sem/printers", n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestSemaphoreNeverOverN(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				h := holding{worker: w, slot: p.Slot, token: p.Token()}
+				h := semHolding{worker: w, slot: p.Slot, token: p.Token()}
 				for k := range 8 {
 					pr, err := c.Put(ctx, fmt.Sprintf("sem/printers-work/%d", w), []byte(fmt.Sprint(r, k)), client.WithLock(p.Handle))
 					if err != nil {
@@ -83,7 +83,7 @@ func TestSemaphoreNeverOverN(t *testing.T) {
 	if len(logs) != workers*rounds {
 		t.Fatalf("%d holdings logged, want %d", len(logs), workers*rounds)
 	}
-	// Sweep revisions: +1 at a holding's first write, -1 after its last.
+	// Sweep revisions: +1 at a semHolding's first write, -1 after its last.
 	type edge struct {
 		rev   int64
 		delta int
@@ -111,7 +111,7 @@ func TestSemaphoreNeverOverN(t *testing.T) {
 		t.Fatalf("at most %d permit in use at once: the test exercised no concurrency", peak)
 	}
 	// Per slot, tokens only grow and holdings do not overlap.
-	bySlot := map[int][]holding{}
+	bySlot := map[int][]semHolding{}
 	for _, h := range logs {
 		bySlot[h.slot] = append(bySlot[h.slot], h)
 	}
@@ -119,7 +119,7 @@ func TestSemaphoreNeverOverN(t *testing.T) {
 		sort.Slice(hs, func(i, j int) bool { return hs[i].first < hs[j].first })
 		for i := 1; i < len(hs); i++ {
 			if hs[i].token <= hs[i-1].token || hs[i].first <= hs[i-1].last {
-				t.Fatalf("slot %d: holding %+v after %+v", slot, hs[i], hs[i-1])
+				t.Fatalf("slot %d: semHolding %+v after %+v", slot, hs[i], hs[i-1])
 			}
 		}
 	}
@@ -128,10 +128,10 @@ func TestSemaphoreNeverOverN(t *testing.T) {
 // TestSemaphoreFIFO: with one permit held, waiters get it in the order
 // they queued.
 func TestSemaphoreFIFO(t *testing.T) {
-	c := openEmbedded(t)
-	ctx := testCtx(t)
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
 	mk := func() *recipe.Semaphore {
-		s, err := recipe.NewSemaphore(newSession(t, c), "sem/one", 1)
+		s, err := recipe.NewSemaphore(syncTestSession(t, c), "sem/one", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
