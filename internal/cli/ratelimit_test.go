@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestCLIRateLimitAndSemaphore(t *testing.T) {
+func TestCLISyncRecipes(t *testing.T) {
 	n := startNode(t, t.TempDir())
 
 	// A bucket of 2 that refills once an hour: two allowed, then refused
@@ -45,4 +45,12 @@ func TestCLIRateLimitAndSemaphore(t *testing.T) {
 	if got := n.ok("", "get", "printers/out"); got != "done\n" {
 		t.Fatalf("fenced write from the command: %q", got)
 	}
+
+	// A barrier: wait passes when it is down, hold raises it (twice is a
+	// conflict), release lowers it.
+	n.ok("", "barrier", "wait", "deploy")
+	n.ok("", "barrier", "hold", "deploy")
+	n.fails(4, "Error: Conflict", "barrier", "hold", "deploy")
+	n.ok("", "barrier", "release", "deploy")
+	n.ok("", "barrier", "wait", "deploy")
 }

@@ -112,6 +112,7 @@ JSON object per command with -o json.
 		a.counterCmd(),
 		a.ratelimitCmd(),
 		a.semaphoreCmd(),
+		a.barrierCmd(),
 		a.compactCmd(),
 		a.statusCmd(),
 		a.memberCmd(),
