@@ -147,6 +147,7 @@ type Client struct {
 	kv      dkvpb.KVClient
 	cluster dkvpb.ClusterClient
 	maint   dkvpb.MaintenanceClient
+	rl      dkvpb.RateLimitClient
 
 	onClose    func() error // NewFromConn's hook, e.g. stopping an embedded node
 	watches    *watchMux
@@ -228,6 +229,7 @@ func newClient(cfg Config, conn *grpc.ClientConn) *Client {
 		kv:      dkvpb.NewKVClient(conn),
 		cluster: dkvpb.NewClusterClient(conn),
 		maint:   dkvpb.NewMaintenanceClient(conn),
+		rl:      dkvpb.NewRateLimitClient(conn),
 	}
 	c.watches = &watchMux{c: c}
 	return c

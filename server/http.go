@@ -52,6 +52,9 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if err := dkvpb.RegisterWatchHandler(bg, gw, conn); err != nil {
 		return err
 	}
+	if err := dkvpb.RegisterRateLimitHandler(bg, gw, conn); err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
 	mux.HandleFunc("/v1/keys/", s.handleKey)

@@ -302,6 +302,7 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterLeaseServer(s.grpcSrv, &leaseService{s: s})
 	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
 	dkvpb.RegisterWatchServer(s.grpcSrv, &watchService{s: s})
+	dkvpb.RegisterRateLimitServer(s.grpcSrv, &rateLimitService{s: s})
 
 	s.inproc = bufconn.Listen(1 << 20)
 	s.wg.Add(1)

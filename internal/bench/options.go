@@ -57,6 +57,10 @@ type Options struct {
 	// Watchers is the number of watches on the watch workload's prefix
 	// (default 100), multiplexed over one Watch stream per connection.
 	Watchers int
+	// RateLimit and RateBurst are the ratelimit workload's bucket: tokens
+	// per second (default 1e6) and capacity (default 1000).
+	RateLimit int64
+	RateBurst int64
 	// NoPreload skips writing the whole key space before read workloads.
 	NoPreload bool
 	// Seed makes key choice reproducible; 0 picks one from the clock. The

@@ -47,7 +47,8 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
   dkv bench get --serializable -o json
   dkv bench mixed --read-ratio 0.9 --total 100000
   dkv bench lease-keepalive --keys 1000 --clients 64
-  dkv bench watch --watchers 100 --clients 8`,
+  dkv bench watch --watchers 100 --clients 8
+  dkv bench ratelimit --keys 1 --clients 16`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&o.Clients, "clients", 64, "concurrent clients (goroutines)")
@@ -61,6 +62,8 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 	pf.BoolVar(&o.Serializable, "serializable", false, "serializable (local, possibly stale) reads instead of linearizable")
 	pf.StringVar(&o.KeyPrefix, "key-prefix", "bench/", "prefix of every key the benchmark touches")
 	pf.IntVar(&o.Watchers, "watchers", 100, "watch: number of watches on the prefix (multiplexed over one stream per connection)")
+	pf.Int64Var(&o.RateLimit, "rate-limit", 1_000_000, "ratelimit: the bucket's tokens per second")
+	pf.Int64Var(&o.RateBurst, "rate-burst", 1000, "ratelimit: the bucket's capacity")
 	pf.BoolVar(&o.NoPreload, "no-preload", false, "get, mixed: do not write the key space first")
 	pf.Uint64Var(&o.Seed, "seed", 0, "random seed for key choice (0: from the clock)")
 	pf.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "time limit for one op; a timed-out op counts as DeadlineExceeded")

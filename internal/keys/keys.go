@@ -101,3 +101,10 @@ var (
 	// LockSeq is the last allocated queue sequence number.
 	LockSeq = []byte("s/km/seq")
 )
+
+// The rate limiter (package ratelimit): everything under "s/b" (buckets).
+var (
+	// RateLimitPrefix: s/bt/<key> -> the bucket's GCRA state (TAT and
+	// last decision time, 8 bytes BE each).
+	RateLimitPrefix = []byte("s/bt/")
+)

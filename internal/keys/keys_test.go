@@ -24,6 +24,7 @@ func TestLayoutIsStable(t *testing.T) {
 		{LeaseRecordPrefix, "s/ll/"}, {LeaseKeysPrefix, "s/lk/"}, {LeaseSeq, "s/lm/seq"},
 		{LockHolderPrefix, "s/kh/"}, {LockTokenPrefix, "s/kt/"}, {LockQueuePrefix, "s/kq/"},
 		{LockOwnerPrefix, "s/ko/"}, {LockLeasePrefix, "s/kl/"}, {LockSeq, "s/km/seq"},
+		{RateLimitPrefix, "s/bt/"},
 	} {
 		if string(c.got) != c.want {
 			t.Errorf("key %q, want %q", c.got, c.want)
@@ -37,7 +38,8 @@ func TestReplicatedKeysInStateSpan(t *testing.T) {
 	in := func(k []byte) bool { return bytes.Compare(k, StateStart) >= 0 && bytes.Compare(k, StateEnd) < 0 }
 	for _, k := range [][]byte{AppliedIndex, ConfState, MemberPrefix, AlarmPrefix, MVCCLatestPrefix, MVCCHistoryPrefix,
 		MVCCChangesPrefix, MVCCRevision, MVCCCompact, LeaseRecordPrefix, LeaseKeysPrefix, LeaseSeq,
-		LockHolderPrefix, LockTokenPrefix, LockQueuePrefix, LockOwnerPrefix, LockLeasePrefix, LockSeq} {
+		LockHolderPrefix, LockTokenPrefix, LockQueuePrefix, LockOwnerPrefix, LockLeasePrefix, LockSeq,
+		RateLimitPrefix} {
 		if !in(k) {
 			t.Errorf("%q is replicated but outside the state span", k)
 		}

@@ -6,6 +6,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/keyrange"
+	"github.com/dkv-io/dkv/internal/ratelimit"
 )
 
 // Limits bounds the size of requests. The server validates proposals
@@ -70,6 +71,8 @@ func Validate(req *dkvpb.InternalRequest, l Limits) error {
 		return validateLease(req)
 	case *dkvpb.InternalRequest_LockAcquire, *dkvpb.InternalRequest_LockRelease, *dkvpb.InternalRequest_LockCancel:
 		return validateLock(req, l)
+	case *dkvpb.InternalRequest_RateLimit:
+		return ratelimit.Validate(r.RateLimit, l.MaxKeyBytes)
 	case nil:
 		return invalid("request has no command")
 	default:

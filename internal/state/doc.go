@@ -7,7 +7,8 @@
 // lease grant, revoke, renew, checkpoint and expiry, and lock acquire,
 // release and cancel go to the MVCC engine (package mvcc, which keeps the
 // keyspace, ranges and txns, and drives the lease and lock tables in the
-// same batch); member attributes and NOSPACE alarms are applied here, and
+// same batch); member attributes and NOSPACE alarms are applied here, rate-limit
+// decisions in package ratelimit (outside the MVCC keyspace: no revision), and
 // conf changes mirror into the member table (membership.go).
 //
 // Each command yields a Result: the response or the refusal, the revision,

@@ -10,6 +10,7 @@ import (
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/raftnode"
+	"github.com/dkv-io/dkv/internal/ratelimit"
 	"github.com/dkv-io/dkv/internal/storage"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -155,6 +156,14 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 	case *dkvpb.InternalRequest_Alarm:
 		m.applyAlarm(b, r.Alarm)
 		return Result{Revision: m.kv.Revision()}
+	case *dkvpb.InternalRequest_RateLimit:
+		// Outside the MVCC keyspace: a decision is no key change, so it
+		// takes no revision and sends no watch event. Its time is the
+		// entry's, never this member's clock.
+		rl, err := ratelimit.Apply(b, r.RateLimit, req.GetTimeUnixNano())
+		must(err)
+		rl.Header = &dkvpb.ResponseHeader{Revision: m.kv.Revision()}
+		return Result{Resp: rl, Revision: m.kv.Revision()}
 	default:
 		// validate refuses these first; kept so a new command cannot
 		// silently apply as nothing.

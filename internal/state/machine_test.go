@@ -332,7 +332,7 @@ func randomCommands(seed uint64, n int) []*dkvpb.InternalRequest {
 	var out []*dkvpb.InternalRequest
 	for range n {
 		var req *dkvpb.InternalRequest
-		switch r.IntN(12) {
+		switch r.IntN(13) {
 		case 0, 1, 2:
 			req = put(key(), fmt.Sprint(r.IntN(100)), int64(r.IntN(4)))
 		case 3:
@@ -357,6 +357,8 @@ func randomCommands(seed uint64, n int) []*dkvpb.InternalRequest {
 			req = alarm(uint64(1+r.IntN(2)), r.IntN(2) == 0)
 		case 11:
 			req = &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: 1 + int64(r.IntN(3)), Epoch: 1}}}
+		case 12:
+			req = rateLimit("b"+fmt.Sprint(r.IntN(2)), 1+int64(r.IntN(3)), int64(r.IntN(1000))*1_000_000)
 		}
 		out = append(out, req)
 	}
@@ -418,4 +420,45 @@ func clones(reqs []*dkvpb.InternalRequest) []*dkvpb.InternalRequest {
 		out[i] = proto.Clone(r).(*dkvpb.InternalRequest)
 	}
 	return out
+}
+
+func rateLimit(k string, n, at int64) *dkvpb.InternalRequest {
+	return &dkvpb.InternalRequest{TimeUnixNano: at, Request: &dkvpb.InternalRequest_RateLimit{RateLimit: &dkvpb.RateLimitRequest{
+		Key: []byte(k), Limit: 10, PeriodMs: 1000, Burst: 3, N: n}}}
+}
+
+// TestRateLimitApply: decisions in one batch see each other (the batch is
+// read through), decide at the entry's time, take no revision, and keep
+// their state inside the span a raft snapshot carries.
+func TestRateLimitApply(t *testing.T) {
+	h := newHarness(t)
+	h.ok(put("k", "v", 0))
+	rev := h.m.kv.Revision()
+	const s = int64(1_000_000_000)
+	res := h.batch(rateLimit("b", 2, 5*s), rateLimit("b", 1, 5*s), rateLimit("b", 1, 5*s))
+	var got []bool
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		got = append(got, r.Resp.(*dkvpb.RateLimitResponse).GetAllowed())
+	}
+	if fmt.Sprint(got) != "[true true false]" {
+		t.Fatalf("allowed %v, want [true true false]", got)
+	}
+	if rr := res[2].Resp.(*dkvpb.RateLimitResponse); rr.GetRetryAfterMs() != 100 || rr.GetDecidedUnixNano() != 5*s {
+		t.Fatalf("refusal %v: want retry after 100 ms, decided at the entry's time", rr)
+	}
+	if r := h.m.kv.Revision(); r != rev || revOf(res[0]) != rev {
+		t.Fatalf("revision moved from %d to %d (header %d): a decision is no key change", rev, r, revOf(res[0]))
+	}
+	if !bytes.Contains(stateContents(t, h.store.DB()), []byte(`"s/bt/b"=`)) {
+		t.Fatal("the bucket's state is not in the replicated span")
+	}
+	// A bad request is refused at apply too, naming the limit.
+	bad := rateLimit("b", 4, 6*s)
+	var de *dkverr.Error
+	if r := h.one(bad); !errors.As(r.Err, &de) || de.Code != dkverr.InvalidInput || !bytes.Contains([]byte(r.Err.Error()), []byte("burst, 3")) {
+		t.Fatalf("n over burst: got %v, want InvalidInput naming the burst", r.Err)
+	}
 }

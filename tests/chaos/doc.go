@@ -4,7 +4,9 @@
 // checkers over the result: linearizability of the KV history (porcupine,
 // partitioned per key and split into bounded windows), durability of
 // acknowledged writes, counter bounds and replica convergence; and, in
-// coord.go, lock safety (fencing), watch completeness and lease safety.
+// coord.go, lock safety (fencing), watch completeness and lease safety;
+// in ratelimit.go and semaphore.go, the rate limiter's window bound and
+// the semaphore's holder bound (from the holders' fenced-write logs).
 //
 // Who calls it: the tests in this package (`make chaos`, the short CI
 // run), tests/docker_test.go, and later the lease, lock and watch suites,
