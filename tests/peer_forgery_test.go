@@ -260,6 +260,22 @@ func forgedMessages(v memberView, from uint64, to *Node) []*raftpb.Message {
 // what follows is compared to a still cluster.
 func idleViews(t *testing.T, c *Cluster) map[string]memberView {
 	t.Helper()
+	// A member publishes its client URL, through raft, once it is
+	// ready: wait until every member's is applied everywhere.
+	c.Eventually(10*time.Second, "every client URL published", func() bool {
+		for _, nd := range c.Nodes {
+			ml, err := nd.Cluster.MemberList(context.Background(), &dkvpb.MemberListRequest{})
+			if err != nil || len(ml.GetMembers()) != len(c.Nodes) {
+				return false
+			}
+			for _, m := range ml.GetMembers() {
+				if m.GetClientUrl() == "" {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	var before map[string]memberView
 	c.Eventually(10*time.Second, "an idle cluster", func() bool {
 		cur := map[string]memberView{}
