@@ -280,6 +280,10 @@ func TestDevClusterSecure(t *testing.T) {
 	if r := n.dkv("", flags[0], flags[1], flags[2], flags[3], "get", "hello"); r.code != 7 {
 		t.Errorf("get with --cacert but no client certificate: exit %d %q %s; want 7 (Unavailable)", r.code, r.stdout, r.stderr)
 	}
+	// dkv bench takes the TLS flags too, so TLS cost can be measured.
+	if r := n.dkv("", append(flags, "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.code != 0 || !strings.Contains(r.stdout, "OPS/S") {
+		t.Errorf("bench put over TLS: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	fi, err := os.Stat(filepath.Join(dir, "root-password"))
 	if err != nil || fi.Mode().Perm() != 0o600 || fi.Size() < 16 {
 		t.Errorf("root-password: %v %v", fi, err)
