@@ -118,3 +118,66 @@ func TestPeerTLSRefusesNonMembers(t *testing.T) {
 	}
 	onlyOneWriteSince(t, c, before)
 }
+
+// TestSecureClusterJoinAndForward runs a cluster with TLS everywhere —
+// client certificates required on the client port, mutual TLS on the
+// peer port — and checks the paths where members dial each other's
+// client ports: a new member joins through a follower, and a membership
+// call sent to a follower is forwarded to the leader. Both present the
+// member's own certificate.
+func TestSecureClusterJoinAndForward(t *testing.T) {
+	ca, err := tlsutil.NewCA("cluster ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pki := t.TempDir()
+	caFile := filepath.Join(pki, "ca.crt")
+	if err := ca.WriteCert(caFile); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := ca.Issue("admin", nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminPair, err := admin.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"n1", "n2", "n3", "n4"}
+	c := NewClusterEach(t, 3, server.Config{}, func(nd *Node) {
+		ch, _, _ := net.SplitHostPort(nd.Cfg.ClientAddr)
+		ph, _, _ := net.SplitHostPort(nd.PeerAddr)
+		cert, key := issueTo(t, ca, pki, nd.Name, ch, ph)
+		nd.Cfg.ClientTLS = server.TLSFiles{CertFile: cert, KeyFile: key, TrustedCAFile: caFile, ClientCertAuth: true}
+		nd.Cfg.PeerTLS = server.TLSFiles{CertFile: cert, KeyFile: key, TrustedCAFile: caFile, AllowedNames: names}
+		nd.ClientTLS = &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{adminPair}}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.WaitLeader().KV.Put(ctx, &dkvpb.PutRequest{Key: []byte("k"), Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	follower := c.Followers()[0]
+	n4 := c.Add("n4", []string{follower.Srv.ClientAddr()})
+	c.Eventually(30*time.Second, "n4 promoted through a follower", func() bool {
+		f := c.Followers()[0]
+		_, err := f.Cluster.MemberPromote(ctx, &dkvpb.MemberPromoteRequest{Name: "n4"})
+		if err != nil {
+			t.Logf("promote via %s: %v", f.Name, err)
+		}
+		return err == nil
+	})
+	c.Eventually(30*time.Second, "n4 serves the key", func() bool {
+		r, err := n4.KV.Range(ctx, &dkvpb.RangeRequest{Key: []byte("k")})
+		return err == nil && len(r.GetKvs()) == 1
+	})
+	ml, err := n4.Cluster.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ml.GetMembers() {
+		if m.GetIsLearner() {
+			t.Errorf("%s is still a learner", m.GetName())
+		}
+	}
+}
