@@ -32,9 +32,9 @@ type Node struct {
 	// ClientTLS, when set, is how the harness's own connection (KV,
 	// Cluster) reaches a node whose client port has TLS.
 	ClientTLS *tls.Config
-	conn     *grpc.ClientConn
-	KV       dkvpb.KVClient
-	Cluster  dkvpb.ClusterClient
+	conn      *grpc.ClientConn
+	KV        dkvpb.KVClient
+	Cluster   dkvpb.ClusterClient
 }
 
 // ID is the member's raft id.
