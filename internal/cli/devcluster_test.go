@@ -274,8 +274,8 @@ func TestDevClusterSecure(t *testing.T) {
 	if r := n.dkv("", append(flags, "get", "hello")...); r.code != 0 || strings.TrimSpace(r.stdout) != "world" {
 		t.Errorf("get hello over TLS: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
-	if r := n.dkv("", "get", "hello"); r.code != 7 {
-		t.Errorf("plaintext get on a --secure cluster: exit %d %q %s; want 7 (Unavailable)", r.code, r.stdout, r.stderr)
+	if r := n.dkv("", "get", "hello"); r.code != 7 || !strings.Contains(r.stderr, "does the cluster use TLS? connect with --cacert") {
+		t.Errorf("plaintext get on a --secure cluster: exit %d %q %s; want 7 (Unavailable) with a hint at --cacert", r.code, r.stdout, r.stderr)
 	}
 	if r := n.dkv("", flags[0], flags[1], flags[2], flags[3], "get", "hello"); r.code != 7 {
 		t.Errorf("get with --cacert but no client certificate: exit %d %q %s; want 7 (Unavailable)", r.code, r.stdout, r.stderr)

@@ -164,7 +164,18 @@ func (a *app) newClient(ctx context.Context, discover bool) (*client.Client, err
 	if discover {
 		sync = 0 // the client's default interval
 	}
-	return client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync, TLS: a.tls.cfg})
+	c, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync, TLS: a.tls.cfg})
+	return c, a.tlsHint(err)
+}
+
+// tlsHint adds a hint to the error of a plaintext connection to a TLS
+// port, which gRPC reports only as a failed HTTP/2 preface.
+func (a *app) tlsHint(err error) error {
+	var ce *client.Error
+	if err != nil && a.tls.cfg == nil && errors.As(err, &ce) && strings.Contains(ce.Msg, "server preface") {
+		ce.Msg += " (does the cluster use TLS? connect with --cacert, and --cert/--key if it wants a client certificate)"
+	}
+	return err
 }
 
 // endpointList parses --endpoints; a malformed one is a usage error.
