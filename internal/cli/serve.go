@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -153,6 +154,9 @@ func (a *app) serve(cfg server.Config) error {
 	fmt.Fprintf(a.stdout, "dkv member %q listening\n  client gRPC: %s%s\n  HTTP:        %s\n  peer:        %s%s\n  data dir:    %s\n",
 		cfg.Name, show(srv.ClientAddr()), advertised(srv.ClientAddr(), srv.AdvertisedClientAddr()),
 		show(srv.HTTPAddr()), show(srv.PeerAddr()), advertised(srv.PeerAddr(), srv.AdvertisedPeerAddr()), cfg.DataDir)
+	if t := tlsSummary(cfg); t != "" {
+		fmt.Fprintf(a.stdout, "  TLS:         %s\n", t)
+	}
 	select {
 	case <-srv.Ready():
 		fmt.Fprintln(a.stdout, "ready")
@@ -185,6 +189,22 @@ func (a *app) serve(cfg server.Config) error {
 	}
 	fmt.Fprintln(a.stdout, "stopped")
 	return nil
+}
+
+// tlsSummary says which ports use TLS ("" for none).
+func tlsSummary(cfg server.Config) string {
+	var parts []string
+	if c := cfg.ClientTLS; c.Enabled() {
+		s := "client gRPC and HTTPS"
+		if c.ClientCertAuth {
+			s += " (client certificates required)"
+		}
+		parts = append(parts, s)
+	}
+	if cfg.PeerTLS.Enabled() {
+		parts = append(parts, "peer (mutual)")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // startErr makes a full disk exit with the NoSpace code and message; a
