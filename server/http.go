@@ -30,11 +30,10 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		return err
 	}
 	s.gwConn = conn
-	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &strictJSONPb{runtime.JSONPb{
+	gw := runtime.NewServeMux(append(gatewayCNOptions(), runtime.WithMarshalerOption(runtime.MIMEWildcard, &strictJSONPb{runtime.JSONPb{
 		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: false, UseProtoNames: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-	}}), runtime.WithErrorHandler(s.gatewayError),
-		runtime.WithIncomingHeaderMatcher(gatewayHeaderMatcher), runtime.WithMetadata(gatewayClientCN))
+	}}), runtime.WithErrorHandler(s.gatewayError))...)
 	bg := context.Background()
 	if err := dkvpb.RegisterKVHandler(bg, gw, conn); err != nil {
 		return err
@@ -110,6 +109,12 @@ func withClientCN(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), cnKey{}, cn)))
 	})
+}
+
+// gatewayCNOptions make the gateway pass the HTTP client's verified
+// certificate CN on to the gRPC handlers, and nothing else in its place.
+func gatewayCNOptions() []runtime.ServeMuxOption {
+	return []runtime.ServeMuxOption{runtime.WithIncomingHeaderMatcher(gatewayHeaderMatcher), runtime.WithMetadata(gatewayClientCN)}
 }
 
 // gatewayClientCN passes the HTTP client's verified CN to the gRPC

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/tlsutil"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -21,6 +23,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 )
 
 // testPKI is a CA with a server certificate for 127.0.0.1 written to dir.
@@ -319,5 +322,121 @@ func TestPeerCommonName(t *testing.T) {
 	}
 	if _, ok := gatewayHeaderMatcher("Authorization"); !ok {
 		t.Error("the gateway no longer passes the Authorization header")
+	}
+}
+
+// cnKV records what peerCommonName says in each Range.
+type cnKV struct {
+	dkvpb.UnimplementedKVServer
+	got chan string
+}
+
+func (k *cnKV) Range(ctx context.Context, _ *dkvpb.RangeRequest) (*dkvpb.RangeResponse, error) {
+	cn, ok := peerCommonName(ctx)
+	if !ok {
+		cn = "(none)"
+	}
+	k.got <- cn
+	return &dkvpb.RangeResponse{}, nil
+}
+
+// TestPeerCommonNameEndToEnd runs the real pieces — the TLS credentials
+// that spare in-process pipes, the gateway's pipe and its CN options — in
+// a gRPC server of its own whose Range reports peerCommonName: the CN of
+// a verified client certificate over gRPC and over HTTPS through the
+// gateway, and none for a client without one, whatever metadata or
+// headers it sends.
+func TestPeerCommonNameEndToEnd(t *testing.T) {
+	p := newTestPKI(t)
+	srvPair, err := tls.LoadX509KeyPair(p.certFile, p.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcfg := &tls.Config{Certificates: []tls.Certificate{srvPair}, ClientCAs: p.ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven}
+	kv := &cnKV{got: make(chan string, 1)}
+	gs := grpc.NewServer(grpc.Creds(tlsExceptInProcess{credentials.NewTLS(tcfg)}))
+	dkvpb.RegisterKVServer(gs, kv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, gwPipe := bufconn.Listen(1<<20), bufconn.Listen(1<<20)
+	go gs.Serve(lis)
+	go gs.Serve(inprocListener{Listener: pipe})
+	go gs.Serve(inprocListener{Listener: gwPipe, gateway: true})
+	defer gs.Stop()
+	s := &Server{cfg: Config{MaxValueBytes: 1 << 20}}
+
+	call := func(conn *grpc.ClientConn, md metadata.MD) string {
+		t.Helper()
+		defer conn.Close()
+		ctx := metadata.NewOutgoingContext(context.Background(), md)
+		if _, err := dkvpb.NewKVClient(conn).Range(ctx, &dkvpb.RangeRequest{Key: []byte("k")}); err != nil {
+			t.Fatal(err)
+		}
+		return <-kv.got
+	}
+	tlsConn := func(certs []tls.Certificate) *grpc.ClientConn {
+		c, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: p.ca.Pool(), ServerName: "127.0.0.1", Certificates: certs})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	pipeConn := func(l *bufconn.Listener) *grpc.ClientConn {
+		c, err := s.dialPipe(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	spoof := metadata.Pairs(gatewayCNHeader, "root")
+	alice := []tls.Certificate{p.client(t, "alice")}
+	for what, c := range map[string]struct {
+		got, want string
+	}{
+		"gRPC with alice's certificate":       {call(tlsConn(alice), nil), "alice"},
+		"gRPC without a certificate, spoofed": {call(tlsConn(nil), spoof), "(none)"},
+		"in-process pipe, spoofed":            {call(pipeConn(pipe), spoof), "(none)"},
+		"gateway pipe":                        {call(pipeConn(gwPipe), metadata.Pairs(gatewayCNHeader, "bob")), "bob"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: peerCommonName %q, want %q", what, c.got, c.want)
+		}
+	}
+
+	// HTTPS through the gateway, as startHTTP builds it.
+	gwConn := pipeConn(gwPipe)
+	defer gwConn.Close()
+	mux := runtime.NewServeMux(gatewayCNOptions()...)
+	if err := dkvpb.RegisterKVHandler(context.Background(), mux, gwConn); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(withClientCN(mux))
+	hs.TLS = tcfg
+	hs.StartTLS()
+	defer hs.Close()
+	for _, c := range []struct {
+		what  string
+		certs []tls.Certificate
+		want  string
+	}{
+		{"HTTPS with alice's certificate", alice, "alice"},
+		{"HTTPS without a certificate, spoofed header", nil, "(none)"},
+	} {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.ca.Pool(), Certificates: c.certs}}}
+		req, _ := http.NewRequest("POST", hs.URL+"/v1/kv/range", strings.NewReader(`{"key":"aw=="}`))
+		req.Header.Set("Grpc-Metadata-"+gatewayCNHeader, "root")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", c.what, resp.Status)
+		}
+		if got := <-kv.got; got != c.want {
+			t.Errorf("%s: peerCommonName %q, want %q", c.what, got, c.want)
+		}
 	}
 }
