@@ -66,7 +66,7 @@ func (b *lb) UpdateClientConnState(s balancer.ClientConnState) error {
 			continue
 		}
 		sub := &lbSub{addr: a.Addr, state: connectivity.Idle}
-		sc, err := b.cc.NewSubConn([]resolver.Address{{Addr: a.Addr}}, balancer.NewSubConnOptions{
+		sc, err := b.cc.NewSubConn([]resolver.Address{{Addr: a.Addr, ServerName: a.ServerName}}, balancer.NewSubConnOptions{
 			StateListener: func(st balancer.SubConnState) { b.updateSub(sub, st) },
 		})
 		if err != nil {

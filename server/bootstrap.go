@@ -145,10 +145,14 @@ func (s *Server) startNode(ctx context.Context) error {
 		if s.peerSecret, err = s.loadPeerSecret(boot != nil, boot, joined); err != nil {
 			return err
 		}
-		s.transport = transport.New(transport.Config{
+		tc := transport.Config{
 			ID: s.memberID, ClusterID: s.clusterID, Storage: s.store,
 			Logger: s.log, Faults: s.cfg.PeerFaults, Secret: s.peerSecret,
-		})
+		}
+		if s.tls != nil {
+			tc.TLS = s.tls.peerDial
+		}
+		s.transport = transport.New(tc)
 	}
 	rc := raftnode.Config[state.Result]{
 		ID:            s.memberID,

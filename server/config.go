@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/dkv-io/dkv/internal/transport"
 )
 
@@ -62,6 +63,14 @@ type Config struct {
 	// wait, and so an election Campaign) are exempt: they wait as long
 	// as the caller's context allows.
 	RequestTimeout time.Duration
+	// ClientTLS turns on TLS for the client gRPC port and the HTTP port
+	// (HTTPS), PeerTLS mutual TLS on the peer port (docs/security.md).
+	// The zero values are plaintext.
+	ClientTLS TLSFiles
+	PeerTLS   TLSFiles
+	// TLSMinVersion is the oldest TLS version accepted on every port:
+	// "1.2" (the default, also "") or "1.3".
+	TLSMinVersion string
 	// PeerFaults, when set, injects network faults into the peer
 	// transport (tests only).
 	PeerFaults *transport.Faults
@@ -265,6 +274,21 @@ func (c *Config) Validate() error {
 	}
 	if strings.ContainsAny(c.Name, "=,") {
 		return fmt.Errorf("name %q must not contain '=' or ','", c.Name)
+	}
+	if err := c.ClientTLS.validate(""); err != nil {
+		return err
+	}
+	if len(c.ClientTLS.AllowedNames) > 0 {
+		return fmt.Errorf("allowed certificate names are a peer port setting (--peer-cert-allowed-cn)")
+	}
+	if err := c.PeerTLS.validate("peer-"); err != nil {
+		return err
+	}
+	if c.PeerTLS.ClientCertAuth {
+		return fmt.Errorf("the peer port always requires a member certificate; client cert auth is a client port setting (--client-cert-auth)")
+	}
+	if _, err := tlsutil.ParseMinVersion(c.TLSMinVersion); err != nil {
+		return fmt.Errorf("--tls-min-version: %w", err)
 	}
 	if c.RequestTimeout < 0 {
 		return fmt.Errorf("request timeout %v must not be negative", c.RequestTimeout)

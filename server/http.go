@@ -14,6 +14,7 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -24,15 +25,15 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if s.httpLis == nil {
 		return nil
 	}
-	conn, err := s.DialInProcess(ctx)
+	conn, err := s.dialPipe(s.gwInproc)
 	if err != nil {
 		return err
 	}
 	s.gwConn = conn
-	gw := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &strictJSONPb{runtime.JSONPb{
+	gw := runtime.NewServeMux(append(gatewayCNOptions(), runtime.WithMarshalerOption(runtime.MIMEWildcard, &strictJSONPb{runtime.JSONPb{
 		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: false, UseProtoNames: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-	}}), runtime.WithErrorHandler(s.gatewayError))
+	}}), runtime.WithErrorHandler(s.gatewayError))...)
 	bg := context.Background()
 	if err := dkvpb.RegisterKVHandler(bg, gw, conn); err != nil {
 		return err
@@ -74,14 +75,68 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	}
 	lis := s.httpLis
 	s.httpSrv = &http.Server{Handler: s.capBodies(gw, mux), ReadHeaderTimeout: handshakeTimeout, IdleTimeout: httpIdleTimeout}
+	var tlsOn bool
+	if s.tls != nil && s.tls.clientServer != nil {
+		s.httpSrv.TLSConfig = s.tls.clientServer.Clone() // HTTPS, with the client port's settings
+		// Only with TLS is there a certificate to pass on: the
+		// plaintext path keeps its one allocation less per request.
+		s.httpSrv.Handler = withClientCN(s.httpSrv.Handler)
+		tlsOn = true
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.httpSrv.Serve(s.limitListen(lis, s.clientSlots, "HTTP")); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		l := s.limitListen(lis, s.clientSlots, "HTTP")
+		var err error
+		if tlsOn {
+			err = s.httpSrv.ServeTLS(l, "", "") // the certificate comes from TLSConfig
+		} else {
+			err = s.httpSrv.Serve(l)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
 		}
 	}()
 	return nil
+}
+
+// withClientCN records the verified client certificate's CN (or none)
+// in the request's context, for the handlers called directly
+// (peerCommonName); a handler reached through the gateway gets it as
+// gatewayCNHeader.
+func withClientCN(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cn := ""
+		if leaf := verifiedLeaf(r.TLS); leaf != nil {
+			cn = leaf.Subject.CommonName
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), cnKey{}, cn)))
+	})
+}
+
+// gatewayCNOptions make the gateway pass the HTTP client's verified
+// certificate CN on to the gRPC handlers, and nothing else in its place.
+func gatewayCNOptions() []runtime.ServeMuxOption {
+	return []runtime.ServeMuxOption{runtime.WithIncomingHeaderMatcher(gatewayHeaderMatcher), runtime.WithMetadata(gatewayClientCN)}
+}
+
+// gatewayClientCN passes the HTTP client's verified CN to the gRPC
+// handler the gateway calls.
+func gatewayClientCN(_ context.Context, r *http.Request) metadata.MD {
+	if leaf := verifiedLeaf(r.TLS); leaf != nil && leaf.Subject.CommonName != "" {
+		return metadata.Pairs(gatewayCNHeader, leaf.Subject.CommonName)
+	}
+	return nil
+}
+
+// gatewayHeaderMatcher is the gateway's default header mapping, except
+// that no HTTP header may set gatewayCNHeader: only a verified
+// certificate does.
+func gatewayHeaderMatcher(key string) (string, bool) {
+	if strings.EqualFold(strings.TrimPrefix(strings.ToLower(key), strings.ToLower(runtime.MetadataHeaderPrefix)), gatewayCNHeader) {
+		return "", false
+	}
+	return runtime.DefaultHeaderMatcher(key)
 }
 
 // handleReadyz answers 200 when a linearizable read succeeds within a

@@ -10,7 +10,6 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/state"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -75,7 +74,7 @@ func (s *Server) joinCluster(ctx context.Context) (memberID, clusterID uint64, m
 // joinVia asks the member at ep to add this one; hdr receives the
 // response header, which carries the cluster's peer secret.
 func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64, hdr *metadata.MD) ([]*dkvpb.Member, uint64, error) {
-	conn, err := grpc.NewClient("passthrough:///"+ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+ep, s.memberDialCreds())
 	if err != nil {
 		return nil, 0, err
 	}

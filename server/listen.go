@@ -292,7 +292,7 @@ func (s *Server) startGRPC() error {
 	if err := s.fdBudget(); err != nil {
 		return err
 	}
-	s.grpcSrv = grpc.NewServer(append(s.clientGRPCOptions(),
+	s.grpcSrv = grpc.NewServer(append(append(s.clientGRPCOptions(), s.clientServerOption()...),
 		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors),
 	)...)
@@ -305,10 +305,15 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterRateLimitServer(s.grpcSrv, &rateLimitService{s: s})
 
 	s.inproc = bufconn.Listen(1 << 20)
-	s.wg.Add(1)
+	s.gwInproc = bufconn.Listen(1 << 20)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
-		_ = s.grpcSrv.Serve(s.inproc)
+		_ = s.grpcSrv.Serve(inprocListener{Listener: s.inproc})
+	}()
+	go func() {
+		defer s.wg.Done()
+		_ = s.grpcSrv.Serve(inprocListener{Listener: s.gwInproc, gateway: true})
 	}()
 	if lis := s.clientLis; lis != nil {
 		s.wg.Add(1)

@@ -14,7 +14,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -33,7 +32,7 @@ func (s *Server) leaderClient(ctx context.Context) (dkvpb.ClusterClient, func(),
 			}
 			for _, m := range ms {
 				if m.GetId() == lead && m.GetClientUrl() != "" {
-					conn, err := grpc.NewClient("passthrough:///"+m.GetClientUrl(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+					conn, err := grpc.NewClient("passthrough:///"+m.GetClientUrl(), s.memberDialCreds())
 					if err != nil {
 						return nil, nil, err
 					}

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -24,7 +25,11 @@ func (s *Server) startPeerServer() error {
 		return fmt.Errorf("peer listener on %s: %w", s.cfg.PeerAddr, err)
 	}
 	s.peerLis = lis
-	s.peerSrv = grpc.NewServer(peerGRPCOptions()...)
+	opts := peerGRPCOptions()
+	if s.tls != nil && s.tls.peerServer != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.peerServer)))
+	}
+	s.peerSrv = grpc.NewServer(opts...)
 	s.transport.Register(s.peerSrv)
 	s.wg.Add(1)
 	go func() {

@@ -49,6 +49,8 @@ type Server struct {
 	peerSrv   *grpc.Server
 	peerLis   net.Listener
 	inproc    *bufconn.Listener
+	gwInproc  *bufconn.Listener // the HTTP gateway's own in-process pipe (tls.go, gatewayAddr)
+	tls       *tlsState
 	httpSrv   *http.Server
 	httpLis   net.Listener
 	gwConn    *grpc.ClientConn
@@ -129,6 +131,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			_ = s.Stop()
 		}
 	}()
+	if err := s.setupTLS(); err != nil {
+		return err
+	}
 	// Client and HTTP listeners first: a port in use is the likeliest
 	// start-up failure and the cheapest to report.
 	if err := s.bindListeners(); err != nil {
@@ -370,12 +375,16 @@ func (s *Server) HTTPAddr() string {
 // DialInProcess returns a gRPC connection to this server over an in-memory
 // pipe: the embedded client's transport. Close it before Stop.
 func (s *Server) DialInProcess(ctx context.Context) (*grpc.ClientConn, error) {
-	if s.inproc == nil {
+	return s.dialPipe(s.inproc)
+}
+
+func (s *Server) dialPipe(pipe *bufconn.Listener) (*grpc.ClientConn, error) {
+	if pipe == nil {
 		return nil, errors.New("server not started")
 	}
 	return grpc.NewClient("passthrough:///inprocess",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return s.inproc.DialContext(ctx)
+			return pipe.DialContext(ctx)
 		}),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxSendMsgBytes), grpc.MaxCallSendMsgSize(s.maxRequestBytes())),

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/dkv-io/dkv/internal/transport"
 	"github.com/dkv-io/dkv/server"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -27,9 +29,12 @@ type Node struct {
 	PeerAddr string
 	Cfg      server.Config
 	Srv      *server.Server // nil while stopped
-	conn     *grpc.ClientConn
-	KV       dkvpb.KVClient
-	Cluster  dkvpb.ClusterClient
+	// ClientTLS, when set, is how the harness's own connection (KV,
+	// Cluster) reaches a node whose client port has TLS.
+	ClientTLS *tls.Config
+	conn      *grpc.ClientConn
+	KV        dkvpb.KVClient
+	Cluster   dkvpb.ClusterClient
 }
 
 // ID is the member's raft id.
@@ -140,7 +145,11 @@ func (c *Cluster) Start(nd *Node) {
 		c.t.Fatalf("start %s: %v", nd.Name, err)
 	}
 	nd.Srv = srv
-	conn, err := grpc.NewClient("passthrough:///"+srv.ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if nd.ClientTLS != nil {
+		creds = credentials.NewTLS(nd.ClientTLS)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+srv.ClientAddr(), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		c.t.Fatal(err)
 	}

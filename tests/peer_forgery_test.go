@@ -19,6 +19,7 @@ import (
 	"github.com/dkv-io/dkv/server"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -60,10 +61,16 @@ func peerProof(secret []byte, cluster, from, to uint64) string {
 type forger struct {
 	t       *testing.T
 	cluster uint64
+	// creds are the forger's transport credentials (nil: plaintext).
+	creds credentials.TransportCredentials
 }
 
 func (f *forger) conn(addr string) *grpc.ClientConn {
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := f.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -140,59 +147,17 @@ func TestForgedPeerMessagesChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.WaitConverged()
-	// Every member has published its client URL (one entry each); wait
-	// for the log to stop moving so what follows is compared to a still
-	// cluster.
-	var before map[string]memberView
-	c.Eventually(10*time.Second, "an idle cluster", func() bool {
-		cur := map[string]memberView{}
-		for _, nd := range c.Nodes {
-			cur[nd.Name] = viewOf(t, c, nd)
-		}
-		same := before != nil
-		for k, v := range cur {
-			same = same && before[k] == v && v.applied == v.commit
-		}
-		before = cur
-		return same
-	})
+	before := idleViews(t, c)
 
 	st, err := c.Nodes[0].Cluster.Status(ctx, &dkvpb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &forger{t: t, cluster: st.GetHeader().GetClusterId()}
-	secret := func(nd *Node) []byte {
-		b, err := os.ReadFile(filepath.Join(nd.Dir, "peer-secret"))
-		if err != nil {
-			t.Errorf("peer secret of %s: %v", nd.Name, err)
-			return nil
-		}
-		sec, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sec
-	}
+	secret := func(nd *Node) []byte { return peerSecretOf(t, nd) }
 
 	const stranger = 999
-	evil, _ := proto.Marshal(&dkvpb.InternalRequest{Id: 4242, Request: &dkvpb.InternalRequest_Put{Put: &dkvpb.PutRequest{Key: []byte("evil"), Value: []byte("forged")}}})
-	forgeries := func(from uint64, to *Node) []*raftpb.Message {
-		v := before[to.Name]
-		hi := v.term + 1_000_000
-		return []*raftpb.Message{
-			// An append that matches the member's log exactly, so it
-			// would be accepted and committed if it were believed.
-			{Type: raftpb.MsgApp.Enum(), From: new(from), To: new(to.ID()), Term: new(hi),
-				Index: new(v.commit), LogTerm: new(v.term),
-				Entries: []*raftpb.Entry{{Term: new(hi), Index: new(v.commit + 1), Data: evil}},
-				Commit:  new(v.commit + 1)},
-			{Type: raftpb.MsgHeartbeat.Enum(), From: new(from), To: new(to.ID()), Term: new(hi + 1), Commit: new(v.commit)},
-			{Type: raftpb.MsgSnap.Enum(), From: new(from), To: new(to.ID()), Term: new(hi + 2),
-				Snapshot: &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(v.commit + 100), Term: new(hi + 2),
-					ConfState: &raftpb.ConfState{Voters: []uint64{from}}}}},
-		}
-	}
+	forgeries := func(from uint64, to *Node) []*raftpb.Message { return forgedMessages(before[to.Name], from, to) }
 	send := func(what string, md metadata.MD, streamFrom, msgFrom uint64) {
 		for _, to := range c.Nodes {
 			ms := forgeries(msgFrom, to)
@@ -254,6 +219,86 @@ func TestForgedPeerMessagesChangeNothing(t *testing.T) {
 		}
 	}
 
+	onlyOneWriteSince(t, c, before)
+}
+
+// peerSecretOf is the peer secret in nd's data dir.
+func peerSecretOf(t *testing.T, nd *Node) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(nd.Dir, "peer-secret"))
+	if err != nil {
+		t.Errorf("peer secret of %s: %v", nd.Name, err)
+		return nil
+	}
+	sec, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec
+}
+
+// forgedMessages are a MsgApp that matches member to's log exactly (so
+// it would be accepted and committed if it were believed), writing key
+// "evil", a heartbeat and a MsgSnap, all with terms far above v's.
+func forgedMessages(v memberView, from uint64, to *Node) []*raftpb.Message {
+	evil, _ := proto.Marshal(&dkvpb.InternalRequest{Id: 4242, Request: &dkvpb.InternalRequest_Put{Put: &dkvpb.PutRequest{Key: []byte("evil"), Value: []byte("forged")}}})
+	hi := v.term + 1_000_000
+	return []*raftpb.Message{
+		{Type: raftpb.MsgApp.Enum(), From: new(from), To: new(to.ID()), Term: new(hi),
+			Index: new(v.commit), LogTerm: new(v.term),
+			Entries: []*raftpb.Entry{{Term: new(hi), Index: new(v.commit + 1), Data: evil}},
+			Commit:  new(v.commit + 1)},
+		{Type: raftpb.MsgHeartbeat.Enum(), From: new(from), To: new(to.ID()), Term: new(hi + 1), Commit: new(v.commit)},
+		{Type: raftpb.MsgSnap.Enum(), From: new(from), To: new(to.ID()), Term: new(hi + 2),
+			Snapshot: &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(v.commit + 100), Term: new(hi + 2),
+				ConfState: &raftpb.ConfState{Voters: []uint64{from}}}}},
+	}
+}
+
+// idleViews waits for every member's log to stop moving (each has
+// published its client URL) and returns what each member looks like, so
+// what follows is compared to a still cluster.
+func idleViews(t *testing.T, c *Cluster) map[string]memberView {
+	t.Helper()
+	// A member publishes its client URL, through raft, once it is
+	// ready: wait until every member's is applied everywhere.
+	c.Eventually(10*time.Second, "every client URL published", func() bool {
+		for _, nd := range c.Nodes {
+			ml, err := nd.Cluster.MemberList(context.Background(), &dkvpb.MemberListRequest{})
+			if err != nil || len(ml.GetMembers()) != len(c.Nodes) {
+				return false
+			}
+			for _, m := range ml.GetMembers() {
+				if m.GetClientUrl() == "" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	var before map[string]memberView
+	c.Eventually(10*time.Second, "an idle cluster", func() bool {
+		cur := map[string]memberView{}
+		for _, nd := range c.Nodes {
+			cur[nd.Name] = viewOf(t, c, nd)
+		}
+		same := before != nil
+		for k, v := range cur {
+			same = same && before[k] == v && v.applied == v.commit
+		}
+		before = cur
+		return same
+	})
+	return before
+}
+
+// onlyOneWriteSince makes one real write and checks that it is all that
+// changed on every member since before: term, commit index, the state at
+// the old revision, no forged key "evil", and (after stopping the
+// cluster) the log itself.
+func onlyOneWriteSince(t *testing.T, c *Cluster, before map[string]memberView) {
+	t.Helper()
+	ctx := context.Background()
 	// Every forged frame above was answered, so each member has taken it
 	// in; a write that every member applies afterwards is ordered after
 	// it in each raft loop. Then nothing but that write may have changed.

@@ -95,6 +95,9 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 				if !quiet {
 					o.Progress = a.stderr
 				}
+				if a.tls.cfg != nil {
+					o.Dial = a.tls.dial
+				}
 				return a.runBench(o)
 			},
 		})

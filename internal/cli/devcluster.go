@@ -32,6 +32,7 @@ func (a *app) devClusterCmd() *cobra.Command {
 		dataDir  string
 		host     string
 		fresh    bool
+		secure   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev-cluster",
@@ -45,7 +46,14 @@ stops them all. Data is kept, so the same command restarts the cluster;
 
 When a member exits (killed, crashed, removed from the cluster) dev-cluster
 prints "[dev-cluster] NAME exited: ..." and keeps the others running; it
-stops when every member has exited. ` + devClusterHelp,
+stops when every member has exited.
+
+--secure makes a throwaway CA, member certificates and a client
+certificate in DATA-DIR/tls (kept for the next run), and a random root
+password in DATA-DIR/root-password (mode 0600), and starts the members with
+TLS on the client and HTTP ports (client certificates required) and mutual
+TLS on the peer port; it prints the --cacert/--cert/--key flags to connect
+with (docs/security.md). ` + devClusterHelp,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 7 {
@@ -54,7 +62,7 @@ stops when every member has exited. ` + devClusterHelp,
 			if basePort < 1024 || basePort+10*nodes > 65535 {
 				return usagef("--base-port %d leaves no room for %d members", basePort, nodes)
 			}
-			return a.devCluster(nodes, basePort, host, dataDir, fresh)
+			return a.devCluster(nodes, basePort, host, dataDir, fresh, secure)
 		},
 	}
 	f := cmd.Flags()
@@ -62,6 +70,7 @@ stops when every member has exited. ` + devClusterHelp,
 	f.IntVar(&basePort, "base-port", 17861, "client port of the first member")
 	f.StringVar(&dataDir, "data-dir", "./dkv-dev", "parent directory of the members' data dirs")
 	f.StringVar(&host, "host", "127.0.0.1", "loopback address to listen on")
+	f.BoolVar(&secure, "secure", false, "TLS on every port with a throwaway CA and certificates made in DATA-DIR/tls, and a root password in DATA-DIR/root-password")
 	f.BoolVar(&fresh, "fresh", false, "delete the members' data dirs (DATA-DIR/n1 ...) first: start an empty cluster")
 	return cmd
 }
@@ -81,7 +90,7 @@ type devExit struct {
 	err error
 }
 
-func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh bool) error {
+func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secure bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -107,9 +116,29 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh bool) 
 		return err
 	}
 	token := hex.EncodeToString(tok)
+	if fresh {
+		for _, f := range []string{filepath.Join(dataDir, "tls"), filepath.Join(dataDir, "root-password")} {
+			if err := os.RemoveAll(f); err != nil {
+				return fmt.Errorf("--fresh: %w", err)
+			}
+		}
+	}
+	var pki *devPKI
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.name)
+	}
+	if secure {
+		if pki, err = makeDevPKI(dataDir, host, names); err != nil {
+			return fmt.Errorf("--secure: making certificates: %w", err)
+		}
+	}
 	for _, m := range ms {
 		m.args = []string{"serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
 			"--http-addr", m.http, "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token}
+		if pki != nil {
+			m.args = append(m.args, pki.serveArgs(m.name, names)...)
+		}
 		if fresh {
 			if err := os.RemoveAll(m.dir); err != nil {
 				return fmt.Errorf("--fresh: %w", err)
@@ -185,8 +214,30 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh bool) 
 	for _, m := range ms {
 		fmt.Fprintf(a.stdout, "  %s  client %s  http %s  peer %s\n", m.name, m.client, m.http, m.peer)
 	}
-	fmt.Fprintf(a.stdout, "try:  export DKV_ENDPOINTS=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n", strings.Join(eps, ","), devClusterHelp)
+	if pki == nil {
+		fmt.Fprintf(a.stdout, "try:  export DKV_ENDPOINTS=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n", strings.Join(eps, ","), devClusterHelp)
+	} else {
+		fmt.Fprintf(a.stdout, "secure: TLS on every port (client certificates required), certificates in %s\n", pki.dir)
+		fmt.Fprintf(a.stdout, "  root password: %s (mode 0600)\n", pki.rootPasswordFile)
+		fmt.Fprintf(a.stdout, "  https://%s/livez with curl --cacert %s --cert %s --key %s\n", ms[0].http, pki.caFile, pki.clientCert, pki.clientKey)
+		fmt.Fprintf(a.stdout, "try:  dkv --endpoints %s %s put hello world\n", strings.Join(eps, ","), pki.clientFlags())
+		fmt.Fprintf(a.stdout, "or:   export DKV_ENDPOINTS=%s DKV_CACERT=%s DKV_CERT=%s DKV_KEY=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n",
+			strings.Join(eps, ","), pki.caFile, pki.clientCert, pki.clientKey, devClusterHelp)
+	}
 	outMu.Unlock()
+	if pki != nil {
+		go func() {
+			if err := awaitSecureCluster(ctx, pki, eps); err != nil {
+				if ctx.Err() == nil {
+					say("--secure: %v", err)
+				}
+				return
+			}
+			if ctx.Err() == nil {
+				say("secure cluster up")
+			}
+		}()
+	}
 
 	// Commands from stdin; EOF (no terminal, or dev-cluster &) just ends them.
 	cmds := make(chan []string)

@@ -238,3 +238,57 @@ func TestDevClusterFresh(t *testing.T) {
 		t.Fatalf("after --fresh, get kept: exit %d %q, want 3 (NotFound)", r.code, r.stdout)
 	}
 }
+
+// lineWith returns the first output line starting with prefix (after
+// waitLine has seen one).
+func (d *devCluster) lineWith(prefix string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range d.lines {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// dev-cluster --secure: the printed command line works, a plaintext
+// client and a client without a certificate are refused, HTTPS serves
+// with the client certificate, and the root password file is private.
+func TestDevClusterSecure(t *testing.T) {
+	dir := t.TempDir()
+	host, base := freeHost(t, 3)
+	d := startDevCluster(t, dir, host, base, "--secure")
+	d.waitLine("[dev-cluster] secure cluster up")
+	try := d.lineWith("try:  dkv ")
+	f := strings.Fields(strings.TrimPrefix(try, "try:  dkv "))
+	if len(f) == 0 || !strings.Contains(try, "--cacert") || !strings.Contains(try, "--cert") || !strings.Contains(try, "--key") {
+		t.Fatalf("no connect command line printed: %q", try)
+	}
+	n := &node{t: t, addr: d.eps}
+	if r := n.dkv("", f...); r.code != 0 {
+		t.Fatalf("the printed command %q: exit %d\n%s%s", try, r.code, r.stdout, r.stderr)
+	}
+	// f is: --endpoints EPS --cacert CA --cert C --key K put hello world.
+	flags := f[:len(f)-3]
+	if r := n.dkv("", append(flags, "get", "hello")...); r.code != 0 || strings.TrimSpace(r.stdout) != "world" {
+		t.Errorf("get hello over TLS: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := n.dkv("", "get", "hello"); r.code != 7 || !strings.Contains(r.stderr, "does the cluster use TLS? connect with --cacert") {
+		t.Errorf("plaintext get on a --secure cluster: exit %d %q %s; want 7 (Unavailable) with a hint at --cacert", r.code, r.stdout, r.stderr)
+	}
+	if r := n.dkv("", flags[0], flags[1], flags[2], flags[3], "get", "hello"); r.code != 7 {
+		t.Errorf("get with --cacert but no client certificate: exit %d %q %s; want 7 (Unavailable)", r.code, r.stdout, r.stderr)
+	}
+	// dkv bench takes the TLS flags too, so TLS cost can be measured.
+	if r := n.dkv("", append(flags, "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.code != 0 || !strings.Contains(r.stdout, "OPS/S") {
+		t.Errorf("bench put over TLS: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "root-password"))
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Size() < 16 {
+		t.Errorf("root-password: %v %v", fi, err)
+	}
+	if !strings.Contains(d.lineWith("  root password: "), filepath.Join(dir, "root-password")) {
+		t.Errorf("the root password file is not named in the output")
+	}
+}

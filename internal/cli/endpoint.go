@@ -162,7 +162,7 @@ func (a *app) endpointHealth(eps []string) error {
 
 // oneEndpoint runs fn on a connection to ep alone.
 func (a *app) oneEndpoint(ctx context.Context, ep string, fn func(ctx context.Context, c *client.Client) error) error {
-	c, err := client.New(ctx, client.Config{Endpoints: []string{ep}, AutoSyncInterval: -1, DialTimeout: a.timeout, FailFast: true})
+	c, err := client.New(ctx, client.Config{Endpoints: []string{ep}, AutoSyncInterval: -1, DialTimeout: a.timeout, FailFast: true, TLS: a.tls.cfg})
 	if err != nil {
 		return err
 	}

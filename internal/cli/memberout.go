@@ -51,7 +51,7 @@ func (a *app) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkv
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, time.Second))
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: []string{url}, AutoSyncInterval: -1, DialTimeout: min(a.timeout, time.Second), MaxRetries: 1})
+	c, err := client.New(ctx, client.Config{Endpoints: []string{url}, AutoSyncInterval: -1, DialTimeout: min(a.timeout, time.Second), MaxRetries: 1, TLS: a.tls.cfg})
 	if err != nil {
 		return ml
 	}

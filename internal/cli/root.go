@@ -41,6 +41,7 @@ type app struct {
 	discover  bool
 	timeout   time.Duration
 	output    string
+	tls       tlsFlags
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -77,7 +78,8 @@ func (a *app) rootCmd() *cobra.Command {
 
 Client commands connect to --endpoints (env DKV_ENDPOINTS, comma separated)
 and talk only to them (--discover adds the other members' addresses, for
-long-running commands), and give up after --timeout. Output is text for scripts and humans, or one
+long-running commands), and give up after --timeout. --cacert (env
+DKV_CACERT) connects with TLS, --cert and --key add a client certificate. Output is text for scripts and humans, or one
 JSON object per command with -o json.
 
 ` + exitCodeHelp,
@@ -90,7 +92,7 @@ JSON object per command with -o json.
 			if a.timeout <= 0 {
 				return usagef("--timeout must be positive")
 			}
-			return nil
+			return a.tls.load()
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
@@ -103,6 +105,7 @@ JSON object per command with -o json.
 	pf.BoolVar(&a.discover, "discover", false, "also use every member's client address from the member list, learnt in the background (never for per-member commands)")
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "time limit for the command, including connecting")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	a.tls.register(pf)
 	root.AddCommand(
 		a.serveCmd(),
 		a.putCmd(),
@@ -164,7 +167,18 @@ func (a *app) newClient(ctx context.Context, discover bool) (*client.Client, err
 	if discover {
 		sync = 0 // the client's default interval
 	}
-	return client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync})
+	c, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync, TLS: a.tls.cfg})
+	return c, a.tlsHint(err)
+}
+
+// tlsHint adds a hint to the error of a plaintext connection to a TLS
+// port, which gRPC reports only as a failed HTTP/2 preface.
+func (a *app) tlsHint(err error) error {
+	var ce *client.Error
+	if err != nil && a.tls.cfg == nil && errors.As(err, &ce) && strings.Contains(ce.Msg, "server preface") {
+		ce.Msg += " (does the cluster use TLS? connect with --cacert, and --cert/--key if it wants a client certificate)"
+	}
+	return err
 }
 
 // endpointList parses --endpoints; a malformed one is a usage error.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,7 +29,14 @@ func (a *app) serveCmd() *cobra.Command {
 
 An empty address (--http-addr "") disables that listener. Once listening,
 serve prints its addresses on stdout; logs go to stderr. SIGINT or SIGTERM
-stops the node cleanly.`,
+stops the node cleanly.
+
+TLS (docs/security.md): --cert-file/--key-file turn on TLS on the client
+gRPC port and HTTPS on the HTTP port; --client-cert-auth also requires a
+client certificate signed by --trusted-ca-file. --peer-cert-file,
+--peer-key-file and --peer-trusted-ca-file turn on mutual TLS between
+members. Certificate and key files are re-read when they change, and on
+SIGHUP.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
@@ -61,6 +70,15 @@ stops the node cleanly.`,
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
 	f.Int64Var(&cfg.QuotaBytes, "quota-bytes", 0, "refuse writes that add data (NoSpace) while the database takes more than this on disk, until compaction brings it back under (0: no quota)")
 	f.Int64Var(&cfg.SpaceReserveBytes, "space-reserve-bytes", server.DefaultSpaceReserveBytes, "refuse writes that add data (NoSpace) while the data dir's filesystem has less free space than this (negative: off)")
+	f.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "TLS certificate (PEM) of the client gRPC and HTTP ports; turns TLS on there")
+	f.StringVar(&cfg.ClientTLS.KeyFile, "key-file", "", "TLS key (PEM) of --cert-file")
+	f.StringVar(&cfg.ClientTLS.TrustedCAFile, "trusted-ca-file", "", "CA certificates (PEM) that sign client certificates (and, for member-to-member calls, the members' client-port certificates)")
+	f.BoolVar(&cfg.ClientTLS.ClientCertAuth, "client-cert-auth", false, "refuse clients without a certificate signed by --trusted-ca-file")
+	f.StringVar(&cfg.PeerTLS.CertFile, "peer-cert-file", "", "this member's TLS certificate (PEM) on the peer port, presented as server and as client; turns on mutual TLS between members")
+	f.StringVar(&cfg.PeerTLS.KeyFile, "peer-key-file", "", "TLS key (PEM) of --peer-cert-file")
+	f.StringVar(&cfg.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates")
+	f.StringSliceVar(&cfg.PeerTLS.AllowedNames, "peer-cert-allowed-cn", nil, "admit on the peer port only member certificates with this CN or DNS/IP SAN (repeatable, comma separated; default: any signed by --peer-trusted-ca-file)")
+	f.StringVar(&cfg.TLSMinVersion, "tls-min-version", "1.2", "oldest TLS version accepted on every port: 1.2 or 1.3")
 	f.Int64Var(&cfg.BallastBytes, "ballast-bytes", server.DefaultBallastBytes, "size of the ballast file kept in the data dir and released if the disk fills up anyway (negative: none)")
 	return cmd
 }
@@ -113,9 +131,32 @@ func (a *app) serve(cfg server.Config) error {
 		}
 		return addr
 	}
+	// SIGHUP re-reads the certificates (they are also re-read when
+	// their files change).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	hupDone := make(chan struct{})
+	defer func() { signal.Stop(hup); close(hupDone) }()
+	go func() {
+		for {
+			select {
+			case <-hup:
+			case <-hupDone:
+				return
+			}
+			if err := srv.ReloadTLS(); err != nil {
+				cfg.Logger.Error("SIGHUP: re-reading the TLS certificates failed; the previous ones stay in use", "err", err)
+			} else {
+				cfg.Logger.Info("SIGHUP: TLS certificates re-read")
+			}
+		}
+	}()
 	fmt.Fprintf(a.stdout, "dkv member %q listening\n  client gRPC: %s%s\n  HTTP:        %s\n  peer:        %s%s\n  data dir:    %s\n",
 		cfg.Name, show(srv.ClientAddr()), advertised(srv.ClientAddr(), srv.AdvertisedClientAddr()),
 		show(srv.HTTPAddr()), show(srv.PeerAddr()), advertised(srv.PeerAddr(), srv.AdvertisedPeerAddr()), cfg.DataDir)
+	if t := tlsSummary(cfg); t != "" {
+		fmt.Fprintf(a.stdout, "  TLS:         %s\n", t)
+	}
 	select {
 	case <-srv.Ready():
 		fmt.Fprintln(a.stdout, "ready")
@@ -148,6 +189,22 @@ func (a *app) serve(cfg server.Config) error {
 	}
 	fmt.Fprintln(a.stdout, "stopped")
 	return nil
+}
+
+// tlsSummary says which ports use TLS ("" for none).
+func tlsSummary(cfg server.Config) string {
+	var parts []string
+	if c := cfg.ClientTLS; c.Enabled() {
+		s := "client gRPC and HTTPS"
+		if c.ClientCertAuth {
+			s += " (client certificates required)"
+		}
+		parts = append(parts, s)
+	}
+	if cfg.PeerTLS.Enabled() {
+		parts = append(parts, "peer (mutual)")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // startErr makes a full disk exit with the NoSpace code and message; a

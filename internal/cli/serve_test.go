@@ -20,3 +20,48 @@ func TestServeLeaseMaxClockDrift(t *testing.T) {
 		}
 	}
 }
+
+// A TLS flag that is missing its partner, or a bad --tls-min-version, is
+// a usage error naming the flag; a certificate file that cannot be read
+// fails the start naming its flag. The client's --cert/--key/--cacert
+// likewise.
+func TestServeTLSFlagErrors(t *testing.T) {
+	ports := []string{"--client-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0"}
+	missing := t.TempDir() + "/missing.pem"
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--cert-file", missing}, exitUsage, "--key-file is required with --cert-file"},
+		{[]string{"--key-file", missing}, exitUsage, "--cert-file is required with --key-file"},
+		{[]string{"--cert-file", missing, "--key-file", missing, "--client-cert-auth"}, exitUsage, "--client-cert-auth needs --trusted-ca-file"},
+		{[]string{"--peer-cert-file", missing, "--peer-key-file", missing}, exitUsage, "--peer-trusted-ca-file is required with --peer-cert-file"},
+		{[]string{"--peer-cert-file", missing}, exitUsage, "--peer-key-file is required with --peer-cert-file"},
+		{[]string{"--tls-min-version", "1.0"}, exitUsage, `--tls-min-version: "1.0" is not an accepted TLS version: use 1.2 or 1.3`},
+		{[]string{"--tls-min-version", "tls9"}, exitUsage, "--tls-min-version"},
+		{[]string{"--cert-file", missing, "--key-file", missing}, 1, "--cert-file/--key-file: "},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append(append([]string{"serve", "--data-dir", t.TempDir()}, ports...), c.args...)
+		code := Run(args, nil, &stdout, &stderr)
+		if code != c.code || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("serve %q: exit %d, stderr %q; want exit %d naming %q", c.args, code, stderr.String(), c.code, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cert", missing}, "--key is required with --cert"},
+		{[]string{"--key", missing}, "--cert is required with --key"},
+		{[]string{"--cacert", missing}, "--cacert: "},
+		{[]string{"--cert", missing, "--key", missing}, "--cert/--key: "},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Run(append(c.args, "get", "k"), nil, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("dkv %q get k: exit %d, stderr %q; want a usage error naming %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+}

@@ -2,13 +2,15 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/dkv-io/dkv/internal/lograte"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/lograte"
 
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/internal/transport/transportpb"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -48,6 +51,10 @@ type Config struct {
 	// Secret is the cluster's peer secret: every stream proves it in its
 	// handshake (see Proof), and streams that do not are refused.
 	Secret []byte
+	// TLS, when set, is what other members' peer ports are dialled with
+	// (mutual TLS: it carries this member's certificate); nil dials in
+	// plaintext. The handshake above is sent either way.
+	TLS *tls.Config
 
 	// reconnect overrides the connection backoff (tests).
 	reconnect *backoff.Config
@@ -243,8 +250,12 @@ func (p *peer) client() (transportpb.PeerClient, error) {
 		if p.t.cfg.reconnect != nil {
 			bo = *p.t.cfg.reconnect
 		}
+		creds := insecure.NewCredentials()
+		if p.t.cfg.TLS != nil {
+			creds = credentials.NewTLS(p.t.cfg.TLS)
+		}
 		c, err := grpc.NewClient("passthrough:///"+p.addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(256<<20)),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
 		)
