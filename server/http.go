@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -78,9 +79,17 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	var tlsOn bool
 	if s.tls != nil && s.tls.clientServer != nil {
 		s.httpSrv.TLSConfig = s.tls.clientServer.Clone() // HTTPS, with the client port's settings
+		requireCert := s.httpSrv.TLSConfig.ClientAuth == tls.RequireAndVerifyClientCert
+		if requireCert {
+			// The handshake asks for a certificate and verifies any
+			// offered, but a missing one is refused per request, so
+			// that probes and scrapers reach /livez, /readyz and
+			// /metrics without one (docs/security.md).
+			s.httpSrv.TLSConfig.ClientAuth = tls.VerifyClientCertIfGiven
+		}
 		// Only with TLS is there a certificate to pass on: the
 		// plaintext path keeps its one allocation less per request.
-		s.httpSrv.Handler = withClientCN(s.httpSrv.Handler)
+		s.httpSrv.Handler = withClientCN(s.httpSrv.Handler, requireCert)
 		tlsOn = true
 	}
 	s.wg.Add(1)
@@ -104,14 +113,27 @@ func (s *Server) startHTTP(ctx context.Context) error {
 // in the request's context, for the handlers called directly
 // (peerCommonName); a handler reached through the gateway gets it as
 // gatewayCNHeader.
-func withClientCN(h http.Handler) http.Handler {
+//
+// With requireCert (--client-cert-auth) a request without a verified
+// certificate is refused, except for the open health and metrics paths.
+func withClientCN(h http.Handler, requireCert bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cn := ""
-		if leaf := verifiedLeaf(r.TLS); leaf != nil {
+		leaf := verifiedLeaf(r.TLS)
+		if leaf != nil {
 			cn = leaf.Subject.CommonName
+		} else if requireCert && !openPath(r.URL.Path) {
+			http.Error(w, "dkv: a client certificate signed by the trusted CA is required (--client-cert-auth); only /livez, /readyz and /metrics are open without one", http.StatusUnauthorized)
+			return
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), cnKey{}, cn)))
 	})
+}
+
+// openPath reports the paths served without a client certificate or
+// credentials: health probes and metrics scrapes.
+func openPath(p string) bool {
+	return p == "/livez" || p == "/readyz" || p == "/metrics"
 }
 
 // gatewayCNOptions make the gateway pass the HTTP client's verified

@@ -172,12 +172,27 @@ func TestClientCertAuthRefusesUnsignedClients(t *testing.T) {
 			t.Errorf("%s: %v; want refused (Unavailable)", c.what, err)
 		}
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.ca.Pool(), Certificates: c.certs}}}
-		resp, err := hc.Get("https://" + s.HTTPAddr() + "/livez")
+		resp, err := hc.Get("https://" + s.HTTPAddr() + "/v1/keys/x")
+		refused := err != nil
 		if err == nil {
+			refused = resp.StatusCode == http.StatusUnauthorized
 			resp.Body.Close()
 		}
-		if c.ok != (err == nil) {
-			t.Errorf("HTTPS with %s: %v; want ok=%v", c.what, err, c.ok)
+		if c.ok == refused {
+			t.Errorf("HTTPS API call with %s: err %v, refused=%v; want refused=%v", c.what, err, refused, !c.ok)
+		}
+	}
+	// Probes and scrapers need no certificate (issue #16: /livez,
+	// /readyz and /metrics stay open).
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.ca.Pool()}}}
+	for _, path := range []string{"/livez", "/readyz", "/metrics"} {
+		resp, err := hc.Get("https://" + s.HTTPAddr() + path)
+		if err != nil {
+			t.Fatalf("%s without a client certificate: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s without a client certificate: %s, want 200", path, resp.Status)
 		}
 	}
 }
@@ -412,7 +427,7 @@ func TestPeerCommonNameEndToEnd(t *testing.T) {
 	if err := dkvpb.RegisterKVHandler(context.Background(), mux, gwConn); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(withClientCN(mux))
+	hs := httptest.NewUnstartedServer(withClientCN(mux, false))
 	hs.TLS = tcfg
 	hs.StartTLS()
 	defer hs.Close()
