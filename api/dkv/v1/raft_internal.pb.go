@@ -49,6 +49,7 @@ type InternalRequest struct {
 	//	*InternalRequest_LockRelease
 	//	*InternalRequest_LockCancel
 	//	*InternalRequest_Alarm
+	//	*InternalRequest_Auth
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -240,6 +241,15 @@ func (x *InternalRequest) GetAlarm() *AlarmRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetAuth() *AuthChange {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_Auth); ok {
+			return x.Auth
+		}
+	}
+	return nil
+}
+
 type isInternalRequest_Request interface {
 	isInternalRequest_Request()
 }
@@ -304,6 +314,11 @@ type InternalRequest_Alarm struct {
 	Alarm *AlarmRequest `protobuf:"bytes,50,opt,name=alarm,proto3,oneof"`
 }
 
+type InternalRequest_Auth struct {
+	// 60-79: authentication and authorization.
+	Auth *AuthChange `protobuf:"bytes,60,opt,name=auth,proto3,oneof"`
+}
+
 func (*InternalRequest_Put) isInternalRequest_Request() {}
 
 func (*InternalRequest_DeleteRange) isInternalRequest_Request() {}
@@ -333,6 +348,8 @@ func (*InternalRequest_LockRelease) isInternalRequest_Request() {}
 func (*InternalRequest_LockCancel) isInternalRequest_Request() {}
 
 func (*InternalRequest_Alarm) isInternalRequest_Request() {}
+
+func (*InternalRequest_Auth) isInternalRequest_Request() {}
 
 // AlarmRequest raises or clears a member's NOSPACE alarm: its disk's free
 // space fell below the reserve, or its database grew over --quota-bytes.
@@ -502,7 +519,7 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\"\xc5\a\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x11dkv/v1/auth.proto\"\xef\a\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12&\n" +
@@ -524,7 +541,8 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\flock_release\x18) \x01(\v2\x1a.dkv.v1.LockReleaseRequestH\x00R\vlockRelease\x12<\n" +
 	"\vlock_cancel\x18* \x01(\v2\x19.dkv.v1.LockCancelRequestH\x00R\n" +
 	"lockCancel\x12,\n" +
-	"\x05alarm\x182 \x01(\v2\x14.dkv.v1.AlarmRequestH\x00R\x05alarmB\t\n" +
+	"\x05alarm\x182 \x01(\v2\x14.dkv.v1.AlarmRequestH\x00R\x05alarm\x12(\n" +
+	"\x04auth\x18< \x01(\v2\x12.dkv.v1.AuthChangeH\x00R\x04authB\t\n" +
 	"\arequest\"[\n" +
 	"\fAlarmRequest\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12\x16\n" +
@@ -568,7 +586,8 @@ var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*LockAcquireRequest)(nil),     // 14: dkv.v1.LockAcquireRequest
 	(*LockReleaseRequest)(nil),     // 15: dkv.v1.LockReleaseRequest
 	(*LockCancelRequest)(nil),      // 16: dkv.v1.LockCancelRequest
-	(*Member)(nil),                 // 17: dkv.v1.Member
+	(*AuthChange)(nil),             // 17: dkv.v1.AuthChange
+	(*Member)(nil),                 // 18: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	4,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
@@ -586,12 +605,13 @@ var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	15, // 12: dkv.v1.InternalRequest.lock_release:type_name -> dkv.v1.LockReleaseRequest
 	16, // 13: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
 	1,  // 14: dkv.v1.InternalRequest.alarm:type_name -> dkv.v1.AlarmRequest
-	17, // 15: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	17, // 15: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
+	18, // 16: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -603,6 +623,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 	file_dkv_v1_cluster_proto_init()
 	file_dkv_v1_lease_proto_init()
 	file_dkv_v1_lock_proto_init()
+	file_dkv_v1_auth_proto_init()
 	file_dkv_v1_raft_internal_proto_msgTypes[0].OneofWrappers = []any{
 		(*InternalRequest_Put)(nil),
 		(*InternalRequest_DeleteRange)(nil),
@@ -619,6 +640,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 		(*InternalRequest_LockRelease)(nil),
 		(*InternalRequest_LockCancel)(nil),
 		(*InternalRequest_Alarm)(nil),
+		(*InternalRequest_Auth)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
