@@ -269,4 +269,3 @@ func cmpPerm(a, b *dkvpb.Permission) int {
 	}
 	return bytes.Compare(a.GetRangeEnd(), b.GetRangeEnd())
 }
-
