@@ -293,8 +293,8 @@ func (s *Server) startGRPC() error {
 		return err
 	}
 	s.grpcSrv = grpc.NewServer(append(s.clientGRPCOptions(),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors, s.unaryAuth),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors, s.streamAuth),
 	)...)
 	dkvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
@@ -302,6 +302,7 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterLeaseServer(s.grpcSrv, &leaseService{s: s})
 	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
 	dkvpb.RegisterWatchServer(s.grpcSrv, &watchService{s: s})
+	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
 
 	s.inproc = bufconn.Listen(1 << 20)
 	s.wg.Add(1)

@@ -198,7 +198,7 @@ func (l *lockService) cancelWait(key []byte, owner string) {
 	l.s.wg.Add(1)
 	go func() {
 		defer l.s.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), lockCancelTimeout)
+		ctx, cancel := context.WithTimeout(memberCall(context.Background()), lockCancelTimeout)
 		defer cancel()
 		go func() {
 			select {

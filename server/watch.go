@@ -178,6 +178,10 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 	if err := mvcc.ValidateRange(&dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix}, s.limits); err != nil {
 		return refuse(err)
 	}
+	// A watch is allowed only if the caller may read its whole range.
+	if _, err := s.checkCall(ctx, dkvpb.Watch_Watch_FullMethodName, &dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix}); err != nil {
+		return refuse(err)
+	}
 	switch {
 	case req.StartRevision < 0:
 		return refuse(dkverr.New(dkverr.InvalidInput, "start_revision is %d; it must not be negative", req.StartRevision))

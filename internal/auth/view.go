@@ -39,7 +39,9 @@ type View struct {
 	Enabled    bool
 	Revision   uint64
 	SigningKey []byte
-	users      map[string]*User
+	// State is the state the view was built from; read only.
+	State *dkvpb.AuthState
+	users map[string]*User
 }
 
 // User is one user as the view sees it: its effective permissions are the
@@ -60,7 +62,7 @@ func NewView(st *dkvpb.AuthState) *View {
 	if st == nil {
 		return v
 	}
-	v.Enabled, v.Revision, v.SigningKey = st.GetEnabled(), st.GetRevision(), st.GetSigningKey()
+	v.Enabled, v.Revision, v.SigningKey, v.State = st.GetEnabled(), st.GetRevision(), st.GetSigningKey(), st
 	roles := map[string]*dkvpb.AuthRole{}
 	for _, r := range st.GetRoles() {
 		roles[r.GetName()] = r

@@ -47,6 +47,36 @@ func (a *Auth) load(r pebble.Reader) error {
 	return nil
 }
 
+// ClientCommand reports whether req is a command a client asked for, whose
+// permissions the proposing member checked (see checkFresh); the others
+// are members' bookkeeping (lease expiry, checkpoints, grouped renewals,
+// member attributes, alarms) and auth changes, which the Auth service
+// checks itself.
+func ClientCommand(req *dkvpb.InternalRequest) bool {
+	switch req.Request.(type) {
+	case *dkvpb.InternalRequest_Put, *dkvpb.InternalRequest_DeleteRange, *dkvpb.InternalRequest_Txn,
+		*dkvpb.InternalRequest_Counter, *dkvpb.InternalRequest_Compact,
+		*dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LeaseRevoke,
+		*dkvpb.InternalRequest_LockAcquire, *dkvpb.InternalRequest_LockRelease, *dkvpb.InternalRequest_LockCancel:
+		return true
+	}
+	return false
+}
+
+// checkFresh refuses a client command checked against another auth state
+// than the one it applies in: deterministic (two revisions compared), and
+// it closes the window between the check on the proposing member and the
+// apply.
+func (a *Auth) checkFresh(req *dkvpb.InternalRequest) error {
+	if !ClientCommand(req) {
+		return nil
+	}
+	if cur := a.state.GetRevision(); req.GetAuthRevision() != cur {
+		return dkverr.New(dkverr.Unavailable, "the auth state changed (revision %d, now %d) while the request was in flight; it was not applied and may be retried", req.GetAuthRevision(), cur)
+	}
+	return nil
+}
+
 // apply applies one auth change: on success the new state is written into
 // b and becomes the view. It runs no bcrypt (hashes arrive computed) and
 // iterates only sorted slices, so every member reaches the same bytes.

@@ -122,6 +122,9 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 	if err := validate(req); err != nil {
 		return m.refused(err)
 	}
+	if err := m.auth.checkFresh(req); err != nil {
+		return m.refused(err)
+	}
 	w := m.kv.Begin(b)
 	var (
 		resp  proto.Message

@@ -32,6 +32,14 @@ type InternalRequest struct {
 	// commands that need time (lease expiry) read it from here, never from
 	// the local clock, so apply stays deterministic.
 	TimeUnixNano int64 `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// auth_revision is the auth revision of the state the proposing member
+	// checked the client's permissions against. A client command applies
+	// only if the auth state is still at that revision, so a role revoked
+	// (or auth enabled) while the command was in flight, or checked on a
+	// lagging member, can never let it through; otherwise it is refused
+	// with Unavailable, not applied, and the client retries. (Field numbers
+	// 60-79 are auth's.)
+	AuthRevision uint64 `protobuf:"varint,79,opt,name=auth_revision,json=authRevision,proto3" json:"auth_revision,omitempty"`
 	// Types that are valid to be assigned to Request:
 	//
 	//	*InternalRequest_Put
@@ -95,6 +103,13 @@ func (x *InternalRequest) GetId() uint64 {
 func (x *InternalRequest) GetTimeUnixNano() int64 {
 	if x != nil {
 		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *InternalRequest) GetAuthRevision() uint64 {
+	if x != nil {
+		return x.AuthRevision
 	}
 	return 0
 }
@@ -519,10 +534,11 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x11dkv/v1/auth.proto\"\xef\a\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x11dkv/v1/auth.proto\"\x94\b\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
-	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12&\n" +
+	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
+	"\rauth_revision\x18O \x01(\x04R\fauthRevision\x12&\n" +
 	"\x03put\x18\n" +
 	" \x01(\v2\x12.dkv.v1.PutRequestH\x00R\x03put\x12?\n" +
 	"\fdelete_range\x18\v \x01(\v2\x1a.dkv.v1.DeleteRangeRequestH\x00R\vdeleteRange\x12&\n" +
