@@ -167,10 +167,13 @@ type need struct {
 // rootOnly marks requests only the root role may make.
 var rootOnly = []need{{what: "root"}}
 
-// openMethods need no token even with auth enabled.
+// openMethods need no token even with auth enabled. Status answers a
+// caller without root (or without a token) only what a client needs to
+// route (filterReply).
 var openMethods = map[string]bool{
 	dkvpb.Auth_Authenticate_FullMethodName: true,
 	dkvpb.Auth_AuthStatus_FullMethodName:   true,
+	dkvpb.Cluster_Status_FullMethodName:    true,
 }
 
 // requirements lists what req needs. nil: any authenticated user; rootOnly:
@@ -305,7 +308,8 @@ func (s *Server) checkCall(ctx context.Context, method string, req any) (context
 
 func (s *Server) checkView(ctx context.Context, v *auth.View, method string, req any) (context.Context, error) {
 	if openMethods[method] {
-		return ctx, nil
+		u, _ := s.callerOf(ctx, v) // none: still open, and filtered
+		return context.WithValue(ctx, callerKey{}, &checked{view: v, user: u}), nil
 	}
 	u, err := s.callerOf(ctx, v)
 	if err != nil {
@@ -356,12 +360,17 @@ func (s *Server) denied(user, method, span string, err error) {
 // status details unless root, and (belt and braces, should a key be
 // attached between the check and the read) a lease key it may not read.
 func filterReply(ctx context.Context, resp any) {
-	u := callerUser(ctx)
-	if u == nil || u.Root {
-		return
+	c, _ := ctx.Value(callerKey{}).(*checked)
+	if c == nil || c.user != nil && c.user.Root {
+		return // auth disabled, or root
 	}
+	u := c.user
 	switch r := resp.(type) {
 	case *dkvpb.LeaseTimeToLiveResponse:
+		if u == nil {
+			r.Keys = nil
+			return
+		}
 		keep := r.Keys[:0]
 		for _, k := range r.Keys {
 			if u.Allowed(auth.Read, auth.Key(k)) {

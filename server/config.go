@@ -239,6 +239,12 @@ func (c *Config) Validate() error {
 	if c.MaxTxnOps < 0 || c.MaxTxnOps > 10000 {
 		return fmt.Errorf("max txn ops %d out of range (0, 10000]", c.MaxTxnOps)
 	}
+	if c.AuthBcryptCost < bcrypt.MinCost || c.AuthBcryptCost > bcrypt.MaxCost {
+		return fmt.Errorf("--auth-bcrypt-cost %d out of range [%d, %d]", c.AuthBcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
+	if c.AuthTokenTTL < time.Second {
+		return fmt.Errorf("--auth-token-ttl %v is under a second", c.AuthTokenTTL)
+	}
 	if c.AutoCompactRevisions < 0 || c.AutoCompactPeriod < 0 {
 		return fmt.Errorf("auto-compaction settings must not be negative")
 	}

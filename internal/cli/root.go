@@ -28,7 +28,11 @@ const exitCodeHelp = `Exit codes:
  10  NoSpace (a member's disk is nearly full or the database is over
      --quota-bytes; reads, deletes and compaction still work)
  11  DataDamaged (dkv serve: the data dir's durable data is damaged or
-     lost; see docs/cluster.md, "Damaged data")`
+     lost; see docs/cluster.md, "Damaged data")
+ 12  PermissionDenied (auth is enabled and the user's roles do not allow
+     the call; the message names the permission and keys missing)
+ 13  Unauthenticated (auth is enabled and no valid token: no --user, a
+     wrong password, or an expired token)`
 
 // Main runs the dkv command with the process's arguments and exits.
 func Main() {
@@ -41,6 +45,7 @@ type app struct {
 	discover  bool
 	timeout   time.Duration
 	output    string
+	user      string // --user NAME[:PASSWORD]
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -103,6 +108,7 @@ JSON object per command with -o json.
 	pf.BoolVar(&a.discover, "discover", false, "also use every member's client address from the member list, learnt in the background (never for per-member commands)")
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "time limit for the command, including connecting")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	pf.StringVar(&a.user, "user", "", "authenticate as NAME[:PASSWORD] when the cluster has auth enabled (env DKV_USER, DKV_PASSWORD; prompts for a missing password on a terminal)")
 	root.AddCommand(
 		a.serveCmd(),
 		a.putCmd(),
@@ -121,6 +127,9 @@ JSON object per command with -o json.
 		a.leaderCmd(),
 		a.benchCmd(),
 		a.endpointCmd(),
+		a.userCmd(),
+		a.roleCmd(),
+		a.authCmd(),
 	)
 	a.addVersion(root)
 	return root
@@ -161,7 +170,11 @@ func (a *app) newClient(ctx context.Context, discover bool) (*client.Client, err
 	if discover {
 		sync = 0 // the client's default interval
 	}
-	return client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync})
+	user, pw, err := a.credentials()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync, Username: user, Password: pw})
 }
 
 // endpointList parses --endpoints; a malformed one is a usage error.
