@@ -136,3 +136,21 @@ func TestAuthDeterministic(t *testing.T) {
 		t.Fatalf("states differ:\n%s\n---\n%s", sa, sb)
 	}
 }
+
+// TestStaleAuthRevisionRefused: a client command checked against an older
+// auth state (a role revoked while it was in flight, or checked on a
+// lagging member) is refused and writes nothing; member bookkeeping is
+// not affected.
+func TestStaleAuthRevisionRefused(t *testing.T) {
+	h := newHarness(t)
+	h.ok(put("a", "1", 0)) // auth revision 0 = state's 0
+	h.ok(userAdd("alice")) // auth revision now 1
+	res := h.one(put("a", "2", 0))
+	if !errors.Is(res.Err, dkverr.Sentinel(dkverr.Unavailable)) {
+		t.Fatalf("put checked at auth revision 0 applied at 1: %v, want Unavailable", res.Err)
+	}
+	stamped := put("a", "3", 0)
+	stamped.AuthRevision = 1
+	h.ok(stamped)
+	h.ok(alarm(1, true)) // bookkeeping carries no auth revision
+}
