@@ -62,11 +62,9 @@ func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if first.Canceled {
-		code := dkverr.InvalidInput
-		for c := dkverr.OK; c <= dkverr.Internal; c++ {
-			if c.Reason() == first.CancelStatus {
-				code = c
-			}
+		code, ok := dkverr.CodeForReason(first.CancelStatus)
+		if !ok {
+			code = dkverr.InvalidInput
 		}
 		e := dkverr.New(code, "%s", first.CancelReason)
 		if first.CompactRevision > 0 {

@@ -177,6 +177,12 @@ func TestAuthAcrossCluster(t *testing.T) {
 	if code := httpGet(t, "http://"+hc+"/v1/keys/app/a", ""); code != 401 {
 		t.Fatalf("HTTP get without a token: %d, want 401", code)
 	}
+	if code := httpGet(t, "http://"+hc+"/v1/watch?key=&prefix=true", tok); code != 403 {
+		t.Fatalf(`HTTP watch of prefix "" as alice: %d, want 403`, code)
+	}
+	if code := httpGet(t, "http://"+hc+"/v1/watch?key=other/&prefix=true", ""); code != 401 {
+		t.Fatalf("HTTP watch without a token: %d, want 401", code)
+	}
 	if code := httpGet(t, "http://"+hc+"/debug/pprof/cmdline", tok); code != 403 {
 		t.Fatalf("pprof as alice: %d, want 403", code)
 	}

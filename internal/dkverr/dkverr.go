@@ -188,3 +188,13 @@ func FromGRPC(err error) error {
 	}
 	return err
 }
+
+// CodeForReason is the code whose Reason is r (a watch's cancel_status).
+func CodeForReason(r string) (Code, bool) {
+	for c := range codeInfo {
+		if codeInfo[c].reason == r {
+			return Code(c), true
+		}
+	}
+	return OK, false
+}
