@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -97,7 +98,7 @@ func (s *Server) callerOf(ctx context.Context, v *auth.View) (*auth.User, error)
 		}
 		return nil, dkverr.New(dkverr.Unauthenticated, "auth is enabled and the call carries no token: authenticate (dkv --user NAME, client.Config.Username) and send it as gRPC metadata \"token\" or HTTP \"Authorization: Bearer <token>\"")
 	}
-	name, rev, err := auth.Verify(v.SigningKey, tok, time.Now())
+	name, rev, err := s.tokens.verify(v.SigningKey, tok, time.Now())
 	if err != nil {
 		return nil, dkverr.New(dkverr.Unauthenticated, "%v", err)
 	}
@@ -155,6 +156,46 @@ func clientMessage(req *dkvpb.InternalRequest) any {
 		return r.LockCancel
 	}
 	return req
+}
+
+// tokenCache remembers tokens already verified, so that a client sending
+// the same token with every call costs a map lookup, not a JWT parse and
+// an HMAC. An entry is used only with the key it was verified with and
+// until the token's expiry; the user's revision is checked on every call
+// (callerOf), so a cached token is refused as soon as the user changes.
+type tokenCache struct {
+	mu sync.Mutex
+	m  map[string]tokenInfo
+}
+
+type tokenInfo struct {
+	key  string
+	user string
+	rev  uint64
+	exp  time.Time
+}
+
+// maxCachedTokens bounds the cache; past it the cache starts over.
+const maxCachedTokens = 4096
+
+func (c *tokenCache) verify(key []byte, tok string, now time.Time) (string, uint64, error) {
+	c.mu.Lock()
+	ti, ok := c.m[tok]
+	c.mu.Unlock()
+	if ok && ti.key == string(key) && now.Before(ti.exp) {
+		return ti.user, ti.rev, nil
+	}
+	user, rev, exp, err := auth.VerifyExp(key, tok, now)
+	if err != nil {
+		return "", 0, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedTokens {
+		c.m = map[string]tokenInfo{}
+	}
+	c.m[tok] = tokenInfo{key: string(key), user: user, rev: rev, exp: exp}
+	c.mu.Unlock()
+	return user, rev, nil
 }
 
 // need is one permission a request needs on a span.

@@ -177,6 +177,16 @@ func TestAuthAcrossCluster(t *testing.T) {
 	if code := httpGet(t, "http://"+hc+"/v1/keys/app/a", ""); code != 401 {
 		t.Fatalf("HTTP get without a token: %d, want 401", code)
 	}
+	// The JSON gateway forwards the Authorization header as gRPC metadata.
+	if code := httpPost(t, "http://"+hc+"/v1/kv/range", tok, `{"key":"YXBwL2E="}`); code != 200 {
+		t.Fatalf("gateway range app/a as alice: %d, want 200", code)
+	}
+	if code := httpPost(t, "http://"+hc+"/v1/kv/range", tok, `{"key":"b3RoZXIveA=="}`); code != 403 {
+		t.Fatalf("gateway range other/x as alice: %d, want 403", code)
+	}
+	if code := httpPost(t, "http://"+hc+"/v1/cluster/members/remove", tok, `{"name":"n3"}`); code != 403 {
+		t.Fatalf("gateway member remove as alice: %d, want 403", code)
+	}
 	if code := httpGet(t, "http://"+hc+"/v1/watch?key=&prefix=true", tok); code != 403 {
 		t.Fatalf(`HTTP watch of prefix "" as alice: %d, want 403`, code)
 	}
@@ -217,6 +227,19 @@ func authenticate(t *testing.T, ctx context.Context, nd *Node, user, pw string) 
 		t.Fatal(err)
 	}
 	return resp.GetToken()
+}
+
+func httpPost(t *testing.T, url, token, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
 }
 
 func httpGet(t *testing.T, url, token string) int {

@@ -28,6 +28,12 @@ func Sign(key []byte, user string, rev uint64, exp time.Time) (string, error) {
 // Verify checks tok's signature and expiry at now and returns its user and
 // auth revision. The error says what was wrong, for the caller's message.
 func Verify(key []byte, tok string, now time.Time) (user string, rev uint64, err error) {
+	user, rev, _, err = VerifyExp(key, tok, now)
+	return user, rev, err
+}
+
+// VerifyExp is Verify that also returns the token's expiry.
+func VerifyExp(key []byte, tok string, now time.Time) (user string, rev uint64, exp time.Time, err error) {
 	var c claims
 	_, err = jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return key, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
@@ -35,12 +41,12 @@ func Verify(key []byte, tok string, now time.Time) (user string, rev uint64, err
 		jwt.WithTimeFunc(func() time.Time { return now }))
 	if err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) {
-			return "", 0, errors.New("token expired: authenticate again")
+			return "", 0, time.Time{}, errors.New("token expired: authenticate again")
 		}
-		return "", 0, fmt.Errorf("invalid token: %v", err)
+		return "", 0, time.Time{}, fmt.Errorf("invalid token: %v", err)
 	}
 	if c.Subject == "" {
-		return "", 0, errors.New("invalid token: no user")
+		return "", 0, time.Time{}, errors.New("invalid token: no user")
 	}
-	return c.Subject, c.Rev, nil
+	return c.Subject, c.Rev, c.ExpiresAt.Time, nil
 }
