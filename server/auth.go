@@ -451,6 +451,20 @@ func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	return handler(srv, ss)
 }
 
+// forwardCredentials passes the caller's token on when a member forwards
+// its call to the leader (member changes, leader transfer), so the leader
+// checks the same caller.
+func forwardCredentials(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, k := range []string{"token", "authorization"} {
+			if v := md.Get(k); len(v) > 0 {
+				ctx = metadata.AppendToOutgoingContext(ctx, k, v[0])
+			}
+		}
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
 // httpAuthContext carries an HTTP request's Authorization header into the
 // context as incoming gRPC metadata, for the handlers /v1/keys/ calls
 // directly (the gateway forwards it itself).

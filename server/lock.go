@@ -229,6 +229,9 @@ func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeReque
 	if err := l.s.node.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
+	if _, err := l.s.recheck(ctx, req); err != nil {
+		return nil, err
+	}
 	snap := l.s.store.DB().NewSnapshot()
 	defer snap.Close()
 	st, err := mvcc.DescribeLock(snap, req.Key)

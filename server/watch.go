@@ -216,6 +216,9 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 		if err != nil {
 			return refuse(dkverr.New(dkverr.Unavailable, "waiting for a linearizable read: %v", err))
 		}
+		if _, err := s.recheck(ctx, &dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix}); err != nil {
+			return refuse(err)
+		}
 	}
 	switch {
 	case req.IncludeInitialSnapshot:

@@ -213,6 +213,15 @@ func TestAuthAcrossCluster(t *testing.T) {
 	}
 	_, err = alice.Get(ctx, "app/a")
 	mustDeny(t, "get app/a after the role was revoked", err)
+
+	// A follower forwards root's leader transfer to the leader with root's
+	// token, and the leader accepts it.
+	f := c.Followers()[0]
+	rf, err := client.New(ctx, client.Config{Endpoints: []string{f.Srv.ClientAddr()}, AutoSyncInterval: -1, Username: "root", Password: "rootpw"})
+	mustOK(t, "root client on a follower", err)
+	defer rf.Close()
+	_, err = rf.LeaderTransfer(ctx, f.Name)
+	mustOK(t, "leader transfer by root through a follower", err)
 }
 
 func authenticate(t *testing.T, ctx context.Context, nd *Node, user, pw string) string {
