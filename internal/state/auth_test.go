@@ -5,9 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keys"
 )
 
 func ach(c *dkvpb.AuthChange) *dkvpb.InternalRequest {
@@ -153,4 +155,41 @@ func TestStaleAuthRevisionRefused(t *testing.T) {
 	stamped.AuthRevision = 1
 	h.ok(stamped)
 	h.ok(alarm(1, true)) // bookkeeping carries no auth revision
+}
+
+// TestAuthRestored: a snapshot replacing the state replaces the auth view
+// too (the member would otherwise enforce the rules it had before).
+func TestAuthRestored(t *testing.T) {
+	a, b := newHarness(t), newHarness(t)
+	a.ok(userAdd("alice"))
+	a.ok(roleAdd("app"))
+	a.ok(grantRole("alice", "app"))
+	it, err := a.store.DB().NewIter(&pebble.IterOptions{LowerBound: keys.StateStart, UpperBound: keys.StateEnd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := b.store.DB().NewBatch()
+	for it.First(); it.Valid(); it.Next() {
+		if err := batch.Set(it.Key(), it.Value(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it.Close()
+	if err := batch.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.m.Auth().View().User("alice"); ok {
+		t.Fatal("view changed before Restored")
+	}
+	if err := b.m.Restored(); err != nil {
+		t.Fatal(err)
+	}
+	u, ok := b.m.Auth().View().User("alice")
+	if !ok || len(u.Roles) != 1 || b.m.Auth().View().Revision != 3 {
+		t.Fatalf("after Restored: alice %v %+v, revision %d", ok, u, b.m.Auth().View().Revision)
+	}
+	// And it applies on from the restored state, not the old one.
+	if res := b.one(userAdd("alice")); !errors.Is(res.Err, dkverr.Sentinel(dkverr.Conflict)) {
+		t.Fatalf("user add after restore: %v, want Conflict", res.Err)
+	}
 }
