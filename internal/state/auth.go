@@ -156,8 +156,10 @@ func change(st *dkvpb.AuthState, ch *dkvpb.AuthChange, rev uint64) (func(*dkvpb.
 			}
 			st.SigningKey = c.Enable.GetSigningKey()
 		}
+		// Every token issued before (during an earlier enabled period)
+		// stops working: enabling starts afresh.
 		st.Enabled = true
-		return noOne, nil
+		return func(*dkvpb.AuthUser) bool { return true }, nil
 	case *dkvpb.AuthChange_Disable:
 		st.Enabled = false
 		return noOne, nil

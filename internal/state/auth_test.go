@@ -64,6 +64,9 @@ func TestAuthEnableNeedsRoot(t *testing.T) {
 	if !v.Enabled || string(v.SigningKey) != key32 {
 		t.Fatalf("view after enable: enabled %v key %q", v.Enabled, v.SigningKey)
 	}
+	if u, _ := v.User("root"); u.Revision != v.Revision {
+		t.Fatalf("root's revision %d after enable at %d: older tokens would still work", u.Revision, v.Revision)
+	}
 	// A second enable (another member's key) keeps the first key.
 	h.ok(enable("ffffffffffffffffffffffffffffffff"))
 	if string(h.m.Auth().View().SigningKey) != key32 {
