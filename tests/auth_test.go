@@ -213,6 +213,20 @@ func TestAuthAcrossCluster(t *testing.T) {
 	}
 	_, err = alice.Get(ctx, "app/a")
 	mustDeny(t, "get app/a after the role was revoked", err)
+	// Her open watch on app/ delivers nothing written after the revocation:
+	// its stream is ended and cannot be re-created.
+	_, err = root.Put(ctx, "app/after", []byte("x"))
+	mustOK(t, "root put app/after", err)
+	for b := range w.Events() {
+		for _, ev := range b.Events {
+			if ev.KV.Key == "app/after" {
+				t.Fatal("alice's watch delivered a write made after her role was revoked")
+			}
+		}
+	}
+	if err := w.Err(); err == nil {
+		t.Fatal("alice's watch ended without an error")
+	}
 
 	// A follower forwards root's leader transfer to the leader with root's
 	// token, and the leader accepts it.
