@@ -73,6 +73,12 @@ type Config struct {
 	// reports ErrUnknownOutcome and is not retried) and probes it until
 	// it answers again. Default 1s; negative disables the check.
 	UnresponsiveTimeout time.Duration
+	// Username and Password authenticate the client when the cluster has
+	// auth enabled: the client asks for a token on its first call, sends
+	// it with every call, and asks again when it expires or the server
+	// refuses it (after a role or password change). Empty: no token.
+	Username string
+	Password string
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -166,6 +172,7 @@ type Client struct {
 	cluster dkvpb.ClusterClient
 	maint   dkvpb.MaintenanceClient
 	rl      dkvpb.RateLimitClient
+	auth    dkvpb.AuthClient
 
 	onClose    func() error // NewFromConn's hook, e.g. stopping an embedded node
 	watches    *watchMux
@@ -211,6 +218,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second,
 		}}),
 	}
+	if cfg.Username != "" {
+		ts := &tokenSource{user: cfg.Username, password: cfg.Password}
+		opts = append(opts, grpc.WithChainUnaryInterceptor(ts.unary), grpc.WithChainStreamInterceptor(ts.stream))
+	}
 	opts = append(opts, cfg.DialOptions...)
 	conn, err := grpc.NewClient(r.Scheme()+":///dkv", opts...)
 	if err != nil {
@@ -254,6 +265,7 @@ func newClient(cfg Config, conn *grpc.ClientConn) *Client {
 		cluster: dkvpb.NewClusterClient(conn),
 		maint:   dkvpb.NewMaintenanceClient(conn),
 		rl:      dkvpb.NewRateLimitClient(conn),
+		auth:    dkvpb.NewAuthClient(conn),
 	}
 	c.watches = &watchMux{c: c}
 	return c

@@ -51,19 +51,29 @@ var (
 	// compaction still work; writes resume by themselves once space is
 	// freed. The message names the member and the reason.
 	ErrNoSpace = errors.New("no space")
+	// ErrUnauthenticated: auth is enabled and the call carried no valid
+	// token (none, expired, or issued before the user's last change), or
+	// Authenticate was given a wrong password. A client with
+	// Config.Username re-authenticates once by itself before returning it.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrPermissionDenied: the user's roles do not allow the call; the
+	// message names the permission and the key range that was missing.
+	ErrPermissionDenied = errors.New("permission denied")
 )
 
 // codeErrors is the one table from wire status codes to client errors.
 var codeErrors = map[dkverr.Code]error{
-	dkverr.NotFound:      ErrNotFound,
-	dkverr.Conflict:      ErrConflict,
-	dkverr.InvalidInput:  ErrInvalidInput,
-	dkverr.Locked:        ErrLocked,
-	dkverr.LeaseNotFound: ErrLeaseNotFound,
-	dkverr.Unavailable:   ErrUnavailable,
-	dkverr.Compacted:     ErrCompacted,
-	dkverr.Internal:      ErrInternal,
-	dkverr.NoSpace:       ErrNoSpace,
+	dkverr.NotFound:         ErrNotFound,
+	dkverr.Conflict:         ErrConflict,
+	dkverr.InvalidInput:     ErrInvalidInput,
+	dkverr.Locked:           ErrLocked,
+	dkverr.LeaseNotFound:    ErrLeaseNotFound,
+	dkverr.Unavailable:      ErrUnavailable,
+	dkverr.Compacted:        ErrCompacted,
+	dkverr.Internal:         ErrInternal,
+	dkverr.NoSpace:          ErrNoSpace,
+	dkverr.Unauthenticated:  ErrUnauthenticated,
+	dkverr.PermissionDenied: ErrPermissionDenied,
 }
 
 // Error is a failure with a DKV status. errors.Is(err, Kind) holds, so

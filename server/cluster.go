@@ -59,6 +59,9 @@ func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRe
 		if err := c.s.node.WaitLinearizable(ctx); err != nil {
 			return nil, err
 		}
+		if _, err := c.s.recheck(ctx, req); err != nil {
+			return nil, err
+		}
 	}
 	ms, err := state.Members(c.s.store.DB())
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/dkv-io/dkv/internal/transport"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Config configures one DKV node. The zero value, after EnsureDefaults, is
@@ -112,8 +113,15 @@ type Config struct {
 	// after the descriptors kept for Pebble and peers; a value the limit
 	// cannot hold is refused at Start (docs/cluster.md, "Limits").
 	MaxConnections int
-	// Pprof serves /debug/pprof on the HTTP address.
+	// Pprof serves /debug/pprof on the HTTP address (root only with auth
+	// enabled).
 	Pprof bool
+	// AuthTokenTTL is how long a token from Authenticate is accepted.
+	// Default DefaultAuthTokenTTL.
+	AuthTokenTTL time.Duration
+	// AuthBcryptCost is the bcrypt cost of stored password hashes. Default
+	// bcrypt.DefaultCost; tests lower it to bcrypt.MinCost.
+	AuthBcryptCost int
 	// NoSync skips fsync of the raft log. Only for tests and benchmarks
 	// of the CPU path: an acknowledged write may be lost on power loss.
 	NoSync bool
@@ -212,6 +220,12 @@ func (c *Config) EnsureDefaults() {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
+	if c.AuthTokenTTL == 0 {
+		c.AuthTokenTTL = DefaultAuthTokenTTL
+	}
+	if c.AuthBcryptCost == 0 {
+		c.AuthBcryptCost = bcrypt.DefaultCost
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -233,6 +247,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTxnOps < 0 || c.MaxTxnOps > 10000 {
 		return fmt.Errorf("max txn ops %d out of range (0, 10000]", c.MaxTxnOps)
+	}
+	if c.AuthBcryptCost < bcrypt.MinCost || c.AuthBcryptCost > bcrypt.MaxCost {
+		return fmt.Errorf("--auth-bcrypt-cost %d out of range [%d, %d]", c.AuthBcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
+	if c.AuthTokenTTL < time.Second {
+		return fmt.Errorf("--auth-token-ttl %v is under a second", c.AuthTokenTTL)
 	}
 	if c.AutoCompactRevisions < 0 || c.AutoCompactPeriod < 0 {
 		return fmt.Errorf("auto-compaction settings must not be negative")

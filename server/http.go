@@ -57,6 +57,9 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if err := dkvpb.RegisterRateLimitHandler(bg, gw, conn); err != nil {
 		return err
 	}
+	if err := dkvpb.RegisterAuthHandler(bg, gw, conn); err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
 	mux.HandleFunc("/v1/keys/", s.handleKey)
@@ -68,11 +71,12 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	})
 	mux.HandleFunc("/readyz", s.handleReadyz)
 	if s.cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		// Root only with auth enabled: a profile shows keys and values.
+		mux.HandleFunc("/debug/pprof/", s.requireRootHTTP(pprof.Index))
+		mux.HandleFunc("/debug/pprof/cmdline", s.requireRootHTTP(pprof.Cmdline))
+		mux.HandleFunc("/debug/pprof/profile", s.requireRootHTTP(pprof.Profile))
+		mux.HandleFunc("/debug/pprof/symbol", s.requireRootHTTP(pprof.Symbol))
+		mux.HandleFunc("/debug/pprof/trace", s.requireRootHTTP(pprof.Trace))
 	}
 	lis := s.httpLis
 	s.httpSrv = &http.Server{Handler: s.capBodies(gw, mux), ReadHeaderTimeout: handshakeTimeout, IdleTimeout: httpIdleTimeout}
@@ -179,11 +183,21 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimPrefix(r.URL.Path, "/v1/keys/")
 	kv := &kvService{s: s}
+	// These calls bypass grpcSrv and its interceptors: authorize here.
+	ctx := httpAuthContext(r)
+	check := func(method string, req any) (err error) {
+		ctx, err = s.checkCall(ctx, method, req)
+		return err
+	}
 	var err error
 	switch r.Method {
 	case http.MethodGet:
 		var resp *dkvpb.RangeResponse
-		resp, err = kv.Range(r.Context(), &dkvpb.RangeRequest{Key: []byte(key), Serializable: r.URL.Query().Get("serializable") == "true"})
+		req := &dkvpb.RangeRequest{Key: []byte(key), Serializable: r.URL.Query().Get("serializable") == "true"}
+		if err = check(dkvpb.KV_Range_FullMethodName, req); err != nil {
+			break
+		}
+		resp, err = kv.Range(ctx, req)
 		if err == nil {
 			if len(resp.Kvs) == 0 {
 				http.Error(w, fmt.Sprintf("key %q not found", key), http.StatusNotFound)
@@ -207,7 +221,11 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var resp *dkvpb.PutResponse
-		resp, err = kv.Put(r.Context(), &dkvpb.PutRequest{Key: []byte(key), Value: body})
+		req := &dkvpb.PutRequest{Key: []byte(key), Value: body}
+		if err = check(dkvpb.KV_Put_FullMethodName, req); err != nil {
+			break
+		}
+		resp, err = kv.Put(ctx, req)
 		if err == nil {
 			w.Header().Set("X-Dkv-Revision", fmt.Sprint(resp.Header.Revision))
 			fmt.Fprintln(w, "OK")
@@ -215,7 +233,11 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 		}
 	case http.MethodDelete:
 		var resp *dkvpb.DeleteRangeResponse
-		resp, err = kv.DeleteRange(r.Context(), &dkvpb.DeleteRangeRequest{Key: []byte(key)})
+		req := &dkvpb.DeleteRangeRequest{Key: []byte(key)}
+		if err = check(dkvpb.KV_DeleteRange_FullMethodName, req); err != nil {
+			break
+		}
+		resp, err = kv.DeleteRange(ctx, req)
 		if err == nil {
 			fmt.Fprintln(w, resp.Deleted)
 			return
@@ -238,6 +260,7 @@ func httpError(w http.ResponseWriter, err error) {
 		dkverr.NotFound: 404, dkverr.Conflict: 409, dkverr.InvalidInput: 400,
 		dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
 		dkverr.Compacted: 410, dkverr.NoSpace: 507,
+		dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
 	}[code]
 	if st == 0 {
 		st = http.StatusInternalServerError

@@ -9,6 +9,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -43,6 +44,9 @@ func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	if a := r.Header.Get("Authorization"); a != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
+	}
 	stream, err := dkvpb.NewWatchClient(s.gwConn).Watch(ctx)
 	if err != nil {
 		httpError(w, err)
@@ -58,11 +62,9 @@ func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if first.Canceled {
-		code := dkverr.InvalidInput
-		for c := dkverr.OK; c <= dkverr.Internal; c++ {
-			if c.Reason() == first.CancelStatus {
-				code = c
-			}
+		code, ok := dkverr.CodeForReason(first.CancelStatus)
+		if !ok {
+			code = dkverr.InvalidInput
 		}
 		e := dkverr.New(code, "%s", first.CancelReason)
 		if first.CompactRevision > 0 {

@@ -26,6 +26,11 @@ func (k *kvService) Range(ctx context.Context, req *dkvpb.RangeRequest) (*dkvpb.
 		if err := k.s.node.WaitLinearizable(ctx); err != nil {
 			return nil, err
 		}
+		// The wait may have applied an auth change this member had not
+		// seen when the interceptor checked.
+		if _, err := k.s.recheck(ctx, req); err != nil {
+			return nil, err
+		}
 	}
 	var (
 		resp *dkvpb.RangeResponse

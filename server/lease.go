@@ -162,6 +162,9 @@ func (l *leaseService) TimeToLive(ctx context.Context, req *dkvpb.LeaseTimeToLiv
 	if err := l.s.node.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
+	if _, err := l.s.recheck(ctx, req); err != nil {
+		return nil, err
+	}
 	db := l.s.store.DB()
 	rec, ok, err := lease.Get(db, req.GetId())
 	if err != nil {

@@ -293,8 +293,8 @@ func (s *Server) startGRPC() error {
 		return err
 	}
 	s.grpcSrv = grpc.NewServer(append(append(s.clientGRPCOptions(), s.clientServerOption()...),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors, s.unaryAuth),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors, s.streamAuth),
 	)...)
 	dkvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
@@ -303,6 +303,7 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
 	dkvpb.RegisterWatchServer(s.grpcSrv, &watchService{s: s})
 	dkvpb.RegisterRateLimitServer(s.grpcSrv, &rateLimitService{s: s})
+	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
 
 	s.inproc = bufconn.Listen(1 << 20)
 	s.gwInproc = bufconn.Listen(1 << 20)

@@ -198,7 +198,7 @@ func (l *lockService) cancelWait(key []byte, owner string) {
 	l.s.wg.Add(1)
 	go func() {
 		defer l.s.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), lockCancelTimeout)
+		ctx, cancel := context.WithTimeout(memberCall(context.Background()), lockCancelTimeout)
 		defer cancel()
 		go func() {
 			select {
@@ -227,6 +227,9 @@ func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeReque
 		return nil, dkverr.New(dkverr.InvalidInput, "lock key is %d bytes; it must be 1 to %d", len(req.GetKey()), l.s.limits.MaxKeyBytes)
 	}
 	if err := l.s.node.WaitLinearizable(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := l.s.recheck(ctx, req); err != nil {
 		return nil, err
 	}
 	snap := l.s.store.DB().NewSnapshot()

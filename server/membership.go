@@ -32,7 +32,8 @@ func (s *Server) leaderClient(ctx context.Context) (dkvpb.ClusterClient, func(),
 			}
 			for _, m := range ms {
 				if m.GetId() == lead && m.GetClientUrl() != "" {
-					conn, err := grpc.NewClient("passthrough:///"+m.GetClientUrl(), s.memberDialCreds())
+					conn, err := grpc.NewClient("passthrough:///"+m.GetClientUrl(), s.memberDialCreds(),
+						grpc.WithUnaryInterceptor(forwardCredentials))
 					if err != nil {
 						return nil, nil, err
 					}
@@ -66,6 +67,11 @@ func (s *Server) findMember(ctx context.Context, name string) (*dkvpb.Member, []
 	if err := s.node.WaitLinearizable(ctx); err != nil {
 		return nil, nil, err
 	}
+	// Member changes and leader transfer are root's: check again against
+	// the auth state the wait may have brought.
+	if _, err := s.recheck(ctx, &dkvpb.MemberRemoveRequest{}); err != nil {
+		return nil, nil, err
+	}
 	ms, err := state.Members(s.store.DB())
 	if err != nil {
 		return nil, nil, err
@@ -97,7 +103,11 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 		}
 		return resp, err
 	}
-	if m, ms, _ := s.findMember(ctx, req.GetName()); m != nil {
+	m, ms, ferr := s.findMember(ctx, req.GetName())
+	if c := dkverr.CodeOf(ferr); c == dkverr.Unauthenticated || c == dkverr.PermissionDenied {
+		return nil, ferr
+	}
+	if m != nil {
 		return nil, dkverr.New(dkverr.Conflict, "a member named %q already exists", req.GetName())
 	} else {
 		for _, o := range ms {
@@ -119,7 +129,7 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 	if err := s.node.ProposeConfChange(ctx, &raftpb.ConfChange{Type: typ.Enum(), NodeId: new(id), Context: ctxData}); err != nil {
 		return nil, err
 	}
-	ms, err := s.membersResp()
+	ms, err = s.membersResp()
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,9 @@ type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// authDenied counts calls refused by auth, by reason
+	// (unauthenticated, permission_denied).
+	authDenied *prometheus.CounterVec
 
 	// The labelled children of requests and latency, by method, made on
 	// a method's first request: looking them up in the vectors on every
@@ -36,7 +39,7 @@ type metrics struct {
 // /metrics lists only the codes that happened, as before).
 type methodMetrics struct {
 	latency prometheus.Observer
-	codes   [dkverr.NoSpace + 1]prometheus.Counter
+	codes   [dkverr.NumCodes]prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -52,6 +55,10 @@ func newMetrics(s *Server) *metrics {
 			Help:    "Client request latency by gRPC method.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}, []string{"method"}),
+		authDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "dkv", Name: "auth_denied_total",
+			Help: "Calls refused by authentication or authorization, by reason (unauthenticated, permission_denied).",
+		}, []string{"reason"}),
 	}
 	gauge := func(name, help string, f func() float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "dkv", Name: name, Help: help}, f))
@@ -96,7 +103,7 @@ func newMetrics(s *Server) *metrics {
 	if s.transport != nil {
 		m.reg.MustRegister(s.transport.Metrics())
 	}
-	m.reg.MustRegister(m.requests, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.requests, m.latency, m.authDenied, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -160,6 +167,9 @@ func (m *metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 // DefaultRequestTimeout is the default Config.RequestTimeout: it bounds
 // requests that carry no deadline, except blocking waits.
 const DefaultRequestTimeout = 30 * time.Second
+
+// DefaultAuthTokenTTL is the default Config.AuthTokenTTL.
+const DefaultAuthTokenTTL = 5 * time.Minute
 
 // blockingWait reports whether req waits for something other clients do
 // (a lock grant, and so an election): such a wait may rightly last hours

@@ -67,6 +67,7 @@ type Server struct {
 	renewer   *renewer      // group-commits keep-alives
 	watchHub  *watch.Hub
 	lockWait  lockWaiters // wakes Acquire calls waiting for a grant
+	tokens    tokenCache  // auth tokens already verified (auth.go)
 
 	removed     chan struct{}
 	removedOnce sync.Once

@@ -120,6 +120,20 @@ func (ws *watchService) Watch(stream dkvpb.Watch_WatchServer) error {
 	tick := time.NewTicker(tickEvery)
 	defer tick.Stop()
 	var noLeaderSince time.Time
+	// The auth view the stream's caller was last checked against: after
+	// an auth change the caller is checked again before anything more is
+	// sent. Events are published only after the entries before them are
+	// applied, so none that follows a revocation goes out.
+	authView := s.sm.Auth().View()
+	authOK := func() error {
+		v := s.sm.Auth().View()
+		if v == authView {
+			return nil
+		}
+		authView = v
+		_, err := s.checkCall(ctx, dkvpb.Watch_Watch_FullMethodName, &dkvpb.LeaseKeepAliveRequest{})
+		return err
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,6 +147,9 @@ func (ws *watchService) Watch(stream dkvpb.Watch_WatchServer) error {
 				return err
 			}
 		case <-st.Ready():
+			if err := authOK(); err != nil {
+				return err
+			}
 			for rs := st.Pop(); rs != nil; rs = st.Pop() {
 				for _, r := range rs {
 					if err := stream.Send(r); err != nil {
@@ -178,6 +195,10 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 	if err := mvcc.ValidateRange(&dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix}, s.limits); err != nil {
 		return refuse(err)
 	}
+	// A watch is allowed only if the caller may read its whole range.
+	if _, err := s.checkCall(ctx, dkvpb.Watch_Watch_FullMethodName, &dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix}); err != nil {
+		return refuse(err)
+	}
 	switch {
 	case req.StartRevision < 0:
 		return refuse(dkverr.New(dkverr.InvalidInput, "start_revision is %d; it must not be negative", req.StartRevision))
@@ -211,6 +232,9 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 		cancel()
 		if err != nil {
 			return refuse(dkverr.New(dkverr.Unavailable, "waiting for a linearizable read: %v", err))
+		}
+		if _, err := s.recheck(ctx, &dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix}); err != nil {
+			return refuse(err)
 		}
 	}
 	switch {

@@ -71,7 +71,7 @@ func (l *lockedBuffer) String() string {
 
 // startNode runs dkv serve on free ports with its data in dir and waits
 // until `dkv status` succeeds against it.
-func startNode(t *testing.T, dir string) *node {
+func startNode(t *testing.T, dir string, extra ...string) *node {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	logf, err := os.Create(logPath)
@@ -79,8 +79,8 @@ func startNode(t *testing.T, dir string) *node {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(dkvBin, "serve", "--data-dir", dir,
-		"--client-addr", "127.0.0.1:0", "--http-addr", "", "--peer-addr", "")
+	cmd := exec.Command(dkvBin, append([]string{"serve", "--data-dir", dir,
+		"--client-addr", "127.0.0.1:0", "--http-addr", "", "--peer-addr", ""}, extra...)...)
 	cmd.Stderr = logf
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
@@ -150,8 +150,19 @@ type result struct {
 // dkv runs the CLI against n with stdin and args.
 func (n *node) dkv(stdin string, args ...string) result {
 	n.t.Helper()
+	return n.run(nil, stdin, args...)
+}
+
+// dkvEnv is dkv with extra environment variables.
+func (n *node) dkvEnv(env []string, args ...string) result {
+	n.t.Helper()
+	return n.run(env, "", args...)
+}
+
+func (n *node) run(env []string, stdin string, args ...string) result {
+	n.t.Helper()
 	cmd := exec.Command(dkvBin, append([]string{"--timeout", "10s"}, args...)...)
-	cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.addr)
+	cmd.Env = append(append(os.Environ(), "DKV_ENDPOINTS="+n.addr), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

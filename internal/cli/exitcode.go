@@ -24,6 +24,8 @@ const (
 	exitLeaseNotFound = 9
 	exitNoSpace       = 10
 	exitDataDamaged   = 11 // dkv serve: durable data damaged or lost
+	exitPermission    = 12
+	exitUnauth        = 13
 )
 
 // usageError marks a command-line mistake: exit code 2.
@@ -64,6 +66,8 @@ var codes = []struct {
 	{client.ErrLeaseNotFound, exitLeaseNotFound, "LeaseNotFound"},
 	{client.ErrNoSpace, exitNoSpace, "NoSpace"},
 	{storage.ErrDamaged, exitDataDamaged, "DataDamaged"},
+	{client.ErrPermissionDenied, exitPermission, "PermissionDenied"},
+	{client.ErrUnauthenticated, exitUnauth, "Unauthenticated"},
 }
 
 func exitCode(err error) int {

@@ -33,6 +33,8 @@ func TestExitCodes(t *testing.T) {
 		{srv(client.ErrCompacted, "revision 3 compacted"), 8, "Error: Compacted: revision 3 compacted"},
 		{srv(client.ErrLeaseNotFound, "lease 9"), 9, "Error: LeaseNotFound: lease 9"},
 		{srv(client.ErrNoSpace, "member 1f: free 3 MiB < reserve 64 MiB"), 10, "Error: NoSpace: member 1f: free 3 MiB < reserve 64 MiB"},
+		{srv(client.ErrPermissionDenied, `user "alice" lacks read permission on key "x"`), 12, `Error: PermissionDenied: user "alice" lacks read permission on key "x"`},
+		{srv(client.ErrUnauthenticated, "token expired"), 13, "Error: Unauthenticated: token expired"},
 		{srv(client.ErrInternal, "disk on fire"), 1, "Error: internal server error: disk on fire"},
 		{fmt.Errorf("starting: %w", &storage.DamageError{Dir: "d", Problem: "x"}), 11, "Error: DataDamaged: starting: data dir d is damaged: x"},
 	} {

@@ -28,7 +28,11 @@ const exitCodeHelp = `Exit codes:
  10  NoSpace (a member's disk is nearly full or the database is over
      --quota-bytes; reads, deletes and compaction still work)
  11  DataDamaged (dkv serve: the data dir's durable data is damaged or
-     lost; see docs/cluster.md, "Damaged data")`
+     lost; see docs/cluster.md, "Damaged data")
+ 12  PermissionDenied (auth is enabled and the user's roles do not allow
+     the call; the message names the permission and keys missing)
+ 13  Unauthenticated (auth is enabled and no valid token: no --user, a
+     wrong password, or an expired token)`
 
 // Main runs the dkv command with the process's arguments and exits.
 func Main() {
@@ -42,6 +46,7 @@ type app struct {
 	timeout   time.Duration
 	output    string
 	tls       tlsFlags
+	user      string // --user NAME[:PASSWORD]
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -106,6 +111,7 @@ JSON object per command with -o json.
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "time limit for the command, including connecting")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
 	a.tls.register(pf)
+	pf.StringVar(&a.user, "user", "", "authenticate as NAME[:PASSWORD] when the cluster has auth enabled (env DKV_USER, DKV_PASSWORD; prompts for a missing password on a terminal)")
 	root.AddCommand(
 		a.serveCmd(),
 		a.putCmd(),
@@ -127,6 +133,9 @@ JSON object per command with -o json.
 		a.leaderCmd(),
 		a.benchCmd(),
 		a.endpointCmd(),
+		a.userCmd(),
+		a.roleCmd(),
+		a.authCmd(),
 	)
 	a.addVersion(root)
 	return root
@@ -167,7 +176,11 @@ func (a *app) newClient(ctx context.Context, discover bool) (*client.Client, err
 	if discover {
 		sync = 0 // the client's default interval
 	}
-	c, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync, TLS: a.tls.cfg})
+	user, pw, err := a.credentials()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync, TLS: a.tls.cfg, Username: user, Password: pw})
 	return c, a.tlsHint(err)
 }
 

@@ -67,7 +67,9 @@ SIGHUP.`,
 	f.Float64Var(&drift, "lease-max-clock-drift", server.DefaultLeaseMaxClockDrift,
 		"how much faster or slower any member's clock may run, as a fraction: leases never expire early within it, and may live up to TTL*(1+d)/(1-d); 0 assumes equal clock rates")
 	f.IntVar(&cfg.MaxConnections, "max-connections", 0, fmt.Sprintf("most client connections (gRPC and HTTP) open at once (0: %d, or fewer if the open file limit is lower)", server.DefaultMaxConnections))
-	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
+	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address (root only with auth enabled)")
+	f.DurationVar(&cfg.AuthTokenTTL, "auth-token-ttl", server.DefaultAuthTokenTTL, "how long a token from Authenticate is accepted")
+	f.IntVar(&cfg.AuthBcryptCost, "auth-bcrypt-cost", 0, "bcrypt cost of stored password hashes (0: bcrypt's default, 10; 4 to 31)")
 	f.Int64Var(&cfg.QuotaBytes, "quota-bytes", 0, "refuse writes that add data (NoSpace) while the database takes more than this on disk, until compaction brings it back under (0: no quota)")
 	f.Int64Var(&cfg.SpaceReserveBytes, "space-reserve-bytes", server.DefaultSpaceReserveBytes, "refuse writes that add data (NoSpace) while the data dir's filesystem has less free space than this (negative: off)")
 	f.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "TLS certificate (PEM) of the client gRPC and HTTP ports; turns TLS on there")

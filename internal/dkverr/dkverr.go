@@ -32,7 +32,18 @@ const (
 	// --quota-bytes; writes that add data are refused until space is
 	// freed, while reads, deletes and compaction still work.
 	NoSpace
+	// Unauthenticated: auth is enabled and the call carried no valid
+	// token (missing, malformed, expired, or older than the user's last
+	// auth change) or a wrong password.
+	Unauthenticated
+	// PermissionDenied: the caller's roles do not allow the call; the
+	// message names the permission and key range that was missing.
+	PermissionDenied
 )
+
+// NumCodes is the number of codes, for tables indexed by Code; a new
+// code goes before it in the list above and moves it.
+const NumCodes = int(PermissionDenied) + 1
 
 // Domain is the ErrorInfo domain DKV errors carry on the wire.
 const Domain = "dkv.io"
@@ -42,16 +53,18 @@ var codeInfo = []struct {
 	reason string
 	grpc   codes.Code
 }{
-	OK:            {"OK", "OK", codes.OK},
-	NotFound:      {"NotFound", "NOT_FOUND", codes.NotFound},
-	Conflict:      {"Conflict", "CONFLICT", codes.Aborted},
-	InvalidInput:  {"InvalidInput", "INVALID_INPUT", codes.InvalidArgument},
-	Locked:        {"Locked", "LOCKED", codes.FailedPrecondition},
-	LeaseNotFound: {"LeaseNotFound", "LEASE_NOT_FOUND", codes.NotFound},
-	Unavailable:   {"Unavailable", "UNAVAILABLE", codes.Unavailable},
-	Compacted:     {"Compacted", "COMPACTED", codes.OutOfRange},
-	Internal:      {"Internal", "INTERNAL", codes.Internal},
-	NoSpace:       {"NoSpace", "NO_SPACE", codes.ResourceExhausted},
+	OK:               {"OK", "OK", codes.OK},
+	NotFound:         {"NotFound", "NOT_FOUND", codes.NotFound},
+	Conflict:         {"Conflict", "CONFLICT", codes.Aborted},
+	InvalidInput:     {"InvalidInput", "INVALID_INPUT", codes.InvalidArgument},
+	Locked:           {"Locked", "LOCKED", codes.FailedPrecondition},
+	LeaseNotFound:    {"LeaseNotFound", "LEASE_NOT_FOUND", codes.NotFound},
+	Unavailable:      {"Unavailable", "UNAVAILABLE", codes.Unavailable},
+	Compacted:        {"Compacted", "COMPACTED", codes.OutOfRange},
+	Internal:         {"Internal", "INTERNAL", codes.Internal},
+	NoSpace:          {"NoSpace", "NO_SPACE", codes.ResourceExhausted},
+	Unauthenticated:  {"Unauthenticated", "UNAUTHENTICATED", codes.Unauthenticated},
+	PermissionDenied: {"PermissionDenied", "PERMISSION_DENIED", codes.PermissionDenied},
 }
 
 func (c Code) String() string {
@@ -178,4 +191,14 @@ func FromGRPC(err error) error {
 		return &Error{Code: Unavailable, Msg: st.Message()}
 	}
 	return err
+}
+
+// CodeForReason is the code whose Reason is r (a watch's cancel_status).
+func CodeForReason(r string) (Code, bool) {
+	for c := range codeInfo {
+		if codeInfo[c].reason == r {
+			return Code(c), true
+		}
+	}
+	return OK, false
 }

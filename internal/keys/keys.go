@@ -57,6 +57,12 @@ var (
 	AlarmEnd = []byte("s/alarm0")
 )
 
+// Authentication and authorization (applied by package state).
+var (
+	// AuthState is the whole auth state, one dkvpb.AuthState.
+	AuthState = []byte("s/auth/state")
+)
+
 // The MVCC keyspace (package mvcc): everything under "s/m".
 var (
 	// MVCCLatestPrefix: s/mk/<key> -> latest record of a live key.

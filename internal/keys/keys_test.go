@@ -18,7 +18,7 @@ func TestLayoutIsStable(t *testing.T) {
 		{StateStart, "s"}, {StateEnd, "t"},
 		{AppliedIndex, "s/raft/applied"}, {ConfState, "s/raft/confstate"},
 		{MemberPrefix, "s/raft/members/"}, {MemberEnd, "s/raft/members0"},
-		{AlarmPrefix, "s/alarm/"}, {AlarmEnd, "s/alarm0"},
+		{AlarmPrefix, "s/alarm/"}, {AlarmEnd, "s/alarm0"}, {AuthState, "s/auth/state"},
 		{MVCCLatestPrefix, "s/mk/"}, {MVCCHistoryPrefix, "s/mh/"}, {MVCCChangesPrefix, "s/mr/"},
 		{MVCCRevision, "s/mm/rev"}, {MVCCCompact, "s/mm/compact"},
 		{LeaseRecordPrefix, "s/ll/"}, {LeaseKeysPrefix, "s/lk/"}, {LeaseSeq, "s/lm/seq"},

@@ -72,6 +72,7 @@ type Machine struct {
 	exec   Executor
 	log    *slog.Logger
 	alarms Alarms
+	auth   Auth
 }
 
 var _ raftnode.StateMachine[Result] = (*Machine)(nil)
@@ -83,11 +84,17 @@ func New(kv *mvcc.Store, store *storage.Storage, exec Executor, log *slog.Logger
 	if err := m.alarms.load(store.DB()); err != nil {
 		return nil, err
 	}
+	if err := m.auth.load(store.DB()); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
 // Alarms is the replicated alarm table.
 func (m *Machine) Alarms() *Alarms { return &m.alarms }
+
+// Auth is the replicated auth state.
+func (m *Machine) Auth() *Auth { return &m.auth }
 
 // Apply decodes and applies one committed entry.
 func (m *Machine) Apply(b *pebble.Batch, index uint64, data []byte) (uint64, Result) {
@@ -114,6 +121,9 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		}
 	}
 	if err := validate(req); err != nil {
+		return m.refused(err)
+	}
+	if err := m.auth.checkFresh(req); err != nil {
 		return m.refused(err)
 	}
 	w := m.kv.Begin(b)
@@ -164,6 +174,12 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		must(err)
 		rl.Header = &dkvpb.ResponseHeader{Revision: m.kv.Revision()}
 		return Result{Resp: rl, Revision: m.kv.Revision()}
+	case *dkvpb.InternalRequest_Auth:
+		arev, err := m.auth.apply(b, r.Auth)
+		if err != nil {
+			return m.refused(err)
+		}
+		return Result{Resp: &dkvpb.AuthResponse{Header: &dkvpb.ResponseHeader{}, AuthRevision: arev}, Revision: m.kv.Revision()}
 	default:
 		// validate refuses these first; kept so a new command cannot
 		// silently apply as nothing.
@@ -186,7 +202,7 @@ func (m *Machine) refused(err error) Result {
 // validate checks a command's structure at apply time. Member attributes
 // and alarms come only from members, never from a client.
 func validate(req *dkvpb.InternalRequest) error {
-	if req.GetMemberAttrs() != nil || req.GetAlarm() != nil {
+	if req.GetMemberAttrs() != nil || req.GetAlarm() != nil || req.GetAuth() != nil {
 		return nil
 	}
 	return mvcc.ValidateApplied(req)
@@ -225,6 +241,9 @@ func (m *Machine) Restored() error {
 		return err
 	}
 	if err := m.alarms.load(db); err != nil {
+		return err
+	}
+	if err := m.auth.load(db); err != nil {
 		return err
 	}
 	return m.exec.Restored()

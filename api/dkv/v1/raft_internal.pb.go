@@ -32,6 +32,14 @@ type InternalRequest struct {
 	// commands that need time (lease expiry) read it from here, never from
 	// the local clock, so apply stays deterministic.
 	TimeUnixNano int64 `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// auth_revision is the auth revision of the state the proposing member
+	// checked the client's permissions against. A client command applies
+	// only if the auth state is still at that revision, so a role revoked
+	// (or auth enabled) while the command was in flight, or checked on a
+	// lagging member, can never let it through; otherwise it is refused
+	// with Unavailable, not applied, and the client retries. (Field numbers
+	// 60-79 are auth's.)
+	AuthRevision uint64 `protobuf:"varint,79,opt,name=auth_revision,json=authRevision,proto3" json:"auth_revision,omitempty"`
 	// Types that are valid to be assigned to Request:
 	//
 	//	*InternalRequest_Put
@@ -50,6 +58,7 @@ type InternalRequest struct {
 	//	*InternalRequest_LockCancel
 	//	*InternalRequest_Alarm
 	//	*InternalRequest_RateLimit
+	//	*InternalRequest_Auth
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -95,6 +104,13 @@ func (x *InternalRequest) GetId() uint64 {
 func (x *InternalRequest) GetTimeUnixNano() int64 {
 	if x != nil {
 		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *InternalRequest) GetAuthRevision() uint64 {
+	if x != nil {
+		return x.AuthRevision
 	}
 	return 0
 }
@@ -250,6 +266,15 @@ func (x *InternalRequest) GetRateLimit() *RateLimitRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetAuth() *AuthChange {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_Auth); ok {
+			return x.Auth
+		}
+	}
+	return nil
+}
+
 type isInternalRequest_Request interface {
 	isInternalRequest_Request()
 }
@@ -319,6 +344,11 @@ type InternalRequest_RateLimit struct {
 	RateLimit *RateLimitRequest `protobuf:"bytes,80,opt,name=rate_limit,json=rateLimit,proto3,oneof"`
 }
 
+type InternalRequest_Auth struct {
+	// 60-79: authentication and authorization.
+	Auth *AuthChange `protobuf:"bytes,60,opt,name=auth,proto3,oneof"`
+}
+
 func (*InternalRequest_Put) isInternalRequest_Request() {}
 
 func (*InternalRequest_DeleteRange) isInternalRequest_Request() {}
@@ -350,6 +380,8 @@ func (*InternalRequest_LockCancel) isInternalRequest_Request() {}
 func (*InternalRequest_Alarm) isInternalRequest_Request() {}
 
 func (*InternalRequest_RateLimit) isInternalRequest_Request() {}
+
+func (*InternalRequest_Auth) isInternalRequest_Request() {}
 
 // AlarmRequest raises or clears a member's NOSPACE alarm: its disk's free
 // space fell below the reserve, or its database grew over --quota-bytes.
@@ -519,10 +551,11 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\"\x80\b\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x11dkv/v1/auth.proto\"\xcf\b\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
-	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12&\n" +
+	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
+	"\rauth_revision\x18O \x01(\x04R\fauthRevision\x12&\n" +
 	"\x03put\x18\n" +
 	" \x01(\v2\x12.dkv.v1.PutRequestH\x00R\x03put\x12?\n" +
 	"\fdelete_range\x18\v \x01(\v2\x1a.dkv.v1.DeleteRangeRequestH\x00R\vdeleteRange\x12&\n" +
@@ -543,7 +576,8 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"lockCancel\x12,\n" +
 	"\x05alarm\x182 \x01(\v2\x14.dkv.v1.AlarmRequestH\x00R\x05alarm\x129\n" +
 	"\n" +
-	"rate_limit\x18P \x01(\v2\x18.dkv.v1.RateLimitRequestH\x00R\trateLimitB\t\n" +
+	"rate_limit\x18P \x01(\v2\x18.dkv.v1.RateLimitRequestH\x00R\trateLimit\x12(\n" +
+	"\x04auth\x18< \x01(\v2\x12.dkv.v1.AuthChangeH\x00R\x04authB\t\n" +
 	"\arequest\"[\n" +
 	"\fAlarmRequest\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12\x16\n" +
@@ -588,7 +622,8 @@ var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*LockReleaseRequest)(nil),     // 15: dkv.v1.LockReleaseRequest
 	(*LockCancelRequest)(nil),      // 16: dkv.v1.LockCancelRequest
 	(*RateLimitRequest)(nil),       // 17: dkv.v1.RateLimitRequest
-	(*Member)(nil),                 // 18: dkv.v1.Member
+	(*AuthChange)(nil),             // 18: dkv.v1.AuthChange
+	(*Member)(nil),                 // 19: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	4,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
@@ -607,12 +642,13 @@ var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	16, // 13: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
 	1,  // 14: dkv.v1.InternalRequest.alarm:type_name -> dkv.v1.AlarmRequest
 	17, // 15: dkv.v1.InternalRequest.rate_limit:type_name -> dkv.v1.RateLimitRequest
-	18, // 16: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	18, // 16: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
+	19, // 17: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -625,6 +661,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 	file_dkv_v1_lease_proto_init()
 	file_dkv_v1_lock_proto_init()
 	file_dkv_v1_ratelimit_proto_init()
+	file_dkv_v1_auth_proto_init()
 	file_dkv_v1_raft_internal_proto_msgTypes[0].OneofWrappers = []any{
 		(*InternalRequest_Put)(nil),
 		(*InternalRequest_DeleteRange)(nil),
@@ -642,6 +679,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 		(*InternalRequest_LockCancel)(nil),
 		(*InternalRequest_Alarm)(nil),
 		(*InternalRequest_RateLimit)(nil),
+		(*InternalRequest_Auth)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

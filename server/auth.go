@@ -1,0 +1,729 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/auth"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/lease"
+	"github.com/dkv-io/dkv/internal/lock"
+	"github.com/dkv-io/dkv/internal/state"
+	"golang.org/x/crypto/bcrypt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+)
+
+// Authorization. Every client call passes through checkCall, from the
+// gRPC interceptors (which the HTTP gateway and the embedded client reach
+// too) and from the few HTTP handlers that call handlers directly. With
+// auth disabled checkCall costs one atomic load. With auth enabled it
+// verifies the token (an HMAC, no raft round) and checks the request's
+// spans against the in-memory view of the replicated auth state
+// (internal/auth); the few checks that depend on stored data (the keys of
+// a lease being revoked) read them from the local state. A method the
+// table below does not know needs root: nothing is open by omission.
+
+// certUser is the user named by the verified client certificate's CN
+// under --client-cert-auth (as etcd does); without that flag a
+// certificate names no user, so only a token authenticates.
+func (s *Server) certUser(ctx context.Context) (string, bool) {
+	if !s.cfg.ClientTLS.ClientCertAuth {
+		return "", false
+	}
+	return peerCommonName(ctx)
+}
+
+// callerKey carries a *checked in a request's context: who the caller is
+// and which auth view the call was checked against, for handlers that
+// filter what they return and for recheck.
+type callerKey struct{}
+
+type checked struct {
+	view *auth.View
+	user *auth.User
+}
+
+func callerUser(ctx context.Context) *auth.User {
+	if c, _ := ctx.Value(callerKey{}).(*checked); c != nil {
+		return c.user
+	}
+	return nil
+}
+
+// memberCallKey marks a context of work the member does on its own behalf
+// (cleaning up an abandoned lock wait): propose does not recheck it.
+type memberCallKey struct{}
+
+func memberCall(ctx context.Context) context.Context {
+	return context.WithValue(ctx, memberCallKey{}, true)
+}
+
+// recheck checks req again if the auth view changed since checkCall saw
+// it: after a linearizable wait (the view may have been behind the
+// cluster) and before proposing (which stamps the view's revision into
+// the command, see state.Auth.checkFresh). Unchanged, it costs one atomic
+// load and a context lookup.
+func (s *Server) recheck(ctx context.Context, req any) (*auth.View, error) {
+	v := s.sm.Auth().View()
+	if !v.Enabled {
+		return v, nil
+	}
+	if c, _ := ctx.Value(callerKey{}).(*checked); c != nil && c.view == v {
+		return v, nil
+	}
+	method, _ := grpc.Method(ctx)
+	_, err := s.checkView(ctx, v, method, req)
+	return v, err
+}
+
+// callerOf resolves the caller of ctx from its token (gRPC metadata
+// "token" or "authorization: Bearer ...") or its client certificate.
+func (s *Server) callerOf(ctx context.Context, v *auth.View) (*auth.User, error) {
+	tok := ""
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if t := md.Get("token"); len(t) > 0 {
+			tok = t[0]
+		} else if a := md.Get("authorization"); len(a) > 0 {
+			tok = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(a[0], "Bearer "), "bearer "))
+		}
+	}
+	if tok == "" {
+		if name, ok := s.certUser(ctx); ok {
+			if u, ok := v.User(name); ok {
+				return u, nil
+			}
+			return nil, dkverr.New(dkverr.Unauthenticated, "the client certificate names user %q, who does not exist", name)
+		}
+		return nil, dkverr.New(dkverr.Unauthenticated, "auth is enabled and the call carries no token: authenticate (dkv --user NAME, client.Config.Username) and send it as gRPC metadata \"token\" or HTTP \"Authorization: Bearer <token>\"")
+	}
+	name, rev, err := s.tokens.verify(v.SigningKey, tok, time.Now())
+	if err != nil {
+		return nil, dkverr.New(dkverr.Unauthenticated, "%v", err)
+	}
+	u, ok := v.User(name)
+	if !ok {
+		return nil, dkverr.New(dkverr.Unauthenticated, "the token's user %q no longer exists", name)
+	}
+	if rev < u.Revision {
+		return nil, dkverr.New(dkverr.Unauthenticated, "the token of user %q was issued at auth revision %d, before the user or its roles changed (revision %d): authenticate again", name, rev, u.Revision)
+	}
+	return u, nil
+}
+
+// stampAuth rechecks a client command against the auth view it is
+// proposed under and stamps that view's revision into it; the state
+// machine applies it only at that revision.
+func (s *Server) stampAuth(ctx context.Context, req *dkvpb.InternalRequest) error {
+	if !state.ClientCommand(req) {
+		return nil
+	}
+	if ctx.Value(memberCallKey{}) != nil {
+		req.AuthRevision = s.sm.Auth().View().Revision
+		return nil
+	}
+	v, err := s.recheck(ctx, clientMessage(req))
+	if err != nil {
+		return err
+	}
+	req.AuthRevision = v.Revision
+	return nil
+}
+
+// clientMessage is the client's request inside a client command.
+func clientMessage(req *dkvpb.InternalRequest) any {
+	switch r := req.Request.(type) {
+	case *dkvpb.InternalRequest_Put:
+		return r.Put
+	case *dkvpb.InternalRequest_DeleteRange:
+		return r.DeleteRange
+	case *dkvpb.InternalRequest_Txn:
+		return r.Txn
+	case *dkvpb.InternalRequest_Counter:
+		return r.Counter
+	case *dkvpb.InternalRequest_Compact:
+		return r.Compact
+	case *dkvpb.InternalRequest_LeaseGrant:
+		return r.LeaseGrant
+	case *dkvpb.InternalRequest_LeaseRevoke:
+		return r.LeaseRevoke
+	case *dkvpb.InternalRequest_LockAcquire:
+		return r.LockAcquire
+	case *dkvpb.InternalRequest_LockRelease:
+		return r.LockRelease
+	case *dkvpb.InternalRequest_LockCancel:
+		return r.LockCancel
+	}
+	return req
+}
+
+// tokenCache remembers tokens already verified, so that a client sending
+// the same token with every call costs a map lookup, not a JWT parse and
+// an HMAC. An entry is used only with the key it was verified with and
+// until the token's expiry; the user's revision is checked on every call
+// (callerOf), so a cached token is refused as soon as the user changes.
+type tokenCache struct {
+	mu sync.Mutex
+	m  map[string]tokenInfo
+}
+
+type tokenInfo struct {
+	key  string
+	user string
+	rev  uint64
+	exp  time.Time
+}
+
+// maxCachedTokens bounds the cache; past it the cache starts over.
+const maxCachedTokens = 4096
+
+func (c *tokenCache) verify(key []byte, tok string, now time.Time) (string, uint64, error) {
+	c.mu.Lock()
+	ti, ok := c.m[tok]
+	c.mu.Unlock()
+	if ok && ti.key == string(key) && now.Before(ti.exp) {
+		return ti.user, ti.rev, nil
+	}
+	user, rev, exp, err := auth.VerifyExp(key, tok, now)
+	if err != nil {
+		return "", 0, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedTokens {
+		c.m = map[string]tokenInfo{}
+	}
+	c.m[tok] = tokenInfo{key: string(key), user: user, rev: rev, exp: exp}
+	c.mu.Unlock()
+	return user, rev, nil
+}
+
+// need is one permission a request needs on a span.
+type need struct {
+	perm auth.Perm
+	span auth.Span
+	what string // the part of the request that needs it
+}
+
+// rootOnly marks requests only the root role may make.
+var rootOnly = []need{{what: "root"}}
+
+// openMethods need no token even with auth enabled. Status answers a
+// caller without root (or without a token) only what a client needs to
+// route (filterReply).
+var openMethods = map[string]bool{
+	dkvpb.Auth_Authenticate_FullMethodName: true,
+	dkvpb.Auth_AuthStatus_FullMethodName:   true,
+	dkvpb.Cluster_Status_FullMethodName:    true,
+}
+
+// requirements lists what req needs. nil: any authenticated user; rootOnly:
+// the root role. Unknown requests need root.
+func requirements(req any) []need {
+	switch r := req.(type) {
+	case *dkvpb.RangeRequest:
+		return rangeNeeds(r, nil)
+	case *dkvpb.PutRequest:
+		return putNeeds(r, nil)
+	case *dkvpb.DeleteRangeRequest:
+		return deleteNeeds(r, nil)
+	case *dkvpb.TxnRequest:
+		var n []need
+		for _, c := range r.GetCompare() {
+			n = append(n, need{auth.Read, auth.Key(c.GetKey()), "txn compare"})
+		}
+		for _, ops := range [][]*dkvpb.RequestOp{r.GetSuccess(), r.GetFailure()} {
+			for _, op := range ops {
+				switch o := op.GetRequest().(type) {
+				case *dkvpb.RequestOp_RequestRange:
+					n = rangeNeeds(o.RequestRange, n)
+				case *dkvpb.RequestOp_RequestPut:
+					n = putNeeds(o.RequestPut, n)
+				case *dkvpb.RequestOp_RequestDeleteRange:
+					n = deleteNeeds(o.RequestDeleteRange, n)
+				default:
+					return rootOnly // an op this table does not know
+				}
+			}
+		}
+		return n
+	case *dkvpb.CounterRequest:
+		// The reply carries the new value, and so reveals the old one.
+		return []need{{auth.Read | auth.Write, auth.Key(r.GetKey()), "counter"}}
+	case *dkvpb.LockAcquireRequest:
+		return []need{{auth.Write, auth.Key(r.GetKey()), "lock acquire"}}
+	case *dkvpb.LockReleaseRequest:
+		return []need{{auth.Write, auth.Key(r.GetHandle().GetKey()), "lock release"}}
+	case *dkvpb.LockCancelRequest:
+		return []need{{auth.Write, auth.Key(r.GetKey()), "lock cancel"}}
+	case *dkvpb.LockDescribeRequest:
+		return []need{{auth.Read, auth.Key(r.GetKey()), "lock describe"}}
+	case *dkvpb.LeaseGrantRequest, *dkvpb.LeaseKeepAliveOnceRequest, *dkvpb.LeaseLeasesRequest,
+		*dkvpb.LeaseKeepAliveRequest, *dkvpb.StatusRequest:
+		// Lease ids and TTLs reveal no key; Status's details are kept
+		// for root (filterReply).
+		return nil
+	case *dkvpb.LeaseTimeToLiveRequest, *dkvpb.LeaseRevokeRequest:
+		return nil // plus what the lease's keys need: leaseNeeds
+	}
+	return rootOnly
+}
+
+func rangeNeeds(r *dkvpb.RangeRequest, n []need) []need {
+	return append(n, need{auth.Read, auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix()), "range"})
+}
+
+func putNeeds(r *dkvpb.PutRequest, n []need) []need {
+	n = append(n, need{auth.Write, auth.Key(r.GetKey()), "put"})
+	switch {
+	case r.GetPrevKv():
+		n = append(n, need{auth.Read, auth.Key(r.GetKey()), "put prev_kv"})
+	case r.GetIfAbsent() || r.GetIfVersion() != 0 || r.GetIfModRevision() != 0:
+		// The outcome of a condition tells whether and how the key exists.
+		n = append(n, need{auth.Read, auth.Key(r.GetKey()), "conditional put"})
+	}
+	return n
+}
+
+func deleteNeeds(r *dkvpb.DeleteRangeRequest, n []need) []need {
+	sp := auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix())
+	n = append(n, need{auth.Write, sp, "delete"})
+	if r.GetPrevKv() || r.GetIfVersion() != 0 {
+		n = append(n, need{auth.Read, sp, "delete prev_kv"})
+	}
+	return n
+}
+
+// leaseNeeds is what a request on a lease needs on the lease's keys, read
+// from the local state: revoking needs write on every key attached to the
+// lease and every key whose lock it holds (revoking deletes and releases
+// them); TimeToLive with keys needs read on every attached key, so it
+// reveals no key the caller may not read (CVE-2023-32082).
+func (s *Server) leaseNeeds(req any) ([]need, error) {
+	var (
+		id   int64
+		perm auth.Perm
+		what string
+	)
+	switch r := req.(type) {
+	case *dkvpb.LeaseRevokeRequest:
+		id, perm, what = r.GetId(), auth.Write, "lease revoke"
+	case *dkvpb.LeaseTimeToLiveRequest:
+		if !r.GetKeys() {
+			return nil, nil
+		}
+		id, perm, what = r.GetId(), auth.Read, "lease time-to-live with keys"
+	default:
+		return nil, nil
+	}
+	db := s.store.DB()
+	var n []need
+	if err := lease.Keys(db, id, func(k []byte) bool {
+		n = append(n, need{perm, auth.Key(append([]byte(nil), k...)), what + " (attached key)"})
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	if perm == auth.Write {
+		lks, err := lock.LeaseKeys(db, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range lks {
+			n = append(n, need{auth.Write, auth.Key(k), what + " (held lock)"})
+		}
+	}
+	return n, nil
+}
+
+// checkCall authorizes req for method: nil when auth is disabled (one
+// atomic load) or the caller may make it. It returns the context with the
+// caller attached, for filterReply.
+func (s *Server) checkCall(ctx context.Context, method string, req any) (context.Context, error) {
+	v := s.sm.Auth().View()
+	if !v.Enabled {
+		return ctx, nil
+	}
+	return s.checkView(ctx, v, method, req)
+}
+
+func (s *Server) checkView(ctx context.Context, v *auth.View, method string, req any) (context.Context, error) {
+	if openMethods[method] {
+		u, _ := s.callerOf(ctx, v) // none: still open, and filtered
+		return context.WithValue(ctx, callerKey{}, &checked{view: v, user: u}), nil
+	}
+	u, err := s.callerOf(ctx, v)
+	if err != nil {
+		s.denied("", method, "", err)
+		return ctx, err
+	}
+	needs := requirements(req)
+	more, err := s.leaseNeeds(req)
+	if err != nil {
+		return ctx, err
+	}
+	needs = append(needs, more...)
+	for _, n := range needs {
+		if err := allowed(u, n); err != nil {
+			s.denied(u.Name, method, n.span.String(), err)
+			return ctx, err
+		}
+	}
+	return context.WithValue(ctx, callerKey{}, &checked{view: v, user: u}), nil
+}
+
+func allowed(u *auth.User, n need) error {
+	if n.what == "root" {
+		if u.Root {
+			return nil
+		}
+		return dkverr.New(dkverr.PermissionDenied, "user %q lacks the role %q this call needs", u.Name, auth.RootRole)
+	}
+	if u.Allowed(n.perm, n.span) {
+		return nil
+	}
+	return dkverr.New(dkverr.PermissionDenied, "user %q lacks %s permission on %s (needed by %s)", u.Name, n.perm, n.span, n.what)
+}
+
+// denied records a refused call: a structured log line and a counter.
+func (s *Server) denied(user, method, span string, err error) {
+	reason := "permission_denied"
+	if dkverr.CodeOf(err) == dkverr.Unauthenticated {
+		reason = "unauthenticated"
+	}
+	if s.metrics != nil {
+		s.metrics.authDenied.WithLabelValues(reason).Inc()
+	}
+	s.log.Warn("auth: call refused", "user", user, "method", method, "key_range", span, "reason", reason, "detail", dkverr.Message(err))
+}
+
+// filterReply removes from resp what the caller may not see: a member's
+// status details unless root, and (belt and braces, should a key be
+// attached between the check and the read) a lease key it may not read.
+func filterReply(ctx context.Context, resp any) {
+	c, _ := ctx.Value(callerKey{}).(*checked)
+	if c == nil || c.user != nil && c.user.Root {
+		return // auth disabled, or root
+	}
+	u := c.user
+	switch r := resp.(type) {
+	case *dkvpb.LeaseTimeToLiveResponse:
+		if u == nil {
+			r.Keys = nil
+			return
+		}
+		keep := r.Keys[:0]
+		for _, k := range r.Keys {
+			if u.Allowed(auth.Read, auth.Key(k)) {
+				keep = append(keep, k)
+			}
+		}
+		r.Keys = keep
+	case *dkvpb.StatusResponse:
+		*r = dkvpb.StatusResponse{Header: r.Header, MemberId: r.MemberId, LeaderId: r.LeaderId, IsLearner: r.IsLearner, Version: r.Version}
+	}
+}
+
+func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := s.checkCall(ctx, info.FullMethod, req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := handler(ctx, req)
+	if err == nil {
+		filterReply(ctx, resp)
+	}
+	return resp, err
+}
+
+// streamAuth checks a stream when it opens. A watch's ranges are checked
+// per create request (watchService.create); a snapshot download needs
+// root; lease keep-alives any authenticated user.
+func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	var req any
+	switch info.FullMethod {
+	case dkvpb.Watch_Watch_FullMethodName, dkvpb.Lease_KeepAlive_FullMethodName:
+		req = &dkvpb.LeaseKeepAliveRequest{} // authenticated, no more
+	}
+	if _, err := s.checkCall(ss.Context(), info.FullMethod, req); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// forwardCredentials passes the caller's token on when a member forwards
+// its call to the leader (member changes, leader transfer), so the leader
+// checks the same caller.
+func forwardCredentials(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, k := range []string{"token", "authorization"} {
+			if v := md.Get(k); len(v) > 0 {
+				ctx = metadata.AppendToOutgoingContext(ctx, k, v[0])
+			}
+		}
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// httpAuthContext carries an HTTP request's Authorization header into the
+// context as incoming gRPC metadata, for the handlers /v1/keys/ calls
+// directly (the gateway forwards it itself).
+func httpAuthContext(r *http.Request) context.Context {
+	if a := r.Header.Get("Authorization"); a != "" {
+		return metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", a))
+	}
+	return r.Context()
+}
+
+// requireRootHTTP guards an HTTP handler (pprof) with the root role when
+// auth is enabled.
+func (s *Server) requireRootHTTP(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.checkCall(httpAuthContext(r), "HTTP "+r.URL.Path, nil); err != nil {
+			httpError(w, err)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// authService implements dkvpb.AuthServer. Changes are hashed (bcrypt)
+// here, on the receiving member, and proposed with the hash; apply never
+// hashes. Reads answer from the view after a linearizable wait.
+type authService struct {
+	dkvpb.UnimplementedAuthServer
+	s *Server
+}
+
+func (a *authService) propose(ctx context.Context, what string, ch *dkvpb.AuthChange) (*dkvpb.AuthResponse, error) {
+	s := a.s
+	res, err := s.proposeRequest(ctx, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Auth{Auth: ch}})
+	if err != nil {
+		return nil, err
+	}
+	by := ""
+	if u := callerUser(ctx); u != nil {
+		by = u.Name
+	}
+	if res.Err != nil {
+		s.log.Info("auth: change refused", "user", by, "method", what, "reason", dkverr.Message(res.Err))
+		return nil, res.Err
+	}
+	resp, ok := res.Resp.(*dkvpb.AuthResponse)
+	if !ok {
+		return nil, dkverr.New(dkverr.Internal, "unexpected response %T", res.Resp)
+	}
+	s.log.Info("auth: changed", "user", by, "method", what, "change", changeSummary(ch), "auth_revision", resp.GetAuthRevision())
+	s.completeHeader(resp.Header)
+	return resp, nil
+}
+
+// changeSummary describes ch for the audit log, without password hashes.
+func changeSummary(ch *dkvpb.AuthChange) string {
+	c := proto.Clone(ch).(*dkvpb.AuthChange)
+	switch x := c.GetChange().(type) {
+	case *dkvpb.AuthChange_Enable:
+		return "auth enable"
+	case *dkvpb.AuthChange_UserAdd:
+		x.UserAdd.PasswordHash = nil
+	case *dkvpb.AuthChange_UserPassword:
+		x.UserPassword.PasswordHash = nil
+	}
+	return strings.TrimSpace(c.String())
+}
+
+func (a *authService) view(ctx context.Context) (*auth.View, error) {
+	if err := a.s.node.WaitLinearizable(ctx); err != nil {
+		return nil, err
+	}
+	return a.s.sm.Auth().View(), nil
+}
+
+func (a *authService) hash(pw string) ([]byte, error) {
+	if pw == "" {
+		return nil, dkverr.New(dkverr.InvalidInput, "password is empty")
+	}
+	if len(pw) > 72 {
+		return nil, dkverr.New(dkverr.InvalidInput, "password is %d bytes; at most 72 (bcrypt's limit)", len(pw))
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), a.s.cfg.AuthBcryptCost)
+	if err != nil {
+		return nil, dkverr.New(dkverr.InvalidInput, "hash password: %v", err)
+	}
+	return h, nil
+}
+
+func (a *authService) Authenticate(ctx context.Context, req *dkvpb.AuthenticateRequest) (*dkvpb.AuthenticateResponse, error) {
+	v, err := a.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !v.Enabled {
+		// No token is needed; the client sends none.
+		return &dkvpb.AuthenticateResponse{Header: a.s.header(0)}, nil
+	}
+	u, ok := v.User(req.GetName())
+	if !ok || u.NoPassword || bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(req.GetPassword())) != nil {
+		err := dkverr.New(dkverr.Unauthenticated, "wrong user name or password for %q", req.GetName())
+		a.s.denied(req.GetName(), dkvpb.Auth_Authenticate_FullMethodName, "", err)
+		return nil, err
+	}
+	exp := time.Now().Add(a.s.cfg.AuthTokenTTL)
+	tok, err := auth.Sign(v.SigningKey, u.Name, v.Revision, exp)
+	if err != nil {
+		return nil, err
+	}
+	return &dkvpb.AuthenticateResponse{Header: a.s.header(0), Token: tok, ExpiresUnix: exp.Unix()}, nil
+}
+
+func (a *authService) AuthEnable(ctx context.Context, _ *dkvpb.AuthEnableRequest) (*dkvpb.AuthResponse, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	return a.propose(ctx, "AuthEnable", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_Enable{Enable: &dkvpb.AuthEnableChange{SigningKey: key}}})
+}
+
+func (a *authService) AuthDisable(ctx context.Context, req *dkvpb.AuthDisableRequest) (*dkvpb.AuthResponse, error) {
+	return a.propose(ctx, "AuthDisable", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_Disable{Disable: req}})
+}
+
+func (a *authService) AuthStatus(ctx context.Context, _ *dkvpb.AuthStatusRequest) (*dkvpb.AuthStatusResponse, error) {
+	v, err := a.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &dkvpb.AuthStatusResponse{Header: a.s.header(0), Enabled: v.Enabled, AuthRevision: v.Revision}, nil
+}
+
+func (a *authService) UserAdd(ctx context.Context, req *dkvpb.UserAddRequest) (*dkvpb.AuthResponse, error) {
+	ch := &dkvpb.UserAddChange{Name: req.GetName(), NoPassword: req.GetNoPassword()}
+	if !req.GetNoPassword() {
+		h, err := a.hash(req.GetPassword())
+		if err != nil {
+			return nil, err
+		}
+		ch.PasswordHash = h
+	}
+	return a.propose(ctx, "UserAdd", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_UserAdd{UserAdd: ch}})
+}
+
+func (a *authService) UserDelete(ctx context.Context, req *dkvpb.UserRequest) (*dkvpb.AuthResponse, error) {
+	return a.propose(ctx, "UserDelete", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_UserDelete{UserDelete: req}})
+}
+
+func (a *authService) UserChangePassword(ctx context.Context, req *dkvpb.UserChangePasswordRequest) (*dkvpb.AuthResponse, error) {
+	h, err := a.hash(req.GetPassword())
+	if err != nil {
+		return nil, err
+	}
+	return a.propose(ctx, "UserChangePassword", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_UserPassword{UserPassword: &dkvpb.UserPasswordChange{Name: req.GetName(), PasswordHash: h}}})
+}
+
+func (a *authService) UserGrantRole(ctx context.Context, req *dkvpb.UserRoleRequest) (*dkvpb.AuthResponse, error) {
+	return a.propose(ctx, "UserGrantRole", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_UserGrantRole{UserGrantRole: req}})
+}
+
+func (a *authService) UserRevokeRole(ctx context.Context, req *dkvpb.UserRoleRequest) (*dkvpb.AuthResponse, error) {
+	return a.propose(ctx, "UserRevokeRole", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_UserRevokeRole{UserRevokeRole: req}})
+}
+
+func (a *authService) RoleAdd(ctx context.Context, req *dkvpb.RoleRequest) (*dkvpb.AuthResponse, error) {
+	return a.propose(ctx, "RoleAdd", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_RoleAdd{RoleAdd: req}})
+}
+
+func (a *authService) RoleDelete(ctx context.Context, req *dkvpb.RoleRequest) (*dkvpb.AuthResponse, error) {
+	return a.propose(ctx, "RoleDelete", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_RoleDelete{RoleDelete: req}})
+}
+
+func (a *authService) RoleGrantPermission(ctx context.Context, req *dkvpb.RoleGrantPermissionRequest) (*dkvpb.AuthResponse, error) {
+	p := proto.Clone(req.GetPermission()).(*dkvpb.Permission)
+	if p == nil {
+		return nil, dkverr.New(dkverr.InvalidInput, "no permission given")
+	}
+	var err error
+	if p.Key, p.RangeEnd, err = normalizePerm(p.GetKey(), p.GetRangeEnd(), req.GetPrefix()); err != nil {
+		return nil, err
+	}
+	return a.propose(ctx, "RoleGrantPermission", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_RoleGrant{RoleGrant: &dkvpb.RoleGrantPermissionRequest{Role: req.GetRole(), Permission: p}}})
+}
+
+func (a *authService) RoleRevokePermission(ctx context.Context, req *dkvpb.RoleRevokePermissionRequest) (*dkvpb.AuthResponse, error) {
+	k, e, err := normalizePerm(req.GetKey(), req.GetRangeEnd(), req.GetPrefix())
+	if err != nil {
+		return nil, err
+	}
+	return a.propose(ctx, "RoleRevokePermission", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_RoleRevoke{RoleRevoke: &dkvpb.RoleRevokePermissionRequest{Role: req.GetRole(), Key: k, RangeEnd: e}}})
+}
+
+// normalizePerm turns a prefix into its range end ("\0" for a prefix with
+// no end: the empty prefix or one of 0xff bytes), so a permission is
+// always stored as key and range end.
+func normalizePerm(key, end []byte, prefix bool) ([]byte, []byte, error) {
+	if !prefix {
+		return key, end, nil
+	}
+	if len(end) > 0 {
+		return nil, nil, dkverr.New(dkverr.InvalidInput, "a prefix permission takes no range end")
+	}
+	sp := auth.SpanOf(key, nil, true)
+	if sp.End == nil {
+		return key, []byte{0}, nil
+	}
+	return key, sp.End, nil
+}
+
+func (a *authService) UserGet(ctx context.Context, req *dkvpb.UserRequest) (*dkvpb.UserGetResponse, error) {
+	v, err := a.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u, ok := v.User(req.GetName())
+	if !ok {
+		return nil, dkverr.New(dkverr.NotFound, "user %q does not exist", req.GetName())
+	}
+	return &dkvpb.UserGetResponse{Header: a.s.header(0), Name: u.Name, Roles: u.Roles}, nil
+}
+
+func (a *authService) UserList(ctx context.Context, _ *dkvpb.UserListRequest) (*dkvpb.UserListResponse, error) {
+	if _, err := a.view(ctx); err != nil {
+		return nil, err
+	}
+	st := a.s.sm.Auth().View().State
+	resp := &dkvpb.UserListResponse{Header: a.s.header(0)}
+	for _, u := range st.GetUsers() {
+		resp.Users = append(resp.Users, u.GetName())
+	}
+	return resp, nil
+}
+
+func (a *authService) RoleGet(ctx context.Context, req *dkvpb.RoleRequest) (*dkvpb.RoleGetResponse, error) {
+	if _, err := a.view(ctx); err != nil {
+		return nil, err
+	}
+	if req.GetName() == auth.RootRole {
+		return &dkvpb.RoleGetResponse{Header: a.s.header(0), Name: auth.RootRole}, nil
+	}
+	for _, r := range a.s.sm.Auth().View().State.GetRoles() {
+		if r.GetName() == req.GetName() {
+			return &dkvpb.RoleGetResponse{Header: a.s.header(0), Name: r.GetName(), Permissions: r.GetPermissions()}, nil
+		}
+	}
+	return nil, dkverr.New(dkverr.NotFound, "role %q does not exist", req.GetName())
+}
+
+func (a *authService) RoleList(ctx context.Context, _ *dkvpb.RoleListRequest) (*dkvpb.RoleListResponse, error) {
+	if _, err := a.view(ctx); err != nil {
+		return nil, err
+	}
+	resp := &dkvpb.RoleListResponse{Header: a.s.header(0), Roles: []string{auth.RootRole}}
+	for _, r := range a.s.sm.Auth().View().State.GetRoles() {
+		resp.Roles = append(resp.Roles, r.GetName())
+	}
+	return resp, nil
+}
