@@ -15,7 +15,7 @@ import (
 )
 
 // Auth manages users, roles and permissions (root only once auth is
-// enabled). See docs/auth.md.
+// enabled). See docs/security.md.
 type Auth interface {
 	// AuthEnable turns auth on; refused until user root holds role root.
 	AuthEnable(ctx context.Context) error

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestCLIAuth walks the enable flow of docs/auth.md with the real binary:
+// TestCLIAuth walks the enable flow of docs/security.md with the real binary:
 // users, roles, a prefix permission, auth enable refused until root
 // exists, then the exit codes of refused calls.
 func TestCLIAuth(t *testing.T) {

@@ -218,7 +218,9 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secur
 		fmt.Fprintf(a.stdout, "try:  export DKV_ENDPOINTS=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n", strings.Join(eps, ","), devClusterHelp)
 	} else {
 		fmt.Fprintf(a.stdout, "secure: TLS on every port (client certificates required), certificates in %s\n", pki.dir)
+		fmt.Fprintf(a.stdout, "  auth enabled: the client certificate (CN root) is user root; so is --user root with the\n")
 		fmt.Fprintf(a.stdout, "  root password: %s (mode 0600)\n", pki.rootPasswordFile)
+		fmt.Fprintf(a.stdout, "  add users and roles with dkv user add / dkv role grant-permission (docs/security.md)\n")
 		fmt.Fprintf(a.stdout, "  https://%s/livez with curl --cacert %s --cert %s --key %s\n", ms[0].http, pki.caFile, pki.clientCert, pki.clientKey)
 		fmt.Fprintf(a.stdout, "try:  dkv --endpoints %s %s put hello world\n", strings.Join(eps, ","), pki.clientFlags())
 		fmt.Fprintf(a.stdout, "or:   export DKV_ENDPOINTS=%s DKV_CACERT=%s DKV_CERT=%s DKV_KEY=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n",

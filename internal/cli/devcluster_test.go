@@ -291,4 +291,19 @@ func TestDevClusterSecure(t *testing.T) {
 	if !strings.Contains(d.lineWith("  root password: "), filepath.Join(dir, "root-password")) {
 		t.Errorf("the root password file is not named in the output")
 	}
+	// Auth is on: the client certificate (CN root) authenticates as root,
+	// and so does the root password.
+	if r := n.dkv("", append(flags, "auth", "status")...); r.code != 0 || !strings.Contains(r.stdout, "Authentication Status: true") {
+		t.Errorf("auth status on a --secure cluster: exit %d %q %s; want enabled", r.code, r.stdout, r.stderr)
+	}
+	pw, err := os.ReadFile(filepath.Join(dir, "root-password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := n.dkv("", append(flags, "--user", "root:"+strings.TrimSpace(string(pw)), "get", "hello")...); r.code != 0 || strings.TrimSpace(r.stdout) != "world" {
+		t.Errorf("get as root with the generated password: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := n.dkv("", append(flags, "--user", "root:wrong", "get", "hello")...); r.code != 13 {
+		t.Errorf("get as root with a wrong password: exit %d %q %s; want 13 (Unauthenticated)", r.code, r.stdout, r.stderr)
+	}
 }

@@ -160,14 +160,37 @@ func awaitSecureCluster(ctx context.Context, p *devPKI, eps []string) error {
 	}
 }
 
-// secureBootstrapAuth is run once a dev-cluster --secure is up, with the
-// client TLS configuration and the file holding the generated root
-// password.
-//
-// TODO(branch auth): create the root user with the password in
-// rootPasswordFile, grant it the root role and enable auth, so that the
-// dev cluster starts secured end to end. Until then it does nothing: the
-// cluster has TLS on every port but no users.
+// secureBootstrapAuth is run once a dev-cluster --secure is up: it
+// creates the user root with the password in rootPasswordFile, grants it
+// the built-in root role and enables auth, so the dev cluster starts
+// secured end to end. A cluster whose auth is already on (a restarted dev
+// cluster) is left as it is.
 func secureBootstrapAuth(ctx context.Context, endpoints []string, tlsCfg *tls.Config, rootPasswordFile string) error {
+	b, err := os.ReadFile(rootPasswordFile)
+	if err != nil {
+		return err
+	}
+	pw := strings.TrimSpace(string(b))
+	c, err := client.New(ctx, client.Config{Endpoints: endpoints, TLS: tlsCfg, AutoSyncInterval: -1, Username: "root", Password: pw})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := c.AuthStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("auth status: %w", err)
+	}
+	if st.GetEnabled() {
+		return nil
+	}
+	if err := c.UserAdd(ctx, "root", pw); err != nil && !errors.Is(err, client.ErrConflict) {
+		return fmt.Errorf("adding user root: %w", err)
+	}
+	if err := c.UserGrantRole(ctx, "root", "root"); err != nil {
+		return fmt.Errorf("granting role root to user root: %w", err)
+	}
+	if err := c.AuthEnable(ctx); err != nil {
+		return fmt.Errorf("enabling auth: %w", err)
+	}
 	return nil
 }

@@ -44,7 +44,7 @@ const (
 //
 // Auth manages users, roles and their permissions, and hands out tokens.
 // With auth disabled every call is allowed; with auth enabled every call
-// but Authenticate and AuthStatus needs the root role. See docs/auth.md.
+// but Authenticate and AuthStatus needs the root role. See docs/security.md.
 type AuthClient interface {
 	// Authenticate checks a user's password and returns a signed token that
 	// every member verifies without a raft round.
@@ -253,7 +253,7 @@ func (c *authClient) RoleRevokePermission(ctx context.Context, in *RoleRevokePer
 //
 // Auth manages users, roles and their permissions, and hands out tokens.
 // With auth disabled every call is allowed; with auth enabled every call
-// but Authenticate and AuthStatus needs the root role. See docs/auth.md.
+// but Authenticate and AuthStatus needs the root role. See docs/security.md.
 type AuthServer interface {
 	// Authenticate checks a user's password and returns a signed token that
 	// every member verifies without a raft round.
