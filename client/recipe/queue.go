@@ -1016,3 +1016,43 @@ func (q *Queue) Purge(ctx context.Context, id string) (int64, error) {
 	}
 	return r.Deleted, nil
 }
+
+// ClaimString returns the claim's text form, to hand the job to another process
+// (the CLI prints it); Queue.ResumeClaim turns it back into a Job. It is
+// the claim's lock handle.
+func (j *Job) ClaimString() string { return j.Handle.String() }
+
+// ResumeClaim rebuilds a claimed Job from its text form (Job.ClaimString), for
+// another process to Ack, Nack, Extend or write WithClaim. The job is read
+// from the store; ErrClaimExpired if the claim is no longer current,
+// client.ErrInvalidInput if the text is not a claim on this queue.
+func (q *Queue) ResumeClaim(ctx context.Context, claim string) (*Job, error) {
+	h, err := client.ParseLockHandle(claim)
+	if err != nil {
+		return nil, err
+	}
+	order, ok := strings.CutPrefix(h.Key, q.jobsPrefix())
+	if _, valid := parseOrder(order); !ok || !valid {
+		return nil, invalid("claim on %.60q is not a claim on queue %q", h.Key, q.name)
+	}
+	j := &Job{q: q, key: h.Key, Handle: h}
+	held, err := j.Claimed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := q.c.Get(ctx, h.Key)
+	if errors.Is(err, client.ErrNotFound) || (err == nil && !held) {
+		return nil, fmt.Errorf("job of claim %d: %w", h.Token, ErrClaimExpired)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := decodeRecord(kv)
+	if err != nil {
+		return nil, err
+	}
+	j.rec = *rec
+	j.ID, j.Payload, j.Priority, j.Attempt, j.MaxAttempts, j.LastError = rec.ID, rec.Payload, rec.Priority, rec.Attempt, rec.MaxAttempts, rec.LastError
+	j.RunAt, j.EnqueuedAt = time.UnixMilli(rec.RunAtMs), time.Unix(0, idNanos(rec.ID))
+	return j, nil
+}

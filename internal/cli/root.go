@@ -121,6 +121,7 @@ JSON object per command with -o json.
 		a.leaderCmd(),
 		a.benchCmd(),
 		a.endpointCmd(),
+		a.queueCmd(),
 	)
 	a.addVersion(root)
 	return root
