@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
@@ -105,6 +106,9 @@ type Queue struct {
 	name   string
 	prefix string
 	cfg    queueConfig
+	// contention estimates how many consumers of this Queue value race
+	// for the same jobs (see spread).
+	contention atomic.Int32
 }
 
 // QueuePrefix is the key prefix under which queue name keeps its state.
@@ -149,7 +153,8 @@ func (q *Queue) Name() string { return q.name }
 //	P c/<order>   the claim marker of j/<order>, on the claim's lease
 //	P d/<id>      a dead-lettered job; value jobRecord
 //	P i/<key>     an idempotency key, on a lease of the window; value the job id
-//	P paused      present while the queue is paused
+//	P c/paused    present while the queue is paused (under c/, so the
+//	              scan's read of the markers sees it too)
 //
 // <order> is <priority><run-at><id>, fixed-width hex, so a range read in
 // key order meets jobs in claim order: higher priority first, then earlier
@@ -164,7 +169,7 @@ func (q *Queue) jobsPrefix() string   { return q.prefix + "j/" }
 func (q *Queue) claimsPrefix() string { return q.prefix + "c/" }
 func (q *Queue) deadPrefix() string   { return q.prefix + "d/" }
 func (q *Queue) idemPrefix() string   { return q.prefix + "i/" }
-func (q *Queue) pausedKey() string    { return q.prefix + "paused" }
+func (q *Queue) pausedKey() string    { return q.prefix + "c/paused" }
 
 const (
 	orderLen = 8 + 16 + idLen
@@ -478,16 +483,23 @@ func (j *Job) finish(ctx context.Context, what string, extra ...client.Op) error
 			return err
 		}
 	}
+	// Before returning, end the claim itself, so that writes made
+	// WithClaim(j) are refused from now on, not only once the visibility
+	// timeout passes.
 	j.release()
 	return nil
 }
 
-// release gives the lock (and its lease) back so the lock table does not
-// keep it until the lease expires; failing that, the lease expires.
+// release gives the lock (and its lease) back; should that keep failing,
+// the lease expires after the visibility timeout.
 func (j *Job) release() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = j.q.c.Release(ctx, j.Handle)
+	for n := 0; n < maxWriteRetries; n++ {
+		if err := j.q.c.Release(ctx, j.Handle); err == nil || !retryable(err) {
+			return
+		}
+	}
 }
 
 // Ack completes the job: it is removed from the queue. ErrClaimExpired if
@@ -581,11 +593,8 @@ func (q *Queue) TryClaim(ctx context.Context) (*Job, error) {
 		return nil, err
 	}
 	if !sc.paused {
-		for _, k := range sc.candidates {
-			j, _, err := q.tryClaim(ctx, k)
-			if err != nil || j != nil {
-				return j, err
-			}
+		if j, _, err := q.claimFrom(ctx, sc); err != nil || j != nil {
+			return j, err
 		}
 	}
 	return nil, ErrNoJob
@@ -609,19 +618,17 @@ func (q *Queue) Claim(ctx context.Context) (*Job, error) {
 		}
 		wake := sc.nextRunAt
 		if !sc.paused {
-			for _, k := range sc.candidates {
-				j, heldUnmarked, err := q.tryClaim(ctx, k)
-				if err != nil || j != nil {
-					return j, err
-				}
-				if heldUnmarked {
-					// Locked but not marked: a claimer is between its two
-					// steps, or died there. Its marker's put wakes us in
-					// the first case; its lock's expiry, within the
-					// visibility timeout, does not, so set a timer.
-					if t := time.Now().Add(q.cfg.visibility); wake.IsZero() || t.Before(wake) {
-						wake = t
-					}
+			j, heldUnmarked, err := q.claimFrom(ctx, sc)
+			if err != nil || j != nil {
+				return j, err
+			}
+			if heldUnmarked {
+				// Locked but not marked: a claimer is between its two
+				// steps, or died there. Its marker's put wakes us in the
+				// first case; its lock's expiry, within the visibility
+				// timeout, does not, so set a timer.
+				if t := time.Now().Add(q.cfg.visibility); wake.IsZero() || t.Before(wake) {
+					wake = t
 				}
 			}
 		}
@@ -708,25 +715,36 @@ type scanResult struct {
 
 const scanPage = 512
 
-// scan reads the queue's keys (no values) at one revision and lists the
-// visible, unclaimed jobs in claim order, up to a page of them.
+// scan reads the queue's keys (no values) and lists the visible,
+// unclaimed jobs in claim order, up to a page of them. It uses plain
+// linearizable reads (no raft entry), jobs first and markers second: a
+// job claimed between the two reads looks claimed and is skipped, one
+// whose claim ended or that was acked between them looks visible, and
+// tryClaim sorts that out under the lock.
 func (q *Queue) scan(ctx context.Context) (*scanResult, error) {
 	jp, cp := q.jobsPrefix(), q.claimsPrefix()
-	res, err := q.c.Txn(ctx).Then(
-		client.OpGet(q.pausedKey(), client.WithCountOnly()),
-		client.OpGet(cp, client.WithPrefix(), client.WithKeysOnly()),
-		client.OpGet(jp, client.WithPrefix(), client.WithKeysOnly(), client.WithLimit(scanPage)),
-	).Commit()
+	var marks *client.RangeResult
+	var merr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		marks, merr = q.c.List(ctx, cp, client.WithKeysOnly())
+	}()
+	page, err := q.c.List(ctx, jp, client.WithKeysOnly(), client.WithLimit(scanPage))
+	<-done
+	if err == nil {
+		err = merr
+	}
 	if err != nil {
 		return nil, err
 	}
-	sc := &scanResult{rev: res.Revision, paused: res.Responses[0].Get.Count > 0}
-	claimed := make(map[string]bool, len(res.Responses[1].Get.KVs))
-	for _, kv := range res.Responses[1].Get.KVs {
+	sc := &scanResult{rev: page.Revision}
+	claimed := make(map[string]bool, len(marks.KVs))
+	for _, kv := range marks.KVs {
 		claimed[strings.TrimPrefix(kv.Key, cp)] = true
 	}
+	sc.paused = claimed["paused"]
 	nowMs := time.Now().UnixMilli()
-	page := res.Responses[2].Get
 	for {
 		for _, kv := range page.KVs {
 			k, ok := parseOrder(strings.TrimPrefix(kv.Key, jp))
@@ -752,6 +770,54 @@ func (q *Queue) scan(ctx context.Context) (*scanResult, error) {
 	}
 }
 
+// maxSpread caps how many of the first visible jobs competing consumers
+// spread over.
+const maxSpread = 16
+
+// spread orders the candidates for trying. Each attempt is a lock
+// acquisition (a raft entry), so consumers woken together should not all
+// try the same job first: a consumer that has been losing races starts
+// at a random one of the first width jobs, width growing with the races
+// it lost lately. A lone consumer never loses one, so it claims in exact
+// queue order.
+func (sc *scanResult) spread(width int) {
+	n := min(len(sc.candidates), width)
+	if n <= 1 {
+		return
+	}
+	head := sc.candidates[:n]
+	r := mrand.IntN(n)
+	rot := append(append([]orderKey{}, head[r:]...), head[:r]...)
+	copy(head, rot)
+}
+
+// claimFrom tries sc's candidates in turn and keeps the contention
+// estimate that spread uses. It returns the job, or nil and whether some
+// job was locked without a claim marker.
+func (q *Queue) claimFrom(ctx context.Context, sc *scanResult) (*Job, bool, error) {
+	sc.spread(int(q.contention.Load()) + 1)
+	heldUnmarked := false
+	for i, k := range sc.candidates {
+		j, held, err := q.tryClaim(ctx, k)
+		if err != nil {
+			return nil, false, err
+		}
+		if j != nil {
+			if i == 0 {
+				if c := q.contention.Load(); c > 0 {
+					q.contention.CompareAndSwap(c, c-1)
+				}
+			}
+			return j, false, nil
+		}
+		if c := q.contention.Load(); c < maxSpread {
+			q.contention.CompareAndSwap(c, c+1)
+		}
+		heldUnmarked = heldUnmarked || held
+	}
+	return nil, heldUnmarked, nil
+}
+
 func prefixEnd(p string) string {
 	b := []byte(p)
 	for i := len(b) - 1; i >= 0; i-- {
@@ -771,7 +837,19 @@ func prefixEnd(p string) string {
 // the job is locked without a marker.
 func (q *Queue) tryClaim(ctx context.Context, k orderKey) (*Job, bool, error) {
 	key := q.jobsPrefix() + k.order
+	// Read the job while acquiring its lock (one round trip, not two).
+	// The read may predate the last write of the previous claim; the
+	// claim's txn compares the job's mod revision and, if it moved, reads
+	// it again, now under our lock.
+	var kv *client.KeyValue
+	var gerr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		kv, gerr = q.c.Get(ctx, key)
+	}()
 	lr, err := q.c.TryAcquire(ctx, key, q.cfg.visibility)
+	<-read
 	if err != nil {
 		return nil, false, err
 	}
@@ -780,52 +858,66 @@ func (q *Queue) tryClaim(ctx context.Context, k orderKey) (*Job, bool, error) {
 	}
 	start := time.Now()
 	h := lr.Handle
-	giveUp := func() { (&Job{q: q, Handle: h}).release() }
-	kv, err := q.c.Get(ctx, key)
-	if errors.Is(err, client.ErrNotFound) {
-		giveUp() // acked or moved since the scan
-		return nil, false, nil
-	}
-	if err != nil {
-		giveUp()
-		return nil, false, err
-	}
-	rec, err := decodeRecord(kv)
-	if err != nil {
-		giveUp()
-		return nil, false, err
-	}
-	if rec.Attempt >= rec.MaxAttempts {
-		// Its last claim expired without an Ack or Nack.
-		rec.LastError = fmt.Sprintf("claim of attempt %d expired (visibility timeout %v); %s", rec.Attempt, q.cfg.visibility, rec.LastError)
-		j := &Job{q: q, key: key, rec: *rec, ID: rec.ID, Handle: h}
-		if err := j.finish(ctx, "dead-lettering", q2dead(q, rec)...); err != nil && !errors.Is(err, ErrClaimExpired) {
-			return nil, false, err
-		}
-		return nil, false, nil
-	}
-	rec.Attempt++
-	marker, _ := json.Marshal(map[string]any{"token": h.Token, "owner": h.Owner, "attempt": rec.Attempt})
+	giveUp := func() { go (&Job{q: q, Handle: h}).release() }
 	for n := 0; ; n++ {
-		res, err := q.c.Txn(ctx).If(client.LockHeld(h), client.Exists(key), client.Missing(q.pausedKey())).
-			Then(client.OpPut(key, rec.encode(), client.WithLock(h)), client.OpPut(q.claimsPrefix()+k.order, marker, client.WithLease(h.Lease))).
-			Commit()
-		if err == nil && res.Succeeded {
-			break
-		}
-		if err == nil || errors.Is(err, client.ErrLocked) || errors.Is(err, client.ErrLeaseNotFound) {
-			giveUp() // paused meanwhile, or our claim already expired
+		if errors.Is(gerr, client.ErrNotFound) {
+			giveUp() // acked or moved since the scan
 			return nil, false, nil
 		}
-		if !retryable(err) || n >= maxWriteRetries || ctx.Err() != nil {
+		if gerr != nil {
+			giveUp()
+			return nil, false, gerr
+		}
+		rec, err := decodeRecord(kv)
+		if err != nil {
 			giveUp()
 			return nil, false, err
 		}
-		// Retrying writes the same values: harmless if the first applied.
+		if rec.Attempt >= rec.MaxAttempts {
+			// Its last claim expired without an Ack or Nack.
+			rec.LastError = fmt.Sprintf("claim of attempt %d expired (visibility timeout %v); %s", rec.Attempt, q.cfg.visibility, rec.LastError)
+			j := &Job{q: q, key: key, rec: *rec, ID: rec.ID, Handle: h}
+			if err := j.finish(ctx, "dead-lettering", q2dead(q, rec)...); err != nil && !errors.Is(err, ErrClaimExpired) {
+				return nil, false, err
+			}
+			return nil, false, nil
+		}
+		rec.Attempt++
+		marker, _ := json.Marshal(map[string]any{"token": h.Token, "owner": h.Owner, "attempt": rec.Attempt})
+		res, err := q.c.Txn(ctx).If(client.LockHeld(h), client.ModRevision(key).Equal(kv.ModRevision), client.Missing(q.pausedKey())).
+			Then(client.OpPut(key, rec.encode(), client.WithLock(h)), client.OpPut(q.claimsPrefix()+k.order, marker, client.WithLease(h.Lease))).
+			Else(client.OpGet(key, client.WithLock(h)), client.OpGet(q.pausedKey(), client.WithCountOnly())).
+			Commit()
+		switch {
+		case err == nil && res.Succeeded:
+			return &Job{q: q, key: key, rec: *rec, ID: rec.ID, Payload: rec.Payload, Priority: rec.Priority,
+				RunAt: time.UnixMilli(rec.RunAtMs), EnqueuedAt: time.Unix(0, idNanos(rec.ID)), Attempt: rec.Attempt,
+				MaxAttempts: rec.MaxAttempts, LastError: rec.LastError, Handle: h, Deadline: start.Add(q.cfg.visibility)}, false, nil
+		case err == nil:
+			// The Else reads fail the txn with ErrLocked if our lock is
+			// gone, so here it is ours: the job moved, vanished, or the
+			// queue is paused.
+			if res.Responses[1].Get.Count > 0 || len(res.Responses[0].Get.KVs) == 0 || n >= maxWriteRetries {
+				giveUp()
+				return nil, false, nil
+			}
+			kv, gerr = res.Responses[0].Get.KVs[0], nil // read under our lock: current
+		case errors.Is(err, client.ErrLocked) || errors.Is(err, client.ErrLeaseNotFound):
+			giveUp() // our claim already expired
+			return nil, false, nil
+		case retryable(err) && n < maxWriteRetries && ctx.Err() == nil:
+			// Did it apply? Then the marker carries our token.
+			if m, merr := q.c.Get(ctx, q.claimsPrefix()+k.order); merr == nil && string(m.Value) == string(marker) {
+				return &Job{q: q, key: key, rec: *rec, ID: rec.ID, Payload: rec.Payload, Priority: rec.Priority,
+					RunAt: time.UnixMilli(rec.RunAtMs), EnqueuedAt: time.Unix(0, idNanos(rec.ID)), Attempt: rec.Attempt,
+					MaxAttempts: rec.MaxAttempts, LastError: rec.LastError, Handle: h, Deadline: start.Add(q.cfg.visibility)}, false, nil
+			}
+			kv, gerr = q.c.Get(ctx, key)
+		default:
+			giveUp()
+			return nil, false, err
+		}
 	}
-	return &Job{q: q, key: key, rec: *rec, ID: rec.ID, Payload: rec.Payload, Priority: rec.Priority,
-		RunAt: time.UnixMilli(rec.RunAtMs), EnqueuedAt: time.Unix(0, idNanos(rec.ID)), Attempt: rec.Attempt,
-		MaxAttempts: rec.MaxAttempts, LastError: rec.LastError, Handle: h, Deadline: start.Add(q.cfg.visibility)}, false, nil
 }
 
 // Pause stops Claim from handing out jobs until Resume; claims already
@@ -867,6 +959,7 @@ func (q *Queue) Stats(ctx context.Context) (*QueueStats, error) {
 		return nil, err
 	}
 	st := &QueueStats{Revision: res.Revision, Paused: res.Responses[0].Get.Count > 0, Dead: res.Responses[3].Get.Count}
+	// (the paused key sits among the markers but matches no job)
 	claimed := map[string]bool{}
 	for _, kv := range res.Responses[1].Get.KVs {
 		claimed[strings.TrimPrefix(kv.Key, cp)] = true

@@ -13,7 +13,9 @@ import (
 	"github.com/dkv-io/dkv/client/recipe"
 )
 
-func openStore(t *testing.T) *client.Client {
+func openStore(t *testing.T) *client.Client { return openStoreB(t) }
+
+func openStoreB(t testing.TB) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -130,6 +132,10 @@ func TestQueueAckRemovesJob(t *testing.T) {
 	}
 	if err := j.Ack(testCtx(t)); err != nil {
 		t.Fatal(err)
+	}
+	// The ack ended the claim: it fences nothing any more.
+	if _, err := c.Put(testCtx(t), "result/p", []byte("after ack"), recipe.WithClaim(j)); !errors.Is(err, client.ErrLocked) {
+		t.Fatalf("write WithClaim after the ack: %v, want ErrLocked", err)
 	}
 	if err := j.Ack(testCtx(t)); !errors.Is(err, recipe.ErrClaimExpired) {
 		t.Fatalf("second Ack of the same claim: %v, want ErrClaimExpired (the claim was given back)", err)
