@@ -35,11 +35,14 @@ func CoordWorkloads(cls []*client.Client, seed int64, d, opTimeout time.Duration
 		&LockWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, Seed: seed, OpTimeout: opTimeout},
 		&WatchWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, Duration: d},
 		&LeaseWorkload{Keeper: pick(0), Readers: []*client.Client{pick(0), pick(1), pick(2)}, Seed: seed, OpTimeout: opTimeout},
+		&QueueWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, Seed: seed, OpTimeout: opTimeout},
 	}
 }
 
 // CoordCheckers are the checkers of the coordination workloads.
-func CoordCheckers() []Checker { return []Checker{LockSafety{}, WatchCompleteness{}, LeaseSafety{}} }
+func CoordCheckers() []Checker {
+	return []Checker{LockSafety{}, WatchCompleteness{}, LeaseSafety{}, QueueSafety{}}
+}
 
 func asClients(kvs []client.KV) []*client.Client {
 	out := make([]*client.Client, 0, len(kvs))
