@@ -325,6 +325,11 @@ type Enqueued struct {
 // (a leader died under it) where the queue can retry safely.
 const maxWriteRetries = 8
 
+// maybeApplied says whether a failed write may have applied.
+func maybeApplied(err error) bool {
+	return errors.Is(err, client.ErrUnknownOutcome) || errors.Is(err, context.DeadlineExceeded)
+}
+
 func retryable(err error) bool {
 	return errors.Is(err, client.ErrUnknownOutcome) || errors.Is(err, client.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
@@ -457,6 +462,7 @@ func (j *Job) finish(ctx context.Context, what string, extra ...client.Op) error
 	q := j.q
 	ops := append([]client.Op{client.OpDelete(j.key, client.WithLock(j.Handle)), client.OpDelete(q.claimsPrefix() + j.rec.order())}, extra...)
 	var err error
+	unknown := false // an earlier attempt's outcome was not learnt
 	for n := 0; ; n++ {
 		var res *client.TxnResult
 		res, err = q.c.Txn(ctx).If(client.LockHeld(j.Handle), client.Exists(j.key)).Then(ops...).Commit()
@@ -465,20 +471,30 @@ func (j *Job) finish(ctx context.Context, what string, extra ...client.Op) error
 		}
 		if err == nil || errors.Is(err, client.ErrLocked) {
 			// Either the claim is gone, or our own earlier attempt (whose
-			// outcome we did not learn) applied: then the lock is still
-			// ours and the key is gone.
+			// outcome we did not learn) applied: then the key is gone,
+			// and the lock is still ours unless it expired since.
 			held, derr := j.Claimed(ctx)
 			if derr != nil {
 				return derr
 			}
-			if held {
-				if _, gerr := q.c.Get(ctx, j.key); errors.Is(gerr, client.ErrNotFound) {
-					err = nil
-					break
-				}
+			_, gerr := q.c.Get(ctx, j.key)
+			gone := errors.Is(gerr, client.ErrNotFound)
+			if gerr != nil && !gone {
+				return gerr
 			}
-			return fmt.Errorf("%s job %s: %w", what, j.ID, ErrClaimExpired)
+			switch {
+			case held && gone:
+				err = nil // our earlier attempt applied
+			case unknown && gone:
+				// Our earlier attempt, or another consumer's after our
+				// claim expired: we cannot tell.
+				return fmt.Errorf("%s job %s: the claim expired after an attempt whose outcome is unknown: %w", what, j.ID, client.ErrUnknownOutcome)
+			default:
+				return fmt.Errorf("%s job %s: %w", what, j.ID, ErrClaimExpired)
+			}
+			break
 		}
+		unknown = unknown || maybeApplied(err)
 		if !retryable(err) || n >= maxWriteRetries || ctx.Err() != nil {
 			return err
 		}
