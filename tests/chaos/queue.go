@@ -258,6 +258,21 @@ func (s QueueSafety) Check(_ context.Context, r *Run) []Anomaly {
 			}
 		}
 	}
+	if r.Stats != nil {
+		refused, paused := 0, 0
+		for _, a := range acks {
+			if a.Outcome == "expired" {
+				refused++
+			}
+			if a.Paused {
+				paused++
+			}
+		}
+		r.Stats.Check("queue-jobs", len(enqAny))
+		r.Stats.Check("queue-acked", len(ackOK))
+		r.Stats.Check("queue-paused-acks", paused)
+		r.Stats.Check("queue-acks-refused", refused)
+	}
 	if fin == nil || fin.Err != "" {
 		bad("the queue's final state could not be read: %v", fin)
 		return out
