@@ -28,7 +28,7 @@ func TestQueueSafetyFindsAnomalies(t *testing.T) {
 		"clean": {clean, ""},
 		"acked twice": {append(clean[:len(clean)-1:len(clean)-1], ev("claim", "a", 13, 0, 11, "ok"), ev("ack", "a", 13, 12, 13, "ok"),
 			QueueEvent{Kind: "final", Dead: []string{"c"}}), "acked 2 times"},
-		"lost": {append(clean[:len(clean)-1:len(clean)-1], QueueEvent{Kind: "final"}), "job c lost"},
+		"lost":           {append(clean[:len(clean)-1:len(clean)-1], QueueEvent{Kind: "final"}), "job c lost"},
 		"acked and dead": {append(clean[:len(clean)-1:len(clean)-1], QueueEvent{Kind: "final", Dead: []string{"a", "c"}}), "dead-lettered"},
 		"expired claim acked": {append([]QueueEvent{ev("enqueue", "x", 0, 1, 2, "ok"),
 			ev("claim", "x", 20, 0, 3, "ok"), ev("claim", "x", 21, 0, 5, "ok"), ev("ack", "x", 20, 6, 7, "ok")},
