@@ -31,7 +31,7 @@ func TestQueueLeaderKillsLoseNoJob(t *testing.T) {
 	for _, m := range ms {
 		eps = append(eps, m.client)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	newQ := func() *recipe.Queue {
 		cl, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: 10 * time.Second})
@@ -124,7 +124,7 @@ func TestQueueLeaderKillsLoseNoJob(t *testing.T) {
 	// Kill the leader twice while jobs flow, restarting it each time.
 	for round := range 2 {
 		target := int64(jobs * (round + 1) / 3)
-		Eventually(t, 3*time.Minute, fmt.Sprintf("%d jobs settled", target), func() bool { return settled.Load() >= target })
+		Eventually(t, 5*time.Minute, fmt.Sprintf("%d jobs settled", target), func() bool { return settled.Load() >= target })
 		l := leaderProc(t, ms)
 		t.Logf("round %d: killing leader %s with %d pushed, %d acked", round, l.name, pushed.Load(), settled.Load())
 		l.kill9()
