@@ -649,11 +649,11 @@ func (q *Queue) Claim(ctx context.Context) (*Job, error) {
 			}
 		}
 		if w == nil {
-			// Watch from now, then scan again: whatever the scan missed
-			// arrives on the watch. (Starting the watch after the scan's
-			// revision instead would trust a read-only txn's header
-			// revision, which the server fills in at response time, so it
-			// may be later than what the read saw.)
+			// Watch from now, then scan again: a change after the watch
+			// began arrives on it, one before is in the second scan. (A
+			// watch started after the scan's revision would trust that
+			// revision; a read-only txn's header revision is filled in at
+			// response time and may be later than what the read saw.)
 			if w, err = q.c.WatchPrefix(wctx, q.prefix); err != nil {
 				return nil, err
 			}
