@@ -135,7 +135,7 @@ func TestQueueLeaderKillsLoseNoJob(t *testing.T) {
 		t.Fatalf("pushed %d of %d jobs", pushed.Load(), jobs)
 	}
 	check := newQ()
-	Eventually(t, 3*time.Minute, "an empty queue", func() bool {
+	Eventually(t, 5*time.Minute, "an empty queue", func() bool {
 		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
 		defer scancel()
 		st, err := check.Stats(sctx)
