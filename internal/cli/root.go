@@ -136,6 +136,7 @@ JSON object per command with -o json.
 		a.userCmd(),
 		a.roleCmd(),
 		a.authCmd(),
+		a.queueCmd(),
 	)
 	a.addVersion(root)
 	return root

@@ -37,12 +37,13 @@ func CoordWorkloads(cls []*client.Client, seed int64, d, opTimeout time.Duration
 		&LeaseWorkload{Keeper: pick(0), Readers: []*client.Client{pick(0), pick(1), pick(2)}, Seed: seed, OpTimeout: opTimeout},
 		&RateLimitWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, OpTimeout: opTimeout},
 		&SemaphoreWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, OpTimeout: opTimeout},
+		&QueueWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, Seed: seed, OpTimeout: opTimeout},
 	}
 }
 
 // CoordCheckers are the checkers of the coordination workloads.
 func CoordCheckers() []Checker {
-	return []Checker{LockSafety{}, WatchCompleteness{}, LeaseSafety{}, RateLimitBound{}, SemaphoreBound{}}
+	return []Checker{LockSafety{}, WatchCompleteness{}, LeaseSafety{}, RateLimitBound{}, SemaphoreBound{}, QueueSafety{}}
 }
 
 func asClients(kvs []client.KV) []*client.Client {

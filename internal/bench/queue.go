@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/internal/bench/runner"
+)
+
+func init() {
+	Register("queue", "job queue (client/recipe.Queue): the first half of --clients enqueue, the other half claim and ack; extra reports jobs/s end to end and the claim latency from enqueue (p50/p99)", func() Workload { return &queueWorkload{} })
+}
+
+// queueName is the queue the workload uses; its keys live under
+// recipe.QueuePrefix(queueName), outside --key-prefix.
+const queueName = "bench"
+
+type queueWorkload struct {
+	acked atomic.Int64
+	start time.Time
+	mu    sync.Mutex
+	lat   runner.Histogram // claim time - enqueue time
+}
+
+func (w *queueWorkload) Setup(ctx context.Context, env *Env) error {
+	// Start from an empty queue, so leftovers of an earlier run do not
+	// count as claim latency.
+	c := client.NewFromConn(env.Conn(0), nil)
+	_, err := c.Delete(ctx, recipe.QueuePrefix(queueName), client.WithPrefix())
+	w.start = time.Now()
+	return err
+}
+
+func (w *queueWorkload) NewWorker(i int, env *Env) (Worker, error) {
+	q, err := recipe.NewQueue(client.NewFromConn(env.Conn(i), nil), queueName)
+	if err != nil {
+		return nil, err
+	}
+	if i < max(env.Opts.Clients/2, 1) {
+		payload := env.Value(env.Rand(i))
+		return WorkerFunc(func(ctx context.Context) error {
+			_, err := q.Enqueue(ctx, payload)
+			return err
+		}), nil
+	}
+	return WorkerFunc(func(ctx context.Context) error {
+		j, err := q.Claim(ctx)
+		if err != nil {
+			return err
+		}
+		lat := time.Since(j.EnqueuedAt)
+		if err := j.Ack(ctx); err != nil {
+			return err
+		}
+		w.acked.Add(1)
+		w.mu.Lock()
+		w.lat.Record(lat)
+		w.mu.Unlock()
+		return nil
+	}), nil
+}
+
+// Finish reports the consumers' side: jobs acked, jobs/s over the run,
+// and the claim latency from enqueue.
+func (w *queueWorkload) Finish(_ context.Context, _ *Env, res *Result) error {
+	if res.Extra == nil {
+		res.Extra = map[string]float64{}
+	}
+	n := w.acked.Load()
+	res.Extra["jobs_acked"] = float64(n)
+	res.Extra["jobs_per_s"] = float64(n) / time.Since(w.start).Seconds()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	res.Extra["claim_latency_p50_ms"] = float64(w.lat.Quantile(0.5).Microseconds()) / 1000
+	res.Extra["claim_latency_p99_ms"] = float64(w.lat.Quantile(0.99).Microseconds()) / 1000
+	return nil
+}
