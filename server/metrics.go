@@ -100,6 +100,8 @@ func newMetrics(s *Server) *metrics {
 	// fsync and an apply batch (BENCHMARKS.md, issue #15).
 	m.reg.MustRegister(n.Stats().LoopCollectors()...)
 	counter("raft_log_divergence_total", "Appends from the leader showing this member's committed log differs from the leader's; the member cannot catch up and must be removed and re-added.", func() float64 { return float64(n.Stats().LogDivergence.Load()) })
+	// The job queues' statistics (issue #17), computed on scrape.
+	m.reg.MustRegister(newQueueCollector(s.kv, s.store.DB))
 	if s.transport != nil {
 		m.reg.MustRegister(s.transport.Metrics())
 	}
