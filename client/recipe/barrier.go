@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
@@ -109,6 +110,25 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// ID is this participant's id once it has entered ("" before, and after
+// Leave). Another process can Leave as this participant with SetID (the
+// CLI's 'dkv barrier enter' and 'leave' are two processes).
+func (d *DoubleBarrier) ID() string {
+	if d.key == "" {
+		return ""
+	}
+	return d.key[len(d.waiters()):]
+}
+
+// SetID makes d the participant id (from ID), so that Leave removes it.
+func (d *DoubleBarrier) SetID(id string) error {
+	if len(id) != 24 || strings.Trim(id, "0123456789abcdef") != "" {
+		return &client.Error{Kind: client.ErrInvalidInput, Msg: fmt.Sprintf("double barrier: participant id %.40q: it must be the 24 hex digits ID returned", id)}
+	}
+	d.key = d.waiters() + id
+	return nil
 }
 
 // Leave removes this participant and waits until every participant has

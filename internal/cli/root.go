@@ -122,6 +122,7 @@ JSON object per command with -o json.
 		a.ratelimitCmd(),
 		a.semaphoreCmd(),
 		a.barrierCmd(),
+		a.rwlockCmd(),
 		a.compactCmd(),
 		a.statusCmd(),
 		a.memberCmd(),
