@@ -124,19 +124,26 @@ func (c config) curvePoints() []workload {
 }
 
 // rate is what a row's ops/s column shows: delivered events/s for a
-// watch row, successful ops/s otherwise.
+// watch row, jobs acked (dequeued) per second within the measured
+// duration for a queue row, successful ops/s otherwise.
 func rate(res *runner.Result) float64 {
-	if res.Workload == "watch" {
+	switch res.Workload {
+	case "watch":
 		return res.Extra["events_per_sec"]
+	case "queue":
+		return res.Extra["jobs_per_s"]
 	}
 	return res.OpsPerSec
 }
 
 // lat is a row's latency quantile q ("p50", "p99"): put→event for a watch
-// row, the ops' otherwise.
+// row, enqueue→claim for a queue row, the ops' otherwise.
 func lat(res *runner.Result, q string) time.Duration {
-	if res.Workload == "watch" {
+	switch res.Workload {
+	case "watch":
 		return time.Duration(res.Extra["event_"+q+"_ms"] * float64(time.Millisecond))
+	case "queue":
+		return time.Duration(res.Extra["claim_latency_"+q+"_ms"] * float64(time.Millisecond))
 	}
 	if q == "p50" {
 		return res.Latency.P50

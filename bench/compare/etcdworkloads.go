@@ -66,6 +66,8 @@ func newEtcdWorkload(ctx context.Context, w workload, c config, clients []*clien
 		return etcdWatch(ctx, c, clients, seed)
 	case "lease-keepalive":
 		return etcdLeaseKeepAlive(ctx, w, c, clients)
+	case "queue":
+		return etcdQueue(ctx, w, c, clients, seed)
 	}
 	return nil, fmt.Errorf("no etcd equivalent of workload %q", w.op)
 }

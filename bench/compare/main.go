@@ -196,7 +196,7 @@ var systemLabels = map[string]string{"etcd": "etcd", "zk": "ZK", "dkv": "DKV"}
 type workload struct {
 	name         string
 	desc         string
-	op           string // put, get, lock, watch, lease-keepalive: the dkv bench workload
+	op           string // put, get, lock, watch, lease-keepalive, queue: the dkv bench workload
 	clients      int    // 0: -clients
 	conns        int    // 0: -conns
 	serializable bool
@@ -251,6 +251,7 @@ var workloadTable = []workload{
 	{name: "lock", desc: "lock acquire+release, random keys (uncontended)", op: "lock"},
 	{name: "watch", desc: "prefix watchers; events/s and put→event latency", op: "watch"},
 	{name: "lease-keepalive", desc: "keep-alives over one stream per client", op: "lease-keepalive"},
+	{name: "queue", desc: "job queue, 8 producers + 8 consumers: jobs/s end to end, enqueue→claim latency", op: "queue", clients: 16},
 }
 
 // jobs is what system sys runs, in order: the table's workloads, then,

@@ -267,7 +267,7 @@ func (r row) cells(c config) []string {
 }
 
 // ops is the count the row's rate is of: delivered events for a watch
-// row, successful ops otherwise.
+// row, jobs acked for a queue row, successful ops otherwise.
 func (m *measurement) ops() float64 {
 	res := m.result()
 	if res == nil {
@@ -276,12 +276,20 @@ func (m *measurement) ops() float64 {
 	if ev, ok := res.Extra["events"]; ok && res.Workload == "watch" {
 		return ev
 	}
+	if jobs, ok := res.Extra["jobs_acked"]; ok && res.Workload == "queue" {
+		return jobs
+	}
 	return float64(res.OK)
 }
 
 func (m *measurement) opUnit() string {
-	if res := m.result(); res != nil && res.Workload == "watch" {
-		return "events"
+	if res := m.result(); res != nil {
+		switch res.Workload {
+		case "watch":
+			return "events"
+		case "queue":
+			return "jobs"
+		}
 	}
 	return "ops"
 }
@@ -358,6 +366,7 @@ func renderMarkdown(c config, m machine, t table) string {
 	fmt.Fprintf(&b, "\n- lock: acquire+release of a random key of %d (uncontended); etcd: one concurrency.Session per client, concurrency.NewMutex Lock+Unlock per op.\n", c.keys)
 	fmt.Fprintf(&b, "- watch: %d watchers on one prefix (multiplexed: one stream per connection/clientv3 client), %d writers; ops/s is delivered events/s, p50/p99 the put→event latency (send time embedded in the value).\n", c.watchers, c.watchW)
 	fmt.Fprintf(&b, "- lease-keepalive: %d leases shared out among the clients, each client renewing its share over one keep-alive stream; an op is one keep-alive acknowledged.\n", c.leases)
+	b.WriteString("- queue: 16 clients, the first 8 enqueue and the other 8 consume; ops/s is jobs consumed per second within the measured time (end to end: enqueue, claim, ack), p50/p99 the enqueue→claim latency (enqueue time embedded in the value). DKV: client/recipe.Queue, Enqueue + Claim + Ack. etcd: its experimental recipe.Queue (go.etcd.io/etcd/client/v3/experimental/recipes), Enqueue + Dequeue; Dequeue deletes the job as it returns it, with no claim or ack, so a job whose consumer dies is lost, where DKV's claim expires and the job is claimed again. Consumers still waiting on an empty queue when the time is up end at their 10 s op timeout (DeadlineExceeded in the errors column).\n")
 	b.WriteString("- CPU-ms/1k: CPU time (user+system, /proc/PID/stat) all of a system's server processes spent on the row, per 1,000 successful ops (watch: per 1,000 events delivered); lower is better, and so is the DKV/etcd CPU ratio. It covers the row's setup (sessions, leases, watches), load and cleanup, not the key-space preload, and includes the members' idle work (heartbeats) for the row's time. The load generator's CPU is not in it.\n")
 	if zk {
 		b.WriteString(zkNotes(c))

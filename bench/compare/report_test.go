@@ -217,3 +217,20 @@ func TestGetBigCurveAndRestartTable(t *testing.T) {
 		t.Errorf("restart table not in etcd, DKV order:\n%s", md)
 	}
 }
+
+// The queue row shows jobs/s and the enqueue→claim latency, not the
+// runner's ops (enqueues and dequeues mixed), and counts CPU per job.
+func TestQueueRowShowsJobs(t *testing.T) {
+	res := &runner.Result{Workload: "queue", OK: 5000, OpsPerSec: 2500,
+		Extra: map[string]float64{"jobs_acked": 1000, "jobs_per_s": 480, "claim_latency_p50_ms": 3, "claim_latency_p99_ms": 40}}
+	if got := rate(res); got != 480 {
+		t.Errorf("rate = %v, want jobs_per_s 480", got)
+	}
+	if got := lat(res, "p99"); got != 40*time.Millisecond {
+		t.Errorf("p99 = %v, want the claim latency 40ms", got)
+	}
+	m := &measurement{Workload: "queue", System: "dkv", Result: res}
+	if m.ops() != 1000 || m.opUnit() != "jobs" {
+		t.Errorf("ops %v %s, want 1000 jobs", m.ops(), m.opUnit())
+	}
+}

@@ -446,6 +446,10 @@ func report(m measurement) {
 		fmt.Fprintf(os.Stderr, "%s %s: servers used %.2f CPU-s in %.1fs, %.1f CPU-ms per 1,000 %s; RSS %d MiB before, %d MiB peak\n", m.System, m.Workload,
 			m.Server.CPUSeconds, m.Server.WallSeconds, cpu, m.opUnit(), m.Server.RSSBefore>>20, m.Server.RSSPeak>>20)
 	}
+	if _, ok := r.Extra["jobs_per_s"]; ok {
+		fmt.Fprintf(os.Stderr, "%s %s: %.0f jobs acked, %.0f jobs/s, enqueue→claim p50 %.2fms, p99 %.2fms\n", m.System, m.Workload,
+			r.Extra["jobs_acked"], r.Extra["jobs_per_s"], r.Extra["claim_latency_p50_ms"], r.Extra["claim_latency_p99_ms"])
+	}
 	if _, ok := r.Extra["events"]; ok {
 		fmt.Fprintf(os.Stderr, "%s %s: %.0f/%.0f events delivered, %.0f events/s, put→event p50 %.2fms, p99 %.2fms\n", m.System, m.Workload,
 			r.Extra["events"], r.Extra["expected_events"], r.Extra["events_per_sec"], r.Extra["event_p50_ms"], r.Extra["event_p99_ms"])

@@ -249,6 +249,8 @@ func (z *zkSystem) workload(ctx context.Context, c config, w workload, nconns in
 		return z.watch(ctx, conns, seed)
 	case "lease-keepalive":
 		return nil, notApplicable("ZooKeeper has sessions, not leases: a session is kept alive by the client's pings to its member, with no keep-alive request to time")
+	case "queue":
+		return nil, notApplicable("go-zookeeper has no queue recipe (Curator's DistributedQueue is Java)")
 	}
 	return nil, fmt.Errorf("no ZooKeeper equivalent of workload %q", w.op)
 }

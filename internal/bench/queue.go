@@ -21,9 +21,14 @@ const queueName = "bench"
 
 type queueWorkload struct {
 	acked atomic.Int64
-	start time.Time
-	mu    sync.Mutex
-	lat   runner.Histogram // claim time - enqueue time
+	// inWindow counts the acks done within the measured duration: a
+	// consumer left waiting in Claim when the producers stop ends only at
+	// its op timeout, which must not dilute jobs/s.
+	inWindow atomic.Int64
+	window   time.Duration // 0: --total mode, no duration
+	start    time.Time
+	mu       sync.Mutex
+	lat      runner.Histogram // claim time - enqueue time
 }
 
 func (w *queueWorkload) Setup(ctx context.Context, env *Env) error {
@@ -31,7 +36,7 @@ func (w *queueWorkload) Setup(ctx context.Context, env *Env) error {
 	// count as claim latency.
 	c := client.NewFromConn(env.Conn(0), nil)
 	_, err := c.Delete(ctx, recipe.QueuePrefix(queueName), client.WithPrefix())
-	w.start = time.Now()
+	w.start, w.window = time.Now(), env.Opts.Duration
 	return err
 }
 
@@ -57,6 +62,9 @@ func (w *queueWorkload) NewWorker(i int, env *Env) (Worker, error) {
 			return err
 		}
 		w.acked.Add(1)
+		if w.window == 0 || time.Since(w.start) <= w.window {
+			w.inWindow.Add(1)
+		}
 		w.mu.Lock()
 		w.lat.Record(lat)
 		w.mu.Unlock()
@@ -64,15 +72,20 @@ func (w *queueWorkload) NewWorker(i int, env *Env) (Worker, error) {
 	}), nil
 }
 
-// Finish reports the consumers' side: jobs acked, jobs/s over the run,
-// and the claim latency from enqueue.
+// Finish reports the consumers' side: jobs acked, jobs/s over the
+// measured duration (over the whole run in --total mode), and the claim
+// latency from enqueue.
 func (w *queueWorkload) Finish(_ context.Context, _ *Env, res *Result) error {
 	if res.Extra == nil {
 		res.Extra = map[string]float64{}
 	}
 	n := w.acked.Load()
 	res.Extra["jobs_acked"] = float64(n)
-	res.Extra["jobs_per_s"] = float64(n) / time.Since(w.start).Seconds()
+	if w.window > 0 {
+		res.Extra["jobs_per_s"] = float64(w.inWindow.Load()) / w.window.Seconds()
+	} else {
+		res.Extra["jobs_per_s"] = float64(n) / time.Since(w.start).Seconds()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	res.Extra["claim_latency_p50_ms"] = float64(w.lat.Quantile(0.5).Microseconds()) / 1000
