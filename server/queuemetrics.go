@@ -97,16 +97,21 @@ func (c *queueCollector) scan(r pebble.Reader, now time.Time) (out []queueStat, 
 	root := []byte(queuekeys.Root)
 	end := keyrange.PrefixEnd(root)
 	start := root
+	strays := 0 // keys under Root that belong to no queue
 	for {
 		var name string
 		found := false
 		err := c.kv.ScanKeys(r, start, end, func(k []byte) bool {
 			found = true
 			rest := k[len(root):]
-			if i := bytes.IndexByte(rest, '/'); i > 0 {
+			switch i := bytes.IndexByte(rest, '/'); {
+			case i > 0:
 				name = string(rest[:i])
-			} else {
-				// Not a queue's key (no name): step past it.
+			case i == 0:
+				// "Root/...": an empty name, no queue's; skip them all.
+				start = keyrange.PrefixEnd(k[:len(root)+1])
+			default:
+				// "Root<x>" with no '/': step past it.
 				start = append(append([]byte(nil), k...), 0)
 			}
 			return false
@@ -118,6 +123,9 @@ func (c *queueCollector) scan(r pebble.Reader, now time.Time) (out []queueStat, 
 			return out, false, nil
 		}
 		if name == "" {
+			if strays++; strays > maxMetricQueueKeys {
+				return out, true, nil
+			}
 			continue
 		}
 		if len(out) == maxMetricQueues {

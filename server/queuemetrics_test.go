@@ -47,6 +47,13 @@ func TestMetricsExportQueueStats(t *testing.T) {
 	if _, err := mail.Enqueue(ctx, []byte("m")); err != nil {
 		t.Fatal(err)
 	}
+	// Keys under the queues' prefix that belong to no queue (no name)
+	// are skipped, not reported, and do not hide the queues after them.
+	for _, k := range []string{"dkv.queue/", "dkv.queue/a", "dkv.queue//x", "dkv.queue//y"} {
+		if _, err := c.Put(ctx, k, []byte("stray")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	claim := func() *recipe.Job {
 		j, err := orders.TryClaim(ctx)
 		if err != nil {
@@ -87,6 +94,9 @@ func TestMetricsExportQueueStats(t *testing.T) {
 		if !ok || age <= 0 || age > elapsed.Seconds() {
 			t.Errorf("dkv_queue_oldest_age_seconds{queue=%q} = %v (present %v), want in (0, %v]", q, age, ok, elapsed.Seconds())
 		}
+	}
+	if n := len(regexp.MustCompile(`(?m)^dkv_queue_oldest_age_seconds\{`).FindAll(body, -1)); n != 2 {
+		t.Errorf("%d queues reported, want 2 (orders, mail)", n)
 	}
 	if v, ok := metricValue(body, "dkv_queue_metrics_truncated"); !ok || v != 0 {
 		t.Errorf("dkv_queue_metrics_truncated = %v (present %v), want 0", v, ok)
