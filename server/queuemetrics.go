@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"time"
 
@@ -41,11 +42,9 @@ func newQueueCollector(kv *mvcc.Store, db func() *pebble.DB) *queueCollector {
 		kv: kv, db: db, now: time.Now,
 		jobs: prometheus.NewDesc("dkv_queue_jobs", "Jobs of a queue by state (visible, claimed, scheduled, dead), as in Queue.Stats, read from this member's store.", []string{"queue", "state"}, nil),
 		age:  prometheus.NewDesc("dkv_queue_oldest_age_seconds", "How long the oldest visible job of a queue has waited since it was enqueued (0 when none is visible).", []string{"queue"}, nil),
-		trun: prometheus.NewDesc("dkv_queue_metrics_truncated", fmtTruncHelp, nil, nil),
+		trun: prometheus.NewDesc("dkv_queue_metrics_truncated", fmt.Sprintf("1 when this scrape's queue metrics were cut short: more than %d queues (the rest are not reported) or a queue with more than %d keys (its counts are lower bounds).", maxMetricQueues, maxMetricQueueKeys), nil, nil),
 	}
 }
-
-const fmtTruncHelp = "1 when this scrape's queue metrics were cut short: more than 100 queues (the rest are not reported) or a queue with more than 10000 keys (its counts are lower bounds)."
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.jobs
