@@ -19,10 +19,10 @@ import (
 // (its claim markers, then its jobs, then its dead letters). A queue cut
 // short reports the counts it reached, which are then lower bounds, and
 // dkv_queue_metrics_truncated says so.
-const (
-	maxMetricQueues    = 100
-	maxMetricQueueKeys = 10000
-)
+const maxMetricQueues = 100
+
+// maxMetricQueueKeys is a variable so a test can lower it.
+var maxMetricQueueKeys = 10000
 
 // queueCollector exports the job queues' statistics (client/recipe's
 // Queue.Stats, with the same definitions) computed on scrape from this
