@@ -32,6 +32,9 @@ type CacheOption func(*cacheConfig)
 type cacheConfig struct {
 	handlers []CacheHandler
 	progress time.Duration
+	// ready, if set, is called once the snapshot is loaded and its
+	// handlers called, before any later change (for WatchMembers).
+	ready func(*Cache)
 }
 
 // WithCacheHandler registers h before the cache reads its snapshot, so h
@@ -112,6 +115,9 @@ func NewCache(ctx context.Context, w client.Watcher, prefix string, opts ...Cach
 	if err != nil {
 		cancel()
 		return nil, err
+	}
+	if cfg.ready != nil {
+		cfg.ready(c)
 	}
 	go c.run(wt)
 	return c, nil
