@@ -17,6 +17,7 @@
 //     rwlock*.go, barrier*.go) and the cluster-wide rate limiter
 //     (ratelimit*.go): see their own documentation.
 //   - Cache (cache*.go): a watch-backed, in-memory copy of a prefix.
+//   - Register, Members and WatchMembers (presence*.go): presence groups.
 //
 // Every recipe takes the narrowest client interfaces it needs (KV,
 // Locker, Lease, Watcher), so it runs against a remote cluster, an
