@@ -18,6 +18,7 @@
 //     (ratelimit*.go): see their own documentation.
 //   - Cache (cache*.go): a watch-backed, in-memory copy of a prefix.
 //   - Register, Members and WatchMembers (presence*.go): presence groups.
+//   - STM (stm*.go): software transactions over many keys, etcd's isolation levels.
 //
 // Every recipe takes the narrowest client interfaces it needs (KV,
 // Locker, Lease, Watcher), so it runs against a remote cluster, an
