@@ -43,10 +43,13 @@ func WithSessionStoreTTL(d time.Duration) SessionStoreOption {
 // PREFIX+TOKEN, on a lease of its own whose TTL is the session's
 // expiry: the cluster deletes an expired session by itself.
 //
-// Within one SessionStore, Updates of one token take turns (a local
-// queue per token), so a hot session costs one store round trip per
-// update instead of a storm of conflicting attempts; across instances
-// the conditional write keeps them correct.
+// Within one SessionStore, concurrent Updates of one token are batched:
+// one of them reads the session once, applies every waiting fn in turn
+// (each sees the previous one's result, as if they ran one after
+// another) and writes the result with one conditional write. A hot
+// session thus costs one store round trip per batch instead of a storm
+// of conflicting attempts; across instances the conditional write keeps
+// them correct.
 type SessionStore struct {
 	c      SessionStoreClient
 	prefix string
@@ -56,36 +59,24 @@ type SessionStore struct {
 	turns map[string]*sessionTurn
 }
 
-// sessionTurn is one token's local queue: a 1-slot semaphore and the
-// number of Updates using it (it is dropped at 0).
+// sessionTurn is one token's waiting Updates; running says one of them
+// leads: it applies the waiting ones as a batch, then hands the turn to
+// the first that arrived meanwhile (so no caller works for others for
+// longer than one batch).
 type sessionTurn struct {
-	sem  chan struct{}
-	refs int
+	pending []*sessionReq
+	running bool
 }
 
-func (s *SessionStore) takeTurn(ctx context.Context, token string) (release func(), err error) {
-	s.mu.Lock()
-	t := s.turns[token]
-	if t == nil {
-		t = &sessionTurn{sem: make(chan struct{}, 1)}
-		s.turns[token] = t
-	}
-	t.refs++
-	s.mu.Unlock()
-	done := func() {
-		s.mu.Lock()
-		if t.refs--; t.refs == 0 {
-			delete(s.turns, token)
-		}
-		s.mu.Unlock()
-	}
-	select {
-	case t.sem <- struct{}{}:
-		return func() { <-t.sem; done() }, nil
-	case <-ctx.Done():
-		done()
-		return nil, ctx.Err()
-	}
+// sessionReq is one Update waiting in a turn.
+type sessionReq struct {
+	fn       func([]byte) ([]byte, error)
+	taken    bool          // in a batch being applied: the waiter must wait for it
+	promoted bool          // handed the turn: it leads the next batch
+	promote  chan struct{} // closed when promoted
+	done     chan struct{} // closed once out/err are set
+	out      []byte
+	err      error
 }
 
 // NewSessionStore returns a store on c.
@@ -195,46 +186,140 @@ func (s *SessionStore) Update(ctx context.Context, token string, fn func(old []b
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.takeTurn(ctx, token)
-	if err != nil {
-		return nil, err
+	req := &sessionReq{fn: fn, promote: make(chan struct{}), done: make(chan struct{})}
+	s.mu.Lock()
+	t := s.turns[token]
+	if t == nil {
+		t = &sessionTurn{}
+		s.turns[token] = t
 	}
-	defer release()
+	t.pending = append(t.pending, req)
+	lead := !t.running
+	t.running = true
+	s.mu.Unlock()
+	if !lead {
+		select {
+		case <-req.done:
+			return req.out, req.err
+		case <-req.promote:
+			lead = ctx.Err() == nil
+		case <-ctx.Done():
+		}
+	}
+	if lead {
+		s.lead(ctx, key, token, t)
+		return req.out, req.err
+	}
+	s.mu.Lock()
+	if req.taken {
+		s.mu.Unlock()
+		<-req.done // being applied: its outcome is coming
+		return req.out, req.err
+	}
+	for i, r := range t.pending { // not started: withdraw it
+		if r == req {
+			t.pending = append(t.pending[:i], t.pending[i+1:]...)
+			break
+		}
+	}
+	if req.promoted {
+		s.handOver(token, t)
+	}
+	s.mu.Unlock()
+	return nil, ctx.Err()
+}
+
+// lead applies every waiting Update of the turn as one batch, then hands
+// the turn over.
+func (s *SessionStore) lead(ctx context.Context, key, token string, t *sessionTurn) {
+	s.mu.Lock()
+	batch := t.pending
+	t.pending = nil
+	for _, r := range batch {
+		r.taken = true
+	}
+	s.mu.Unlock()
+	s.applyBatch(ctx, key, batch)
+	s.mu.Lock()
+	s.handOver(token, t)
+	s.mu.Unlock()
+}
+
+// handOver passes the turn to its first waiting Update, or ends it. s.mu
+// is held.
+func (s *SessionStore) handOver(token string, t *sessionTurn) {
+	if len(t.pending) == 0 {
+		t.running = false
+		delete(s.turns, token)
+		return
+	}
+	r := t.pending[0]
+	r.promoted = true
+	close(r.promote)
+}
+
+// applyBatch runs a batch's fns on the session in order and writes the
+// result once, conditionally; on a conflict it reads again and runs them
+// again. It sets every request's outcome.
+func (s *SessionStore) applyBatch(ctx context.Context, key string, batch []*sessionReq) {
+	finish := func(err error) {
+		for _, r := range batch {
+			if err != nil && r.err == nil {
+				r.out, r.err = nil, err
+			}
+			close(r.done)
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		kv, err := s.c.Get(ctx, key)
-		var old []byte
+		var cur []byte
 		switch {
 		case errors.Is(err, client.ErrNotFound):
 			kv = nil
 		case err != nil:
-			return nil, err
+			finish(err)
+			return
 		default:
-			old = kv.Value
+			cur = kv.Value
 		}
-		next, err := fn(old)
-		if err != nil {
-			return nil, err
+		changed := false
+		for _, r := range batch {
+			next, err := r.fn(cur)
+			r.out, r.err = next, err
+			if err == nil {
+				cur, changed = next, true
+			}
+		}
+		if !changed { // every fn failed: nothing to write
+			finish(nil)
+			return
 		}
 		if kv == nil {
-			_, err = s.c.Put(ctx, key, next, client.IfAbsent(), client.WithTTL(s.ttl))
+			_, err = s.c.Put(ctx, key, cur, client.IfAbsent(), client.WithTTL(s.ttl))
 		} else {
-			_, err = s.c.Put(ctx, key, next, client.WithLease(kv.Lease), client.IfModRevision(kv.ModRevision))
+			_, err = s.c.Put(ctx, key, cur, client.WithLease(kv.Lease), client.IfModRevision(kv.ModRevision))
 		}
 		if err == nil {
-			return next, nil
+			finish(nil)
+			return
 		}
 		// A conflict, or the session's lease expired under us (the key
 		// went with it): read again.
 		if !errors.Is(err, client.ErrConflict) && !errors.Is(err, client.ErrLeaseNotFound) {
-			return nil, err
+			finish(err)
+			return
 		}
-		// Back off, randomly and more after each conflict, so many
-		// writers of one hot session make progress instead of colliding.
+		for _, r := range batch {
+			r.out, r.err = nil, nil
+		}
+		// Back off, randomly and more after each conflict, so that the
+		// instances writing one hot session do not keep colliding.
 		d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 4)))
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			finish(ctx.Err())
+			return
 		}
 	}
 }

@@ -153,3 +153,49 @@ func TestSessionStoreCRUD(t *testing.T) {
 		t.Fatalf("empty token: %v", err)
 	}
 }
+
+// TestSessionUpdateWithdrawnWaiter: an Update waiting behind another one
+// of its instance and cancelled before its turn returns ctx's error and
+// is not applied; the turn passes on and later Updates run.
+func TestSessionUpdateWithdrawnWaiter(t *testing.T) {
+	c := syncTestNode(t)
+	ctx := syncTestCtx(t)
+	s := newSessionStore(t, c)
+	inFn, unblock := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Update(ctx, "t", func(old []byte) ([]byte, error) {
+			select {
+			case inFn <- struct{}{}:
+				<-unblock
+			default: // a retry: do not block again
+			}
+			return append(old, 'a'), nil
+		})
+		first <- err
+	}()
+	<-inFn // the first Update leads and is inside its fn
+	wctx, cancel := context.WithCancel(ctx)
+	waiter := make(chan error, 1)
+	queued := make(chan struct{})
+	go func() {
+		close(queued)
+		_, err := s.Update(wctx, "t", func(old []byte) ([]byte, error) { return append(old, 'w'), nil })
+		waiter <- err
+	}()
+	<-queued
+	cancel()
+	if err := <-waiter; !errors.Is(err, context.Canceled) {
+		t.Fatalf("withdrawn waiter: %v, want context.Canceled", err)
+	}
+	close(unblock)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, "t", func(old []byte) ([]byte, error) { return append(old, 'b'), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if d, _, _ := s.Get(ctx, "t"); string(d) != "ab" {
+		t.Fatalf("session %q, want \"ab\" (the withdrawn update not applied)", d)
+	}
+}
