@@ -16,6 +16,10 @@
 //   - Semaphore, RWMutex, Barrier and DoubleBarrier (files semaphore*.go,
 //     rwlock*.go, barrier*.go) and the cluster-wide rate limiter
 //     (ratelimit*.go): see their own documentation.
+//   - Cache (cache*.go): a watch-backed, in-memory copy of a prefix.
+//   - Register, Members and WatchMembers (presence*.go): presence groups.
+//   - STM (stm*.go): software transactions over many keys, etcd's isolation levels.
+//   - SessionStore (session*.go): web sessions on leases with an atomic Update.
 //
 // Every recipe takes the narrowest client interfaces it needs (KV,
 // Locker, Lease, Watcher), so it runs against a remote cluster, an

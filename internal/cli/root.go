@@ -130,6 +130,7 @@ JSON object per command with -o json.
 		a.leaseCmd(),
 		a.lockCmd(),
 		a.electCmd(),
+		a.presenceCmd(),
 		a.devClusterCmd(),
 		a.leaderCmd(),
 		a.benchCmd(),
