@@ -95,8 +95,12 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 				if !quiet {
 					o.Progress = a.stderr
 				}
-				if a.tls.cfg != nil {
-					o.Dial = a.tls.dial
+				user, pw, err := a.credentials()
+				if err != nil {
+					return err
+				}
+				if a.tls.cfg != nil || user != "" {
+					o.Dial = a.benchDial(user, pw)
 				}
 				return a.runBench(o)
 			},

@@ -303,6 +303,13 @@ func TestDevClusterSecure(t *testing.T) {
 	if r := n.dkv("", append(flags, "--user", "root:"+strings.TrimSpace(string(pw)), "get", "hello")...); r.code != 0 || strings.TrimSpace(r.stdout) != "world" {
 		t.Errorf("get as root with the generated password: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
+	// dkv bench authenticates once and sends the token with every call.
+	if r := n.dkv("", append(flags, "--user", "root:"+strings.TrimSpace(string(pw)), "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.code != 0 || !strings.Contains(r.stdout, "OPS/S") {
+		t.Errorf("bench put as root with a token: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := n.dkv("", append(flags, "--user", "root:wrong", "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.code == 0 || !strings.Contains(r.stderr, "authenticating as \"root\"") {
+		t.Errorf("bench put with a wrong password: exit %d\n%s%s; want a failure naming the authentication", r.code, r.stdout, r.stderr)
+	}
 	if r := n.dkv("", append(flags, "--user", "root:wrong", "get", "hello")...); r.code != 13 {
 		t.Errorf("get as root with a wrong password: exit %d %q %s; want 13 (Unauthenticated)", r.code, r.stdout, r.stderr)
 	}

@@ -1,15 +1,11 @@
 package cli
 
 import (
-	"context"
 	"crypto/tls"
-	"net"
 	"os"
 
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/spf13/pflag"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 )
 
 // tlsFlags are the global --cacert, --cert and --key.
@@ -54,13 +50,4 @@ func (t *tlsFlags) load() error {
 	}
 	t.cfg = cfg
 	return nil
-}
-
-// dial is bench's connection to one endpoint, with TLS when configured.
-func (t *tlsFlags) dial(_ context.Context, ep string) (*grpc.ClientConn, error) {
-	cfg := t.cfg.Clone()
-	if host, _, err := net.SplitHostPort(ep); err == nil && cfg.ServerName == "" {
-		cfg.ServerName = host
-	}
-	return grpc.NewClient("passthrough:///"+ep, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 }
