@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/dkv-io/dkv/client"
 )
 
@@ -109,6 +112,16 @@ type Queue struct {
 	// contention estimates how many consumers of this Queue value race
 	// for the same jobs (see spread).
 	contention atomic.Int32
+	// noServerClaim is set once the server answered that it has no Queue
+	// service (an older server): claims then scan and race for locks.
+	noServerClaim atomic.Bool
+}
+
+// QueueClaimer is the server-side claim (client.Client has it): one raft
+// command that finds the first visible job and locks it. A QueueClient
+// without it claims by scanning the queue and racing for job locks.
+type QueueClaimer interface {
+	QueueClaim(ctx context.Context, prefix string, ttl time.Duration) (*client.QueueClaimResult, error)
 }
 
 // QueuePrefix is the key prefix under which queue name keeps its state.
@@ -604,6 +617,11 @@ func (j *Job) Cancel(ctx context.Context) error {
 // TryClaim claims the next visible job without waiting; ErrNoJob if there
 // is none (or the queue is paused).
 func (q *Queue) TryClaim(ctx context.Context) (*Job, error) {
+	if j, res, err := q.serverClaim(ctx); err != nil || j != nil {
+		return j, err
+	} else if res != nil {
+		return nil, ErrNoJob
+	}
 	sc, err := q.scan(ctx)
 	if err != nil {
 		return nil, err
@@ -628,16 +646,31 @@ func (q *Queue) Claim(ctx context.Context) (*Job, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		sc, err := q.scan(ctx)
-		if err != nil {
-			return nil, err
+		var (
+			wake         time.Time
+			heldUnmarked bool
+		)
+		j, res, err := q.serverClaim(ctx)
+		if err != nil || j != nil {
+			return j, err
 		}
-		wake := sc.nextRunAt
-		if !sc.paused {
-			j, heldUnmarked, err := q.claimFrom(ctx, sc)
-			if err != nil || j != nil {
-				return j, err
+		if res != nil {
+			wake, heldUnmarked = res.NextRunAt, res.LockedUnmarked > 0
+		} else {
+			sc, err := q.scan(ctx)
+			if err != nil {
+				return nil, err
 			}
+			wake = sc.nextRunAt
+			if !sc.paused {
+				j, held, err := q.claimFrom(ctx, sc)
+				if err != nil || j != nil {
+					return j, err
+				}
+				heldUnmarked = held
+			}
+		}
+		{
 			if heldUnmarked {
 				// Locked but not marked: a claimer is between its two
 				// steps, or died there. Its marker's put wakes us in the
@@ -872,8 +905,56 @@ func (q *Queue) tryClaim(ctx context.Context, k orderKey) (*Job, bool, error) {
 	if !lr.Acquired {
 		return nil, true, nil
 	}
-	start := time.Now()
-	h := lr.Handle
+	return q.claimLocked(ctx, key, k, lr.Handle, kv, gerr, time.Now())
+}
+
+// serverClaim claims through the server's Queue service. It returns the
+// job, or nil and what the server found (no job visible: when to look
+// again), or nil, nil when the server cannot help (no such service, or
+// it gave up after its scan limit): then the caller scans.
+func (q *Queue) serverClaim(ctx context.Context) (*Job, *client.QueueClaimResult, error) {
+	cl, ok := q.c.(QueueClaimer)
+	if !ok || q.noServerClaim.Load() {
+		return nil, nil, nil
+	}
+	for n := 0; ; n++ {
+		start := time.Now()
+		res, err := cl.QueueClaim(ctx, q.prefix, q.cfg.visibility)
+		if status.Code(errors.Unwrap(err)) == codes.Unimplemented || status.Code(err) == codes.Unimplemented {
+			q.noServerClaim.Store(true)
+			return nil, nil, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !res.Found {
+			if res.Truncated {
+				return nil, nil, nil
+			}
+			return nil, res, nil
+		}
+		k, ok := parseOrder(strings.TrimPrefix(res.Job.Key, q.jobsPrefix()))
+		if !ok {
+			go (&Job{q: q, Handle: res.Handle}).release()
+			return nil, nil, nil
+		}
+		j, _, err := q.claimLocked(ctx, res.Job.Key, k, res.Handle, res.Job, nil, start)
+		if err != nil || j != nil {
+			return j, nil, err
+		}
+		// The job was dead-lettered, vanished or the queue paused under
+		// our lock: claim the next one.
+		if n >= maxWriteRetries || ctx.Err() != nil {
+			return nil, nil, nil
+		}
+	}
+}
+
+// claimLocked finishes a claim of job k once its lock h is ours: under
+// the lock it counts the attempt and puts the claim marker on the lock's
+// lease (or dead-letters a job that used its attempts). kv is a read of
+// the job, possibly older than the lock.
+func (q *Queue) claimLocked(ctx context.Context, key string, k orderKey, h client.LockHandle, kv *client.KeyValue, gerr error, start time.Time) (*Job, bool, error) {
 	giveUp := func() { go (&Job{q: q, Handle: h}).release() }
 	for n := 0; ; n++ {
 		if errors.Is(gerr, client.ErrNotFound) {

@@ -1,0 +1,133 @@
+package mvcc
+
+import (
+	"bytes"
+	"strconv"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/lease"
+)
+
+// The job queue's claim (api/dkv/v1/queue.proto): one command finds the
+// first visible job of a queue laid out as client/recipe lays it out and
+// grants the lock on its key, so competing consumers never try the same
+// job and a claim needs no scan by the client. Everything it looks at is
+// replicated state (keys, the lock table) plus the time stamped into the
+// entry, so every member claims the same job.
+
+// DefaultQueueScan and MaxQueueScan bound the job keys one claim visits.
+const (
+	DefaultQueueScan = 1024
+	MaxQueueScan     = 100_000
+)
+
+// queueOrderLen is the length of a job key's <order>: 8 hex digits of
+// inverted priority, 16 of run-at (Unix ms) and a 24-character id.
+const queueOrderLen = 8 + 16 + 24
+
+func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
+	p := c.GetQueuePrefix()
+	if err := checkKey("queue prefix", p, l); err != nil {
+		return err
+	}
+	if p[len(p)-1] != '/' {
+		return invalid("queue prefix %q must end in /", p)
+	}
+	if err := checkOwner(c.GetOwner()); err != nil {
+		return err
+	}
+	if err := lease.ValidateTTL("queue claim ttl_ms", c.GetTtlMs()); err != nil {
+		return err
+	}
+	if n := c.GetMaxScan(); n < 0 || n > MaxQueueScan {
+		return invalid("queue claim max_scan is %d; it must be between 0 (default %d) and %d", n, DefaultQueueScan, MaxQueueScan)
+	}
+	return nil
+}
+
+// QueueClaim claims the first visible job: in key order (priority, run-at,
+// enqueue order), the first whose run-at is at or before nowMs (the
+// entry's time), whose key is not locked and which has no claim marker.
+// The lock is granted to c.Owner on a new lease of c.TtlMs owned by the
+// lock, exactly as a TryAcquire with a TTL would. A job already locked by
+// c.Owner (a retry of a claim that applied) is returned again.
+func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.QueueClaimResponse {
+	resp := &dkvpb.QueueClaimResponse{}
+	prefix := c.GetQueuePrefix()
+	marker := func(order []byte) []byte {
+		return append(append(append([]byte(nil), prefix...), "c/"...), order...)
+	}
+	if _, ok := w.get(append(append([]byte(nil), prefix...), "c/paused"...)); ok {
+		resp.Paused = true
+		return resp
+	}
+	limit := c.GetMaxScan()
+	if limit == 0 {
+		limit = DefaultQueueScan
+	}
+	jobs := append(append([]byte(nil), prefix...), "j/"...)
+	var (
+		seen   int64
+		found  []byte
+		foundV *dkvpb.KeyValue
+		again  *dkvpb.LockHandle
+	)
+	err := scanLatest(w.b, makeSpan(jobs, nil, true), func(key []byte, rec *record) bool {
+		if seen >= limit {
+			resp.Truncated = true
+			return false
+		}
+		seen++
+		order := key[len(jobs):]
+		if len(order) != queueOrderLen {
+			return true // not a job key
+		}
+		runAt, err := strconv.ParseUint(string(order[8:24]), 16, 64)
+		if err != nil {
+			return true
+		}
+		if _, locked := w.s.held[string(key)]; locked {
+			h, ok := w.holder(key)
+			if ok && h.Owner == c.GetOwner() {
+				again = handleOf(&h)
+				found, foundV = jobKV(key, rec)
+				return false
+			}
+			if _, marked := w.get(marker(order)); !marked {
+				resp.LockedUnmarked++
+			}
+			return true
+		}
+		if int64(runAt) > nowMs {
+			if resp.NextRunAtMs == 0 || int64(runAt) < resp.NextRunAtMs {
+				resp.NextRunAtMs = int64(runAt)
+			}
+			return true
+		}
+		if _, marked := w.get(marker(order)); marked {
+			return true // claimed (its lock released ahead of its marker)
+		}
+		found, foundV = jobKV(key, rec)
+		return false
+	})
+	must(err)
+	if found == nil {
+		return resp
+	}
+	resp.Found, resp.Kv, resp.Truncated = true, foundV, false
+	if again != nil {
+		resp.Handle = again
+		return resp
+	}
+	id := w.grant(0, c.GetTtlMs(), false)
+	resp.Handle = w.grantLock(found, c.GetOwner(), id, true, true)
+	return resp
+}
+
+// jobKV copies a visited key and its record (valid only during the visit).
+func jobKV(key []byte, rec *record) ([]byte, *dkvpb.KeyValue) {
+	k := bytes.Clone(key)
+	kv := rec.kv(k)
+	kv.Value = bytes.Clone(rec.value)
+	return k, kv
+}
