@@ -23,6 +23,9 @@ type QueueClaimResult struct {
 	// LockedUnmarked counts the jobs skipped as locked without a claim
 	// marker (their lock's expiry wakes no watch).
 	LockedUnmarked int64
+	// Marked: the claim also counted the job's attempt and put its claim
+	// marker (Job is the job as written back).
+	Marked bool
 	// Truncated: the server looked at its limit of job keys and found
 	// none visible; more may follow.
 	Truncated bool
@@ -30,7 +33,8 @@ type QueueClaimResult struct {
 
 // QueueClaim claims, in one raft command, the first visible job of the
 // queue under prefix (client/recipe's layout, api/dkv/v1/queue.proto):
-// the lock on its key is granted on a new lease of ttl. It is the server
+// the lock on its key is granted on a new lease of ttl, the job's attempt
+// counted and its claim marker put. It is the server
 // side of recipe.Queue's Claim; use that.
 func (c *Client) QueueClaim(ctx context.Context, prefix string, ttl time.Duration) (*QueueClaimResult, error) {
 	if ttl < time.Second {
@@ -39,7 +43,7 @@ func (c *Client) QueueClaim(ctx context.Context, prefix string, ttl time.Duratio
 	// The owner makes a retry return the job the first attempt claimed
 	// (if it is still the first one locked by us), so it is retried like
 	// a read.
-	req := &dkvpb.QueueClaimRequest{QueuePrefix: []byte(prefix), Owner: newOwner(), TtlMs: ttl.Milliseconds()}
+	req := &dkvpb.QueueClaimRequest{QueuePrefix: []byte(prefix), Owner: newOwner(), TtlMs: ttl.Milliseconds(), Mark: true}
 	var resp *dkvpb.QueueClaimResponse
 	err := c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.qu.Claim(ctx, req, o...)
@@ -48,7 +52,7 @@ func (c *Client) QueueClaim(ctx context.Context, prefix string, ttl time.Duratio
 	if err != nil {
 		return nil, err
 	}
-	r := &QueueClaimResult{Found: resp.GetFound(), Paused: resp.GetPaused(), LockedUnmarked: resp.GetLockedUnmarked(), Truncated: resp.GetTruncated()}
+	r := &QueueClaimResult{Found: resp.GetFound(), Paused: resp.GetPaused(), LockedUnmarked: resp.GetLockedUnmarked(), Truncated: resp.GetTruncated(), Marked: resp.GetMarked()}
 	if r.Found {
 		r.Job, r.Handle = fromPB(resp.GetKv()), handleFromPB(resp.GetHandle())
 	}

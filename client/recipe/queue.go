@@ -938,6 +938,14 @@ func (q *Queue) serverClaim(ctx context.Context) (*Job, *client.QueueClaimResult
 			go (&Job{q: q, Handle: res.Handle}).release()
 			return nil, nil, nil
 		}
+		if res.Marked {
+			rec, err := decodeRecord(res.Job)
+			if err == nil {
+				return q.newJob(res.Job.Key, rec, res.Handle, start), nil, nil
+			}
+		}
+		// Not marked: the job used its attempts (claimLocked dead-letters
+		// it) or the server did not mark it; finish the claim here.
 		j, _, err := q.claimLocked(ctx, res.Job.Key, k, res.Handle, res.Job, nil, start)
 		if err != nil || j != nil {
 			return j, nil, err
@@ -948,6 +956,13 @@ func (q *Queue) serverClaim(ctx context.Context) (*Job, *client.QueueClaimResult
 			return nil, nil, nil
 		}
 	}
+}
+
+// newJob is the claimed job rec at key under claim h, taken at start.
+func (q *Queue) newJob(key string, rec *jobRecord, h client.LockHandle, start time.Time) *Job {
+	return &Job{q: q, key: key, rec: *rec, ID: rec.ID, Payload: rec.Payload, Priority: rec.Priority,
+		RunAt: time.UnixMilli(rec.RunAtMs), EnqueuedAt: time.Unix(0, idNanos(rec.ID)), Attempt: rec.Attempt,
+		MaxAttempts: rec.MaxAttempts, LastError: rec.LastError, Handle: h, Deadline: start.Add(q.cfg.visibility)}
 }
 
 // claimLocked finishes a claim of job k once its lock h is ours: under
@@ -987,9 +1002,7 @@ func (q *Queue) claimLocked(ctx context.Context, key string, k orderKey, h clien
 			Commit()
 		switch {
 		case err == nil && res.Succeeded:
-			return &Job{q: q, key: key, rec: *rec, ID: rec.ID, Payload: rec.Payload, Priority: rec.Priority,
-				RunAt: time.UnixMilli(rec.RunAtMs), EnqueuedAt: time.Unix(0, idNanos(rec.ID)), Attempt: rec.Attempt,
-				MaxAttempts: rec.MaxAttempts, LastError: rec.LastError, Handle: h, Deadline: start.Add(q.cfg.visibility)}, false, nil
+			return q.newJob(key, rec, h, start), false, nil
 		case err == nil:
 			// The Else reads fail the txn with ErrLocked if our lock is
 			// gone, so here it is ours: the job moved, vanished, or the
@@ -1005,9 +1018,7 @@ func (q *Queue) claimLocked(ctx context.Context, key string, k orderKey, h clien
 		case retryable(err) && n < maxWriteRetries && ctx.Err() == nil:
 			// Did it apply? Then the marker carries our token.
 			if m, merr := q.c.Get(ctx, q.claimsPrefix()+k.order); merr == nil && string(m.Value) == string(marker) {
-				return &Job{q: q, key: key, rec: *rec, ID: rec.ID, Payload: rec.Payload, Priority: rec.Priority,
-					RunAt: time.UnixMilli(rec.RunAtMs), EnqueuedAt: time.Unix(0, idNanos(rec.ID)), Attempt: rec.Attempt,
-					MaxAttempts: rec.MaxAttempts, LastError: rec.LastError, Handle: h, Deadline: start.Add(q.cfg.visibility)}, false, nil
+				return q.newJob(key, rec, h, start), false, nil
 			}
 			kv, gerr = q.c.Get(ctx, key)
 		default:

@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -117,11 +118,62 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 	resp.Found, resp.Kv, resp.Truncated = true, foundV, false
 	if again != nil {
 		resp.Handle = again
+		if c.GetMark() {
+			_, resp.Marked = w.get(marker(found[len(jobs):]))
+		}
 		return resp
 	}
 	id := w.grant(0, c.GetTtlMs(), false)
 	resp.Handle = w.grantLock(found, c.GetOwner(), id, true, true)
+	if c.GetMark() {
+		if v, ok := nextAttempt(foundV.Value); ok {
+			w.put(&dkvpb.PutRequest{Key: found, Value: v, Lease: foundV.Lease}, &dkvpb.PutResponse{})
+			attempt, _ := attemptOf(v)
+			m := []byte(`{"attempt":` + strconv.FormatInt(attempt, 10) + `,"owner":` + jsonString(c.GetOwner()) + `,"token":` + strconv.FormatInt(resp.Handle.Token, 10) + `}`)
+			w.put(&dkvpb.PutRequest{Key: marker(found[len(jobs):]), Value: m, Lease: id}, &dkvpb.PutResponse{})
+			rec, _ := w.get(found)
+			_, resp.Kv = jobKV(found, &rec)
+			resp.Marked = true
+		}
+	}
 	return resp
+}
+
+// attemptOf reads a job's "attempt" and "max_attempts" (absent: 0).
+func attemptOf(v []byte) (attempt int64, maxAttempts int64) {
+	var r struct {
+		Attempt     int64 `json:"attempt"`
+		MaxAttempts int64 `json:"max_attempts"`
+	}
+	if json.Unmarshal(v, &r) != nil {
+		return -1, -1
+	}
+	return r.Attempt, r.MaxAttempts
+}
+
+// nextAttempt returns the job's JSON object with its "attempt" raised by
+// one; false if v is no JSON object or the job has used its attempts.
+// Re-encoding sorts the object's keys: deterministic on every member.
+func nextAttempt(v []byte) ([]byte, bool) {
+	attempt, maxAttempts := attemptOf(v)
+	if attempt < 0 || attempt >= maxAttempts {
+		return nil, false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(v, &obj) != nil {
+		return nil, false
+	}
+	obj["attempt"] = json.RawMessage(strconv.FormatInt(attempt+1, 10))
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // jobKV copies a visited key and its record (valid only during the visit).

@@ -127,9 +127,11 @@ func TestQueueClaimFencing(t *testing.T) {
 func TestQueueClaimDeterminism(t *testing.T) {
 	var cmds []*dkvpb.InternalRequest
 	for i := range 30 {
-		cmds = append(cmds, put(jobKey(int32(i%3), int64(i%5)*100, i), fmt.Sprint(i), 0))
+		cmds = append(cmds, put(jobKey(int32(i%3), int64(i%5)*100, i), fmt.Sprintf(`{"id":"%d","max_attempts":%d}`, i, i%3), 0))
 		if i%2 == 1 {
-			cmds = append(cmds, claim(fmt.Sprint("o", i%4), int64(i)*20))
+			c := claim(fmt.Sprint("o", i%4), int64(i)*20)
+			c.GetQueueClaim().Mark = i%4 == 1
+			cmds = append(cmds, c)
 		}
 		if i%7 == 6 {
 			cmds = append(cmds, acquire(jobKey(int32((i+1)%3), int64((i+1)%5)*100, i+1), "other", false))
@@ -145,17 +147,20 @@ func TestQueueClaimDeterminism(t *testing.T) {
 	for _, c := range clones(cmds) {
 		rb = append(rb, b.one(c))
 	}
-	found := 0
+	found, marked := 0, 0
 	for i := range ra {
 		if (ra[i].Err == nil) != (rb[i].Err == nil) || ra[i].Revision != rb[i].Revision || (ra[i].Resp != nil && !proto.Equal(ra[i].Resp, rb[i].Resp)) {
 			t.Fatalf("command %d (%v) gave %+v and %+v", i, cmds[i], ra[i], rb[i])
 		}
 		if c, ok := ra[i].Resp.(*dkvpb.QueueClaimResponse); ok && c.Found {
 			found++
+			if c.Marked {
+				marked++
+			}
 		}
 	}
-	if found < 10 {
-		t.Fatalf("only %d claims found a job; the test exercises little", found)
+	if found < 10 || marked < 3 {
+		t.Fatalf("only %d claims found a job, %d marked; the test exercises little", found, marked)
 	}
 	var de *dkverr.Error
 	if last := ra[len(ra)-1]; !errors.As(last.Err, &de) || de.Code != dkverr.InvalidInput {
@@ -163,5 +168,44 @@ func TestQueueClaimDeterminism(t *testing.T) {
 	}
 	if sa, sb := stateContents(t, a.store.DB()), stateContents(t, b.store.DB()); !bytes.Equal(sa, sb) {
 		t.Fatalf("states differ:\n%s\n---\n%s", sa, sb)
+	}
+}
+
+// TestQueueClaimMarks: with mark, the claim counts the attempt in the
+// job's JSON and puts the marker on the claim's lease in the same
+// command; a job that used its attempts is claimed unmarked.
+func TestQueueClaimMarks(t *testing.T) {
+	h := newHarness(t)
+	k, spent := jobKey(1, 0, 1), jobKey(0, 0, 2)
+	h.ok(put(k, `{"id":"x","payload":"cA==","attempt":2,"max_attempts":5}`, 0))
+	h.ok(put(spent, `{"id":"y","attempt":5,"max_attempts":5}`, 0))
+	req := claim("o1", 1)
+	req.GetQueueClaim().Mark = true
+	r := h.one(req)
+	c := claimed(t, r)
+	if !c.Found || !c.Marked || string(c.Kv.Key) != k || !bytes.Contains(c.Kv.Value, []byte(`"attempt":3`)) || c.Kv.ModRevision != r.Revision {
+		t.Fatalf("marked claim: %v; want the job written back with attempt 3", c)
+	}
+	mk := qprefix + "c/" + k[len(qprefix)+2:]
+	var marker *dkvpb.KeyValue
+	for _, e := range r.Effects.Events {
+		if string(e.KV.Key) == mk {
+			marker = e.KV
+		}
+	}
+	want := fmt.Sprintf(`{"attempt":3,"owner":"o1","token":%d}`, c.Handle.Token)
+	if marker == nil || string(marker.Value) != want || marker.Lease != c.Handle.Lease {
+		t.Fatalf("marker %v; want %s on lease %d", marker, want, c.Handle.Lease)
+	}
+	req = claim("o2", 1)
+	req.GetQueueClaim().Mark = true
+	if c := claimed(t, h.one(req)); !c.Found || c.Marked || string(c.Kv.Key) != spent {
+		t.Fatalf("spent job: %v; want it claimed unmarked", c)
+	}
+	// Expiry of the claim's lease removes the marker (the watch event
+	// that wakes consumers).
+	h.ok(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: c.Handle.Lease, Epoch: 1}}})
+	if k2 := claimedKey(t, h.one(claim("o3", 2))); k2 != k {
+		t.Fatalf("after the claim expired claimed %q, want %q again", k2, k)
 	}
 }

@@ -38,7 +38,15 @@ type QueueClaimRequest struct {
 	TtlMs int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// max_scan bounds how many job keys one claim looks at: 0 means 1024;
 	// at most 100000.
-	MaxScan       int64 `protobuf:"varint,4,opt,name=max_scan,json=maxScan,proto3" json:"max_scan,omitempty"`
+	MaxScan int64 `protobuf:"varint,4,opt,name=max_scan,json=maxScan,proto3" json:"max_scan,omitempty"`
+	// mark also starts the claim in the same command, as client/recipe's
+	// claim does in its txn: the job's value (a JSON object) gets its
+	// "attempt" number raised by one and is written back, and the claim
+	// marker PREFIX c/<order> is put on the claim's lease with the value
+	// {"attempt":N,"owner":OWNER,"token":TOKEN}. A job whose "attempt" has
+	// reached its "max_attempts", or whose value is no such object, is
+	// claimed unmarked (the caller dead-letters or gives it back).
+	Mark          bool `protobuf:"varint,5,opt,name=mark,proto3" json:"mark,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -101,6 +109,13 @@ func (x *QueueClaimRequest) GetMaxScan() int64 {
 	return 0
 }
 
+func (x *QueueClaimRequest) GetMark() bool {
+	if x != nil {
+		return x.Mark
+	}
+	return false
+}
+
 type QueueClaimResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -124,8 +139,11 @@ type QueueClaimResponse struct {
 	// claimed_unix_nano is the time the claim was decided at: the
 	// proposer's clock stamped into the raft entry.
 	ClaimedUnixNano int64 `protobuf:"varint,9,opt,name=claimed_unix_nano,json=claimedUnixNano,proto3" json:"claimed_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// marked: the attempt was counted and the marker put (see mark); kv is
+	// the job as written back.
+	Marked        bool `protobuf:"varint,10,opt,name=marked,proto3" json:"marked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueClaimResponse) Reset() {
@@ -221,16 +239,24 @@ func (x *QueueClaimResponse) GetClaimedUnixNano() int64 {
 	return 0
 }
 
+func (x *QueueClaimResponse) GetMarked() bool {
+	if x != nil {
+		return x.Marked
+	}
+	return false
+}
+
 var File_dkv_v1_queue_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x12dkv/v1/queue.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"~\n" +
+	"\x12dkv/v1/queue.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x92\x01\n" +
 	"\x11QueueClaimRequest\x12!\n" +
 	"\fqueue_prefix\x18\x01 \x01(\fR\vqueuePrefix\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
 	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x19\n" +
-	"\bmax_scan\x18\x04 \x01(\x03R\amaxScan\"\xd8\x02\n" +
+	"\bmax_scan\x18\x04 \x01(\x03R\amaxScan\x12\x12\n" +
+	"\x04mark\x18\x05 \x01(\bR\x04mark\"\xf0\x02\n" +
 	"\x12QueueClaimResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12 \n" +
@@ -240,7 +266,9 @@ const file_dkv_v1_queue_proto_rawDesc = "" +
 	"\x0enext_run_at_ms\x18\x06 \x01(\x03R\vnextRunAtMs\x12'\n" +
 	"\x0flocked_unmarked\x18\a \x01(\x03R\x0elockedUnmarked\x12\x1c\n" +
 	"\ttruncated\x18\b \x01(\bR\ttruncated\x12*\n" +
-	"\x11claimed_unix_nano\x18\t \x01(\x03R\x0fclaimedUnixNano2G\n" +
+	"\x11claimed_unix_nano\x18\t \x01(\x03R\x0fclaimedUnixNano\x12\x16\n" +
+	"\x06marked\x18\n" +
+	" \x01(\bR\x06marked2G\n" +
 	"\x05Queue\x12>\n" +
 	"\x05Claim\x12\x19.dkv.v1.QueueClaimRequest\x1a\x1a.dkv.v1.QueueClaimResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
