@@ -61,3 +61,32 @@ func (c *Client) QueueClaim(ctx context.Context, prefix string, ttl time.Duratio
 	}
 	return r, nil
 }
+
+// QueuePut is a key written by QueueAck.
+type QueuePut struct {
+	Key   string
+	Value []byte
+}
+
+// QueueAck ends the claim h in one raft command: while h is current it
+// deletes the job (h.Key) and markerKey, writes puts and releases the
+// lock; ErrLocked once the claim expired or moved on. already reports an
+// ack of h that had applied before (the lock free, its last token h's,
+// the job gone): to the caller that retries after ErrUnknownOutcome, its
+// first attempt applied. It is the server side of recipe.Job's Ack and
+// Nack; use those.
+func (c *Client) QueueAck(ctx context.Context, h LockHandle, markerKey string, puts ...QueuePut) (already bool, err error) {
+	req := &dkvpb.QueueAckRequest{Handle: &dkvpb.LockHandle{Key: []byte(h.Key), Owner: h.Owner, Lease: h.Lease, Token: h.Token}, MarkerKey: []byte(markerKey)}
+	for _, p := range puts {
+		req.Puts = append(req.Puts, &dkvpb.PutRequest{Key: []byte(p.Key), Value: p.Value})
+	}
+	var resp *dkvpb.QueueAckResponse
+	err = c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+		resp, err = c.qu.Ack(ctx, req, o...)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.GetAlready(), nil
+}

@@ -23,3 +23,10 @@ func (q *queueService) Claim(ctx context.Context, req *dkvpb.QueueClaimRequest) 
 		Request:      &dkvpb.InternalRequest_QueueClaim{QueueClaim: req},
 	})
 }
+
+// Ack ends a claim in one raft command (mvcc.Writer.QueueAck).
+func (q *queueService) Ack(ctx context.Context, req *dkvpb.QueueAckRequest) (*dkvpb.QueueAckResponse, error) {
+	return propose[*dkvpb.QueueAckResponse](ctx, q.s, &dkvpb.InternalRequest{
+		Request: &dkvpb.InternalRequest_QueueAck{QueueAck: req},
+	})
+}

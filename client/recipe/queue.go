@@ -117,6 +117,14 @@ type Queue struct {
 	noServerClaim atomic.Bool
 }
 
+// QueueAcker is the server-side ack (client.Client has it): one raft
+// command that deletes the job and its marker, writes the puts of a nack
+// or dead-lettering and releases the claim. A QueueClient without it
+// acks with a txn and a release.
+type QueueAcker interface {
+	QueueAck(ctx context.Context, h client.LockHandle, markerKey string, puts ...client.QueuePut) (already bool, err error)
+}
+
 // QueueClaimer is the server-side claim (client.Client has it): one raft
 // command that finds the first visible job and locks it. A QueueClient
 // without it claims by scanning the queue and racing for job locks.
@@ -471,9 +479,35 @@ func (j *Job) Extend(ctx context.Context) (time.Duration, error) {
 // retries a write whose outcome is unknown: the lock on the deleted key
 // stays ours until released, so a retry that finds the lock ours and the
 // key gone knows the first attempt applied.
-func (j *Job) finish(ctx context.Context, what string, extra ...client.Op) error {
+func (j *Job) finish(ctx context.Context, what string, puts ...client.QueuePut) error {
 	q := j.q
-	ops := append([]client.Op{client.OpDelete(j.key, client.WithLock(j.Handle)), client.OpDelete(q.claimsPrefix() + j.rec.order())}, extra...)
+	if acker, ok := q.c.(QueueAcker); ok && !q.noServerClaim.Load() {
+		unknown := false // an earlier attempt's outcome was not learnt
+		for n := 0; ; n++ {
+			already, err := acker.QueueAck(ctx, j.Handle, q.claimsPrefix()+j.rec.order(), puts...)
+			switch {
+			case err == nil && (!already || unknown):
+				// Done now, or (already) by our earlier attempt.
+				return nil
+			case err == nil || errors.Is(err, client.ErrLocked):
+				// already on a first attempt: this claim was acked before.
+				return fmt.Errorf("%s job %s: %w", what, j.ID, ErrClaimExpired)
+			case status.Code(errors.Unwrap(err)) == codes.Unimplemented || status.Code(err) == codes.Unimplemented:
+				q.noServerClaim.Store(true) // an older server: the txn below
+			default:
+				unknown = unknown || maybeApplied(err)
+				if !retryable(err) || n >= maxWriteRetries || ctx.Err() != nil {
+					return err
+				}
+				continue
+			}
+			break
+		}
+	}
+	ops := []client.Op{client.OpDelete(j.key, client.WithLock(j.Handle)), client.OpDelete(q.claimsPrefix() + j.rec.order())}
+	for _, p := range puts {
+		ops = append(ops, client.OpPut(p.Key, p.Value))
+	}
 	var err error
 	unknown := false // an earlier attempt's outcome was not learnt
 	for n := 0; ; n++ {
@@ -572,19 +606,19 @@ func (j *Job) Nack(ctx context.Context, cause error, opts ...NackOption) error {
 		rec.LastError = "nacked"
 	}
 	if cfg.dead || rec.Attempt >= rec.MaxAttempts {
-		return j.finish(ctx, "nacking", q2dead(j.q, &rec)...)
+		return j.finish(ctx, "nacking", q2dead(j.q, &rec))
 	}
 	delay := cfg.delay
 	if !cfg.hasDelay {
 		delay = j.q.cfg.backoff(rec.Attempt)
 	}
 	rec.RunAtMs = time.Now().Add(max(delay, 0)).UnixMilli()
-	return j.finish(ctx, "nacking", client.OpPut(j.q.jobsPrefix()+rec.order(), rec.encode()))
+	return j.finish(ctx, "nacking", client.QueuePut{Key: j.q.jobsPrefix() + rec.order(), Value: rec.encode()})
 }
 
-func q2dead(q *Queue, rec *jobRecord) []client.Op {
+func q2dead(q *Queue, rec *jobRecord) client.QueuePut {
 	rec.DeadMs = time.Now().UnixMilli()
-	return []client.Op{client.OpPut(q.deadPrefix()+rec.ID, rec.encode())}
+	return client.QueuePut{Key: q.deadPrefix() + rec.ID, Value: rec.encode()}
 }
 
 // Cancel gives the claim back without using an attempt: the job is
@@ -989,7 +1023,7 @@ func (q *Queue) claimLocked(ctx context.Context, key string, k orderKey, h clien
 			// Its last claim expired without an Ack or Nack.
 			rec.LastError = fmt.Sprintf("claim of attempt %d expired (visibility timeout %v); %s", rec.Attempt, q.cfg.visibility, rec.LastError)
 			j := &Job{q: q, key: key, rec: *rec, ID: rec.ID, Handle: h}
-			if err := j.finish(ctx, "dead-lettering", q2dead(q, rec)...); err != nil && !errors.Is(err, ErrClaimExpired) {
+			if err := j.finish(ctx, "dead-lettering", q2dead(q, rec)); err != nil && !errors.Is(err, ErrClaimExpired) {
 				return nil, false, err
 			}
 			return nil, false, nil

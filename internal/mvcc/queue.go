@@ -7,6 +7,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/lease"
+	"github.com/dkv-io/dkv/internal/lock"
 )
 
 // The job queue's claim (api/dkv/v1/queue.proto): one command finds the
@@ -182,4 +183,66 @@ func jobKV(key []byte, rec *record) ([]byte, *dkvpb.KeyValue) {
 	kv := rec.kv(k)
 	kv.Value = bytes.Clone(rec.value)
 	return k, kv
+}
+
+// MaxQueueAckPuts bounds the puts one queue ack carries.
+const MaxQueueAckPuts = 16
+
+func validateQueueAck(a *dkvpb.QueueAckRequest, l Limits) error {
+	if a.GetHandle() == nil {
+		return invalid("queue ack has no claim handle")
+	}
+	if err := ValidateLockHandle(a.GetHandle(), l); err != nil {
+		return err
+	}
+	if err := checkKey("queue ack marker key", a.GetMarkerKey(), l); err != nil {
+		return err
+	}
+	if n := len(a.GetPuts()); n > MaxQueueAckPuts {
+		return invalid("queue ack has %d puts; the limit is %d", n, MaxQueueAckPuts)
+	}
+	for _, p := range a.GetPuts() {
+		if err := ValidatePut(p, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// QueueAck ends a claim: while a.Handle is current it deletes the job and
+// its marker, writes a.Puts and releases the lock, all in this command.
+// A claim that is not current is refused with Locked, unless this is a
+// retry of an ack that applied: the lock is free, its last token is the
+// handle's (nobody claimed the job since) and the job is gone.
+func (w *Writer) QueueAck(a *dkvpb.QueueAckRequest) (*dkvpb.QueueAckResponse, error) {
+	hd := a.GetHandle()
+	h, ok := w.current(hd)
+	if !ok {
+		if _, held := w.s.held[string(hd.Key)]; !held {
+			last, err := lock.LastToken(w.b, hd.Key)
+			must(err)
+			if _, exists := w.get(hd.Key); last == hd.Token && !exists {
+				return &dkvpb.QueueAckResponse{Already: true}, nil
+			}
+		}
+		return nil, staleErr(hd)
+	}
+	for _, p := range a.GetPuts() {
+		if err := w.checkPut(p); err != nil {
+			return nil, err
+		}
+	}
+	if bytes.Equal(a.GetMarkerKey(), hd.Key) {
+		return nil, invalid("queue ack marker key is the job's key")
+	}
+	if err := w.checkLocked(a.GetMarkerKey(), nil); err != nil {
+		return nil, err
+	}
+	w.deleteRange(&dkvpb.DeleteRangeRequest{Key: bytes.Clone(hd.Key), Lock: hd})
+	w.deleteRange(&dkvpb.DeleteRangeRequest{Key: bytes.Clone(a.GetMarkerKey())})
+	for _, p := range a.GetPuts() {
+		w.put(p, &dkvpb.PutResponse{})
+	}
+	w.releaseLock(&h)
+	return &dkvpb.QueueAckResponse{}, nil
 }

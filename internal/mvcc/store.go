@@ -567,6 +567,8 @@ func StampRevision(m proto.Message, rev int64) {
 		r.Header = h
 	case *dkvpb.QueueClaimResponse:
 		r.Header = h
+	case *dkvpb.QueueAckResponse:
+		r.Header = h
 	case *dkvpb.CompactResponse:
 		r.Header = h
 	case *dkvpb.LeaseGrantResponse:

@@ -84,6 +84,8 @@ func GrowsData(req *dkvpb.InternalRequest) bool {
 		*dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LockAcquire,
 		*dkvpb.InternalRequest_RateLimit, *dkvpb.InternalRequest_QueueClaim:
 		return true
+	case *dkvpb.InternalRequest_QueueAck:
+		return len(r.QueueAck.GetPuts()) > 0
 	case *dkvpb.InternalRequest_Txn:
 		for _, ops := range [][]*dkvpb.RequestOp{r.Txn.GetSuccess(), r.Txn.GetFailure()} {
 			for _, op := range ops {

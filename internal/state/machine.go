@@ -166,6 +166,8 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		qc := w.QueueClaim(r.QueueClaim, req.GetTimeUnixNano()/1e6)
 		qc.ClaimedUnixNano = req.GetTimeUnixNano()
 		resp = qc
+	case *dkvpb.InternalRequest_QueueAck:
+		resp, err = w.QueueAck(r.QueueAck)
 	case *dkvpb.InternalRequest_MemberAttrs:
 		must(SetMemberClientURL(b, r.MemberAttrs.GetId(), r.MemberAttrs.GetClientUrl()))
 		return Result{}

@@ -209,3 +209,63 @@ func TestQueueClaimMarks(t *testing.T) {
 		t.Fatalf("after the claim expired claimed %q, want %q again", k2, k)
 	}
 }
+
+func ack(h *dkvpb.LockHandle, marker string, puts ...*dkvpb.PutRequest) *dkvpb.InternalRequest {
+	return &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_QueueAck{QueueAck: &dkvpb.QueueAckRequest{Handle: h, MarkerKey: []byte(marker), Puts: puts}}}
+}
+
+// TestQueueAck: an ack deletes the job and its marker, writes its puts
+// and releases the claim in one command; a retry of it succeeds again
+// without changing anything; an ack under a claim that expired and was
+// taken over is refused with Locked and changes nothing.
+func TestQueueAck(t *testing.T) {
+	h := newHarness(t)
+	a, b := jobKey(0, 0, 1), jobKey(0, 0, 2)
+	ma, mb := qprefix+"c/"+a[len(qprefix)+2:], qprefix+"c/"+b[len(qprefix)+2:]
+	h.ok(put(a, `{"max_attempts":3}`, 0))
+	h.ok(put(b, `{"max_attempts":3}`, 0))
+	mark := func(owner string) *dkvpb.QueueClaimResponse {
+		req := claim(owner, 1)
+		req.GetQueueClaim().Mark = true
+		return claimed(t, h.one(req))
+	}
+	ca := mark("o1")
+	dead := &dkvpb.PutRequest{Key: []byte(qprefix + "d/1"), Value: []byte("dead")}
+	r := h.ok(ack(ca.Handle, ma, dead))
+	var got []string
+	for _, e := range r.Effects.Events {
+		got = append(got, fmt.Sprint(e.Type, " ", string(e.KV.Key)))
+	}
+	if want := fmt.Sprint([]string{"DELETE " + a, "DELETE " + ma, "PUT " + qprefix + "d/1"}); fmt.Sprint(got) != want {
+		t.Fatalf("ack events %v, want %v", got, want)
+	}
+	rev := h.m.kv.Revision()
+	if r := h.ok(ack(ca.Handle, ma, dead)); !r.Resp.(*dkvpb.QueueAckResponse).Already || h.m.kv.Revision() != rev {
+		t.Fatalf("retry of an applied ack: %v (revision %d -> %d); want already, nothing changed", r.Resp, rev, h.m.kv.Revision())
+	}
+	// The claim was released: the key's lock is free.
+	if r := h.ok(acquire(a, "x", false)); !r.Resp.(*dkvpb.LockAcquireResponse).Acquired {
+		t.Fatalf("lock after the ack: %v; want it free", r.Resp)
+	}
+	if r := h.one(ack(ca.Handle, ma, dead)); r.Err == nil {
+		t.Fatal("an ack retried after the key was locked again succeeded")
+	}
+
+	// b: claimed by o2, expired, claimed by o3; o2's late ack is refused.
+	c2 := mark("o2")
+	h.ok(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: c2.Handle.Lease, Epoch: 1}}})
+	c3 := mark("o3")
+	if string(c3.Kv.Key) != b || c3.Handle.Token <= c2.Handle.Token {
+		t.Fatalf("reclaim: %v", c3)
+	}
+	rev = h.m.kv.Revision()
+	var de *dkverr.Error
+	if r := h.one(ack(c2.Handle, mb)); !errors.As(r.Err, &de) || de.Code != dkverr.Locked || h.m.kv.Revision() != rev {
+		t.Fatalf("stale ack: %v; want Locked and nothing changed", r.Err)
+	}
+	// An expired claim nobody took over is refused too: the job is still there.
+	h.ok(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: c3.Handle.Lease, Epoch: 1}}})
+	if r := h.one(ack(c3.Handle, mb)); !errors.As(r.Err, &de) || de.Code != dkverr.Locked {
+		t.Fatalf("ack after expiry: %v; want Locked", r.Err)
+	}
+}

@@ -21,6 +21,119 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type QueueAckRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        *LockHandle            `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	MarkerKey     []byte                 `protobuf:"bytes,2,opt,name=marker_key,json=markerKey,proto3" json:"marker_key,omitempty"`
+	Puts          []*PutRequest          `protobuf:"bytes,3,rep,name=puts,proto3" json:"puts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckRequest) Reset() {
+	*x = QueueAckRequest{}
+	mi := &file_dkv_v1_queue_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckRequest) ProtoMessage() {}
+
+func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_queue_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckRequest.ProtoReflect.Descriptor instead.
+func (*QueueAckRequest) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *QueueAckRequest) GetHandle() *LockHandle {
+	if x != nil {
+		return x.Handle
+	}
+	return nil
+}
+
+func (x *QueueAckRequest) GetMarkerKey() []byte {
+	if x != nil {
+		return x.MarkerKey
+	}
+	return nil
+}
+
+func (x *QueueAckRequest) GetPuts() []*PutRequest {
+	if x != nil {
+		return x.Puts
+	}
+	return nil
+}
+
+type QueueAckResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// already: this was a retry of an ack that had applied; nothing changed.
+	Already       bool `protobuf:"varint,2,opt,name=already,proto3" json:"already,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckResponse) Reset() {
+	*x = QueueAckResponse{}
+	mi := &file_dkv_v1_queue_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckResponse) ProtoMessage() {}
+
+func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_queue_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckResponse.ProtoReflect.Descriptor instead.
+func (*QueueAckResponse) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *QueueAckResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *QueueAckResponse) GetAlready() bool {
+	if x != nil {
+		return x.Already
+	}
+	return false
+}
+
 // QueueClaimRequest names a queue by its key prefix ("dkv.queue/NAME/").
 // The layout is client/recipe's: jobs at PREFIX j/<order>, where <order> is
 // 8 hex digits of inverted priority, 16 of run-at in Unix milliseconds and
@@ -53,7 +166,7 @@ type QueueClaimRequest struct {
 
 func (x *QueueClaimRequest) Reset() {
 	*x = QueueClaimRequest{}
-	mi := &file_dkv_v1_queue_proto_msgTypes[0]
+	mi := &file_dkv_v1_queue_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -65,7 +178,7 @@ func (x *QueueClaimRequest) String() string {
 func (*QueueClaimRequest) ProtoMessage() {}
 
 func (x *QueueClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_queue_proto_msgTypes[0]
+	mi := &file_dkv_v1_queue_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -78,7 +191,7 @@ func (x *QueueClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueClaimRequest.ProtoReflect.Descriptor instead.
 func (*QueueClaimRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{0}
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *QueueClaimRequest) GetQueuePrefix() []byte {
@@ -148,7 +261,7 @@ type QueueClaimResponse struct {
 
 func (x *QueueClaimResponse) Reset() {
 	*x = QueueClaimResponse{}
-	mi := &file_dkv_v1_queue_proto_msgTypes[1]
+	mi := &file_dkv_v1_queue_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +273,7 @@ func (x *QueueClaimResponse) String() string {
 func (*QueueClaimResponse) ProtoMessage() {}
 
 func (x *QueueClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_queue_proto_msgTypes[1]
+	mi := &file_dkv_v1_queue_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +286,7 @@ func (x *QueueClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueClaimResponse.ProtoReflect.Descriptor instead.
 func (*QueueClaimResponse) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *QueueClaimResponse) GetHeader() *ResponseHeader {
@@ -250,7 +363,15 @@ var File_dkv_v1_queue_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x12dkv/v1/queue.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x92\x01\n" +
+	"\x12dkv/v1/queue.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x84\x01\n" +
+	"\x0fQueueAckRequest\x12*\n" +
+	"\x06handle\x18\x01 \x01(\v2\x12.dkv.v1.LockHandleR\x06handle\x12\x1d\n" +
+	"\n" +
+	"marker_key\x18\x02 \x01(\fR\tmarkerKey\x12&\n" +
+	"\x04puts\x18\x03 \x03(\v2\x12.dkv.v1.PutRequestR\x04puts\"\\\n" +
+	"\x10QueueAckResponse\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x18\n" +
+	"\aalready\x18\x02 \x01(\bR\aalready\"\x92\x01\n" +
 	"\x11QueueClaimRequest\x12!\n" +
 	"\fqueue_prefix\x18\x01 \x01(\fR\vqueuePrefix\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
@@ -268,9 +389,10 @@ const file_dkv_v1_queue_proto_rawDesc = "" +
 	"\ttruncated\x18\b \x01(\bR\ttruncated\x12*\n" +
 	"\x11claimed_unix_nano\x18\t \x01(\x03R\x0fclaimedUnixNano\x12\x16\n" +
 	"\x06marked\x18\n" +
-	" \x01(\bR\x06marked2G\n" +
+	" \x01(\bR\x06marked2\x81\x01\n" +
 	"\x05Queue\x12>\n" +
-	"\x05Claim\x12\x19.dkv.v1.QueueClaimRequest\x1a\x1a.dkv.v1.QueueClaimResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
+	"\x05Claim\x12\x19.dkv.v1.QueueClaimRequest\x1a\x1a.dkv.v1.QueueClaimResponse\x128\n" +
+	"\x03Ack\x12\x17.dkv.v1.QueueAckRequest\x1a\x18.dkv.v1.QueueAckResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
 	file_dkv_v1_queue_proto_rawDescOnce sync.Once
@@ -284,25 +406,33 @@ func file_dkv_v1_queue_proto_rawDescGZIP() []byte {
 	return file_dkv_v1_queue_proto_rawDescData
 }
 
-var file_dkv_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_dkv_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_dkv_v1_queue_proto_goTypes = []any{
-	(*QueueClaimRequest)(nil),  // 0: dkv.v1.QueueClaimRequest
-	(*QueueClaimResponse)(nil), // 1: dkv.v1.QueueClaimResponse
-	(*ResponseHeader)(nil),     // 2: dkv.v1.ResponseHeader
-	(*KeyValue)(nil),           // 3: dkv.v1.KeyValue
+	(*QueueAckRequest)(nil),    // 0: dkv.v1.QueueAckRequest
+	(*QueueAckResponse)(nil),   // 1: dkv.v1.QueueAckResponse
+	(*QueueClaimRequest)(nil),  // 2: dkv.v1.QueueClaimRequest
+	(*QueueClaimResponse)(nil), // 3: dkv.v1.QueueClaimResponse
 	(*LockHandle)(nil),         // 4: dkv.v1.LockHandle
+	(*PutRequest)(nil),         // 5: dkv.v1.PutRequest
+	(*ResponseHeader)(nil),     // 6: dkv.v1.ResponseHeader
+	(*KeyValue)(nil),           // 7: dkv.v1.KeyValue
 }
 var file_dkv_v1_queue_proto_depIdxs = []int32{
-	2, // 0: dkv.v1.QueueClaimResponse.header:type_name -> dkv.v1.ResponseHeader
-	3, // 1: dkv.v1.QueueClaimResponse.kv:type_name -> dkv.v1.KeyValue
-	4, // 2: dkv.v1.QueueClaimResponse.handle:type_name -> dkv.v1.LockHandle
-	0, // 3: dkv.v1.Queue.Claim:input_type -> dkv.v1.QueueClaimRequest
-	1, // 4: dkv.v1.Queue.Claim:output_type -> dkv.v1.QueueClaimResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 0: dkv.v1.QueueAckRequest.handle:type_name -> dkv.v1.LockHandle
+	5, // 1: dkv.v1.QueueAckRequest.puts:type_name -> dkv.v1.PutRequest
+	6, // 2: dkv.v1.QueueAckResponse.header:type_name -> dkv.v1.ResponseHeader
+	6, // 3: dkv.v1.QueueClaimResponse.header:type_name -> dkv.v1.ResponseHeader
+	7, // 4: dkv.v1.QueueClaimResponse.kv:type_name -> dkv.v1.KeyValue
+	4, // 5: dkv.v1.QueueClaimResponse.handle:type_name -> dkv.v1.LockHandle
+	2, // 6: dkv.v1.Queue.Claim:input_type -> dkv.v1.QueueClaimRequest
+	0, // 7: dkv.v1.Queue.Ack:input_type -> dkv.v1.QueueAckRequest
+	3, // 8: dkv.v1.Queue.Claim:output_type -> dkv.v1.QueueClaimResponse
+	1, // 9: dkv.v1.Queue.Ack:output_type -> dkv.v1.QueueAckResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_queue_proto_init() }
@@ -317,7 +447,7 @@ func file_dkv_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_queue_proto_rawDesc), len(file_dkv_v1_queue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Queue_Claim_FullMethodName = "/dkv.v1.Queue/Claim"
+	Queue_Ack_FullMethodName   = "/dkv.v1.Queue/Ack"
 )
 
 // QueueClient is the client API for Queue service.
@@ -35,6 +36,13 @@ type QueueClient interface {
 	// grants the lock on its key to owner, on a new lease of ttl_ms. No job
 	// visible is not an error: found=false.
 	Claim(ctx context.Context, in *QueueClaimRequest, opts ...grpc.CallOption) (*QueueClaimResponse, error)
+	// Ack ends a claim in one raft command: while handle is the current
+	// claim, it deletes the job (handle.key) and marker_key, writes puts
+	// (a nacked job's new key, a dead-lettered copy) and releases the
+	// lock. Refused with Locked if the claim expired or moved on; a retry
+	// of an ack that applied (the lock free, its last token handle's, the
+	// job gone) succeeds again with already=true.
+	Ack(ctx context.Context, in *QueueAckRequest, opts ...grpc.CallOption) (*QueueAckResponse, error)
 }
 
 type queueClient struct {
@@ -55,6 +63,16 @@ func (c *queueClient) Claim(ctx context.Context, in *QueueClaimRequest, opts ...
 	return out, nil
 }
 
+func (c *queueClient) Ack(ctx context.Context, in *QueueAckRequest, opts ...grpc.CallOption) (*QueueAckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueueAckResponse)
+	err := c.cc.Invoke(ctx, Queue_Ack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -68,6 +86,13 @@ type QueueServer interface {
 	// grants the lock on its key to owner, on a new lease of ttl_ms. No job
 	// visible is not an error: found=false.
 	Claim(context.Context, *QueueClaimRequest) (*QueueClaimResponse, error)
+	// Ack ends a claim in one raft command: while handle is the current
+	// claim, it deletes the job (handle.key) and marker_key, writes puts
+	// (a nacked job's new key, a dead-lettered copy) and releases the
+	// lock. Refused with Locked if the claim expired or moved on; a retry
+	// of an ack that applied (the lock free, its last token handle's, the
+	// job gone) succeeds again with already=true.
+	Ack(context.Context, *QueueAckRequest) (*QueueAckResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -80,6 +105,9 @@ type UnimplementedQueueServer struct{}
 
 func (UnimplementedQueueServer) Claim(context.Context, *QueueClaimRequest) (*QueueClaimResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Claim not implemented")
+}
+func (UnimplementedQueueServer) Ack(context.Context, *QueueAckRequest) (*QueueAckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Ack not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -120,6 +148,24 @@ func _Queue_Claim_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_Ack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueueAckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).Ack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_Ack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).Ack(ctx, req.(*QueueAckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -130,6 +176,10 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Claim",
 			Handler:    _Queue_Claim_Handler,
+		},
+		{
+			MethodName: "Ack",
+			Handler:    _Queue_Ack_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
