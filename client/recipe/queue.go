@@ -476,9 +476,11 @@ func (j *Job) Extend(ctx context.Context) (time.Duration, error) {
 
 // finish applies ops to the job under its claim: the job's key is
 // deleted (with the claim's handle) and its marker, with extra. It
-// retries a write whose outcome is unknown: the lock on the deleted key
-// stays ours until released, so a retry that finds the lock ours and the
-// key gone knows the first attempt applied.
+// retries a write whose outcome is unknown. With the server's Queue.Ack
+// it is one command that also ends the claim, and a retry is told when
+// the first attempt applied. Otherwise it is a txn plus a release: the
+// lock on the deleted key stays ours until released, so a retry that
+// finds the lock ours and the key gone knows the first attempt applied.
 func (j *Job) finish(ctx context.Context, what string, puts ...client.QueuePut) error {
 	q := j.q
 	if acker, ok := q.c.(QueueAcker); ok && !q.noServerClaim.Load() {
