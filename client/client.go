@@ -172,6 +172,7 @@ type Client struct {
 	cluster dkvpb.ClusterClient
 	maint   dkvpb.MaintenanceClient
 	rl      dkvpb.RateLimitClient
+	qu      dkvpb.QueueClient
 	auth    dkvpb.AuthClient
 
 	onClose    func() error // NewFromConn's hook, e.g. stopping an embedded node
@@ -265,6 +266,7 @@ func newClient(cfg Config, conn *grpc.ClientConn) *Client {
 		cluster: dkvpb.NewClusterClient(conn),
 		maint:   dkvpb.NewMaintenanceClient(conn),
 		rl:      dkvpb.NewRateLimitClient(conn),
+		qu:      dkvpb.NewQueueClient(conn),
 		auth:    dkvpb.NewAuthClient(conn),
 	}
 	c.watches = &watchMux{c: c}

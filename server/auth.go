@@ -261,6 +261,17 @@ func requirements(req any) []need {
 		return []need{{auth.Write, auth.Key(r.GetHandle().GetKey()), "lock release"}}
 	case *dkvpb.LockCancelRequest:
 		return []need{{auth.Write, auth.Key(r.GetKey()), "lock cancel"}}
+	case *dkvpb.QueueClaimRequest:
+		// It reads the queue's jobs and markers and locks one of them.
+		return []need{{auth.Read | auth.Write, auth.SpanOf(r.GetQueuePrefix(), nil, true), "queue claim"}}
+	case *dkvpb.QueueAckRequest:
+		// It deletes the job and its marker, writes the puts and releases
+		// the job's lock; a refusal reveals only the claim's state.
+		n := []need{{auth.Write, auth.Key(r.GetHandle().GetKey()), "queue ack"}, {auth.Write, auth.Key(r.GetMarkerKey()), "queue ack marker"}}
+		for _, p := range r.GetPuts() {
+			n = putNeeds(p, n)
+		}
+		return n
 	case *dkvpb.LockDescribeRequest:
 		return []need{{auth.Read, auth.Key(r.GetKey()), "lock describe"}}
 	case *dkvpb.LeaseGrantRequest, *dkvpb.LeaseKeepAliveOnceRequest, *dkvpb.LeaseLeasesRequest,

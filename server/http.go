@@ -57,6 +57,9 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if err := dkvpb.RegisterRateLimitHandler(bg, gw, conn); err != nil {
 		return err
 	}
+	if err := dkvpb.RegisterQueueHandler(bg, gw, conn); err != nil {
+		return err
+	}
 	if err := dkvpb.RegisterAuthHandler(bg, gw, conn); err != nil {
 		return err
 	}

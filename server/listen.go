@@ -303,6 +303,7 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
 	dkvpb.RegisterWatchServer(s.grpcSrv, &watchService{s: s})
 	dkvpb.RegisterRateLimitServer(s.grpcSrv, &rateLimitService{s: s})
+	dkvpb.RegisterQueueServer(s.grpcSrv, &queueService{s: s})
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
 
 	s.inproc = bufconn.Listen(1 << 20)

@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/dkv-io/dkv/client"
 )
 
@@ -109,6 +112,24 @@ type Queue struct {
 	// contention estimates how many consumers of this Queue value race
 	// for the same jobs (see spread).
 	contention atomic.Int32
+	// noServerClaim is set once the server answered that it has no Queue
+	// service (an older server): claims then scan and race for locks.
+	noServerClaim atomic.Bool
+}
+
+// QueueAcker is the server-side ack (client.Client has it): one raft
+// command that deletes the job and its marker, writes the puts of a nack
+// or dead-lettering and releases the claim. A QueueClient without it
+// acks with a txn and a release.
+type QueueAcker interface {
+	QueueAck(ctx context.Context, h client.LockHandle, markerKey string, puts ...client.QueuePut) (already bool, err error)
+}
+
+// QueueClaimer is the server-side claim (client.Client has it): one raft
+// command that finds the first visible job and locks it. A QueueClient
+// without it claims by scanning the queue and racing for job locks.
+type QueueClaimer interface {
+	QueueClaim(ctx context.Context, prefix string, ttl time.Duration) (*client.QueueClaimResult, error)
 }
 
 // QueuePrefix is the key prefix under which queue name keeps its state.
@@ -455,12 +476,40 @@ func (j *Job) Extend(ctx context.Context) (time.Duration, error) {
 
 // finish applies ops to the job under its claim: the job's key is
 // deleted (with the claim's handle) and its marker, with extra. It
-// retries a write whose outcome is unknown: the lock on the deleted key
-// stays ours until released, so a retry that finds the lock ours and the
-// key gone knows the first attempt applied.
-func (j *Job) finish(ctx context.Context, what string, extra ...client.Op) error {
+// retries a write whose outcome is unknown. With the server's Queue.Ack
+// it is one command that also ends the claim, and a retry is told when
+// the first attempt applied. Otherwise it is a txn plus a release: the
+// lock on the deleted key stays ours until released, so a retry that
+// finds the lock ours and the key gone knows the first attempt applied.
+func (j *Job) finish(ctx context.Context, what string, puts ...client.QueuePut) error {
 	q := j.q
-	ops := append([]client.Op{client.OpDelete(j.key, client.WithLock(j.Handle)), client.OpDelete(q.claimsPrefix() + j.rec.order())}, extra...)
+	if acker, ok := q.c.(QueueAcker); ok && !q.noServerClaim.Load() {
+		unknown := false // an earlier attempt's outcome was not learnt
+		for n := 0; ; n++ {
+			already, err := acker.QueueAck(ctx, j.Handle, q.claimsPrefix()+j.rec.order(), puts...)
+			switch {
+			case err == nil && (!already || unknown):
+				// Done now, or (already) by our earlier attempt.
+				return nil
+			case err == nil || errors.Is(err, client.ErrLocked):
+				// already on a first attempt: this claim was acked before.
+				return fmt.Errorf("%s job %s: %w", what, j.ID, ErrClaimExpired)
+			case status.Code(errors.Unwrap(err)) == codes.Unimplemented || status.Code(err) == codes.Unimplemented:
+				q.noServerClaim.Store(true) // an older server: the txn below
+			default:
+				unknown = unknown || maybeApplied(err)
+				if !retryable(err) || n >= maxWriteRetries || ctx.Err() != nil {
+					return err
+				}
+				continue
+			}
+			break
+		}
+	}
+	ops := []client.Op{client.OpDelete(j.key, client.WithLock(j.Handle)), client.OpDelete(q.claimsPrefix() + j.rec.order())}
+	for _, p := range puts {
+		ops = append(ops, client.OpPut(p.Key, p.Value))
+	}
 	var err error
 	unknown := false // an earlier attempt's outcome was not learnt
 	for n := 0; ; n++ {
@@ -559,19 +608,19 @@ func (j *Job) Nack(ctx context.Context, cause error, opts ...NackOption) error {
 		rec.LastError = "nacked"
 	}
 	if cfg.dead || rec.Attempt >= rec.MaxAttempts {
-		return j.finish(ctx, "nacking", q2dead(j.q, &rec)...)
+		return j.finish(ctx, "nacking", q2dead(j.q, &rec))
 	}
 	delay := cfg.delay
 	if !cfg.hasDelay {
 		delay = j.q.cfg.backoff(rec.Attempt)
 	}
 	rec.RunAtMs = time.Now().Add(max(delay, 0)).UnixMilli()
-	return j.finish(ctx, "nacking", client.OpPut(j.q.jobsPrefix()+rec.order(), rec.encode()))
+	return j.finish(ctx, "nacking", client.QueuePut{Key: j.q.jobsPrefix() + rec.order(), Value: rec.encode()})
 }
 
-func q2dead(q *Queue, rec *jobRecord) []client.Op {
+func q2dead(q *Queue, rec *jobRecord) client.QueuePut {
 	rec.DeadMs = time.Now().UnixMilli()
-	return []client.Op{client.OpPut(q.deadPrefix()+rec.ID, rec.encode())}
+	return client.QueuePut{Key: q.deadPrefix() + rec.ID, Value: rec.encode()}
 }
 
 // Cancel gives the claim back without using an attempt: the job is
@@ -604,6 +653,11 @@ func (j *Job) Cancel(ctx context.Context) error {
 // TryClaim claims the next visible job without waiting; ErrNoJob if there
 // is none (or the queue is paused).
 func (q *Queue) TryClaim(ctx context.Context) (*Job, error) {
+	if j, res, err := q.serverClaim(ctx); err != nil || j != nil {
+		return j, err
+	} else if res != nil {
+		return nil, ErrNoJob
+	}
 	sc, err := q.scan(ctx)
 	if err != nil {
 		return nil, err
@@ -628,16 +682,31 @@ func (q *Queue) Claim(ctx context.Context) (*Job, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		sc, err := q.scan(ctx)
-		if err != nil {
-			return nil, err
+		var (
+			wake         time.Time
+			heldUnmarked bool
+		)
+		j, res, err := q.serverClaim(ctx)
+		if err != nil || j != nil {
+			return j, err
 		}
-		wake := sc.nextRunAt
-		if !sc.paused {
-			j, heldUnmarked, err := q.claimFrom(ctx, sc)
-			if err != nil || j != nil {
-				return j, err
+		if res != nil {
+			wake, heldUnmarked = res.NextRunAt, res.LockedUnmarked > 0
+		} else {
+			sc, err := q.scan(ctx)
+			if err != nil {
+				return nil, err
 			}
+			wake = sc.nextRunAt
+			if !sc.paused {
+				j, held, err := q.claimFrom(ctx, sc)
+				if err != nil || j != nil {
+					return j, err
+				}
+				heldUnmarked = held
+			}
+		}
+		{
 			if heldUnmarked {
 				// Locked but not marked: a claimer is between its two
 				// steps, or died there. Its marker's put wakes us in the
@@ -872,8 +941,71 @@ func (q *Queue) tryClaim(ctx context.Context, k orderKey) (*Job, bool, error) {
 	if !lr.Acquired {
 		return nil, true, nil
 	}
-	start := time.Now()
-	h := lr.Handle
+	return q.claimLocked(ctx, key, k, lr.Handle, kv, gerr, time.Now())
+}
+
+// serverClaim claims through the server's Queue service. It returns the
+// job, or nil and what the server found (no job visible: when to look
+// again), or nil, nil when the server cannot help (no such service, or
+// it gave up after its scan limit): then the caller scans.
+func (q *Queue) serverClaim(ctx context.Context) (*Job, *client.QueueClaimResult, error) {
+	cl, ok := q.c.(QueueClaimer)
+	if !ok || q.noServerClaim.Load() {
+		return nil, nil, nil
+	}
+	for n := 0; ; n++ {
+		start := time.Now()
+		res, err := cl.QueueClaim(ctx, q.prefix, q.cfg.visibility)
+		if status.Code(errors.Unwrap(err)) == codes.Unimplemented || status.Code(err) == codes.Unimplemented {
+			q.noServerClaim.Store(true)
+			return nil, nil, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !res.Found {
+			if res.Truncated {
+				return nil, nil, nil
+			}
+			return nil, res, nil
+		}
+		k, ok := parseOrder(strings.TrimPrefix(res.Job.Key, q.jobsPrefix()))
+		if !ok {
+			go (&Job{q: q, Handle: res.Handle}).release()
+			return nil, nil, nil
+		}
+		if res.Marked {
+			rec, err := decodeRecord(res.Job)
+			if err == nil {
+				return q.newJob(res.Job.Key, rec, res.Handle, start), nil, nil
+			}
+		}
+		// Not marked: the job used its attempts (claimLocked dead-letters
+		// it) or the server did not mark it; finish the claim here.
+		j, _, err := q.claimLocked(ctx, res.Job.Key, k, res.Handle, res.Job, nil, start)
+		if err != nil || j != nil {
+			return j, nil, err
+		}
+		// The job was dead-lettered, vanished or the queue paused under
+		// our lock: claim the next one.
+		if n >= maxWriteRetries || ctx.Err() != nil {
+			return nil, nil, nil
+		}
+	}
+}
+
+// newJob is the claimed job rec at key under claim h, taken at start.
+func (q *Queue) newJob(key string, rec *jobRecord, h client.LockHandle, start time.Time) *Job {
+	return &Job{q: q, key: key, rec: *rec, ID: rec.ID, Payload: rec.Payload, Priority: rec.Priority,
+		RunAt: time.UnixMilli(rec.RunAtMs), EnqueuedAt: time.Unix(0, idNanos(rec.ID)), Attempt: rec.Attempt,
+		MaxAttempts: rec.MaxAttempts, LastError: rec.LastError, Handle: h, Deadline: start.Add(q.cfg.visibility)}
+}
+
+// claimLocked finishes a claim of job k once its lock h is ours: under
+// the lock it counts the attempt and puts the claim marker on the lock's
+// lease (or dead-letters a job that used its attempts). kv is a read of
+// the job, possibly older than the lock.
+func (q *Queue) claimLocked(ctx context.Context, key string, k orderKey, h client.LockHandle, kv *client.KeyValue, gerr error, start time.Time) (*Job, bool, error) {
 	giveUp := func() { go (&Job{q: q, Handle: h}).release() }
 	for n := 0; ; n++ {
 		if errors.Is(gerr, client.ErrNotFound) {
@@ -893,7 +1025,7 @@ func (q *Queue) tryClaim(ctx context.Context, k orderKey) (*Job, bool, error) {
 			// Its last claim expired without an Ack or Nack.
 			rec.LastError = fmt.Sprintf("claim of attempt %d expired (visibility timeout %v); %s", rec.Attempt, q.cfg.visibility, rec.LastError)
 			j := &Job{q: q, key: key, rec: *rec, ID: rec.ID, Handle: h}
-			if err := j.finish(ctx, "dead-lettering", q2dead(q, rec)...); err != nil && !errors.Is(err, ErrClaimExpired) {
+			if err := j.finish(ctx, "dead-lettering", q2dead(q, rec)); err != nil && !errors.Is(err, ErrClaimExpired) {
 				return nil, false, err
 			}
 			return nil, false, nil
@@ -906,9 +1038,7 @@ func (q *Queue) tryClaim(ctx context.Context, k orderKey) (*Job, bool, error) {
 			Commit()
 		switch {
 		case err == nil && res.Succeeded:
-			return &Job{q: q, key: key, rec: *rec, ID: rec.ID, Payload: rec.Payload, Priority: rec.Priority,
-				RunAt: time.UnixMilli(rec.RunAtMs), EnqueuedAt: time.Unix(0, idNanos(rec.ID)), Attempt: rec.Attempt,
-				MaxAttempts: rec.MaxAttempts, LastError: rec.LastError, Handle: h, Deadline: start.Add(q.cfg.visibility)}, false, nil
+			return q.newJob(key, rec, h, start), false, nil
 		case err == nil:
 			// The Else reads fail the txn with ErrLocked if our lock is
 			// gone, so here it is ours: the job moved, vanished, or the
@@ -924,9 +1054,7 @@ func (q *Queue) tryClaim(ctx context.Context, k orderKey) (*Job, bool, error) {
 		case retryable(err) && n < maxWriteRetries && ctx.Err() == nil:
 			// Did it apply? Then the marker carries our token.
 			if m, merr := q.c.Get(ctx, q.claimsPrefix()+k.order); merr == nil && string(m.Value) == string(marker) {
-				return &Job{q: q, key: key, rec: *rec, ID: rec.ID, Payload: rec.Payload, Priority: rec.Priority,
-					RunAt: time.UnixMilli(rec.RunAtMs), EnqueuedAt: time.Unix(0, idNanos(rec.ID)), Attempt: rec.Attempt,
-					MaxAttempts: rec.MaxAttempts, LastError: rec.LastError, Handle: h, Deadline: start.Add(q.cfg.visibility)}, false, nil
+				return q.newJob(key, rec, h, start), false, nil
 			}
 			kv, gerr = q.c.Get(ctx, key)
 		default:

@@ -565,6 +565,10 @@ func StampRevision(m proto.Message, rev int64) {
 		}
 	case *dkvpb.CounterResponse:
 		r.Header = h
+	case *dkvpb.QueueClaimResponse:
+		r.Header = h
+	case *dkvpb.QueueAckResponse:
+		r.Header = h
 	case *dkvpb.CompactResponse:
 		r.Header = h
 	case *dkvpb.LeaseGrantResponse:

@@ -73,6 +73,10 @@ func Validate(req *dkvpb.InternalRequest, l Limits) error {
 		return validateLock(req, l)
 	case *dkvpb.InternalRequest_RateLimit:
 		return ratelimit.Validate(r.RateLimit, l.MaxKeyBytes)
+	case *dkvpb.InternalRequest_QueueClaim:
+		return validateQueueClaim(r.QueueClaim, l)
+	case *dkvpb.InternalRequest_QueueAck:
+		return validateQueueAck(r.QueueAck, l)
 	case nil:
 		return invalid("request has no command")
 	default:

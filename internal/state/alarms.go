@@ -82,8 +82,10 @@ func GrowsData(req *dkvpb.InternalRequest) bool {
 	switch r := req.Request.(type) {
 	case *dkvpb.InternalRequest_Put, *dkvpb.InternalRequest_Counter,
 		*dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LockAcquire,
-		*dkvpb.InternalRequest_RateLimit:
+		*dkvpb.InternalRequest_RateLimit, *dkvpb.InternalRequest_QueueClaim:
 		return true
+	case *dkvpb.InternalRequest_QueueAck:
+		return len(r.QueueAck.GetPuts()) > 0
 	case *dkvpb.InternalRequest_Txn:
 		for _, ops := range [][]*dkvpb.RequestOp{r.Txn.GetSuccess(), r.Txn.GetFailure()} {
 			for _, op := range ops {

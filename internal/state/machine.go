@@ -160,6 +160,14 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		resp = w.LockRelease(r.LockRelease.GetHandle())
 	case *dkvpb.InternalRequest_LockCancel:
 		resp = w.LockCancel(r.LockCancel)
+	case *dkvpb.InternalRequest_QueueClaim:
+		// Run-at is compared with the entry's time, never this member's
+		// clock, so every member claims the same job.
+		qc := w.QueueClaim(r.QueueClaim, req.GetTimeUnixNano()/1e6)
+		qc.ClaimedUnixNano = req.GetTimeUnixNano()
+		resp = qc
+	case *dkvpb.InternalRequest_QueueAck:
+		resp, err = w.QueueAck(r.QueueAck)
 	case *dkvpb.InternalRequest_MemberAttrs:
 		must(SetMemberClientURL(b, r.MemberAttrs.GetId(), r.MemberAttrs.GetClientUrl()))
 		return Result{}

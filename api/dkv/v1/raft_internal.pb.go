@@ -58,6 +58,8 @@ type InternalRequest struct {
 	//	*InternalRequest_LockCancel
 	//	*InternalRequest_Alarm
 	//	*InternalRequest_RateLimit
+	//	*InternalRequest_QueueClaim
+	//	*InternalRequest_QueueAck
 	//	*InternalRequest_Auth
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
@@ -266,6 +268,24 @@ func (x *InternalRequest) GetRateLimit() *RateLimitRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetQueueClaim() *QueueClaimRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_QueueClaim); ok {
+			return x.QueueClaim
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetQueueAck() *QueueAckRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_QueueAck); ok {
+			return x.QueueAck
+		}
+	}
+	return nil
+}
+
 func (x *InternalRequest) GetAuth() *AuthChange {
 	if x != nil {
 		if x, ok := x.Request.(*InternalRequest_Auth); ok {
@@ -344,6 +364,15 @@ type InternalRequest_RateLimit struct {
 	RateLimit *RateLimitRequest `protobuf:"bytes,80,opt,name=rate_limit,json=rateLimit,proto3,oneof"`
 }
 
+type InternalRequest_QueueClaim struct {
+	// 90-99: the job queue.
+	QueueClaim *QueueClaimRequest `protobuf:"bytes,90,opt,name=queue_claim,json=queueClaim,proto3,oneof"`
+}
+
+type InternalRequest_QueueAck struct {
+	QueueAck *QueueAckRequest `protobuf:"bytes,91,opt,name=queue_ack,json=queueAck,proto3,oneof"`
+}
+
 type InternalRequest_Auth struct {
 	// 60-79: authentication and authorization.
 	Auth *AuthChange `protobuf:"bytes,60,opt,name=auth,proto3,oneof"`
@@ -380,6 +409,10 @@ func (*InternalRequest_LockCancel) isInternalRequest_Request() {}
 func (*InternalRequest_Alarm) isInternalRequest_Request() {}
 
 func (*InternalRequest_RateLimit) isInternalRequest_Request() {}
+
+func (*InternalRequest_QueueClaim) isInternalRequest_Request() {}
+
+func (*InternalRequest_QueueAck) isInternalRequest_Request() {}
 
 func (*InternalRequest_Auth) isInternalRequest_Request() {}
 
@@ -551,7 +584,7 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x11dkv/v1/auth.proto\"\xcf\b\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\"\xc5\t\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
@@ -576,7 +609,10 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"lockCancel\x12,\n" +
 	"\x05alarm\x182 \x01(\v2\x14.dkv.v1.AlarmRequestH\x00R\x05alarm\x129\n" +
 	"\n" +
-	"rate_limit\x18P \x01(\v2\x18.dkv.v1.RateLimitRequestH\x00R\trateLimit\x12(\n" +
+	"rate_limit\x18P \x01(\v2\x18.dkv.v1.RateLimitRequestH\x00R\trateLimit\x12<\n" +
+	"\vqueue_claim\x18Z \x01(\v2\x19.dkv.v1.QueueClaimRequestH\x00R\n" +
+	"queueClaim\x126\n" +
+	"\tqueue_ack\x18[ \x01(\v2\x17.dkv.v1.QueueAckRequestH\x00R\bqueueAck\x12(\n" +
 	"\x04auth\x18< \x01(\v2\x12.dkv.v1.AuthChangeH\x00R\x04authB\t\n" +
 	"\arequest\"[\n" +
 	"\fAlarmRequest\x12\x1b\n" +
@@ -622,8 +658,10 @@ var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*LockReleaseRequest)(nil),     // 15: dkv.v1.LockReleaseRequest
 	(*LockCancelRequest)(nil),      // 16: dkv.v1.LockCancelRequest
 	(*RateLimitRequest)(nil),       // 17: dkv.v1.RateLimitRequest
-	(*AuthChange)(nil),             // 18: dkv.v1.AuthChange
-	(*Member)(nil),                 // 19: dkv.v1.Member
+	(*QueueClaimRequest)(nil),      // 18: dkv.v1.QueueClaimRequest
+	(*QueueAckRequest)(nil),        // 19: dkv.v1.QueueAckRequest
+	(*AuthChange)(nil),             // 20: dkv.v1.AuthChange
+	(*Member)(nil),                 // 21: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	4,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
@@ -642,13 +680,15 @@ var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	16, // 13: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
 	1,  // 14: dkv.v1.InternalRequest.alarm:type_name -> dkv.v1.AlarmRequest
 	17, // 15: dkv.v1.InternalRequest.rate_limit:type_name -> dkv.v1.RateLimitRequest
-	18, // 16: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
-	19, // 17: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	18, // 16: dkv.v1.InternalRequest.queue_claim:type_name -> dkv.v1.QueueClaimRequest
+	19, // 17: dkv.v1.InternalRequest.queue_ack:type_name -> dkv.v1.QueueAckRequest
+	20, // 18: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
+	21, // 19: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -661,6 +701,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 	file_dkv_v1_lease_proto_init()
 	file_dkv_v1_lock_proto_init()
 	file_dkv_v1_ratelimit_proto_init()
+	file_dkv_v1_queue_proto_init()
 	file_dkv_v1_auth_proto_init()
 	file_dkv_v1_raft_internal_proto_msgTypes[0].OneofWrappers = []any{
 		(*InternalRequest_Put)(nil),
@@ -679,6 +720,8 @@ func file_dkv_v1_raft_internal_proto_init() {
 		(*InternalRequest_LockCancel)(nil),
 		(*InternalRequest_Alarm)(nil),
 		(*InternalRequest_RateLimit)(nil),
+		(*InternalRequest_QueueClaim)(nil),
+		(*InternalRequest_QueueAck)(nil),
 		(*InternalRequest_Auth)(nil),
 	}
 	type x struct{}
