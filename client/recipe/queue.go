@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/queuekeys"
 )
 
 // QueueClient is what a Queue needs of a client: *client.Client (remote
@@ -133,7 +134,7 @@ type QueueClaimer interface {
 }
 
 // QueuePrefix is the key prefix under which queue name keeps its state.
-func QueuePrefix(name string) string { return "dkv.queue/" + name + "/" }
+func QueuePrefix(name string) string { return queuekeys.Prefix(name) }
 
 // NewQueue returns the queue called name (1 to 128 bytes, no '/').
 func NewQueue(c QueueClient, name string, opts ...QueueOption) (*Queue, error) {
@@ -186,22 +187,21 @@ func (q *Queue) Name() string { return q.name }
 // a range read can tell claimed jobs from visible ones (lock grants are
 // not key events), and so that a claim's expiry, which deletes the
 // marker with its lease, is a watch event that wakes waiting consumers.
-func (q *Queue) jobsPrefix() string   { return q.prefix + "j/" }
-func (q *Queue) claimsPrefix() string { return q.prefix + "c/" }
-func (q *Queue) deadPrefix() string   { return q.prefix + "d/" }
-func (q *Queue) idemPrefix() string   { return q.prefix + "i/" }
-func (q *Queue) pausedKey() string    { return q.prefix + "c/paused" }
+func (q *Queue) jobsPrefix() string   { return q.prefix + queuekeys.Jobs }
+func (q *Queue) claimsPrefix() string { return q.prefix + queuekeys.Claims }
+func (q *Queue) deadPrefix() string   { return q.prefix + queuekeys.Dead }
+func (q *Queue) idemPrefix() string   { return q.prefix + queuekeys.Idem }
+func (q *Queue) pausedKey() string    { return q.prefix + queuekeys.Paused }
 
+// The key layout is internal/queuekeys', shared with the server's claim
+// and its /metrics collector.
 const (
-	orderLen = 8 + 16 + idLen
-	idLen    = 16 + 8
+	orderLen = queuekeys.OrderLen
+	idLen    = queuekeys.IDLen
 )
 
 func orderOf(priority int32, runAtMs int64, id string) string {
-	// Flip the sign bit so the encoding sorts like the signed number, then
-	// invert so higher priorities sort first.
-	p := ^(uint32(priority) ^ 0x80000000)
-	return fmt.Sprintf("%08x%016x%s", p, uint64(max(runAtMs, 0)), id)
+	return queuekeys.Order(priority, runAtMs, id)
 }
 
 type orderKey struct {
@@ -213,16 +213,8 @@ type orderKey struct {
 }
 
 func parseOrder(s string) (orderKey, bool) {
-	if len(s) != orderLen {
-		return orderKey{}, false
-	}
-	p, err1 := strconv.ParseUint(s[:8], 16, 32)
-	r, err2 := strconv.ParseUint(s[8:24], 16, 64)
-	e, err3 := strconv.ParseUint(s[24:40], 16, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return orderKey{}, false
-	}
-	return orderKey{order: s, priority: int32(^uint32(p) ^ 0x80000000), runAtMs: int64(r), id: s[24:], enqNanos: int64(e)}, true
+	k, ok := queuekeys.ParseOrder(s)
+	return orderKey{order: k.Order, priority: k.Priority, runAtMs: k.RunAtMs, id: k.ID, enqNanos: k.EnqNanos}, ok
 }
 
 var idClock struct {

@@ -8,6 +8,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/lock"
+	"github.com/dkv-io/dkv/internal/queuekeys"
 )
 
 // The job queue's claim (api/dkv/v1/queue.proto): one command finds the
@@ -57,9 +58,9 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 	resp := &dkvpb.QueueClaimResponse{}
 	prefix := c.GetQueuePrefix()
 	marker := func(order []byte) []byte {
-		return append(append(append([]byte(nil), prefix...), "c/"...), order...)
+		return append(append(append([]byte(nil), prefix...), queuekeys.Claims...), order...)
 	}
-	if _, ok := w.get(append(append([]byte(nil), prefix...), "c/paused"...)); ok {
+	if _, ok := w.get(append(append([]byte(nil), prefix...), queuekeys.Paused...)); ok {
 		resp.Paused = true
 		return resp
 	}
@@ -67,7 +68,7 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 	if limit == 0 {
 		limit = DefaultQueueScan
 	}
-	jobs := append(append([]byte(nil), prefix...), "j/"...)
+	jobs := append(append([]byte(nil), prefix...), queuekeys.Jobs...)
 	var (
 		seen   int64
 		found  []byte
