@@ -121,17 +121,11 @@ new NAME (with a round number) for the next. See docs/recipes.md, "Barriers".`,
 }
 
 func (a *app) barrierEnter(name string, n int, ttl time.Duration, command []string) error {
-	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	c, err := a.connect(sig)
+	sig, s, done, err := a.leaseSession(ttl)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	s, err := concurrency.NewSession(sig, c, concurrency.WithTTL(ttl))
-	if err != nil {
-		return err
-	}
+	defer done()
 	d, err := recipe.NewDoubleBarrier(s, name, n)
 	if err != nil {
 		s.Close()

@@ -282,19 +282,7 @@ func (a *app) lockRun(key string, ttl time.Duration, name string, cargs []string
 		return fmt.Errorf("%w: lock %q was lost while %s ran (its lease could not be renewed)", client.ErrLocked, key, name)
 	}
 	a.releaseQuietly(c, h)
-	var ee *exec.ExitError
-	switch {
-	case waitErr == nil:
-		return nil
-	case errors.As(waitErr, &ee):
-		code := ee.ExitCode()
-		if code < 0 {
-			code = 128 + int(syscall.SIGTERM)
-		}
-		return childExitError{code}
-	default:
-		return waitErr
-	}
+	return childResult(waitErr)
 }
 
 func (a *app) releaseQuietly(c *client.Client, h client.LockHandle) {

@@ -8,7 +8,6 @@ import (
 	"syscall"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/concurrency"
 	"github.com/dkv-io/dkv/client/recipe"
 	"github.com/spf13/cobra"
 )
@@ -71,17 +70,11 @@ the last renewal. An ID registered by another live session is refused
 			if len(argv) == 3 {
 				meta = []byte(argv[2])
 			}
-			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			c, err := a.connect(sig)
+			sig, s, done, err := a.leaseSession(ttl)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			s, err := concurrency.NewSession(sig, c, concurrency.WithTTL(ttl))
-			if err != nil {
-				return err
-			}
+			defer done()
 			r, err := recipe.Register(sig, s, argv[0], argv[1], meta)
 			if err != nil {
 				_ = s.Close()

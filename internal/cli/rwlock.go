@@ -2,16 +2,13 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/concurrency"
 	"github.com/dkv-io/dkv/client/recipe"
 	"github.com/spf13/cobra"
 )
@@ -64,17 +61,11 @@ has no time limit (--timeout bounds connecting only). See docs/recipes.md,
 }
 
 func (a *app) rwlockRun(mode, name string, ttl time.Duration, prog string, cargs []string) error {
-	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	c, err := a.connect(sig)
+	sig, s, done, err := a.leaseSession(ttl)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	s, err := concurrency.NewSession(sig, c, concurrency.WithTTL(ttl))
-	if err != nil {
-		return err
-	}
+	defer done()
 	defer s.Close() // revokes the lease: the hold goes with it
 	m, err := recipe.NewRWMutex(s, name)
 	if err != nil {
@@ -126,21 +117,4 @@ func (a *app) runChild(sig context.Context, lostc <-chan struct{}, env []string,
 		waitErr = <-exited
 	}
 	return waitErr, false, nil
-}
-
-// childResult is dkv's result for a child's exit: its exit code.
-func childResult(waitErr error) error {
-	var ee *exec.ExitError
-	switch {
-	case waitErr == nil:
-		return nil
-	case errors.As(waitErr, &ee):
-		code := ee.ExitCode()
-		if code < 0 {
-			code = 128 + int(syscall.SIGTERM)
-		}
-		return childExitError{code}
-	default:
-		return waitErr
-	}
 }

@@ -2,16 +2,13 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/concurrency"
 	"github.com/dkv-io/dkv/client/recipe"
 	"github.com/spf13/cobra"
 )
@@ -53,17 +50,11 @@ process must use the same N for NAME. See docs/recipes.md, "Semaphore".`,
 }
 
 func (a *app) semaphoreRun(name string, n int, ttl time.Duration, prog string, cargs []string) error {
-	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	c, err := a.connect(sig)
+	sig, s, done, err := a.leaseSession(ttl)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	s, err := concurrency.NewSession(sig, c, concurrency.WithTTL(ttl))
-	if err != nil {
-		return err
-	}
+	defer done()
 	defer s.Close() // revokes the lease: the permit goes with it
 	sem, err := recipe.NewSemaphore(s, name, n)
 	if err != nil {
@@ -98,17 +89,5 @@ func (a *app) semaphoreRun(name string, n int, ttl time.Duration, prog string, c
 	if err := p.Release(rctx); err != nil {
 		fmt.Fprintf(a.stderr, "warning: releasing semaphore %q permit: %v\n", name, err)
 	}
-	var ee *exec.ExitError
-	switch {
-	case waitErr == nil:
-		return nil
-	case errors.As(waitErr, &ee):
-		code := ee.ExitCode()
-		if code < 0 {
-			code = 128 + int(syscall.SIGTERM)
-		}
-		return childExitError{code}
-	default:
-		return waitErr
-	}
+	return childResult(waitErr)
 }
