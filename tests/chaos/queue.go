@@ -89,8 +89,26 @@ func (w *QueueWorkload) Run(ctx context.Context, rec *Recorder, stats *Stats) {
 	wg.Wait()
 }
 
+// maxQueueBacklog bounds the jobs waiting or claimed: producers outrun
+// consumers under faults (an enqueue is one entry, a job's claim and
+// ack two round trips, plus pauses), and an unbounded backlog would make
+// the final drain measure throughput instead of checking that nothing is
+// stuck.
+const maxQueueBacklog = 100
+
 func (w *QueueWorkload) produce(ctx context.Context, id int, q *recipe.Queue, rec *Recorder, stats *Stats) {
 	for n := 0; ctx.Err() == nil; n++ {
+		if n%10 == 0 {
+			for ctx.Err() == nil {
+				sctx, cancel := context.WithTimeout(ctx, w.OpTimeout)
+				st, err := q.Stats(sctx)
+				cancel()
+				if err == nil && st.Visible+st.Claimed+st.Scheduled < maxQueueBacklog {
+					break
+				}
+				sleepCtx(ctx, 200*time.Millisecond)
+			}
+		}
 		payload := fmt.Sprintf("p%d-%d", id, n)
 		w.mu.Lock()
 		w.enqueued = append(w.enqueued, payload)
