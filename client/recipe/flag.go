@@ -413,7 +413,7 @@ type Flags struct {
 }
 
 // NewFlags loads every flag and follows their changes until ctx ends or
-// Close.
+// Close; after that, evaluations keep serving the last flags seen.
 func NewFlags(ctx context.Context, w client.Watcher, opts ...FlagsOption) (*Flags, error) {
 	var cfg flagsConfig
 	for _, o := range opts {
@@ -502,18 +502,24 @@ func (fl *Flags) Keys() []string {
 func (fl *Flags) Close() { fl.cache.Close() }
 
 func (fl *Flags) eval(key, targetingKey string, attrs map[string]string, want FlagType) (*flagVariant, Reason, error) {
+	v, r, _, err := fl.evalFlag(key, targetingKey, attrs, want)
+	return v, r, err
+}
+
+// evalFlag evaluates against one flag set (one atomic load).
+func (fl *Flags) evalFlag(key, targetingKey string, attrs map[string]string, want FlagType) (*flagVariant, Reason, *compiledFlag, error) {
 	c, ok := fl.cur.Load().flags[key]
 	if !ok {
-		return nil, ReasonError, ErrFlagNotFound
+		return nil, ReasonError, nil, ErrFlagNotFound
 	}
 	if c.err != nil {
-		return nil, ReasonError, c.err
+		return nil, ReasonError, nil, c.err
 	}
 	if want != "" && c.typ != want {
-		return nil, ReasonError, ErrFlagType
+		return nil, ReasonError, nil, ErrFlagType
 	}
 	v, r := c.evaluate(targetingKey, attrs)
-	return v, r, nil
+	return v, r, c, nil
 }
 
 // Evaluate returns the variant flag key serves to targetingKey with
@@ -541,11 +547,11 @@ type FlagDetail struct {
 // Detail evaluates flag key and returns its variant's value; want ""
 // accepts any type.
 func (fl *Flags) Detail(key, targetingKey string, attrs map[string]string, want FlagType) (FlagDetail, error) {
-	v, r, err := fl.eval(key, targetingKey, attrs, want)
+	v, r, c, err := fl.evalFlag(key, targetingKey, attrs, want)
 	if err != nil {
 		return FlagDetail{Reason: r}, err
 	}
-	return FlagDetail{Type: fl.cur.Load().flags[key].typ, Variant: v.name, Reason: r, Bool: v.b, String: v.s, Number: v.n, JSON: v.j, Raw: v.raw}, nil
+	return FlagDetail{Type: c.typ, Variant: v.name, Reason: r, Bool: v.b, String: v.s, Number: v.n, JSON: v.j, Raw: v.raw}, nil
 }
 
 // Bool evaluates a bool flag; def when it is missing, bad or not a bool.

@@ -251,3 +251,47 @@ func TestFlagBadDocumentsRefused(t *testing.T) {
 		t.Fatalf("ListFlags did not report the bad document: %v %v", badList, err)
 	}
 }
+
+// racingKV runs race once, after SetRollout's read and before its write.
+type racingKV struct {
+	*client.Client
+	race func()
+}
+
+func (r *racingKV) Get(ctx context.Context, key string, opts ...client.OpOption) (*client.KeyValue, error) {
+	kv, err := r.Client.Get(ctx, key, opts...)
+	if f := r.race; f != nil {
+		r.race = nil
+		f()
+	}
+	return kv, err
+}
+
+// TestFlagSetRolloutKeepsConcurrentEdit: an edit made between
+// SetRollout's read and its write is kept (the compare-and-set fails and
+// SetRollout retries on the new document).
+func TestFlagSetRolloutKeepsConcurrentEdit(t *testing.T) {
+	c := openStore(t)
+	fl := newFlags(t, c)
+	f := boolFlag("k")
+	f.Rollout = &recipe.FlagRollout{Variant: "on", Percent: 5}
+	setFlag(t, c, fl, f)
+	kv := &racingKV{Client: c, race: func() {
+		g := boolFlag("k")
+		g.Rollout = &recipe.FlagRollout{Variant: "on", Percent: 5}
+		g.Enabled = false
+		if _, err := recipe.SetFlag(context.Background(), c, g); err != nil {
+			t.Error(err)
+		}
+	}}
+	if _, err := recipe.SetRollout(context.Background(), kv, "k", 50); err != nil {
+		t.Fatal(err)
+	}
+	got, err := recipe.GetFlag(context.Background(), c, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Enabled || got.Rollout.Percent != 50 {
+		t.Fatalf("after a racing edit: enabled=%v percent=%v, want false 50", got.Enabled, got.Rollout.Percent)
+	}
+}
