@@ -295,3 +295,17 @@ func TestFlagSetRolloutKeepsConcurrentEdit(t *testing.T) {
 		t.Fatalf("after a racing edit: enabled=%v percent=%v, want false 50", got.Enabled, got.Rollout.Percent)
 	}
 }
+
+// TestFlagBucketIsStable pins FlagBucket to FNV-1a 64 of key, 0, targeting
+// key, mod 10,000 (values computed independently): a change to the hash
+// would move users between variants across a release.
+func TestFlagBucketIsStable(t *testing.T) {
+	for _, tc := range []struct {
+		key, tk string
+		want    uint32
+	}{{"checkout.new", "user-42", 561}, {"a", "", 8084}, {"", "a", 2426}} {
+		if got := recipe.FlagBucket(tc.key, tc.tk); got != tc.want {
+			t.Fatalf("FlagBucket(%q, %q) = %d, want %d", tc.key, tc.tk, got, tc.want)
+		}
+	}
+}
