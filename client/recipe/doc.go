@@ -20,6 +20,7 @@
 //   - Register, Members and WatchMembers (presence*.go): presence groups.
 //   - STM (stm*.go): software transactions over many keys, etcd's isolation levels.
 //   - SessionStore (session*.go): web sessions on leases with an atomic Update.
+//   - Flags (flag*.go): feature flags evaluated locally, sticky rollouts.
 //
 // Every recipe takes the narrowest client interfaces it needs (KV,
 // Locker, Lease, Watcher), so it runs against a remote cluster, an

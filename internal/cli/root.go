@@ -139,6 +139,7 @@ JSON object per command with -o json.
 		a.roleCmd(),
 		a.authCmd(),
 		a.queueCmd(),
+		a.flagCmd(),
 	)
 	a.addVersion(root)
 	return root
