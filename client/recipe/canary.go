@@ -64,14 +64,6 @@ func (t CanaryThresholds) withDefaults() CanaryThresholds {
 	return t
 }
 
-// rate is errors/requests, 0 with no requests.
-func (s VariantStats) rate() float64 {
-	if s.Requests <= 0 {
-		return 0
-	}
-	return float64(s.Errors) / float64(s.Requests)
-}
-
 // DecideCanary is the canary rule, a pure function: fewer than
 // MinRequests canary requests → CanaryWait; the canary's error rate at
 // least Ratio × the baseline's AND at least MinPointsAbove percentage
@@ -83,8 +75,17 @@ func DecideCanary(baseline, canary VariantStats, t CanaryThresholds) CanaryDecis
 	if canary.Requests < t.MinRequests {
 		return CanaryWait
 	}
-	b, c := baseline.rate(), canary.rate()
-	if c >= t.Ratio*b && (c-b)*100 >= t.MinPointsAbove {
+	// Compared cross-multiplied, so the boundaries (exactly Ratio times,
+	// exactly MinPointsAbove points) are not lost to rounding:
+	// c >= Ratio·b  ⇔  ce·br >= Ratio·be·cr, and
+	// (c-b)·100 >= m  ⇔  100·(ce·br - be·cr) >= m·cr·br,
+	// with br taken as 1 (and be as 0) for a baseline without requests.
+	ce, cr := float64(canary.Errors), float64(canary.Requests)
+	be, br := float64(baseline.Errors), float64(baseline.Requests)
+	if baseline.Requests <= 0 {
+		be, br = 0, 1
+	}
+	if ce*br >= t.Ratio*be*cr && 100*(ce*br-be*cr) >= t.MinPointsAbove*cr*br {
 		return CanaryRollback
 	}
 	return CanaryProceed

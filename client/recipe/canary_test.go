@@ -21,6 +21,8 @@ func TestDecideCanary(t *testing.T) {
 		{"baseline with zero errors and fewer than 200 requests, canary 1% errors", vs{150, 0}, vs{200, 2}, def, recipe.CanaryRollback},
 		{"baseline with zero errors, canary 0.4% errors (under the 0.5 point margin)", vs{150, 0}, vs{1000, 4}, def, recipe.CanaryProceed},
 		{"baseline with zero errors, canary exactly 0.5 points", vs{150, 0}, vs{1000, 5}, def, recipe.CanaryRollback},
+		{"baseline with zero errors, one error in 200 canary requests (0.5 points)", vs{150, 0}, vs{200, 1}, def, recipe.CanaryRollback},
+		{"exactly twice the baseline, 0.7 points above", vs{1000, 7}, vs{1000, 14}, def, recipe.CanaryRollback},
 		{"baseline with no requests at all, canary 5%", vs{0, 0}, vs{200, 10}, def, recipe.CanaryRollback},
 		{"canary twice the baseline and 1 point above", vs{1000, 10}, vs{1000, 20}, def, recipe.CanaryRollback},
 		{"canary 1.9x the baseline though 9 points above", vs{1000, 100}, vs{1000, 190}, def, recipe.CanaryProceed},
