@@ -56,7 +56,7 @@ func TestCanaryControllerRollsBackFaultyCanary(t *testing.T) {
 	serve("canary", 100, 0)
 	step("wait") // 100 canary requests < 200
 	serve("canary", 150, 0)
-	step("proceed") // 5% -> 25%
+	step("proceed")          // 5% -> 25%
 	serve("canary", 250, 40) // now 40/500 = 8%
 	step("rollback")
 	if _, err := cc.Step(ctx, l); !errors.Is(err, recipe.ErrRolloutFinished) {
