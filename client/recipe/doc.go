@@ -21,7 +21,7 @@
 //   - STM (stm*.go): software transactions over many keys, etcd's isolation levels.
 //   - SessionStore (session*.go): web sessions on leases with an atomic Update.
 //   - Reconciler (reconcile*.go): a level-triggered control loop on the elected leader, fenced writes.
-//   - DecideCanary (canary*.go): the progressive-delivery rule (wait, proceed or roll back).
+//   - DecideCanary and CanaryController (canary*.go): progressive delivery by the canary rule.
 //
 // Every recipe takes the narrowest client interfaces it needs (KV,
 // Locker, Lease, Watcher), so it runs against a remote cluster, an

@@ -209,10 +209,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return err
 		}
 		r.lead(ctx, l)
+		// Give the leadership up whatever ended the loop (ctx, a cache
+		// that failed to start): campaigning again while still holding
+		// the lock would wait for ourselves. Already lost: ErrLocked,
+		// ignored.
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = l.Resign(dctx)
+		cancel()
 		if ctx.Err() != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = l.Resign(dctx)
-			cancel()
 			return ctx.Err()
 		}
 		select {
