@@ -301,3 +301,72 @@ func TestReconcilerDeposedWriteRefused(t *testing.T) {
 	}
 	_ = l2
 }
+
+// The leader loses its session in the middle of a pass (its reconcile of
+// web-3 is stalled, as a paused process would be, and does not notice);
+// its late write is refused, and the new leader completes the pass
+// without repeating the action the old leader had done.
+func TestReconcilerLeaderLostMidRun(t *testing.T) {
+	c := openStore(t)
+	ctx := testCtx(t)
+	for k, v := range map[string]string{"d/web-1": "v2", "d/web-2": "v2", "d/web-3": "v2", "a/alt-1": "v1", "a/web-1": "v1", "a/web-2": "v2"} {
+		mustPut(t, c, k, v)
+	}
+	stalled, release := make(chan struct{}), make(chan struct{})
+	lateErr := make(chan error, 1)
+	d1 := &deployer{}
+	first := func(ctx context.Context, key string) (recipe.ReconcileResult, error) {
+		if key == "web-3" {
+			close(stalled)
+			<-release
+			// It has not noticed it was deposed: it writes anyway.
+			_, err := d1.r.Put(context.WithoutCancel(ctx), "a/web-3", []byte("v2"))
+			lateErr <- err
+			return recipe.ReconcileResult{}, err
+		}
+		return d1.reconcile(ctx, key)
+	}
+	s1 := newSession(t, c)
+	r1, err := recipe.NewReconciler(c, s1, recipe.ReconcilerConfig{
+		Election: "ctl/deployer", DesiredPrefix: "d/", ActualPrefix: "a/", Reconcile: first, Workers: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1.r = r1
+	runReconciler(t, r1)
+	<-stalled
+	if err := s1.Close(); err != nil { // the leader is gone
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-lateErr; !errors.Is(err, client.ErrLocked) {
+		t.Fatalf("the deposed leader's late write: %v, want ErrLocked", err)
+	}
+	d2 := &deployer{}
+	r2, err := recipe.NewReconciler(c, newSession(t, c), recipe.ReconcilerConfig{
+		Election: "ctl/deployer", DesiredPrefix: "d/", ActualPrefix: "a/", Reconcile: d2.reconcile,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2.r = r2
+	runReconciler(t, r2)
+	if err := r2.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done1, done2 := d1.take(), d2.take()
+	all := append(append([]string{}, done1...), done2...)
+	sort.Strings(all)
+	sameLines(t, "actions of both leaders", all, []string{"start web-3 v2", "stop alt-1", "update web-1 to v2"})
+	for _, a := range done2 {
+		for _, b := range done1 {
+			if a == b {
+				t.Fatalf("the new leader repeated %q", a)
+			}
+		}
+	}
+	if len(done1) == 0 {
+		t.Fatalf("the first leader did nothing before it was deposed; the test proves nothing")
+	}
+}
