@@ -21,6 +21,8 @@
 //   - STM (stm*.go): software transactions over many keys, etcd's isolation levels.
 //   - SessionStore (session*.go): web sessions on leases with an atomic Update.
 //   - Flags (flag*.go): feature flags evaluated locally, sticky rollouts.
+//   - Reconciler (reconcile*.go): a level-triggered control loop on the elected leader, fenced writes.
+//   - DecideCanary and CanaryController (canary*.go): progressive delivery by the canary rule.
 //
 // Every recipe takes the narrowest client interfaces it needs (KV,
 // Locker, Lease, Watcher), so it runs against a remote cluster, an

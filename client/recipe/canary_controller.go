@@ -1,0 +1,182 @@
+package recipe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/client/concurrency"
+)
+
+// CanaryRecord is one decision of a CanaryController, as recorded under
+// "dkv.canary/NAME/decisions/" (JSON, key = zero-padded sequence number).
+type CanaryRecord struct {
+	Seq      int64            `json:"seq"`
+	Percent  int              `json:"percent"` // the stage decided on
+	Baseline VariantStats     `json:"baseline"`
+	Canary   VariantStats     `json:"canary"`
+	Decision string           `json:"decision"`
+	Next     int              `json:"next_percent"` // the percentage set after it
+	Revision int64            `json:"revision"`     // the store revision the counters were read at
+	Term     int64            `json:"term"`         // the deciding leader's fencing token
+	Limits   CanaryThresholds `json:"thresholds"`
+}
+
+// CanaryController walks a flag through rollout stages by the canary
+// rule. Instances count traffic with ReportCanary; Step, called by the
+// elected leader, reads the counters, decides and records the decision;
+// every write it makes is fenced by the leadership.
+type CanaryController struct {
+	c          client.KV
+	name       string
+	stages     []int
+	th         CanaryThresholds
+	setPercent func(ctx context.Context, percent int, fence client.LockHandle) error
+}
+
+// DefaultCanaryStages are the rollout percentages unless told otherwise.
+var DefaultCanaryStages = []int{5, 25, 50, 100}
+
+// NewCanaryController returns the controller of rollout name; setPercent
+// sets the flag's rollout percentage (fenced with the handle it is given).
+func NewCanaryController(c client.KV, name string, stages []int, th CanaryThresholds,
+	setPercent func(ctx context.Context, percent int, fence client.LockHandle) error) *CanaryController {
+	if len(stages) == 0 {
+		stages = DefaultCanaryStages
+	}
+	return &CanaryController{c: c, name: name, stages: stages, th: th.withDefaults(), setPercent: setPercent}
+}
+
+func canaryPrefix(name string) string { return "dkv.canary/" + name + "/" }
+
+func canaryCounter(name, variant, what string) string {
+	return canaryPrefix(name) + "counters/" + variant + "/" + what
+}
+
+// ReportCanary counts one request served by variant ("baseline" or
+// "canary") of rollout name, and an error if failed.
+func ReportCanary(ctx context.Context, c client.KV, name, variant string, failed bool) error {
+	if variant != "baseline" && variant != "canary" {
+		return &client.Error{Kind: client.ErrInvalidInput, Msg: "canary variant must be baseline or canary"}
+	}
+	if _, err := c.Counter(ctx, canaryCounter(name, variant, "requests"), 1); err != nil {
+		return err
+	}
+	if failed {
+		_, err := c.Counter(ctx, canaryCounter(name, variant, "errors"), 1)
+		return err
+	}
+	return nil
+}
+
+// ErrRolloutFinished is returned by Step once the rollout reached 100%
+// or was rolled back.
+var ErrRolloutFinished = errors.New("recipe: the rollout is finished")
+
+func (cc *CanaryController) readInt(ctx context.Context, key string, h client.LockHandle) (int64, int64, error) {
+	kv, err := cc.c.Get(ctx, key, client.WithLock(h))
+	if errors.Is(err, client.ErrNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := strconv.ParseInt(string(kv.Value), 10, 64)
+	return n, kv.ModRevision, err
+}
+
+// Step makes one decision as leader l: at the current stage (the first
+// stage if none yet) it reads the counters (fenced reads), applies
+// DecideCanary, sets the flag's percentage (next stage on proceed, 0 on
+// rollback), and records the decision, all fenced by l: a deposed
+// leader's Step fails with client.ErrLocked and changes nothing.
+func (cc *CanaryController) Step(ctx context.Context, l *concurrency.Leadership) (*CanaryRecord, error) {
+	h := l.Handle()
+	p := canaryPrefix(cc.name)
+	stageIdx, _, err := cc.readInt(ctx, p+"stage", h)
+	if err != nil {
+		return nil, err
+	}
+	seq, _, err := cc.readInt(ctx, p+"seq", h)
+	if err != nil {
+		return nil, err
+	}
+	if stageIdx < 0 || int(stageIdx) >= len(cc.stages) {
+		return nil, ErrRolloutFinished
+	}
+	rr, err := cc.c.List(ctx, p+"counters/", client.WithLock(h))
+	if err != nil {
+		return nil, err
+	}
+	var base, can VariantStats
+	for _, kv := range rr.KVs {
+		n, err := strconv.ParseInt(string(kv.Value), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("recipe: canary counter %s: %w", kv.Key, err)
+		}
+		switch kv.Key[len(p+"counters/"):] {
+		case "baseline/requests":
+			base.Requests = n
+		case "baseline/errors":
+			base.Errors = n
+		case "canary/requests":
+			can.Requests = n
+		case "canary/errors":
+			can.Errors = n
+		}
+	}
+	percent := cc.stages[stageIdx]
+	d := DecideCanary(base, can, cc.th)
+	next, nextIdx := percent, stageIdx
+	switch d {
+	case CanaryProceed:
+		nextIdx = stageIdx + 1
+		if int(nextIdx) < len(cc.stages) {
+			next = cc.stages[nextIdx]
+		}
+	case CanaryRollback:
+		next, nextIdx = 0, -1
+	}
+	rec := &CanaryRecord{Seq: seq + 1, Percent: percent, Baseline: base, Canary: can, Decision: d.String(),
+		Next: next, Revision: rr.Revision, Term: h.Token, Limits: cc.th}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	// Record first: a decision that was acted on is always recorded.
+	if _, err := cc.c.Put(ctx, fmt.Sprintf("%sdecisions/%020d", p, rec.Seq), val, client.WithLock(h)); err != nil {
+		return nil, err
+	}
+	if _, err := cc.c.Put(ctx, p+"seq", []byte(strconv.FormatInt(rec.Seq, 10)), client.WithLock(h)); err != nil {
+		return nil, err
+	}
+	if d != CanaryWait {
+		if err := cc.setPercent(ctx, next, h); err != nil {
+			return nil, err
+		}
+		if _, err := cc.c.Put(ctx, p+"stage", []byte(strconv.FormatInt(nextIdx, 10)), client.WithLock(h)); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
+}
+
+// Decisions returns the recorded decisions of rollout name, oldest first.
+func Decisions(ctx context.Context, c client.KV, name string) ([]CanaryRecord, error) {
+	rr, err := c.List(ctx, canaryPrefix(name)+"decisions/")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CanaryRecord, 0, len(rr.KVs))
+	for _, kv := range rr.KVs {
+		var r CanaryRecord
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
