@@ -484,6 +484,12 @@ func (j *Job) finish(ctx context.Context, what string, puts ...client.QueuePut) 
 				// Done now, or (already) by our earlier attempt.
 				return nil
 			case err == nil || errors.Is(err, client.ErrLocked):
+				if unknown {
+					// An earlier attempt may have applied (and released
+					// the claim) before this one was refused: saying
+					// "expired" would report a done job as not done.
+					return fmt.Errorf("%s job %s: the claim is gone after an attempt whose outcome is unknown: %w", what, j.ID, client.ErrUnknownOutcome)
+				}
 				// already on a first attempt: this claim was acked before.
 				return fmt.Errorf("%s job %s: %w", what, j.ID, ErrClaimExpired)
 			case status.Code(errors.Unwrap(err)) == codes.Unimplemented || status.Code(err) == codes.Unimplemented:
