@@ -57,11 +57,15 @@ type Server struct {
 	// clientSlots counts client gRPC and HTTP connections (listen.go).
 	clientSlots *connLimit
 
-	ready     chan struct{}
-	stopc     chan struct{}
-	stopOnce  sync.Once
-	stopErr   error
-	wg        sync.WaitGroup
+	ready    chan struct{}
+	stopc    chan struct{}
+	stopOnce sync.Once
+	stopErr  error
+	wg       sync.WaitGroup
+	// watchRecv counts the Watch streams' receive goroutines, which
+	// create watches (reading the store) and can outlive their handler;
+	// stop waits for them before closing the store.
+	watchRecv sync.WaitGroup
 	purgeKick chan struct{}
 	lessor    *lease.Lessor // lease table; tracks deadlines on the leader
 	renewer   *renewer      // group-commits keep-alives
@@ -268,6 +272,7 @@ func (s *Server) stop() {
 			// data directory stays locked until it does.
 			return
 		}
+		s.watchRecv.Wait() // a watch being created reads the store
 		if s.store != nil {
 			if err := s.store.Sync(); err != nil {
 				s.stopErr = err

@@ -83,7 +83,9 @@ func (ws *watchService) Watch(stream dkvpb.Watch_WatchServer) error {
 	direct := make(chan *dkvpb.WatchResponse, 16) // responses of watches that do not exist
 	recvErr := make(chan error, 1)
 	retick := make(chan struct{}, 1)
+	s.watchRecv.Add(1)
 	go func() {
+		defer s.watchRecv.Done()
 		for {
 			req, err := stream.Recv()
 			if err == io.EOF {
