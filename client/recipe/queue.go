@@ -343,6 +343,18 @@ func maybeApplied(err error) bool {
 	return errors.Is(err, client.ErrUnknownOutcome) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// lastAttempt is the error to report when the retries of a write end
+// with err. If an earlier attempt's outcome was unknown, that attempt may
+// have applied, so a definite-looking last error (Unavailable: "not
+// applied") would be a lie: a done job would look not done, and be done
+// again or counted as lost. The caller learns the outcome is unknown.
+func lastAttempt(err error, unknown bool, what, id string) error {
+	if !unknown || maybeApplied(err) {
+		return err
+	}
+	return fmt.Errorf("%s job %s: %v, after an attempt whose outcome is unknown: %w", what, id, err, client.ErrUnknownOutcome)
+}
+
 func retryable(err error) bool {
 	return errors.Is(err, client.ErrUnknownOutcome) || errors.Is(err, client.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
@@ -497,7 +509,7 @@ func (j *Job) finish(ctx context.Context, what string, puts ...client.QueuePut) 
 			default:
 				unknown = unknown || maybeApplied(err)
 				if !retryable(err) || n >= maxWriteRetries || ctx.Err() != nil {
-					return err
+					return lastAttempt(err, unknown, what, j.ID)
 				}
 				continue
 			}
@@ -543,7 +555,7 @@ func (j *Job) finish(ctx context.Context, what string, puts ...client.QueuePut) 
 		}
 		unknown = unknown || maybeApplied(err)
 		if !retryable(err) || n >= maxWriteRetries || ctx.Err() != nil {
-			return err
+			return lastAttempt(err, unknown, what, j.ID)
 		}
 	}
 	// Before returning, end the claim itself, so that writes made

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -240,8 +241,13 @@ func (s QueueSafety) Check(_ context.Context, r *Run) []Anomaly {
 	claims := map[string][]claim{}
 	var acks []QueueEvent
 	var fin *QueueEvent
+	// trail[p]: what happened to job p, for the anomaly's message.
+	trail := map[string][]string{}
 	for _, e := range r.History.Stream(QueueStream) {
 		e := e.(QueueEvent)
+		if e.Kind != "final" {
+			trail[e.Payload] = append(trail[e.Payload], fmt.Sprintf("%s(w%d tok %d %s%s)", e.Kind, e.Worker, e.Token, e.Outcome, map[bool]string{true: " paused"}[e.Paused]))
+		}
 		switch e.Kind {
 		case "enqueue":
 			enqAny[e.Payload] = true
@@ -311,7 +317,7 @@ func (s QueueSafety) Check(_ context.Context, r *Run) []Anomaly {
 		case d > 1 || (d == 1 && acked > 0):
 			bad("job %s acked %d times and dead-lettered %d times", p, acked, d)
 		case enqOK[p] && acked == 0 && d == 0 && unknown == 0 && !waiting[p]:
-			bad("job %s lost: enqueued, never acked, not dead-lettered, not waiting", p)
+			bad("job %s lost: enqueued, never acked, not dead-lettered, not waiting; its events: %s", p, strings.Join(trail[p], " "))
 		}
 	}
 	return out
