@@ -15,7 +15,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/embedded"
@@ -136,7 +138,10 @@ func Main(scenario func(ctx context.Context, env *Env) error) {
 	var f Flags
 	f.Register(flag.CommandLine)
 	flag.Parse()
-	ctx := context.Background()
+	// Ctrl-C ends the scenario, and Close still removes the embedded
+	// store's directory.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	env, err := f.Open(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "connecting:", err)
@@ -146,6 +151,10 @@ func Main(scenario func(ctx context.Context, env *Env) error) {
 	err = scenario(ctx, env)
 	if cerr := env.Close(); err == nil {
 		err = cerr
+	}
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "interrupted")
+		os.Exit(130)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
