@@ -14,8 +14,10 @@ import (
 // CanaryRecord is one decision of a CanaryController, as recorded under
 // "dkv.canary/NAME/decisions/" (JSON, key = zero-padded sequence number).
 type CanaryRecord struct {
-	Seq      int64            `json:"seq"`
-	Percent  int              `json:"percent"` // the stage decided on
+	Seq     int64 `json:"seq"`
+	Percent int   `json:"percent"` // the stage decided on
+	// Baseline and Canary are the counts decided on: since the rollout
+	// began, or since the stage began WithStageWindows.
 	Baseline VariantStats     `json:"baseline"`
 	Canary   VariantStats     `json:"canary"`
 	Decision string           `json:"decision"`
@@ -35,6 +37,27 @@ type CanaryController struct {
 	stages     []int
 	th         CanaryThresholds
 	setPercent func(ctx context.Context, percent int, fence client.LockHandle) error
+	perStage   bool
+}
+
+// WithStageWindows makes every decision count only the requests reported
+// since the rollout entered its current stage, not since it began, and
+// returns cc. Cumulative counts mix stages with different traffic
+// shares: a failure that hits both variants alike during a later stage
+// (a baseline outage: a database down) weighs more in the canary's
+// counts, whose requests mostly come from that stage, and rolls back a
+// healthy canary. Within one stage both variants are counted over the
+// same time window. The totals at each stage change are kept under
+// "dkv.canary/NAME/window".
+func (cc *CanaryController) WithStageWindows() *CanaryController {
+	cc.perStage = true
+	return cc
+}
+
+// canaryWindow is the counter totals when the current stage began.
+type canaryWindow struct {
+	Baseline VariantStats `json:"baseline"`
+	Canary   VariantStats `json:"canary"`
 }
 
 // DefaultCanaryStages are the rollout percentages unless told otherwise.
@@ -59,14 +82,32 @@ func canaryCounter(name, variant, what string) string {
 // ReportCanary counts one request served by variant ("baseline" or
 // "canary") of rollout name, and an error if failed.
 func ReportCanary(ctx context.Context, c client.KV, name, variant string, failed bool) error {
+	var errs int64
+	if failed {
+		errs = 1
+	}
+	return ReportCanaryCounts(ctx, c, name, variant, 1, errs)
+}
+
+// ReportCanaryCounts adds requests requests and errors errors served by
+// variant of rollout name: for an instance that counts locally and
+// flushes its counts every so often, at two counter writes per flush
+// instead of one or two per request. (The two writes are separate: a
+// Step between them sees the requests without their errors.)
+func ReportCanaryCounts(ctx context.Context, c client.KV, name, variant string, requests, errors int64) error {
 	if variant != "baseline" && variant != "canary" {
 		return &client.Error{Kind: client.ErrInvalidInput, Msg: "canary variant must be baseline or canary"}
 	}
-	if _, err := c.Counter(ctx, canaryCounter(name, variant, "requests"), 1); err != nil {
-		return err
+	if requests < 0 || errors < 0 || errors > requests {
+		return &client.Error{Kind: client.ErrInvalidInput, Msg: fmt.Sprintf("canary counts: %d errors in %d requests", errors, requests)}
 	}
-	if failed {
-		_, err := c.Counter(ctx, canaryCounter(name, variant, "errors"), 1)
+	if requests > 0 {
+		if _, err := c.Counter(ctx, canaryCounter(name, variant, "requests"), requests); err != nil {
+			return err
+		}
+	}
+	if errors > 0 {
+		_, err := c.Counter(ctx, canaryCounter(name, variant, "errors"), errors)
 		return err
 	}
 	return nil
@@ -128,6 +169,22 @@ func (cc *CanaryController) Step(ctx context.Context, l *concurrency.Leadership)
 			can.Errors = n
 		}
 	}
+	totals := canaryWindow{Baseline: base, Canary: can}
+	if cc.perStage {
+		kv, err := cc.c.Get(ctx, p+"window", client.WithLock(h))
+		switch {
+		case errors.Is(err, client.ErrNotFound): // the first stage: since the start
+		case err != nil:
+			return nil, err
+		default:
+			var w canaryWindow
+			if err := json.Unmarshal(kv.Value, &w); err != nil {
+				return nil, fmt.Errorf("recipe: canary window %s: %w", kv.Key, err)
+			}
+			base = VariantStats{Requests: base.Requests - w.Baseline.Requests, Errors: base.Errors - w.Baseline.Errors}
+			can = VariantStats{Requests: can.Requests - w.Canary.Requests, Errors: can.Errors - w.Canary.Errors}
+		}
+	}
 	percent := cc.stages[stageIdx]
 	d := DecideCanary(base, can, cc.th)
 	next, nextIdx := percent, stageIdx
@@ -156,6 +213,12 @@ func (cc *CanaryController) Step(ctx context.Context, l *concurrency.Leadership)
 	if d != CanaryWait {
 		if err := cc.setPercent(ctx, next, h); err != nil {
 			return nil, err
+		}
+		if cc.perStage {
+			w, _ := json.Marshal(totals)
+			if _, err := cc.c.Put(ctx, p+"window", w, client.WithLock(h)); err != nil {
+				return nil, err
+			}
 		}
 		if _, err := cc.c.Put(ctx, p+"stage", []byte(strconv.FormatInt(nextIdx, 10)), client.WithLock(h)); err != nil {
 			return nil, err

@@ -359,8 +359,11 @@ func ListFlags(ctx context.Context, kv client.KV) (flags []*Flag, bad map[string
 
 // SetRollout sets the percentage of flag key's rollout (which must
 // exist) by compare-and-set on the flag's ModRevision, retrying when a
-// concurrent write got in first; it returns the write's revision.
-func SetRollout(ctx context.Context, kv client.KV, key string, percent float64) (int64, error) {
+// concurrent write got in first; it returns the write's revision. opts
+// are added to the write: client.WithLock(h) fences it, as a canary
+// controller's setPercent must (refused with client.ErrLocked once h is
+// no longer current).
+func SetRollout(ctx context.Context, kv client.KV, key string, percent float64, opts ...client.OpOption) (int64, error) {
 	if err := validPercent(percent); err != nil {
 		return 0, flagInvalid("%s: %v", key, err)
 	}
@@ -373,7 +376,7 @@ func SetRollout(ctx context.Context, kv client.KV, key string, percent float64) 
 			return 0, flagInvalid("%s has no rollout: set one with SetFlag first", key)
 		}
 		f.Rollout.Percent = percent
-		rev, err := SetFlag(ctx, kv, f, client.IfModRevision(f.ModRevision))
+		rev, err := SetFlag(ctx, kv, f, append([]client.OpOption{client.IfModRevision(f.ModRevision)}, opts...)...)
 		if errors.Is(err, client.ErrConflict) {
 			if ctx.Err() != nil {
 				return 0, ctx.Err()

@@ -1,0 +1,163 @@
+// Package exenv is what every program under examples/ does before its
+// scenario: connect to DKV from the command line. Without --endpoints it
+// starts an embedded single-node store (client/embedded) with its data in
+// a temporary directory, removed on Close; with --endpoints it dials a
+// cluster, with the same --cacert/--cert/--key/--user flags (and DKV_*
+// environment variables) as the dkv CLI.
+package exenv
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/client/embedded"
+)
+
+// Flags are the connection flags.
+type Flags struct {
+	Endpoints, CACert, Cert, Key, User string
+}
+
+// Register adds --endpoints, --cacert, --cert, --key and --user to fs.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Endpoints, "endpoints", os.Getenv("DKV_ENDPOINTS"), "comma-separated gRPC endpoints of a DKV cluster (env DKV_ENDPOINTS); empty: an embedded store in a temporary directory")
+	fs.StringVar(&f.CACert, "cacert", os.Getenv("DKV_CACERT"), "connect with TLS, trusting the CA certificates (PEM) in this file (env DKV_CACERT)")
+	fs.StringVar(&f.Cert, "cert", os.Getenv("DKV_CERT"), "client certificate (PEM), with --key (env DKV_CERT)")
+	fs.StringVar(&f.Key, "key", os.Getenv("DKV_KEY"), "key (PEM) of --cert (env DKV_KEY)")
+	fs.StringVar(&f.User, "user", os.Getenv("DKV_USER"), "authenticate as NAME:PASSWORD (or NAME with env DKV_PASSWORD) when the cluster has auth enabled")
+}
+
+// Env is an open connection to a store.
+type Env struct {
+	// Client is the program's client.
+	Client *client.Client
+	// Where says in words what Client is connected to.
+	Where string
+	// Run is a short random id; examples put it in their key prefixes so
+	// that a second run against the same cluster starts afresh.
+	Run string
+
+	newClient func(context.Context) (*client.Client, error)
+	close     func() error
+}
+
+// NewClient opens another client to the same store, for scenarios with
+// several instances that each have their own connection. Close it.
+func (e *Env) NewClient(ctx context.Context) (*client.Client, error) { return e.newClient(ctx) }
+
+// Close closes Client and, for an embedded store, stops it and removes
+// its directory.
+func (e *Env) Close() error { return e.close() }
+
+// Open connects as the flags say.
+func (f *Flags) Open(ctx context.Context) (*Env, error) {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	run := hex.EncodeToString(b[:])
+	if f.Endpoints == "" {
+		return OpenEmbedded(ctx, run)
+	}
+	cfg := client.Config{Endpoints: strings.Split(f.Endpoints, ",")}
+	if f.CACert != "" || f.Cert != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if f.CACert != "" {
+			pem, err := os.ReadFile(f.CACert)
+			if err != nil {
+				return nil, fmt.Errorf("--cacert: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--cacert %s: no PEM certificate in it", f.CACert)
+			}
+		}
+		if f.Cert != "" {
+			pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+			if err != nil {
+				return nil, fmt.Errorf("--cert/--key: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{pair}
+		}
+		cfg.TLS = tc
+	}
+	if f.User != "" {
+		name, pw, ok := strings.Cut(f.User, ":")
+		if !ok {
+			pw = os.Getenv("DKV_PASSWORD")
+		}
+		cfg.Username, cfg.Password = name, pw
+	}
+	dial := func(ctx context.Context) (*client.Client, error) { return client.New(ctx, cfg) }
+	c, err := dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Client: c, Where: "the cluster at " + f.Endpoints, Run: run, newClient: dial, close: c.Close}, nil
+}
+
+// OpenEmbedded starts an embedded store in a new temporary directory.
+func OpenEmbedded(ctx context.Context, run string) (*Env, error) {
+	dir, err := os.MkdirTemp("", "dkv-example-")
+	if err != nil {
+		return nil, err
+	}
+	c, err := embedded.Open(ctx, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	dial := func(ctx context.Context) (*client.Client, error) {
+		conn, err := embedded.Server(c).DialInProcess(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return client.NewFromConn(conn, nil), nil
+	}
+	closeAll := func() error {
+		err := c.Close()
+		if rerr := os.RemoveAll(dir); err == nil {
+			err = rerr
+		}
+		return err
+	}
+	return &Env{Client: c, Where: "an embedded store in " + dir, Run: run, newClient: dial, close: closeAll}, nil
+}
+
+// Main parses the flags, opens the store and runs scenario with it,
+// exiting 1 with the error if it fails.
+func Main(scenario func(ctx context.Context, env *Env) error) {
+	var f Flags
+	f.Register(flag.CommandLine)
+	flag.Parse()
+	// Ctrl-C ends the scenario, and Close still removes the embedded
+	// store's directory.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env, err := f.Open(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connecting:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("Using %s.\n\n", env.Where)
+	err = scenario(ctx, env)
+	if cerr := env.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "interrupted")
+		os.Exit(130)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/examples/internal/exenv"
+)
+
+// TestPausedWorkerRefused is the scenario's claim: a worker pauses on an
+// invoice past its lock's TTL; another worker processes that invoice, the
+// paused worker's late write is refused with Locked, and every invoice
+// has exactly one accepted result.
+func TestPausedWorkerRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	env, err := exenv.OpenEmbedded(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	const n = 12
+	rep, err := Run(ctx, env, Config{
+		Prefix: "inv/", Invoices: n, Workers: 3, LockTTL: time.Second, Work: 10 * time.Millisecond,
+		PauseOn: 2, Log: exenv.NewLog(exenv.TestWriter(t.Logf)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		if rep.Accepted[i] != 1 || rep.PaidBy[i] == "" || rep.PaidBy[i] == "open" {
+			t.Errorf("invoice %d: %q, %d results accepted; want processed exactly once", i, rep.PaidBy[i], rep.Accepted[i])
+		}
+	}
+	if rep.Paused == "" || rep.TakenBy == "" || rep.TakenBy == rep.Paused {
+		t.Fatalf("paused %q, invoice 2 processed by %q: want another worker to take it over", rep.Paused, rep.TakenBy)
+	}
+	if !errors.Is(rep.LateWrite, client.ErrLocked) {
+		t.Errorf("the paused worker's late write: %v, want ErrLocked", rep.LateWrite)
+	}
+}
