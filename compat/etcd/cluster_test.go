@@ -333,6 +333,21 @@ func (c *cluster) newClient(t testing.TB) *clientv3.Client {
 	return cli
 }
 
+// newClientAt is newClient on one member's endpoint only.
+func (c *cluster) newClientAt(t testing.TB, m *member) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{m.client},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
 // memberByName returns the named member.
 func (c *cluster) memberByName(name string) *member {
 	for _, m := range c.members {
