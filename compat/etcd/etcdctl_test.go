@@ -40,6 +40,10 @@ type step struct {
 	// captureRE applied to stdout; the value is also replaced by
 	// <name> wherever it is printed.
 	capture, captureRE string
+	// captureID says the captured value is a hex id (a lease, a member),
+	// printed as <capture> in hex and in decimal; other captures (a
+	// revision) are printed as they are.
+	captureID bool
 	// sortLines sorts stdout's lines: the order the command prints them in
 	// is not defined (endpoints answering in parallel, map order).
 	sortLines bool
@@ -47,8 +51,24 @@ type step struct {
 	noStderr bool
 	// rules are this step's own normalizations (regexp → replacement).
 	rules [][2]string
+	// retry re-runs the command until it exits 0, for up to 20s, and
+	// records the run that did: etcd refuses membership changes with
+	// "unhealthy cluster" until every member has been connected to the
+	// others for 5s, a state of a just-started cluster, not of the API.
+	retry bool
 	// fix is a normalization a regexp cannot express.
 	fix func(string) string
+}
+
+// sortInitialCluster sorts the list in ETCD_INITIAL_CLUSTER="a=u,b=v",
+// which etcdctl prints in the order of member ids.
+func sortInitialCluster(s string) string {
+	return regexp.MustCompile(`ETCD_INITIAL_CLUSTER="([^"]*)"`).ReplaceAllStringFunc(s, func(m string) string {
+		inner := m[len(`ETCD_INITIAL_CLUSTER="`) : len(m)-1]
+		ms := strings.Split(inner, ",")
+		sort.Strings(ms)
+		return `ETCD_INITIAL_CLUSTER="` + strings.Join(ms, ",") + `"`
+	})
 }
 
 // sortAttachedKeys sorts the list in "attached keys([b a])": etcd prints a
@@ -127,8 +147,8 @@ func session() []step {
 		{args: []string{"put", "jobs/end", "done"}},
 		{wait: "w3", until: `jobs/end\ndone\n`},
 		// leases
-		{args: []string{"lease", "grant", "60"}, capture: "L1", captureRE: `lease ([0-9a-f]+) granted`},
-		{args: []string{"lease", "grant", "120"}, capture: "L2", captureRE: `lease ([0-9a-f]+) granted`},
+		{args: []string{"lease", "grant", "60"}, capture: "L1", captureRE: `lease ([0-9a-f]+) granted`, captureID: true},
+		{args: []string{"lease", "grant", "120"}, capture: "L2", captureRE: `lease ([0-9a-f]+) granted`, captureID: true},
 		{args: []string{"put", "leased", "v", "--lease={{L1}}"}},
 		{args: []string{"put", "leased2", "v", "--lease={{L1}}"}},
 		{args: []string{"get", "leased", "-w", "fields"}, only: "n1"},
@@ -154,6 +174,16 @@ func session() []step {
 		{wait: "e1", until: `\nv1\n`, rules: [][2]string{{`e1/[0-9a-f]+`, `e1/<lease>`}}},
 		// cluster and maintenance
 		{args: []string{"member", "list"}, sortLines: true},
+		// A learner that is never started: added, updated, refused
+		// promotion (it is not in sync), removed.
+		{args: []string{"member", "add", "n4", "--learner", "--peer-urls=http://{{peer:n4}}"}, capture: "id:n4",
+			captureRE: `Member ([0-9a-f]+) added`, captureID: true, retry: true, fix: sortInitialCluster},
+		{args: []string{"member", "list"}, sortLines: true},
+		{args: []string{"member", "update", "{{id:n4}}", "--peer-urls=http://{{peer:n4b}}"}},
+		{args: []string{"member", "promote", "{{id:n4}}"}},
+		{args: []string{"member", "remove", "{{id:n4}}"}},
+		{args: []string{"member", "list"}, sortLines: true},
+		{args: []string{"alarm", "list"}},
 		{args: []string{"endpoint", "status"}, rules: [][2]string{endpointStatus}},
 		{args: []string{"endpoint", "health"}, sortLines: true, rules: [][2]string{{`took = \S+`, `took = <duration>`}}},
 		{args: []string{"endpoint", "hashkv"}, rules: [][2]string{{`(?m)^(<ep:n\d>), \d+$`, `$1, <hash>`}}},
@@ -164,6 +194,7 @@ func session() []step {
 		{args: []string{"compaction", "3"}},
 		{args: []string{"compaction", "--physical", "4"}},
 		{args: []string{"get", "t", "--rev=5"}},
+		{args: []string{"defrag"}},
 		{args: []string{"snapshot", "save", "{{tmp}}/snap.db"}, only: "n1", noStderr: true},
 		// auth
 		{args: []string{"user", "add", "root", "--new-user-password=rootpw"}},
@@ -221,6 +252,12 @@ func runSession(t *testing.T, c *cluster) []string {
 		names[m.peer] = "<peer:" + m.name + ">"
 		names[strconv.FormatUint(m.memberID, 16)] = "<id:" + m.name + ">"
 		names[strconv.FormatUint(m.memberID, 10)] = "<id:" + m.name + ">"
+	}
+	// Peer addresses for a member the script adds but never starts.
+	for _, extra := range []string{"n4", "n4b"} {
+		a := freeAddr(t)
+		vars["peer:"+extra] = a
+		names[a] = "<peer:" + extra + ">"
 	}
 	names[strconv.FormatUint(c.clusterID, 16)] = "<cluster>"
 	names[strconv.FormatUint(c.clusterID, 10)] = "<cluster>"
@@ -291,7 +328,7 @@ func runSession(t *testing.T, c *cluster) []string {
 				t.Fatalf("%s: capture %s: %q not in output:\n%s%s", title, st.capture, st.captureRE, stdout, stderr)
 			}
 			vars[st.capture] = m[1]
-			if _, known := names[m[1]]; !known && !regexp.MustCompile(`^\d+$`).MatchString(m[1]) {
+			if st.captureID {
 				names[m[1]] = "<" + st.capture + ">"
 				// Leases are also printed in decimal (JSON output).
 				if v, err := strconv.ParseUint(m[1], 16, 64); err == nil {
@@ -365,10 +402,19 @@ func runSession(t *testing.T, c *cluster) []string {
 			// Stopped by our signal: its exit status is ours, not its.
 			out = append(out, record(st, bgTitles[st.wait]+" (stopped once it printed "+strconv.Quote(st.until)+")", p.stdout.String(), p.stderr.String(), nil))
 		default:
-			cmd := command(st)
 			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
+			var err error
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				stdout.Reset()
+				stderr.Reset()
+				cmd := command(st)
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				err = cmd.Run()
+				if err == nil || !st.retry || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(200 * time.Millisecond) // poll interval
+			}
 			title := "etcdctl " + strings.Join(st.args, " ")
 			if st.stdin != "" {
 				title += " <<< " + strconv.Quote(st.stdin)
