@@ -36,6 +36,15 @@ type step struct {
 	// its output in the transcript at that point.
 	bg, wait string
 	until    string
+	// keep leaves a waited-for child running (its output so far is
+	// recorded); a later step with stop set to its handle stops it and
+	// records the rest. quiet names another child whose output so far
+	// that step records first (it should have printed nothing yet).
+	keep        bool
+	stop, quiet string
+	// retryUntil re-runs the command until its stdout matches, for up to
+	// 20s: it waits for a child to reach a state the store shows.
+	retryUntil string
 	// capture names a variable to set from the first group of the regexp
 	// captureRE applied to stdout; the value is also replaced by
 	// <name> wherever it is printed.
@@ -166,6 +175,14 @@ func session() []step {
 		// lock with a command: etcdctl prints only the command's output.
 		{args: []string{"lock", "mylock", "--", "echo", "held"}},
 		{args: []string{"get", "mylock", "--prefix", "--keys-only"}},
+		// A held lock: a second locker runs its command once the holder
+		// is stopped.
+		{bg: "l1", args: []string{"lock", "mylock2"}},
+		{wait: "l1", until: `mylock2/[0-9a-f]+\n`, rules: [][2]string{{`mylock2/[0-9a-f]+`, `mylock2/<lease>`}}, keep: true},
+		{bg: "l2", args: []string{"lock", "mylock2", "--", "echo", "second"}},
+		{args: []string{"get", "mylock2", "--prefix", "--keys-only"}, retryUntil: `(?s)mylock2/.*mylock2/`, rules: [][2]string{{`mylock2/[0-9a-f]+`, `mylock2/<lease>`}}},
+		{stop: "l1", quiet: "l2", rules: [][2]string{{`mylock2/[0-9a-f]+`, `mylock2/<lease>`}}},
+		{wait: "l2", until: `second\n`},
 		// election: a campaigner, then an observer that sees it lead.
 		{bg: "e1", args: []string{"elect", "e1", "v1"}},
 		{bg: "e1l", args: []string{"elect", "-l", "e1"}},
@@ -192,6 +209,9 @@ func session() []step {
 		{args: []string{"compaction", "3"}},
 		{args: []string{"get", "foo", "--rev=2"}},
 		{args: []string{"compaction", "3"}},
+		// A watch from a compacted revision is canceled by the server.
+		{args: []string{"watch", "--rev=2", "foo"}},
+		{args: []string{"watch", "--rev=2", "foo", "-w", "json"}, only: "n1"},
 		{args: []string{"compaction", "--physical", "4"}},
 		{args: []string{"get", "t", "--rev=5"}},
 		{args: []string{"defrag"}},
@@ -393,14 +413,21 @@ func runSession(t *testing.T, c *cluster) []string {
 				}
 				time.Sleep(20 * time.Millisecond) // poll interval
 			}
-			_ = p.cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-p.done:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%s did not exit on SIGINT", bgTitles[st.wait])
+			if st.keep {
+				out = append(out, record(st, bgTitles[st.wait]+" (printed "+strconv.Quote(st.until)+", left running)", p.stdout.String(), p.stderr.String(), nil))
+				continue
 			}
+			stopBg(t, p, bgTitles[st.wait])
 			// Stopped by our signal: its exit status is ours, not its.
 			out = append(out, record(st, bgTitles[st.wait]+" (stopped once it printed "+strconv.Quote(st.until)+")", p.stdout.String(), p.stderr.String(), nil))
+		case st.stop != "":
+			if st.quiet != "" {
+				q := bgs[st.quiet]
+				out = append(out, record(st, bgTitles[st.quiet]+" (output so far)", q.stdout.String(), q.stderr.String(), nil))
+			}
+			p := bgs[st.stop]
+			stopBg(t, p, bgTitles[st.stop])
+			out = append(out, record(st, bgTitles[st.stop]+" (stopped)", p.stdout.String(), p.stderr.String(), nil))
 		default:
 			var stdout, stderr bytes.Buffer
 			var err error
@@ -410,7 +437,17 @@ func runSession(t *testing.T, c *cluster) []string {
 				cmd := command(st)
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
 				err = cmd.Run()
-				if err == nil || !st.retry || time.Now().After(deadline) {
+				done := !st.retry || err == nil
+				if st.retryUntil != "" {
+					done = regexp.MustCompile(st.retryUntil).MatchString(stdout.String())
+				}
+				if done {
+					break
+				}
+				if time.Now().After(deadline) {
+					if st.retryUntil != "" {
+						t.Fatalf("etcdctl %s: stdout did not match %q within 20s:\n%s%s", strings.Join(st.args, " "), st.retryUntil, stdout.String(), stderr.String())
+					}
 					break
 				}
 				time.Sleep(200 * time.Millisecond) // poll interval
@@ -429,6 +466,17 @@ func runSession(t *testing.T, c *cluster) []string {
 		t.Errorf("snapshot save left no snapshot file: %v", err)
 	}
 	return out
+}
+
+// stopBg stops a child with SIGINT, as Ctrl-C would.
+func stopBg(t *testing.T, p *bgProc, title string) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not exit on SIGINT", title)
+	}
 }
 
 // TestEtcdctlSession runs the scripted etcdctl session against a fresh
