@@ -238,17 +238,20 @@ func startCluster(t testing.TB, kind string) *cluster {
 			close(m.exited)
 		}(m, lf)
 	}
-	t.Cleanup(func() {
-		var wg sync.WaitGroup
-		for _, m := range c.members {
-			wg.Go(m.stop)
-		}
-		wg.Wait()
-	})
+	t.Cleanup(c.stop)
 	if err := c.waitReady(60 * time.Second); err != nil {
 		t.Fatalf("%s cluster did not become ready: %v%s", kind, err, c.logs())
 	}
 	return c
+}
+
+// stop stops every member; it may be called more than once.
+func (c *cluster) stop() {
+	var wg sync.WaitGroup
+	for _, m := range c.members {
+		wg.Go(m.stop)
+	}
+	wg.Wait()
 }
 
 // waitReady polls every member's etcd Maintenance.Status until all agree
