@@ -160,6 +160,8 @@ func session() []step {
 		{args: []string{"lease", "grant", "120"}, capture: "L2", captureRE: `lease ([0-9a-f]+) granted`, captureID: true},
 		{args: []string{"put", "leased", "v", "--lease={{L1}}"}},
 		{args: []string{"put", "leased2", "v", "--lease={{L1}}"}},
+		{args: []string{"put", "leased", "v2", "--ignore-lease"}},
+		{args: []string{"put", "nokey", "--ignore-value"}},
 		{args: []string{"get", "leased", "-w", "fields"}, only: "n1"},
 		{args: []string{"lease", "keep-alive", "--once", "{{L1}}"}},
 		{args: []string{"lease", "timetolive", "{{L1}}"}, rules: [][2]string{{`remaining\(\d+s\)`, `remaining(<ttl>s)`}}},
@@ -337,7 +339,7 @@ func runSession(t *testing.T, c *cluster) []string {
 		cmd := exec.Command(*etcdctlBin, args...)
 		cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
 		if st.stdin != "" {
-			cmd.Stdin = strings.NewReader(st.stdin)
+			cmd.Stdin = strings.NewReader(expand(st.stdin))
 		}
 		return cmd
 	}
@@ -353,6 +355,7 @@ func runSession(t *testing.T, c *cluster) []string {
 				// Leases are also printed in decimal (JSON output).
 				if v, err := strconv.ParseUint(m[1], 16, 64); err == nil {
 					names[strconv.FormatUint(v, 10)] = "<" + st.capture + ">"
+					vars[st.capture+":dec"] = strconv.FormatUint(v, 10)
 				}
 			}
 		}
