@@ -294,39 +294,7 @@ func runSession(t *testing.T, c *cluster) []string {
 			return v
 		})
 	}
-	normalize := func(s string, st step) string {
-		keys := make([]string, 0, len(names))
-		for k := range names {
-			keys = append(keys, k)
-		}
-		// Longest first, so an address is replaced before a shorter
-		// value it contains.
-		sort.Slice(keys, func(i, j int) bool { return len(keys[i]) > len(keys[j]) })
-		for _, k := range keys {
-			re := regexp.QuoteMeta(k)
-			// Whole words only: the decimal id 12 is not replaced
-			// inside 123.
-			if regexp.MustCompile(`^\w`).MatchString(k) {
-				re = `\b` + re
-			}
-			if regexp.MustCompile(`\w$`).MatchString(k) {
-				re += `\b`
-			}
-			s = regexp.MustCompile(re).ReplaceAllString(s, names[k])
-		}
-		for _, r := range slices.Concat(globalRules, st.rules) {
-			s = regexp.MustCompile(r[0]).ReplaceAllString(s, r[1])
-		}
-		if st.fix != nil {
-			s = st.fix(s)
-		}
-		if st.sortLines {
-			lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-			sort.Strings(lines)
-			s = strings.Join(lines, "\n") + "\n"
-		}
-		return s
-	}
+	normalize := func(s string, st step) string { return normalizeOutput(s, names, st) }
 	command := func(st step) *exec.Cmd {
 		eps := strings.Join(c.endpoints(), ",")
 		if st.only != "" {
@@ -469,6 +437,43 @@ func runSession(t *testing.T, c *cluster) []string {
 		t.Errorf("snapshot save left no snapshot file: %v", err)
 	}
 	return out
+}
+
+// normalizeOutput applies the normalization README.md lists: known values
+// (names maps each to the name it is shown as), then globalRules and the
+// step's own rules, its fix, and its line sort.
+func normalizeOutput(s string, names map[string]string, st step) string {
+	keys := make([]string, 0, len(names))
+	for k := range names {
+		keys = append(keys, k)
+	}
+	// Longest first, so an address is replaced before a shorter
+	// value it contains.
+	sort.Slice(keys, func(i, j int) bool { return len(keys[i]) > len(keys[j]) })
+	for _, k := range keys {
+		re := regexp.QuoteMeta(k)
+		// Whole words only: the decimal id 12 is not replaced
+		// inside 123.
+		if regexp.MustCompile(`^\w`).MatchString(k) {
+			re = `\b` + re
+		}
+		if regexp.MustCompile(`\w$`).MatchString(k) {
+			re += `\b`
+		}
+		s = regexp.MustCompile(re).ReplaceAllString(s, names[k])
+	}
+	for _, r := range slices.Concat(globalRules, st.rules) {
+		s = regexp.MustCompile(r[0]).ReplaceAllString(s, r[1])
+	}
+	if st.fix != nil {
+		s = st.fix(s)
+	}
+	if st.sortLines && s != "" {
+		lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+		sort.Strings(lines)
+		s = strings.Join(lines, "\n") + "\n"
+	}
+	return s
 }
 
 // stopBg stops a child with SIGINT, as Ctrl-C would.
