@@ -309,7 +309,10 @@ func testElection(t *testing.T, c *cluster) {
 func testSTMConflict(t *testing.T, c *cluster, name string, iso concurrency.Isolation) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cli, other := c.newClient(t), c.newClient(t)
+	// The STM's client talks to one member, which has applied the
+	// setup writes when they return: RepeatableReads and ReadCommitted
+	// read serializably, and a stale read would be a conflict of its own.
+	cli, other := c.newClientAt(t, c.members[0]), c.newClient(t)
 	pfx := "/stm-conflict/" + name + "/"
 	for _, kind := range []string{"read", "write"} {
 		r, w := pfx+kind+"/r", pfx+kind+"/w"
