@@ -1,0 +1,53 @@
+package etcdcompat
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// within fails the test unless ch is closed or sent on within d.
+func within[T any](t *testing.T, d time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s did not happen within %v", what, d)
+	}
+	var zero T
+	return zero
+}
+
+// notYet fails the test if ch has already delivered: the caller has
+// established (by the store's state) that the operation is waiting.
+func notYet[T any](t *testing.T, what string, ch <-chan T) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatalf("%s returned while it should still wait", what)
+	default:
+	}
+}
+
+// eventually polls cond until it returns nil or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var err error
+	for {
+		err = cond(ctx)
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %v: %v", what, d, err)
+		case <-time.After(20 * time.Millisecond): // poll interval
+		}
+	}
+}
+
+var errNotYet = errors.New("not yet")
