@@ -11,6 +11,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/server/etcdapi"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/lock"
 	"github.com/dkv-io/dkv/internal/state"
@@ -441,7 +442,16 @@ func filterReply(ctx context.Context, resp any) {
 }
 
 func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := s.checkCall(ctx, info.FullMethod, req)
+	if etcdapi.IsEtcdMethod(info.FullMethod) {
+		return handler(ctx, req) // checked per DKV call it makes (authUnary)
+	}
+	return s.authUnary(ctx, req, info.FullMethod, handler)
+}
+
+// authUnary checks req as a call of method, runs handler and filters its
+// reply.
+func (s *Server) authUnary(ctx context.Context, req any, method string, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := s.checkCall(ctx, method, req)
 	if err != nil {
 		return nil, err
 	}
@@ -456,12 +466,20 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 // per create request (watchService.create); a snapshot download needs
 // root; lease keep-alives any authenticated user.
 func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if etcdapi.IsEtcdMethod(info.FullMethod) {
+		return handler(srv, ss) // checked as the DKV stream it opens (authStream)
+	}
+	return s.authStream(srv, ss, info.FullMethod, handler)
+}
+
+// authStream checks opening a stream of method and runs handler.
+func (s *Server) authStream(srv any, ss grpc.ServerStream, method string, handler grpc.StreamHandler) error {
 	var req any
-	switch info.FullMethod {
+	switch method {
 	case dkvpb.Watch_Watch_FullMethodName, dkvpb.Lease_KeepAlive_FullMethodName:
 		req = &dkvpb.LeaseKeepAliveRequest{} // authenticated, no more
 	}
-	if _, err := s.checkCall(ss.Context(), info.FullMethod, req); err != nil {
+	if _, err := s.checkCall(ss.Context(), method, req); err != nil {
 		return err
 	}
 	return handler(srv, ss)
