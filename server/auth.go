@@ -11,10 +11,10 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/server/etcdapi"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/lock"
 	"github.com/dkv-io/dkv/internal/state"
+	"github.com/dkv-io/dkv/server/etcdapi"
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -234,23 +234,9 @@ func requirements(req any) []need {
 	case *dkvpb.DeleteRangeRequest:
 		return deleteNeeds(r, nil)
 	case *dkvpb.TxnRequest:
-		var n []need
-		for _, c := range r.GetCompare() {
-			n = append(n, need{auth.Read, auth.Key(c.GetKey()), "txn compare"})
-		}
-		for _, ops := range [][]*dkvpb.RequestOp{r.GetSuccess(), r.GetFailure()} {
-			for _, op := range ops {
-				switch o := op.GetRequest().(type) {
-				case *dkvpb.RequestOp_RequestRange:
-					n = rangeNeeds(o.RequestRange, n)
-				case *dkvpb.RequestOp_RequestPut:
-					n = putNeeds(o.RequestPut, n)
-				case *dkvpb.RequestOp_RequestDeleteRange:
-					n = deleteNeeds(o.RequestDeleteRange, n)
-				default:
-					return rootOnly // an op this table does not know
-				}
-			}
+		n, ok := txnNeeds(r, nil)
+		if !ok {
+			return rootOnly // an op this table does not know
 		}
 		return n
 	case *dkvpb.CounterRequest:
@@ -284,6 +270,34 @@ func requirements(req any) []need {
 		return nil // plus what the lease's keys need: leaseNeeds
 	}
 	return rootOnly
+}
+
+// txnNeeds appends what t and the txns nested in it need; false for an
+// op it does not know.
+func txnNeeds(t *dkvpb.TxnRequest, n []need) ([]need, bool) {
+	for _, c := range t.GetCompare() {
+		n = append(n, need{auth.Read, auth.SpanOf(c.GetKey(), c.GetRangeEnd(), false), "txn compare"})
+	}
+	for _, ops := range [][]*dkvpb.RequestOp{t.GetSuccess(), t.GetFailure()} {
+		for _, op := range ops {
+			switch o := op.GetRequest().(type) {
+			case *dkvpb.RequestOp_RequestRange:
+				n = rangeNeeds(o.RequestRange, n)
+			case *dkvpb.RequestOp_RequestPut:
+				n = putNeeds(o.RequestPut, n)
+			case *dkvpb.RequestOp_RequestDeleteRange:
+				n = deleteNeeds(o.RequestDeleteRange, n)
+			case *dkvpb.RequestOp_RequestTxn:
+				var ok bool
+				if n, ok = txnNeeds(o.RequestTxn, n); !ok {
+					return nil, false
+				}
+			default:
+				return nil, false
+			}
+		}
+	}
+	return n, true
 }
 
 func rangeNeeds(r *dkvpb.RangeRequest, n []need) []need {

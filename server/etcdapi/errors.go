@@ -79,8 +79,11 @@ func toEtcdErr(err error) error {
 			return rpctypes.ErrGRPCFutureRev
 		case strings.Contains(msg, "key is empty"):
 			return rpctypes.ErrGRPCEmptyKey
+		case strings.Contains(msg, "twice") || strings.Contains(msg, "both puts and deletes"):
+			return rpctypes.ErrGRPCDuplicateKey
+		case strings.Contains(msg, "needs an existing key"):
+			return rpctypes.ErrGRPCKeyNotFound
 		}
 	}
 	return status.Error(de.Code.GRPCCode(), etcdPrefix+msg)
 }
-
