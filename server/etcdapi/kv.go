@@ -26,7 +26,12 @@ func (k *kvServer) Range(ctx context.Context, r *etcdserverpb.RangeRequest) (*et
 	if err != nil {
 		return nil, err
 	}
-	return post(resp), nil
+	out := post(resp)
+	if r.Revision != 0 {
+		// etcd's header carries the store's revision, not the one read.
+		out.Header.Revision = max(out.Header.Revision, k.d.Header().GetRevision())
+	}
+	return out, nil
 }
 
 // rangeToDKV is r as a DKV range, and what turns DKV's reply into etcd's.

@@ -163,9 +163,7 @@ func txnFromDKV(r *etcdserverpb.TxnRequest, resp *dkvpb.TxnResponse) *etcdserver
 			} else { // cannot happen: the request was translated before
 				rr = &etcdserverpb.RangeResponse{Kvs: toKVs(o.ResponseRange.GetKvs()), Count: o.ResponseRange.GetCount(), More: o.ResponseRange.GetMore()}
 			}
-			if o.ResponseRange.GetHeader() == nil || req.GetRequestRange().GetRevision() == 0 {
-				rr.Header = h
-			}
+			rr.Header = h // etcd's: the store's revision, even for a past read
 			e = &etcdserverpb.ResponseOp{Response: &etcdserverpb.ResponseOp_ResponseRange{ResponseRange: rr}}
 		case *dkvpb.ResponseOp_ResponsePut:
 			p := putFromDKV(o.ResponsePut)
