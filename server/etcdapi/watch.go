@@ -5,14 +5,19 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // watchServer is etcd's Watch service: DKV's watch stream, with each
 // request and response translated on the way through (watchStream). DKV's
 // watches already have etcd's semantics: events in revision order, one
 // response per revision (split only past the message limit, marked
-// fragment), start_revision 0 meaning now, a future start_revision
-// waiting for it, client- or server-chosen ids, progress notification and
+// fragment; consecutive revisions may share a response, as in etcd's
+// catch-up), start_revision 0 meaning now, a future start_revision
+// waiting for it, client- or server-chosen ids (DKV's server-chosen ids
+// start at 1, etcd's at 0), progress notification and
 // requests, prev_kv and the put/delete filters.
 type watchServer struct {
 	etcdserverpb.UnimplementedWatchServer
@@ -75,6 +80,17 @@ func (s *watchStream) Send(r *dkvpb.WatchResponse) error {
 			return err
 		}
 		return s.es.Send(&etcdserverpb.WatchResponse{Header: h, WatchId: r.GetWatchId(), Canceled: true, CompactRevision: r.GetCompactRevision()})
+	}
+	if raw := r.ProtoReflect().GetUnknown(); len(raw) > 0 {
+		// The hub encodes events once for every watcher and hands them
+		// over as the raw bytes of field events.
+		var evs dkvpb.WatchResponse
+		if err := proto.Unmarshal(raw, &evs); err != nil {
+			return status.Errorf(codes.Internal, etcdPrefix+"decoding watch events: %v", err)
+		}
+		r = &dkvpb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Created: r.Created, Canceled: r.Canceled,
+			CompactRevision: r.CompactRevision, CancelReason: r.CancelReason, Fragment: r.Fragment,
+			Events: append(r.Events, evs.Events...)}
 	}
 	out := &etcdserverpb.WatchResponse{
 		Header: h, WatchId: r.GetWatchId(), Created: r.GetCreated(), Canceled: r.GetCanceled(),
