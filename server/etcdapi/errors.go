@@ -73,6 +73,10 @@ func toEtcdErr(err error) error {
 		if strings.Contains(msg, "no leader") {
 			return rpctypes.ErrGRPCNoLeader
 		}
+	case dkverr.Conflict:
+		if strings.HasPrefix(msg, "lease ") && strings.HasSuffix(msg, " already exists") {
+			return rpctypes.ErrGRPCLeaseExist
+		}
 	case dkverr.InvalidInput:
 		switch {
 		case strings.Contains(msg, "is in the future"):

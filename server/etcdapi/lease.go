@@ -37,9 +37,6 @@ func (l *leaseServer) LeaseGrant(ctx context.Context, r *etcdserverpb.LeaseGrant
 		return l.d.Lease.Grant(ctx, req)
 	})
 	if err != nil {
-		if dkverr.CodeOf(err) == dkverr.Conflict {
-			return nil, rpctypes.ErrGRPCLeaseExist
-		}
 		return nil, err
 	}
 	return &etcdserverpb.LeaseGrantResponse{Header: toHeader(resp.GetHeader()), ID: resp.GetId(), TTL: resp.GetTtlMs() / 1000}, nil
