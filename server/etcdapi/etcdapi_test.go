@@ -26,7 +26,7 @@ type node struct {
 
 func startNode(t *testing.T) *node {
 	t.Helper()
-	s, err := server.New(server.Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond, NoSync: true})
+	s, err := server.New(server.Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
