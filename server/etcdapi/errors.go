@@ -91,3 +91,50 @@ func toEtcdErr(err error) error {
 	}
 	return status.Error(de.Code.GRPCCode(), etcdPrefix+msg)
 }
+
+// DKVCode is the DKV code an error this package returned stands for, for
+// the server's metrics, which count calls by DKV code: etcd's statuses
+// carry no DKV detail, so the code comes from the gRPC code (and, for the
+// codes DKV uses twice, the message).
+func DKVCode(err error) dkverr.Code {
+	if err == nil {
+		return dkverr.OK
+	}
+	if c := dkverr.CodeOf(err); c != dkverr.Internal {
+		return c
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return dkverr.Internal
+	}
+	switch st.Code() {
+	case codes.InvalidArgument:
+		return dkverr.InvalidInput
+	case codes.NotFound:
+		if st.Message() == rpctypes.ErrorDesc(rpctypes.ErrGRPCLeaseNotFound) {
+			return dkverr.LeaseNotFound
+		}
+		return dkverr.NotFound
+	case codes.OutOfRange:
+		if st.Message() == rpctypes.ErrorDesc(rpctypes.ErrGRPCCompacted) {
+			return dkverr.Compacted
+		}
+		return dkverr.InvalidInput
+	case codes.Aborted:
+		return dkverr.Conflict
+	case codes.FailedPrecondition:
+		if strings.Contains(st.Message(), "locked") || strings.Contains(st.Message(), "lock handle") {
+			return dkverr.Locked
+		}
+		return dkverr.Conflict
+	case codes.ResourceExhausted:
+		return dkverr.NoSpace
+	case codes.Unauthenticated:
+		return dkverr.Unauthenticated
+	case codes.PermissionDenied:
+		return dkverr.PermissionDenied
+	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
+		return dkverr.Unavailable
+	}
+	return dkverr.Internal
+}

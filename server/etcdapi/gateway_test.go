@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // TestGateway: etcd's HTTP/JSON paths on the HTTP port, as curl users of
@@ -44,5 +47,41 @@ func TestGateway(t *testing.T) {
 		if !ok {
 			t.Errorf("POST %s %s: %d %s, want %d with %q", tc.path, tc.body, code, body, tc.code, tc.has)
 		}
+	}
+}
+
+// TestMetricsCodes: etcd calls are counted under their method with the
+// DKV code their etcd error stands for, not as Internal.
+func TestMetricsCodes(t *testing.T) {
+	n := startNode(t)
+	seed(t, n)
+	ctx := ctxT(t)
+	if _, err := n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 3}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := n.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("a"), Revision: 2})
+	isErr(t, err, rpctypes.ErrGRPCCompacted)
+	_, err = n.kv.Range(ctx, &etcdserverpb.RangeRequest{})
+	isErr(t, err, rpctypes.ErrGRPCEmptyKey)
+	_, err = n.l.LeaseRevoke(ctx, &etcdserverpb.LeaseRevokeRequest{ID: 99})
+	isErr(t, err, rpctypes.ErrGRPCLeaseNotFound)
+	resp, err := http.Get("http://" + n.s.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`dkv_requests_total{code="Compacted",method="/etcdserverpb.KV/Range"} 1`,
+		`dkv_requests_total{code="InvalidInput",method="/etcdserverpb.KV/Range"} 1`,
+		`dkv_requests_total{code="LeaseNotFound",method="/etcdserverpb.Lease/LeaseRevoke"} 1`,
+		`dkv_requests_total{code="OK",method="/etcdserverpb.KV/Compact"} 1`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(b), `code="Internal",method="/etcdserverpb.`) {
+		t.Errorf("an etcd call counted as Internal")
 	}
 }
