@@ -27,6 +27,9 @@ func toEtcdErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	if st, ok := status.FromError(err); ok && strings.HasPrefix(st.Message(), etcdPrefix) {
+		return err // etcd's own already
+	}
 	if errors.Is(err, raftnode.ErrUnknownOutcome) {
 		return rpctypes.ErrGRPCTimeout // the write may or may not have applied
 	}
@@ -42,8 +45,6 @@ func toEtcdErr(err error) error {
 		switch {
 		case !ok:
 			return status.Error(codes.Unknown, etcdPrefix+err.Error())
-		case strings.HasPrefix(st.Message(), etcdPrefix):
-			return err // etcd's own already
 		case st.Code() == codes.Canceled:
 			return rpctypes.ErrGRPCCanceled
 		case st.Code() == codes.DeadlineExceeded:
