@@ -2,7 +2,6 @@ package etcdapi_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -106,7 +105,7 @@ func TestAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := ws.Recv()
-	if err != nil || !r.Created || !r.Canceled || !strings.Contains(r.CancelReason, "lacks") {
+	if err != nil || !r.Created || !r.Canceled || r.CancelReason != rpctypes.ErrorDesc(rpctypes.ErrGRPCPermissionDenied) {
 		t.Fatalf("watch of other/: %v %v", r, err)
 	}
 	// An unauthenticated watch stream is refused when it opens.

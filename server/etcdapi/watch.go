@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
@@ -94,7 +95,7 @@ func (s *watchStream) Send(r *dkvpb.WatchResponse) error {
 	}
 	out := &etcdserverpb.WatchResponse{
 		Header: h, WatchId: r.GetWatchId(), Created: r.GetCreated(), Canceled: r.GetCanceled(),
-		CompactRevision: r.GetCompactRevision(), CancelReason: r.GetCancelReason(), Fragment: r.GetFragment(),
+		CompactRevision: r.GetCompactRevision(), CancelReason: cancelReason(r), Fragment: r.GetFragment(),
 	}
 	if len(r.GetEvents()) > 0 {
 		out.Events = make([]*mvccpb.Event, len(r.Events))
@@ -103,4 +104,19 @@ func (s *watchStream) Send(r *dkvpb.WatchResponse) error {
 		}
 	}
 	return s.es.Send(out)
+}
+
+// cancelReason is a refused watch's reason as etcd words it (clientv3
+// turns an etcd reason back into its rpctypes error): DKV's status and
+// reason through toEtcdErr.
+func cancelReason(r *dkvpb.WatchResponse) string {
+	if r.GetCancelStatus() == "" {
+		return r.GetCancelReason()
+	}
+	for c := dkverr.Code(0); int(c) < dkverr.NumCodes; c++ {
+		if c.Reason() == r.GetCancelStatus() {
+			return status.Convert(toEtcdErr(&dkverr.Error{Code: c, Msg: r.GetCancelReason()})).Message()
+		}
+	}
+	return r.GetCancelReason()
 }
