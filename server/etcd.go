@@ -21,6 +21,7 @@ func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, kv *kvService, watch *wa
 		Stream: func(srv any, ss grpc.ServerStream, method string, h grpc.StreamHandler) error {
 			return s.authStream(srv, ss, method, h)
 		},
+		HasLeader: func() bool { return s.node.Status().Lead != 0 },
 		MaxTxnOps: s.limits.MaxTxnOps,
 	})
 }

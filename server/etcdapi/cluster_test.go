@@ -8,7 +8,9 @@ import (
 	"github.com/dkv-io/dkv/server"
 	"github.com/dkv-io/dkv/tests"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // TestThreeMembers: etcd's API works on every member of a cluster: a
@@ -71,5 +73,39 @@ func TestThreeMembers(t *testing.T) {
 	}
 	if kr, err := ka.Recv(); err != nil || kr.ID != g.ID || kr.TTL != 30 {
 		t.Fatalf("keep-alive through the other follower: %v %v", kr, err)
+	}
+}
+
+// TestRequireLeader: a call carrying etcd's "hasleader" metadata (what
+// clientv3.WithRequireLeader and etcdctl watch send) is refused with
+// etcd's no-leader error by a member that knows no leader.
+func TestRequireLeader(t *testing.T) {
+	c := tests.NewCluster(t, 3, server.Config{TickInterval: 10 * time.Millisecond, NoSync: true})
+	c.WaitLeader()
+	lone := c.Followers()[0]
+	for _, nd := range c.Nodes {
+		if nd != lone {
+			c.Stop(nd)
+		}
+	}
+	c.Eventually(10*time.Second, "the lone member to lose its leader", func() bool { return lone.Srv.LeaderID() == 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := lone.Srv.DialInProcess(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := metadata.AppendToOutgoingContext(ctx, rpctypes.MetadataRequireLeaderKey, rpctypes.MetadataHasLeader)
+	_, err = etcdserverpb.NewKVClient(conn).Range(req, &etcdserverpb.RangeRequest{Key: []byte("k")})
+	isErr(t, err, rpctypes.ErrGRPCNoLeader)
+	ws, err := etcdserverpb.NewWatchClient(conn).Watch(req)
+	if err == nil {
+		_, err = ws.Recv()
+	}
+	isErr(t, err, rpctypes.ErrGRPCNoLeader)
+	// Without the metadata a serializable read is still served locally.
+	if _, err := etcdserverpb.NewKVClient(conn).Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("k"), Serializable: true}); err != nil {
+		t.Fatalf("serializable read without a leader: %v", err)
 	}
 }

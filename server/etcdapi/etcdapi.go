@@ -25,7 +25,9 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // Deps is what the etcd services need from the server.
@@ -48,6 +50,12 @@ type Deps struct {
 	// Stream authorizes opening a stream as the DKV streaming method and
 	// runs h.
 	Stream func(srv any, ss grpc.ServerStream, method string, h grpc.StreamHandler) error
+
+	// HasLeader reports whether this member knows a leader. A call that
+	// carries etcd's "hasleader" metadata (clientv3.WithRequireLeader,
+	// which etcdctl watch uses) is refused with etcd's no-leader error at
+	// once when it does not, as etcd refuses it.
+	HasLeader func() bool
 
 	// MaxTxnOps is the most ops a txn may hold, counted as etcd counts
 	// them (every op of each branch of every nested txn); 0: etcd's
@@ -80,6 +88,10 @@ func IsEtcdMethod(fullMethod string) bool {
 // unary runs one DKV call for an etcd handler: authorized as method,
 // with the result typed.
 func unary[R any](ctx context.Context, d Deps, method string, req any, call func(context.Context) (R, error)) (R, error) {
+	if err := d.requireLeader(ctx); err != nil {
+		var zero R
+		return zero, err
+	}
 	out, err := d.Unary(ctx, method, req, func(ctx context.Context, _ any) (any, error) {
 		return call(ctx)
 	})
@@ -88,4 +100,19 @@ func unary[R any](ctx context.Context, d Deps, method string, req any, call func
 		return zero, toEtcdErr(err)
 	}
 	return out.(R), nil
+}
+
+// requireLeader refuses a call that requires a leader (etcd's metadata
+// "hasleader" = "true") while this member knows none.
+func (d Deps) requireLeader(ctx context.Context) error {
+	if d.HasLeader == nil || d.HasLeader() {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get(rpctypes.MetadataRequireLeaderKey) {
+		if v == rpctypes.MetadataHasLeader {
+			return rpctypes.ErrGRPCNoLeader
+		}
+	}
+	return nil
 }

@@ -56,6 +56,9 @@ func (l *leaseServer) LeaseRevoke(ctx context.Context, r *etcdserverpb.LeaseRevo
 // LeaseKeepAlive renews each lease the client names, in order, and
 // answers each with its TTL, 0 when the lease does not exist (as etcd).
 func (l *leaseServer) LeaseKeepAlive(stream etcdserverpb.Lease_LeaseKeepAliveServer) error {
+	if err := l.d.requireLeader(stream.Context()); err != nil {
+		return err
+	}
 	err := l.d.Stream(nil, stream, dkvpb.Lease_KeepAlive_FullMethodName, func(_ any, ss grpc.ServerStream) error {
 		ctx := ss.Context()
 		for {

@@ -26,6 +26,9 @@ type watchServer struct {
 }
 
 func (w *watchServer) Watch(stream etcdserverpb.Watch_WatchServer) error {
+	if err := w.d.requireLeader(stream.Context()); err != nil {
+		return err
+	}
 	return toEtcdErr(w.d.Stream(nil, stream, dkvpb.Watch_Watch_FullMethodName, func(_ any, _ grpc.ServerStream) error {
 		return w.d.Watch.Watch(&watchStream{ServerStream: stream, es: stream})
 	}))
