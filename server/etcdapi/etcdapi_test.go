@@ -24,7 +24,9 @@ type node struct {
 	dkv  dkvpb.KVClient
 }
 
-func startNode(t *testing.T) *node {
+func startNode(t *testing.T) *node { return startNodeB(t) }
+
+func startNodeB(t testing.TB) *node {
 	t.Helper()
 	s, err := server.New(server.Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond, NoSync: true})
 	if err != nil {
