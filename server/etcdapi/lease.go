@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
@@ -53,39 +54,103 @@ func (l *leaseServer) LeaseRevoke(ctx context.Context, r *etcdserverpb.LeaseRevo
 	return &etcdserverpb.LeaseRevokeResponse{Header: toHeader(resp.GetHeader())}, nil
 }
 
-// LeaseKeepAlive renews each lease the client names, in order, and
-// answers each with its TTL, 0 when the lease does not exist (as etcd).
+// LeaseKeepAlive renews each lease the client names and answers each
+// with its TTL, 0 when the lease does not exist (as etcd). Renewals run
+// concurrently (up to maxKeepAlivesInFlight per stream), so that one
+// client keeping many leases alive on one stream, as clientv3 does, has
+// them group-committed by the server's renewer rather than renewed one
+// raft round after another; responses go out as renewals complete.
 func (l *leaseServer) LeaseKeepAlive(stream etcdserverpb.Lease_LeaseKeepAliveServer) error {
 	if err := l.d.requireLeader(stream.Context()); err != nil {
 		return err
 	}
 	err := l.d.Stream(nil, stream, dkvpb.Lease_KeepAlive_FullMethodName, func(_ any, ss grpc.ServerStream) error {
-		ctx := ss.Context()
-		for {
-			r, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			out := &etcdserverpb.LeaseKeepAliveResponse{ID: r.ID}
-			resp, err := l.d.Lease.KeepAliveOnce(ctx, &dkvpb.LeaseKeepAliveOnceRequest{Id: r.ID})
+		ctx, cancel := context.WithCancelCause(ss.Context())
+		defer cancel(nil)
+		var (
+			wg     sync.WaitGroup
+			sendMu sync.Mutex
+			slots  = make(chan struct{}, maxKeepAlivesInFlight)
+		)
+		defer wg.Wait()
+		renew := func(id int64) {
+			defer func() { <-slots; wg.Done() }()
+			out := &etcdserverpb.LeaseKeepAliveResponse{ID: id}
+			resp, err := l.d.Lease.KeepAliveOnce(ctx, &dkvpb.LeaseKeepAliveOnceRequest{Id: id})
 			switch {
 			case err == nil:
 				out.Header, out.TTL = toHeader(resp.GetHeader()), resp.GetTtlMs()/1000
 			case dkverr.CodeOf(err) == dkverr.LeaseNotFound || dkverr.CodeOf(err) == dkverr.InvalidInput:
 				out.Header = toHeader(l.d.Header())
 			default:
-				return err
+				cancel(err)
+				return
 			}
-			if err := stream.Send(out); err != nil {
-				return err
+			sendMu.Lock()
+			err = stream.Send(out)
+			sendMu.Unlock()
+			if err != nil {
+				cancel(err)
 			}
+		}
+		// Recv runs apart so that a failed renewal ends the stream at
+		// once; it returns when the handler does.
+		reqs := make(chan int64)
+		go func() {
+			for {
+				r, err := stream.Recv()
+				if err != nil {
+					if errors.Is(err, io.EOF) {
+						err = nil
+					}
+					close(reqs)
+					if err != nil {
+						cancel(err)
+					}
+					return
+				}
+				select {
+				case reqs <- r.ID:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		for {
+			var id int64
+			var ok bool
+			select {
+			case id, ok = <-reqs:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			if !ok { // the client closed its side: finish what it asked
+				wg.Wait()
+				return errOrNil(ctx)
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			wg.Add(1)
+			go renew(id)
 		}
 	})
 	return toEtcdErr(err)
 }
+
+// errOrNil is why ctx ended, nil if it has not.
+func errOrNil(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ctx)
+}
+
+// maxKeepAlivesInFlight bounds the concurrent renewals of one keep-alive
+// stream; a client sending faster waits (gRPC flow control).
+const maxKeepAlivesInFlight = 256
 
 // LeaseTimeToLive answers TTL -1 for a lease that does not exist, as
 // etcd does, rather than an error.

@@ -1,6 +1,8 @@
 package etcdapi_test
 
 import (
+	"context"
+	"io"
 	"testing"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -83,4 +85,78 @@ func TestLease(t *testing.T) {
 	}
 	_, err = n.l.LeaseRevoke(ctx, &etcdserverpb.LeaseRevokeRequest{ID: g.ID})
 	isErr(t, err, rpctypes.ErrGRPCLeaseNotFound)
+}
+
+// TestKeepAliveMany: one stream keeping many leases alive (as clientv3
+// does) gets one answer per request, in any order.
+func TestKeepAliveMany(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxT(t)
+	want := map[int64]int{}
+	for i := 0; i < 50; i++ {
+		g, err := n.l.LeaseGrant(ctx, &etcdserverpb.LeaseGrantRequest{TTL: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[g.ID] = 2
+	}
+	ka, err := n.l.LeaseKeepAlive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		for id := range want {
+			if err := ka.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := ka.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2*len(want); i++ {
+		r, err := ka.Recv()
+		if err != nil {
+			t.Fatalf("after %d answers: %v", i, err)
+		}
+		if want[r.ID] == 0 || r.TTL != 30 {
+			t.Fatalf("unexpected answer %v", r)
+		}
+		want[r.ID]--
+	}
+	if _, err := ka.Recv(); err != io.EOF {
+		t.Fatalf("after every answer: %v, want the stream's end", err)
+	}
+}
+
+// BenchmarkKeepAliveBurst: b.N keep-alives of 100 leases sent at once on
+// one stream, then every answer received.
+func BenchmarkKeepAliveBurst(b *testing.B) {
+	n := startNodeB(b)
+	ctx := context.Background()
+	var ids []int64
+	for i := 0; i < 100; i++ {
+		g, err := n.l.LeaseGrant(ctx, &etcdserverpb.LeaseGrantRequest{TTL: 60})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, g.ID)
+	}
+	ka, err := n.l.LeaseKeepAlive(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	go func() {
+		for i := 0; i < b.N; i++ {
+			if err := ka.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: ids[i%len(ids)]}); err != nil {
+				return
+			}
+		}
+	}()
+	for i := 0; i < b.N; i++ {
+		if _, err := ka.Recv(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
