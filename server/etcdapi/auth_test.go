@@ -2,6 +2,9 @@ package etcdapi_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -108,6 +111,31 @@ func TestAuth(t *testing.T) {
 	if err != nil || !r.Created || !r.Canceled || r.CancelReason != rpctypes.ErrorDesc(rpctypes.ErrGRPCPermissionDenied) {
 		t.Fatalf("watch of other/: %v %v", r, err)
 	}
+	// The HTTP gateway takes the token in Authorization, as etcd's does.
+	for _, tc := range []struct {
+		token, want string
+	}{
+		{"", "etcdserver: user name is empty"},
+		{tok.Token, `"count":"1"`},
+	} {
+		hr, err := http.NewRequest("POST", "http://"+n.s.HTTPAddr()+"/v3/kv/range", strings.NewReader(`{"key":"YXBwL2E="}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.token != "" {
+			hr.Header.Set("Authorization", tc.token)
+		}
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(strings.ReplaceAll(string(body), " ", ""), strings.ReplaceAll(tc.want, " ", "")) {
+			t.Errorf("gateway range with token %q: %d %s, want %s", tc.token, resp.StatusCode, body, tc.want)
+		}
+	}
+
 	// An unauthenticated watch stream is refused when it opens.
 	ws, err = n.w.Watch(ctx)
 	if err == nil {
