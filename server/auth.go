@@ -14,6 +14,7 @@ import (
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/lock"
 	"github.com/dkv-io/dkv/internal/state"
+	"github.com/dkv-io/dkv/server/etcdapi"
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -233,23 +234,9 @@ func requirements(req any) []need {
 	case *dkvpb.DeleteRangeRequest:
 		return deleteNeeds(r, nil)
 	case *dkvpb.TxnRequest:
-		var n []need
-		for _, c := range r.GetCompare() {
-			n = append(n, need{auth.Read, auth.Key(c.GetKey()), "txn compare"})
-		}
-		for _, ops := range [][]*dkvpb.RequestOp{r.GetSuccess(), r.GetFailure()} {
-			for _, op := range ops {
-				switch o := op.GetRequest().(type) {
-				case *dkvpb.RequestOp_RequestRange:
-					n = rangeNeeds(o.RequestRange, n)
-				case *dkvpb.RequestOp_RequestPut:
-					n = putNeeds(o.RequestPut, n)
-				case *dkvpb.RequestOp_RequestDeleteRange:
-					n = deleteNeeds(o.RequestDeleteRange, n)
-				default:
-					return rootOnly // an op this table does not know
-				}
-			}
+		n, ok := txnNeeds(r, nil)
+		if !ok {
+			return rootOnly // an op this table does not know
 		}
 		return n
 	case *dkvpb.CounterRequest:
@@ -283,6 +270,34 @@ func requirements(req any) []need {
 		return nil // plus what the lease's keys need: leaseNeeds
 	}
 	return rootOnly
+}
+
+// txnNeeds appends what t and the txns nested in it need; false for an
+// op it does not know.
+func txnNeeds(t *dkvpb.TxnRequest, n []need) ([]need, bool) {
+	for _, c := range t.GetCompare() {
+		n = append(n, need{auth.Read, auth.SpanOf(c.GetKey(), c.GetRangeEnd(), false), "txn compare"})
+	}
+	for _, ops := range [][]*dkvpb.RequestOp{t.GetSuccess(), t.GetFailure()} {
+		for _, op := range ops {
+			switch o := op.GetRequest().(type) {
+			case *dkvpb.RequestOp_RequestRange:
+				n = rangeNeeds(o.RequestRange, n)
+			case *dkvpb.RequestOp_RequestPut:
+				n = putNeeds(o.RequestPut, n)
+			case *dkvpb.RequestOp_RequestDeleteRange:
+				n = deleteNeeds(o.RequestDeleteRange, n)
+			case *dkvpb.RequestOp_RequestTxn:
+				var ok bool
+				if n, ok = txnNeeds(o.RequestTxn, n); !ok {
+					return nil, false
+				}
+			default:
+				return nil, false
+			}
+		}
+	}
+	return n, true
 }
 
 func rangeNeeds(r *dkvpb.RangeRequest, n []need) []need {
@@ -441,7 +456,16 @@ func filterReply(ctx context.Context, resp any) {
 }
 
 func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := s.checkCall(ctx, info.FullMethod, req)
+	if etcdapi.IsEtcdMethod(info.FullMethod) {
+		return handler(ctx, req) // checked per DKV call it makes (authUnary)
+	}
+	return s.authUnary(ctx, req, info.FullMethod, handler)
+}
+
+// authUnary checks req as a call of method, runs handler and filters its
+// reply.
+func (s *Server) authUnary(ctx context.Context, req any, method string, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := s.checkCall(ctx, method, req)
 	if err != nil {
 		return nil, err
 	}
@@ -456,12 +480,20 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 // per create request (watchService.create); a snapshot download needs
 // root; lease keep-alives any authenticated user.
 func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if etcdapi.IsEtcdMethod(info.FullMethod) {
+		return handler(srv, ss) // checked as the DKV stream it opens (authStream)
+	}
+	return s.authStream(srv, ss, info.FullMethod, handler)
+}
+
+// authStream checks opening a stream of method and runs handler.
+func (s *Server) authStream(srv any, ss grpc.ServerStream, method string, handler grpc.StreamHandler) error {
 	var req any
-	switch info.FullMethod {
+	switch method {
 	case dkvpb.Watch_Watch_FullMethodName, dkvpb.Lease_KeepAlive_FullMethodName:
 		req = &dkvpb.LeaseKeepAliveRequest{} // authenticated, no more
 	}
-	if _, err := s.checkCall(ss.Context(), info.FullMethod, req); err != nil {
+	if _, err := s.checkCall(ss.Context(), method, req); err != nil {
 		return err
 	}
 	return handler(srv, ss)

@@ -63,8 +63,13 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if err := dkvpb.RegisterAuthHandler(bg, gw, conn); err != nil {
 		return err
 	}
+	etcdGW, err := s.etcdGateway(conn)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
+	mux.Handle("/v3/", etcdGW)
 	mux.HandleFunc("/v1/keys/", s.handleKey)
 	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
 	mux.HandleFunc("POST /v1/watch", s.handleWatchPost(gw))

@@ -296,15 +296,19 @@ func (s *Server) startGRPC() error {
 		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors, s.unaryAuth),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors, s.streamAuth),
 	)...)
-	dkvpb.RegisterKVServer(s.grpcSrv, &kvService{s: s})
+	kv := &kvService{s: s}
+	dkvpb.RegisterKVServer(s.grpcSrv, kv)
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
 	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
-	dkvpb.RegisterLeaseServer(s.grpcSrv, &leaseService{s: s})
+	lease := &leaseService{s: s}
+	dkvpb.RegisterLeaseServer(s.grpcSrv, lease)
 	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
-	dkvpb.RegisterWatchServer(s.grpcSrv, &watchService{s: s})
+	watch := &watchService{s: s}
+	dkvpb.RegisterWatchServer(s.grpcSrv, watch)
 	dkvpb.RegisterRateLimitServer(s.grpcSrv, &rateLimitService{s: s})
 	dkvpb.RegisterQueueServer(s.grpcSrv, &queueService{s: s})
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
+	s.registerEtcd(s.grpcSrv, kv, watch, lease)
 
 	s.inproc = bufconn.Listen(1 << 20)
 	s.gwInproc = bufconn.Listen(1 << 20)

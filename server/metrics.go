@@ -7,6 +7,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/server/etcdapi"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
@@ -111,6 +112,9 @@ func newMetrics(s *Server) *metrics {
 
 func (m *metrics) observe(method string, start time.Time, err error) {
 	code := dkverr.CodeOf(err)
+	if code == dkverr.Internal && etcdapi.IsEtcdMethod(method) {
+		code = etcdapi.DKVCode(err) // etcd's statuses carry no DKV code
+	}
 	m.mu.RLock()
 	mm := m.methods[method]
 	var c prometheus.Counter

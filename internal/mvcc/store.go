@@ -341,7 +341,7 @@ func (w *Writer) checkPut(p *dkvpb.PutRequest) error {
 	if err := w.checkWriteLock(p.Key, p.Lock); err != nil {
 		return err
 	}
-	if !p.IfAbsent && p.IfVersion == 0 && p.IfModRevision == 0 && !p.IgnoreValue {
+	if !p.IfAbsent && p.IfVersion == 0 && p.IfModRevision == 0 && !p.IgnoreValue && !p.IgnoreLease {
 		return nil
 	}
 	prev, ok := w.get(p.Key)
@@ -370,6 +370,9 @@ func checkPutAgainst(p *dkvpb.PutRequest, prev record, exists bool) error {
 	}
 	if p.IgnoreValue && !exists {
 		return invalid("key %q does not exist; ignore_value needs an existing key", p.Key)
+	}
+	if p.IgnoreLease && !exists {
+		return invalid("key %q does not exist; ignore_lease needs an existing key", p.Key)
 	}
 	return nil
 }
@@ -405,6 +408,9 @@ func (w *Writer) put(p *dkvpb.PutRequest, resp *dkvpb.PutResponse) *dkvpb.PutRes
 		rec.version = prev.version + 1
 		if p.IgnoreValue {
 			rec.value = prev.value
+		}
+		if p.IgnoreLease {
+			rec.lease = prev.lease
 		}
 	}
 	w.writePut(p.Key, &rec, prevKV)
@@ -543,6 +549,10 @@ func StampRevision(m proto.Message, rev int64) {
 		return
 	}
 	h := &dkvpb.ResponseHeader{Revision: rev}
+	stampRevision(m, h)
+}
+
+func stampRevision(m proto.Message, h *dkvpb.ResponseHeader) {
 	switch r := m.(type) {
 	case *dkvpb.PutResponse:
 		r.Header = h
@@ -556,6 +566,8 @@ func StampRevision(m proto.Message, rev int64) {
 				o.ResponsePut.Header = h
 			case *dkvpb.ResponseOp_ResponseDeleteRange:
 				o.ResponseDeleteRange.Header = h
+			case *dkvpb.ResponseOp_ResponseTxn:
+				stampRevision(o.ResponseTxn, h)
 			case *dkvpb.ResponseOp_ResponseRange:
 				// A read at an explicit past revision keeps it.
 				if o.ResponseRange.Header == nil {

@@ -14,6 +14,18 @@ import (
 // ValidateTxn forbids a branch to write the same key twice, so no op's
 // condition can depend on an earlier op of the same branch.
 func (w *Writer) Txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
+	// Every compare on the chosen path, nested txns' included, is
+	// evaluated against the state before the txn (etcd's semantics), and
+	// recorded in path in depth-first order for phase two.
+	var path []bool
+	if err := w.checkTxn(t, &path); err != nil {
+		return nil, err
+	}
+	return w.runTxn(t, &path), nil
+}
+
+// checkTxn is phase one for t and the txns nested in its chosen branch.
+func (w *Writer) checkTxn(t *dkvpb.TxnRequest, path *[]bool) error {
 	ok := true
 	for _, c := range t.Compare {
 		if !w.compare(c) {
@@ -21,6 +33,7 @@ func (w *Writer) Txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
 			break
 		}
 	}
+	*path = append(*path, ok)
 	ops := t.Success
 	if !ok {
 		ops = t.Failure
@@ -37,10 +50,23 @@ func (w *Writer) Txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
 			err = w.checkPut(r.RequestPut)
 		case *dkvpb.RequestOp_RequestDeleteRange:
 			err = w.checkDelete(r.RequestDeleteRange)
+		case *dkvpb.RequestOp_RequestTxn:
+			err = w.checkTxn(r.RequestTxn, path)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
+	}
+	return nil
+}
+
+// runTxn is phase two: it runs the branches path chose, consuming it.
+func (w *Writer) runTxn(t *dkvpb.TxnRequest, path *[]bool) *dkvpb.TxnResponse {
+	ok := (*path)[0]
+	*path = (*path)[1:]
+	ops := t.Success
+	if !ok {
+		ops = t.Failure
 	}
 	resp := &dkvpb.TxnResponse{Succeeded: ok, Responses: make([]*dkvpb.ResponseOp, 0, len(ops))}
 	for _, op := range ops {
@@ -56,15 +82,45 @@ func (w *Writer) Txn(t *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
 			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponsePut{ResponsePut: w.put(r.RequestPut, &dkvpb.PutResponse{})}})
 		case *dkvpb.RequestOp_RequestDeleteRange:
 			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: w.deleteRange(r.RequestDeleteRange)}})
+		case *dkvpb.RequestOp_RequestTxn:
+			resp.Responses = append(resp.Responses, &dkvpb.ResponseOp{Response: &dkvpb.ResponseOp_ResponseTxn{ResponseTxn: w.runTxn(r.RequestTxn, path)}})
 		}
 	}
-	return resp, nil
+	return resp
 }
 
 // compare evaluates c against the current state. A missing key has
 // version, create and mod revision 0 and an empty value.
 func (w *Writer) compare(c *dkvpb.Compare) bool {
+	if len(c.RangeEnd) > 0 {
+		return w.compareRange(c)
+	}
 	rec, exists := w.get(c.Key)
+	return compareRecord(c, rec, exists, w)
+}
+
+// compareRange evaluates a compare over [key, range_end) as etcd does: it
+// holds if it holds for every key in the range; over no key, a VALUE
+// compare fails and the others compare against a missing key's zeros.
+func (w *Writer) compareRange(c *dkvpb.Compare) bool {
+	rr, err := w.s.rangeAt(w.b, &dkvpb.RangeRequest{Key: c.Key, RangeEnd: c.RangeEnd}, w.cur, w.comp, false)
+	must(err) // at the current revision, only I/O can fail
+	if len(rr.Kvs) == 0 {
+		if c.Target == dkvpb.Compare_VALUE {
+			return false
+		}
+		return compareRecord(c, record{}, false, w)
+	}
+	for _, kv := range rr.Kvs {
+		rec := record{create: kv.CreateRevision, mod: kv.ModRevision, version: kv.Version, lease: kv.Lease, value: kv.Value}
+		if !compareRecord(c, rec, true, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func compareRecord(c *dkvpb.Compare, rec record, exists bool, w *Writer) bool {
 	var cmp int
 	switch c.Target {
 	case dkvpb.Compare_VERSION:
@@ -81,6 +137,8 @@ func (w *Writer) compare(c *dkvpb.Compare) bool {
 		}
 	case dkvpb.Compare_LOCK:
 		cmp = w.compareLock(c)
+	case dkvpb.Compare_LEASE:
+		cmp = cmpInt(rec.lease, c.GetLease())
 	}
 	switch c.Result {
 	case dkvpb.Compare_EQUAL:

@@ -132,6 +132,9 @@ func ValidatePut(p *dkvpb.PutRequest, l Limits) error {
 	if p.IgnoreValue && len(p.Value) > 0 {
 		return invalid("value must be empty when ignore_value is set")
 	}
+	if p.IgnoreLease && (p.Lease != 0 || p.TtlMs != 0) {
+		return invalid("lease and ttl_ms must be unset when ignore_lease is set")
+	}
 	if p.IfAbsent && (p.IfVersion > 0 || p.IfModRevision > 0) {
 		return invalid("if_absent cannot be combined with if_version or if_mod_revision")
 	}
@@ -279,6 +282,14 @@ func validateCompare(c *dkvpb.Compare, l Limits) error {
 	if err := checkKey("key", c.Key, l); err != nil {
 		return err
 	}
+	if len(c.RangeEnd) > 0 {
+		if c.Target == dkvpb.Compare_EXISTS || c.Target == dkvpb.Compare_LOCK {
+			return invalid("compare on %s takes no range_end", c.Target)
+		}
+		if err := checkKey("range_end", c.RangeEnd, l); err != nil {
+			return err
+		}
+	}
 	if _, ok := dkvpb.Compare_CompareResult_name[int32(c.Result)]; !ok {
 		return invalid("unknown compare result %d", c.Result)
 	}
@@ -297,6 +308,8 @@ func validateCompare(c *dkvpb.Compare, l Limits) error {
 				return err
 			}
 		}
+	case dkvpb.Compare_LEASE:
+		_, ok = c.TargetUnion.(*dkvpb.Compare_Lease)
 	case dkvpb.Compare_EXISTS:
 		_, ok = c.TargetUnion.(*dkvpb.Compare_Exists)
 		if c.Result != dkvpb.Compare_EQUAL && c.Result != dkvpb.Compare_NOT_EQUAL {
@@ -364,27 +377,71 @@ func (s span) overlaps(o span) bool {
 
 func isEmpty(s span) bool { return !s.single && s.end != nil && bytes.Compare(s.start, s.end) >= 0 }
 
+// maxTxnDepth bounds the nesting of txns in txns.
+const maxTxnDepth = 16
+
 func validateBranch(name string, ops []*dkvpb.RequestOp, l Limits) error {
-	var puts []span
-	var dels []span
-	var condDel []bool
+	ws, err := branchWrites(name, ops, l, 0)
+	if err != nil {
+		return err
+	}
+	return checkOverlaps(name, ws)
+}
+
+// write is a key a branch may put or a range it may delete, with where
+// it sits: path names the op at each level of nesting and, in a nested
+// txn, its branch (0 direct op, 1 success, 2 failure).
+type write struct {
+	sp   span
+	put  bool
+	cond bool // a delete with if_version
+	path []pathStep
+}
+
+type pathStep struct{ op, branch int }
+
+// exclusive reports whether a and b sit in the two branches of one
+// nested txn, so never both run.
+func exclusive(a, b write) bool {
+	for k := 0; k < len(a.path) && k < len(b.path); k++ {
+		x, y := a.path[k], b.path[k]
+		if x == y {
+			continue
+		}
+		return x.op == y.op && x.branch != 0 && y.branch != 0
+	}
+	return false
+}
+
+// branchWrites validates one branch and returns what it may write; a
+// nested txn's writes come from both its branches.
+func branchWrites(name string, ops []*dkvpb.RequestOp, l Limits, depth int) ([]write, error) {
+	var ws []write
 	for i, op := range ops {
 		if op == nil {
-			return invalid("%s op %d is empty", name, i)
+			return nil, invalid("%s op %d is empty", name, i)
 		}
+		here := []pathStep{{op: i}}
 		var err error
 		switch r := op.Request.(type) {
 		case *dkvpb.RequestOp_RequestRange:
 			err = ValidateRange(r.RequestRange, l)
 		case *dkvpb.RequestOp_RequestPut:
 			if err = ValidatePut(r.RequestPut, l); err == nil {
-				puts = append(puts, span{start: r.RequestPut.Key, single: true})
+				ws = append(ws, write{sp: span{start: r.RequestPut.Key, single: true}, put: true, path: here})
 			}
 		case *dkvpb.RequestOp_RequestDeleteRange:
 			d := r.RequestDeleteRange
 			if err = ValidateDeleteRange(d, l); err == nil {
-				dels = append(dels, makeSpan(d.Key, d.RangeEnd, d.Prefix))
-				condDel = append(condDel, d.IfVersion > 0)
+				ws = append(ws, write{sp: makeSpan(d.Key, d.RangeEnd, d.Prefix), cond: d.IfVersion > 0, path: here})
+			}
+		case *dkvpb.RequestOp_RequestTxn:
+			var nested []write
+			if nested, err = nestedTxnWrites(r.RequestTxn, l, depth+1); err == nil {
+				for _, w := range nested {
+					w.path[0].op = i
+					ws = append(ws, w)
+				}
 			}
 		case nil:
 			err = invalid("op has no request")
@@ -392,24 +449,71 @@ func validateBranch(name string, ops []*dkvpb.RequestOp, l Limits) error {
 			err = invalid("unknown op %T", r)
 		}
 		if err != nil {
-			return prefixErr(err, "%s op %d: ", name, i)
+			return nil, prefixErr(err, "%s op %d: ", name, i)
 		}
 	}
-	for i := range puts {
-		for j := i + 1; j < len(puts); j++ {
-			if puts[i].overlaps(puts[j]) {
-				return invalid("txn %s branch puts key %q twice", name, puts[i].start)
-			}
-		}
-		for _, d := range dels {
-			if d.overlaps(puts[i]) {
-				return invalid("txn %s branch both puts and deletes key %q", name, puts[i].start)
-			}
+	return ws, nil
+}
+
+// nestedTxnWrites validates a txn nested at depth and returns what its
+// branches may write, each path starting with the branch (its op index
+// is filled in by the caller).
+func nestedTxnWrites(t *dkvpb.TxnRequest, l Limits, depth int) ([]write, error) {
+	if t == nil {
+		return nil, invalid("nested txn is empty")
+	}
+	if depth > maxTxnDepth {
+		return nil, invalid("txns are nested more than %d deep", maxTxnDepth)
+	}
+	if n := len(t.Success) + len(t.Failure); n > l.MaxTxnOps {
+		return nil, invalid("nested txn has %d ops; the limit is %d", n, l.MaxTxnOps)
+	}
+	if n := len(t.Compare); n > l.MaxTxnOps {
+		return nil, invalid("nested txn has %d compares; the limit is %d", n, l.MaxTxnOps)
+	}
+	for i, c := range t.Compare {
+		if err := validateCompare(c, l); err != nil {
+			return nil, prefixErr(err, "nested txn compare %d: ", i)
 		}
 	}
-	for i := range dels {
-		for j := i + 1; j < len(dels); j++ {
-			if (condDel[i] || condDel[j]) && dels[i].overlaps(dels[j]) {
+	var out []write
+	for b, ops := range [][]*dkvpb.RequestOp{t.Success, t.Failure} {
+		name := [...]string{"nested success", "nested failure"}[b]
+		ws, err := branchWrites(name, ops, l, depth)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkOverlaps(name, ws); err != nil {
+			return nil, err
+		}
+		for _, w := range ws {
+			w.path = append([]pathStep{{branch: b + 1}}, w.path...)
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// checkOverlaps refuses a branch that may put a key twice, put and
+// delete a key, or has a conditional delete overlapping another delete;
+// writes in the two branches of one nested txn never both run.
+func checkOverlaps(name string, ws []write) error {
+	for i := range ws {
+		for j := i + 1; j < len(ws); j++ {
+			a, b := ws[i], ws[j]
+			if !a.sp.overlaps(b.sp) || exclusive(a, b) {
+				continue
+			}
+			switch {
+			case a.put && b.put:
+				return invalid("txn %s branch puts key %q twice", name, a.sp.start)
+			case a.put || b.put:
+				k := a.sp.start
+				if b.put {
+					k = b.sp.start
+				}
+				return invalid("txn %s branch both puts and deletes key %q", name, k)
+			case a.cond || b.cond:
 				return invalid("txn %s branch has a delete with if_version that overlaps another delete", name)
 			}
 		}

@@ -49,6 +49,16 @@ func TestValidate(t *testing.T) {
 		{"txn nil op", txnReq(&dkvpb.TxnRequest{Failure: []*dkvpb.RequestOp{{}}}), "failure op 0: op has no request"},
 		{"txn dup put", txnReq(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{opPut("a", "1"), opPut("a", "2")}}), `puts key "a" twice`},
 		{"txn dup across branches ok", txnReq(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{opPut("a", "1")}, Failure: []*dkvpb.RequestOp{opPut("a", "2")}}), ""},
+		{"nested txn dup with parent", txnReq(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{opPut("a", "1"), nestedTxn(&dkvpb.TxnRequest{Failure: []*dkvpb.RequestOp{opPut("a", "2")}})}}), `puts key "a" twice`},
+		{"nested txn put under parent delete", txnReq(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{{Request: &dkvpb.RequestOp_RequestDeleteRange{RequestDeleteRange: &dkvpb.DeleteRangeRequest{Key: []byte("a"), Prefix: true}}}, nestedTxn(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{opPut("ab", "2")}})}}), `both puts and deletes key "ab"`},
+		{"nested txn branches exclusive", txnReq(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{nestedTxn(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{opPut("a", "1")}, Failure: []*dkvpb.RequestOp{opPut("a", "2")}})}}), ""},
+		{"two nested txns put one key", txnReq(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{nestedTxn(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{opPut("a", "1")}}), nestedTxn(&dkvpb.TxnRequest{Failure: []*dkvpb.RequestOp{opPut("a", "2")}})}}), `puts key "a" twice`},
+		{"nested txn bad compare", txnReq(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{nestedTxn(&dkvpb.TxnRequest{Compare: []*dkvpb.Compare{{}}})}}), "nested txn compare 0: key is empty"},
+		{"nested too deep", txnReq(deepTxn(17)), "nested more than 16 deep"},
+		{"nested 16 deep ok", txnReq(deepTxn(16)), ""},
+		{"compare lease", txnReq(&dkvpb.TxnRequest{Compare: []*dkvpb.Compare{{Key: []byte("a"), Target: dkvpb.Compare_LEASE, TargetUnion: &dkvpb.Compare_Lease{Lease: 7}}}}), ""},
+		{"compare range on exists", txnReq(&dkvpb.TxnRequest{Compare: []*dkvpb.Compare{{Key: []byte("a"), RangeEnd: []byte("b"), Target: dkvpb.Compare_EXISTS}}}), "compare on EXISTS takes no range_end"},
+		{"ignore_lease with lease", putReq("k", "v", func(p *dkvpb.PutRequest) { p.IgnoreLease = true; p.Lease = 3 }), "lease and ttl_ms must be unset when ignore_lease is set"},
 		{"compare bad target", txnReq(&dkvpb.TxnRequest{Compare: []*dkvpb.Compare{{Key: []byte("a"), Target: 7}}}), "compare 0: unknown compare target 7"},
 		{"compare bad result", txnReq(&dkvpb.TxnRequest{Compare: []*dkvpb.Compare{{Key: []byte("a"), Result: 7}}}), "unknown compare result 7"},
 		{"compare exists greater", txnReq(&dkvpb.TxnRequest{Compare: []*dkvpb.Compare{{Key: []byte("a"), Target: dkvpb.Compare_EXISTS, Result: dkvpb.Compare_GREATER}}}), "EQUAL or NOT_EQUAL"},
@@ -143,4 +153,17 @@ func FuzzValidate(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func nestedTxn(t *dkvpb.TxnRequest) *dkvpb.RequestOp {
+	return &dkvpb.RequestOp{Request: &dkvpb.RequestOp_RequestTxn{RequestTxn: t}}
+}
+
+// deepTxn is a txn with n txns nested in one another.
+func deepTxn(n int) *dkvpb.TxnRequest {
+	t := &dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{opPut("leaf", "v")}}
+	for i := 0; i < n; i++ {
+		t = &dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{nestedTxn(t)}}
+	}
+	return t
 }

@@ -194,17 +194,20 @@ const (
 	// LOCK compares lock ownership: EQUAL holds when lock is the current
 	// holder of key's lock (key must equal lock.key), NOT_EQUAL when not.
 	Compare_LOCK Compare_CompareTarget = 5
+	// LEASE compares the id of the lease the key is attached to (0: none).
+	Compare_LEASE Compare_CompareTarget = 40
 )
 
 // Enum value maps for Compare_CompareTarget.
 var (
 	Compare_CompareTarget_name = map[int32]string{
-		0: "VERSION",
-		1: "CREATE",
-		2: "MOD",
-		3: "VALUE",
-		4: "EXISTS",
-		5: "LOCK",
+		0:  "VERSION",
+		1:  "CREATE",
+		2:  "MOD",
+		3:  "VALUE",
+		4:  "EXISTS",
+		5:  "LOCK",
+		40: "LEASE",
 	}
 	Compare_CompareTarget_value = map[string]int32{
 		"VERSION": 0,
@@ -213,6 +216,7 @@ var (
 		"VALUE":   3,
 		"EXISTS":  4,
 		"LOCK":    5,
+		"LEASE":   40,
 	}
 )
 
@@ -631,7 +635,10 @@ type PutRequest struct {
 	// locked, a put without the current holder's handle fails with LOCKED;
 	// a handle for another key acts as a fence: the put applies only while
 	// that handle is current. See docs/locks.md.
-	Lock          *LockHandle `protobuf:"bytes,10,opt,name=lock,proto3" json:"lock,omitempty"`
+	Lock *LockHandle `protobuf:"bytes,10,opt,name=lock,proto3" json:"lock,omitempty"`
+	// ignore_lease keeps the key's current lease (etcd's ignore_lease);
+	// the key must exist, and lease and ttl_ms must be unset.
+	IgnoreLease   bool `protobuf:"varint,40,opt,name=ignore_lease,json=ignoreLease,proto3" json:"ignore_lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +741,13 @@ func (x *PutRequest) GetLock() *LockHandle {
 		return x.Lock
 	}
 	return nil
+}
+
+func (x *PutRequest) GetIgnoreLease() bool {
+	if x != nil {
+		return x.IgnoreLease
+	}
+	return false
 }
 
 type PutResponse struct {
@@ -958,7 +972,13 @@ type Compare struct {
 	//	*Compare_Value
 	//	*Compare_Exists
 	//	*Compare_Lock
-	TargetUnion   isCompare_TargetUnion `protobuf_oneof:"target_union"`
+	//	*Compare_Lease
+	TargetUnion isCompare_TargetUnion `protobuf_oneof:"target_union"`
+	// range_end, when set, makes the compare hold only if it holds for
+	// every key in [key, range_end) ("\0": every key >= key), etcd's
+	// range compare; with no key in the range, only a VALUE compare fails.
+	// Not with the EXISTS and LOCK targets.
+	RangeEnd      []byte `protobuf:"bytes,41,opt,name=range_end,json=rangeEnd,proto3" json:"range_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1075,6 +1095,22 @@ func (x *Compare) GetLock() *LockHandle {
 	return nil
 }
 
+func (x *Compare) GetLease() int64 {
+	if x != nil {
+		if x, ok := x.TargetUnion.(*Compare_Lease); ok {
+			return x.Lease
+		}
+	}
+	return 0
+}
+
+func (x *Compare) GetRangeEnd() []byte {
+	if x != nil {
+		return x.RangeEnd
+	}
+	return nil
+}
+
 type isCompare_TargetUnion interface {
 	isCompare_TargetUnion()
 }
@@ -1103,6 +1139,10 @@ type Compare_Lock struct {
 	Lock *LockHandle `protobuf:"bytes,9,opt,name=lock,proto3,oneof"`
 }
 
+type Compare_Lease struct {
+	Lease int64 `protobuf:"varint,40,opt,name=lease,proto3,oneof"`
+}
+
 func (*Compare_Version) isCompare_TargetUnion() {}
 
 func (*Compare_CreateRevision) isCompare_TargetUnion() {}
@@ -1115,6 +1155,8 @@ func (*Compare_Exists) isCompare_TargetUnion() {}
 
 func (*Compare_Lock) isCompare_TargetUnion() {}
 
+func (*Compare_Lease) isCompare_TargetUnion() {}
+
 type RequestOp struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Request:
@@ -1122,6 +1164,7 @@ type RequestOp struct {
 	//	*RequestOp_RequestRange
 	//	*RequestOp_RequestPut
 	//	*RequestOp_RequestDeleteRange
+	//	*RequestOp_RequestTxn
 	Request       isRequestOp_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1191,6 +1234,15 @@ func (x *RequestOp) GetRequestDeleteRange() *DeleteRangeRequest {
 	return nil
 }
 
+func (x *RequestOp) GetRequestTxn() *TxnRequest {
+	if x != nil {
+		if x, ok := x.Request.(*RequestOp_RequestTxn); ok {
+			return x.RequestTxn
+		}
+	}
+	return nil
+}
+
 type isRequestOp_Request interface {
 	isRequestOp_Request()
 }
@@ -1207,11 +1259,20 @@ type RequestOp_RequestDeleteRange struct {
 	RequestDeleteRange *DeleteRangeRequest `protobuf:"bytes,3,opt,name=request_delete_range,json=requestDeleteRange,proto3,oneof"`
 }
 
+type RequestOp_RequestTxn struct {
+	// request_txn is a nested txn: its compares are evaluated with the
+	// outer ones, against the state before the txn, and its ops run in
+	// the outer txn's revision.
+	RequestTxn *TxnRequest `protobuf:"bytes,40,opt,name=request_txn,json=requestTxn,proto3,oneof"`
+}
+
 func (*RequestOp_RequestRange) isRequestOp_Request() {}
 
 func (*RequestOp_RequestPut) isRequestOp_Request() {}
 
 func (*RequestOp_RequestDeleteRange) isRequestOp_Request() {}
+
+func (*RequestOp_RequestTxn) isRequestOp_Request() {}
 
 type ResponseOp struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1220,6 +1281,7 @@ type ResponseOp struct {
 	//	*ResponseOp_ResponseRange
 	//	*ResponseOp_ResponsePut
 	//	*ResponseOp_ResponseDeleteRange
+	//	*ResponseOp_ResponseTxn
 	Response      isResponseOp_Response `protobuf_oneof:"response"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1289,6 +1351,15 @@ func (x *ResponseOp) GetResponseDeleteRange() *DeleteRangeResponse {
 	return nil
 }
 
+func (x *ResponseOp) GetResponseTxn() *TxnResponse {
+	if x != nil {
+		if x, ok := x.Response.(*ResponseOp_ResponseTxn); ok {
+			return x.ResponseTxn
+		}
+	}
+	return nil
+}
+
 type isResponseOp_Response interface {
 	isResponseOp_Response()
 }
@@ -1305,11 +1376,17 @@ type ResponseOp_ResponseDeleteRange struct {
 	ResponseDeleteRange *DeleteRangeResponse `protobuf:"bytes,3,opt,name=response_delete_range,json=responseDeleteRange,proto3,oneof"`
 }
 
+type ResponseOp_ResponseTxn struct {
+	ResponseTxn *TxnResponse `protobuf:"bytes,40,opt,name=response_txn,json=responseTxn,proto3,oneof"`
+}
+
 func (*ResponseOp_ResponseRange) isResponseOp_Response() {}
 
 func (*ResponseOp_ResponsePut) isResponseOp_Response() {}
 
 func (*ResponseOp_ResponseDeleteRange) isResponseOp_Response() {}
+
+func (*ResponseOp_ResponseTxn) isResponseOp_Response() {}
 
 type TxnRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1782,7 +1859,7 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\"\n" +
 	"\x03kvs\x18\x02 \x03(\v2\x10.dkv.v1.KeyValueR\x03kvs\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12\x14\n" +
-	"\x05count\x18\x04 \x01(\x03R\x05count\"\xa9\x02\n" +
+	"\x05count\x18\x04 \x01(\x03R\x05count\"\xcc\x02\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -1796,7 +1873,8 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\fignore_value\x18\b \x01(\bR\vignoreValue\x12\x15\n" +
 	"\x06ttl_ms\x18\t \x01(\x03R\x05ttlMs\x12&\n" +
 	"\x04lock\x18\n" +
-	" \x01(\v2\x12.dkv.v1.LockHandleR\x04lock\"~\n" +
+	" \x01(\v2\x12.dkv.v1.LockHandleR\x04lock\x12!\n" +
+	"\fignore_lease\x18( \x01(\bR\vignoreLease\"~\n" +
 	"\vPutResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12)\n" +
 	"\aprev_kv\x18\x02 \x01(\v2\x10.dkv.v1.KeyValueR\x06prevKv\x12\x14\n" +
@@ -1812,7 +1890,7 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\x13DeleteRangeResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\adeleted\x18\x02 \x01(\x03R\adeleted\x12+\n" +
-	"\bprev_kvs\x18\x03 \x03(\v2\x10.dkv.v1.KeyValueR\aprevKvs\"\xf7\x03\n" +
+	"\bprev_kvs\x18\x03 \x03(\v2\x10.dkv.v1.KeyValueR\aprevKvs\"\xb7\x04\n" +
 	"\aCompare\x125\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x1d.dkv.v1.Compare.CompareResultR\x06result\x125\n" +
 	"\x06target\x18\x02 \x01(\x0e2\x1d.dkv.v1.Compare.CompareTargetR\x06target\x12\x10\n" +
@@ -1822,12 +1900,14 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\fmod_revision\x18\x06 \x01(\x03H\x00R\vmodRevision\x12\x16\n" +
 	"\x05value\x18\a \x01(\fH\x00R\x05value\x12\x18\n" +
 	"\x06exists\x18\b \x01(\bH\x00R\x06exists\x12(\n" +
-	"\x04lock\x18\t \x01(\v2\x12.dkv.v1.LockHandleH\x00R\x04lock\"@\n" +
+	"\x04lock\x18\t \x01(\v2\x12.dkv.v1.LockHandleH\x00R\x04lock\x12\x16\n" +
+	"\x05lease\x18( \x01(\x03H\x00R\x05lease\x12\x1b\n" +
+	"\trange_end\x18) \x01(\fR\brangeEnd\"@\n" +
 	"\rCompareResult\x12\t\n" +
 	"\x05EQUAL\x10\x00\x12\v\n" +
 	"\aGREATER\x10\x01\x12\b\n" +
 	"\x04LESS\x10\x02\x12\r\n" +
-	"\tNOT_EQUAL\x10\x03\"R\n" +
+	"\tNOT_EQUAL\x10\x03\"]\n" +
 	"\rCompareTarget\x12\v\n" +
 	"\aVERSION\x10\x00\x12\n" +
 	"\n" +
@@ -1836,19 +1916,23 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\x05VALUE\x10\x03\x12\n" +
 	"\n" +
 	"\x06EXISTS\x10\x04\x12\b\n" +
-	"\x04LOCK\x10\x05B\x0e\n" +
-	"\ftarget_union\"\xda\x01\n" +
+	"\x04LOCK\x10\x05\x12\t\n" +
+	"\x05LEASE\x10(B\x0e\n" +
+	"\ftarget_union\"\x91\x02\n" +
 	"\tRequestOp\x12;\n" +
 	"\rrequest_range\x18\x01 \x01(\v2\x14.dkv.v1.RangeRequestH\x00R\frequestRange\x125\n" +
 	"\vrequest_put\x18\x02 \x01(\v2\x12.dkv.v1.PutRequestH\x00R\n" +
 	"requestPut\x12N\n" +
-	"\x14request_delete_range\x18\x03 \x01(\v2\x1a.dkv.v1.DeleteRangeRequestH\x00R\x12requestDeleteRangeB\t\n" +
-	"\arequest\"\xe5\x01\n" +
+	"\x14request_delete_range\x18\x03 \x01(\v2\x1a.dkv.v1.DeleteRangeRequestH\x00R\x12requestDeleteRange\x125\n" +
+	"\vrequest_txn\x18( \x01(\v2\x12.dkv.v1.TxnRequestH\x00R\n" +
+	"requestTxnB\t\n" +
+	"\arequest\"\x9f\x02\n" +
 	"\n" +
 	"ResponseOp\x12>\n" +
 	"\x0eresponse_range\x18\x01 \x01(\v2\x15.dkv.v1.RangeResponseH\x00R\rresponseRange\x128\n" +
 	"\fresponse_put\x18\x02 \x01(\v2\x13.dkv.v1.PutResponseH\x00R\vresponsePut\x12Q\n" +
-	"\x15response_delete_range\x18\x03 \x01(\v2\x1b.dkv.v1.DeleteRangeResponseH\x00R\x13responseDeleteRangeB\n" +
+	"\x15response_delete_range\x18\x03 \x01(\v2\x1b.dkv.v1.DeleteRangeResponseH\x00R\x13responseDeleteRange\x128\n" +
+	"\fresponse_txn\x18( \x01(\v2\x13.dkv.v1.TxnResponseH\x00R\vresponseTxnB\n" +
 	"\n" +
 	"\bresponse\"\x91\x01\n" +
 	"\n" +
@@ -1946,34 +2030,36 @@ var file_dkv_v1_kv_proto_depIdxs = []int32{
 	6,  // 14: dkv.v1.RequestOp.request_range:type_name -> dkv.v1.RangeRequest
 	8,  // 15: dkv.v1.RequestOp.request_put:type_name -> dkv.v1.PutRequest
 	10, // 16: dkv.v1.RequestOp.request_delete_range:type_name -> dkv.v1.DeleteRangeRequest
-	7,  // 17: dkv.v1.ResponseOp.response_range:type_name -> dkv.v1.RangeResponse
-	9,  // 18: dkv.v1.ResponseOp.response_put:type_name -> dkv.v1.PutResponse
-	11, // 19: dkv.v1.ResponseOp.response_delete_range:type_name -> dkv.v1.DeleteRangeResponse
-	12, // 20: dkv.v1.TxnRequest.compare:type_name -> dkv.v1.Compare
-	13, // 21: dkv.v1.TxnRequest.success:type_name -> dkv.v1.RequestOp
-	13, // 22: dkv.v1.TxnRequest.failure:type_name -> dkv.v1.RequestOp
-	4,  // 23: dkv.v1.TxnResponse.header:type_name -> dkv.v1.ResponseHeader
-	14, // 24: dkv.v1.TxnResponse.responses:type_name -> dkv.v1.ResponseOp
-	21, // 25: dkv.v1.CounterRequest.lock:type_name -> dkv.v1.LockHandle
-	4,  // 26: dkv.v1.CounterResponse.header:type_name -> dkv.v1.ResponseHeader
-	4,  // 27: dkv.v1.CompactResponse.header:type_name -> dkv.v1.ResponseHeader
-	6,  // 28: dkv.v1.KV.Range:input_type -> dkv.v1.RangeRequest
-	8,  // 29: dkv.v1.KV.Put:input_type -> dkv.v1.PutRequest
-	10, // 30: dkv.v1.KV.DeleteRange:input_type -> dkv.v1.DeleteRangeRequest
-	15, // 31: dkv.v1.KV.Txn:input_type -> dkv.v1.TxnRequest
-	17, // 32: dkv.v1.KV.Counter:input_type -> dkv.v1.CounterRequest
-	19, // 33: dkv.v1.KV.Compact:input_type -> dkv.v1.CompactRequest
-	7,  // 34: dkv.v1.KV.Range:output_type -> dkv.v1.RangeResponse
-	9,  // 35: dkv.v1.KV.Put:output_type -> dkv.v1.PutResponse
-	11, // 36: dkv.v1.KV.DeleteRange:output_type -> dkv.v1.DeleteRangeResponse
-	16, // 37: dkv.v1.KV.Txn:output_type -> dkv.v1.TxnResponse
-	18, // 38: dkv.v1.KV.Counter:output_type -> dkv.v1.CounterResponse
-	20, // 39: dkv.v1.KV.Compact:output_type -> dkv.v1.CompactResponse
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	15, // 17: dkv.v1.RequestOp.request_txn:type_name -> dkv.v1.TxnRequest
+	7,  // 18: dkv.v1.ResponseOp.response_range:type_name -> dkv.v1.RangeResponse
+	9,  // 19: dkv.v1.ResponseOp.response_put:type_name -> dkv.v1.PutResponse
+	11, // 20: dkv.v1.ResponseOp.response_delete_range:type_name -> dkv.v1.DeleteRangeResponse
+	16, // 21: dkv.v1.ResponseOp.response_txn:type_name -> dkv.v1.TxnResponse
+	12, // 22: dkv.v1.TxnRequest.compare:type_name -> dkv.v1.Compare
+	13, // 23: dkv.v1.TxnRequest.success:type_name -> dkv.v1.RequestOp
+	13, // 24: dkv.v1.TxnRequest.failure:type_name -> dkv.v1.RequestOp
+	4,  // 25: dkv.v1.TxnResponse.header:type_name -> dkv.v1.ResponseHeader
+	14, // 26: dkv.v1.TxnResponse.responses:type_name -> dkv.v1.ResponseOp
+	21, // 27: dkv.v1.CounterRequest.lock:type_name -> dkv.v1.LockHandle
+	4,  // 28: dkv.v1.CounterResponse.header:type_name -> dkv.v1.ResponseHeader
+	4,  // 29: dkv.v1.CompactResponse.header:type_name -> dkv.v1.ResponseHeader
+	6,  // 30: dkv.v1.KV.Range:input_type -> dkv.v1.RangeRequest
+	8,  // 31: dkv.v1.KV.Put:input_type -> dkv.v1.PutRequest
+	10, // 32: dkv.v1.KV.DeleteRange:input_type -> dkv.v1.DeleteRangeRequest
+	15, // 33: dkv.v1.KV.Txn:input_type -> dkv.v1.TxnRequest
+	17, // 34: dkv.v1.KV.Counter:input_type -> dkv.v1.CounterRequest
+	19, // 35: dkv.v1.KV.Compact:input_type -> dkv.v1.CompactRequest
+	7,  // 36: dkv.v1.KV.Range:output_type -> dkv.v1.RangeResponse
+	9,  // 37: dkv.v1.KV.Put:output_type -> dkv.v1.PutResponse
+	11, // 38: dkv.v1.KV.DeleteRange:output_type -> dkv.v1.DeleteRangeResponse
+	16, // 39: dkv.v1.KV.Txn:output_type -> dkv.v1.TxnResponse
+	18, // 40: dkv.v1.KV.Counter:output_type -> dkv.v1.CounterResponse
+	20, // 41: dkv.v1.KV.Compact:output_type -> dkv.v1.CompactResponse
+	36, // [36:42] is the sub-list for method output_type
+	30, // [30:36] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_kv_proto_init() }
@@ -1988,16 +2074,19 @@ func file_dkv_v1_kv_proto_init() {
 		(*Compare_Value)(nil),
 		(*Compare_Exists)(nil),
 		(*Compare_Lock)(nil),
+		(*Compare_Lease)(nil),
 	}
 	file_dkv_v1_kv_proto_msgTypes[9].OneofWrappers = []any{
 		(*RequestOp_RequestRange)(nil),
 		(*RequestOp_RequestPut)(nil),
 		(*RequestOp_RequestDeleteRange)(nil),
+		(*RequestOp_RequestTxn)(nil),
 	}
 	file_dkv_v1_kv_proto_msgTypes[10].OneofWrappers = []any{
 		(*ResponseOp_ResponseRange)(nil),
 		(*ResponseOp_ResponsePut)(nil),
 		(*ResponseOp_ResponseDeleteRange)(nil),
+		(*ResponseOp_ResponseTxn)(nil),
 	}
 	file_dkv_v1_kv_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
