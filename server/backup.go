@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,7 +75,7 @@ func (s *Server) WriteBackup(dir string) (string, error) {
 	err = w.Finish(backup.Meta{
 		Revision: cp.contents.Revision, CompactRevision: cp.contents.CompactRevision,
 		AppliedIndex: cp.contents.AppliedIndex, KeyCount: cp.contents.KeyCount,
-		MemberID: fmt.Sprintf("%x", s.memberID), MemberName: s.cfg.Name, ClusterID: fmt.Sprintf("%x", s.clusterID),
+		MemberID: strconv.FormatUint(s.memberID, 10), MemberName: s.cfg.Name, ClusterID: strconv.FormatUint(s.clusterID, 10),
 		Created: now, ServerVersion: Version,
 	})
 	if err != nil {

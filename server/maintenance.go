@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/backup"
 	"github.com/dkv-io/dkv/internal/dkverr"
@@ -23,7 +24,9 @@ type maintenanceService struct {
 
 // checkpoint is a Pebble checkpoint of this node's database taken into
 // the data dir (so it hard-links rather than copies table files), and
-// what it holds. remove deletes it.
+// what it holds. remove deletes it. The write-ahead log is flushed first:
+// without that the checkpoint's copy of it can miss the last applied
+// writes, which sit in the log's buffer.
 type checkpoint struct {
 	dir      string
 	files    []string
@@ -33,7 +36,7 @@ type checkpoint struct {
 
 func (s *Server) takeCheckpoint() (*checkpoint, error) {
 	dir := filepath.Join(s.cfg.DataDir, "snapshot-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	if err := s.store.DB().Checkpoint(dir); err != nil {
+	if err := s.store.DB().Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 		return nil, dkverr.New(dkverr.Internal, "checkpoint: %v", err)
 	}
 	cp := &checkpoint{dir: dir}

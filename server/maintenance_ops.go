@@ -71,12 +71,11 @@ func (m *maintenanceService) Defragment(ctx context.Context, _ *dkvpb.Defragment
 	return &dkvpb.DefragmentResponse{Header: s.header(0), DbSizeBefore: before, DbSizeAfter: s.dbSize(), TookMs: took.Milliseconds()}, nil
 }
 
-// dbInUse is the size of the live tables holding keys: db_size less the
-// WAL, obsolete files waiting for deletion and manifests.
+// dbInUse is what the database's live files take: the write-ahead log
+// and the tables and blob files of the current version; db_size less the
+// obsolete and zombie files waiting to be deleted, manifests and
+// compactions in progress.
 func (s *Server) dbInUse() int64 {
-	n, err := s.store.DB().EstimateDiskUsage([]byte{0}, []byte{0xff})
-	if err != nil {
-		return 0
-	}
-	return int64(n)
+	m := s.store.DB().Metrics()
+	return int64(m.WAL.PhysicalSize + m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize)
 }

@@ -30,7 +30,7 @@ type Meta struct {
 	CompactRevision int64     `json:"compact_revision"`
 	AppliedIndex    uint64    `json:"applied_index"`
 	KeyCount        int64     `json:"key_count"`
-	MemberID        string    `json:"member_id"`
+	MemberID        string    `json:"member_id"` // decimal, as dkv prints ids
 	MemberName      string    `json:"member_name"`
 	ClusterID       string    `json:"cluster_id"`
 	Created         time.Time `json:"created"`
@@ -142,8 +142,17 @@ func (w *Writer) Abort() {
 	os.Remove(w.path + ".part")
 }
 
+// damagedError is a refusal of a damaged file; errors.Is(err, ErrDamaged).
+type damagedError struct{ path, problem string }
+
+func (e *damagedError) Error() string {
+	return fmt.Sprintf("backup file %s is damaged: %s; it cannot be used: take a new backup or use another one", e.path, e.problem)
+}
+
+func (e *damagedError) Is(target error) bool { return target == ErrDamaged }
+
 func damaged(path, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrDamaged, path, fmt.Sprintf(format, args...))
+	return &damagedError{path, fmt.Sprintf(format, args...)}
 }
 
 // Verify reads the whole file, checks its footer and checksum, and

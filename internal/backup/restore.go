@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -27,7 +28,7 @@ type Contents struct {
 // Inspect opens the Pebble checkpoint in dir read-only and reads what it
 // holds.
 func Inspect(dir string) (Contents, error) {
-	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true})
+	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: quietLog{}})
 	if err != nil {
 		return Contents{}, fmt.Errorf("open checkpoint %s: %w", dir, err)
 	}
@@ -75,6 +76,15 @@ func prefixEnd(p []byte) []byte {
 	e[len(e)-1]++
 	return e
 }
+
+// quietLog drops Pebble's informational messages (the WAL replay of a
+// checkpoint opened read-only is reported on every open) and passes its
+// errors on.
+type quietLog struct{}
+
+func (quietLog) Infof(string, ...any)           {}
+func (quietLog) Errorf(format string, a ...any) { pebble.DefaultLogger.Errorf(format, a...) }
+func (quietLog) Fatalf(format string, a ...any) { pebble.DefaultLogger.Errorf(format, a...) }
 
 // RestoreOptions say which member of which new cluster a data dir is
 // built for.
@@ -165,7 +175,7 @@ func Restore(path string, opts RestoreOptions) (Meta, error) {
 	if err := extract(data, opts.DataDir); err != nil {
 		return fail(fmt.Errorf("unpack %s: %w", path, err))
 	}
-	db, err := pebble.Open(opts.DataDir, &pebble.Options{})
+	db, err := pebble.Open(opts.DataDir, &pebble.Options{Logger: quietLog{}})
 	if err != nil {
 		return fail(fmt.Errorf("open the restored database: %w", err))
 	}
@@ -211,7 +221,7 @@ func Restore(path string, opts RestoreOptions) (Meta, error) {
 	if err != nil {
 		return fail(fmt.Errorf("rewrite the restored database: %w", err))
 	}
-	meta.ClusterID = fmt.Sprintf("%x", cid)
+	meta.ClusterID = strconv.FormatUint(cid, 10)
 	return meta, nil
 }
 

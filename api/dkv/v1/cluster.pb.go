@@ -128,9 +128,10 @@ type StatusResponse struct {
 	DbSize           int64                  `protobuf:"varint,10,opt,name=db_size,json=dbSize,proto3" json:"db_size,omitempty"`
 	IsLearner        bool                   `protobuf:"varint,11,opt,name=is_learner,json=isLearner,proto3" json:"is_learner,omitempty"`
 	Version          string                 `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
-	// db_size_in_use is the live data in the database's tables (what a
-	// defragmentation would leave), db_size less what is waiting to be
-	// reclaimed.
+	// db_size_in_use is what the database's live files take (write-ahead
+	// log, current tables and blob files): db_size less the obsolete files
+	// waiting to be deleted. Deleted and compacted-away data inside live
+	// tables counts until a compaction (or 'dkv defrag') rewrites them.
 	DbSizeInUse int64 `protobuf:"varint,30,opt,name=db_size_in_use,json=dbSizeInUse,proto3" json:"db_size_in_use,omitempty"`
 	// alarms are the raised alarms (NOSPACE, CORRUPT) of every member.
 	Alarms        []*AlarmMember `protobuf:"bytes,31,rep,name=alarms,proto3" json:"alarms,omitempty"`
