@@ -144,6 +144,13 @@ func TestCLIOperations(t *testing.T) {
 		if err := json.Unmarshal([]byte(n.ok("", "-o", "json", "status")), &st); err != nil || st.Alarms == nil {
 			t.Errorf("status -o json: %+v %v; want db_size_in_use and an alarms list", st, err)
 		}
+		var hs []struct {
+			Hash     string `json:"hash"`
+			Revision int64  `json:"revision"`
+		}
+		if err := json.Unmarshal([]byte(n.ok("", "-o", "json", "endpoint", "hashkv", "--rev", "2")), &hs); err != nil || len(hs) != 1 || hs[0].Revision != 2 || hs[0].Hash == "" {
+			t.Errorf("endpoint hashkv --rev 2 -o json: %+v %v", hs, err)
+		}
 		if got := n.ok("", "-o", "json", "alarm", "list"); got != "[]\n" {
 			t.Errorf("alarm list -o json = %q, want []", got)
 		}

@@ -18,7 +18,7 @@ func TestRenderProgress(t *testing.T) {
 		{1 << 30, 1 << 30, 8 * time.Second, 80, "1.0 GiB  128.0 MiB/s"}, // total unknown (or reached): no bar, no ETA
 		{0, 1 << 30, 0, 80, "  0% [>                                         ]  0 B / 1.0 GiB  0 B/s  ETA --"},
 		{512 << 20, 1 << 30, 4 * time.Second, 50, " 50% 512.0 MiB / 1.0 GiB  128.0 MiB/s  ETA 4s"}, // too narrow for a bar
-		{512 << 20, 1 << 30, 4 * time.Second, 20, " 50% 512.0 MiB / 1."},                          // cut to the width
+		{512 << 20, 1 << 30, 4 * time.Second, 20, " 50% 512.0 MiB / 1."},                           // cut to the width
 	} {
 		got := renderProgress(tc.done, tc.total, tc.elapsed, tc.width)
 		if got != tc.want {
