@@ -350,3 +350,57 @@ func mustConn(t *testing.T, nd *Node) *grpc.ClientConn {
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
+
+// TestScheduledBackupsOnTheLeaderOnly gives every member of a 3-node
+// cluster a backup dir with a 1 s interval and --backup-keep 2: only the
+// leader's dir gets backups, each a verified file, and no more than 2 are
+// kept.
+func TestScheduledBackupsOnTheLeaderOnly(t *testing.T) {
+	c := NewClusterEach(t, 3, server.Config{}, func(nd *Node) {
+		nd.Cfg.BackupDir = filepath.Join(filepath.Dir(nd.Dir), nd.Name+"-backups")
+		nd.Cfg.BackupInterval = time.Second
+		nd.Cfg.BackupKeep = 2
+	})
+	leader := c.WaitLeader()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := leader.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	list := func(nd *Node) []string {
+		m, _ := filepath.Glob(filepath.Join(nd.Cfg.BackupDir, "dkv-backup-*.snap"))
+		return m
+	}
+	// Three ticks: two files kept, the first one pruned.
+	var first string
+	Eventually(t, 20*time.Second, "a first scheduled backup", func() bool {
+		if l := list(leader); len(l) > 0 {
+			first = l[0]
+			return true
+		}
+		return false
+	})
+	Eventually(t, 20*time.Second, "the first backup pruned after two newer ones", func() bool {
+		_, err := os.Stat(first)
+		return os.IsNotExist(err)
+	})
+	if c.Leader() != leader {
+		t.Skip("leadership moved during the test; the leader-only check would not be meaningful")
+	}
+	followers := c.Followers()
+	c.StopAll() // no more ticks: the files listed stay
+	if l := list(leader); len(l) > 2 || len(l) == 0 {
+		t.Fatalf("leader %s keeps %d backups, want at most 2: %v", leader.Name, len(l), l)
+	}
+	for _, f := range list(leader) {
+		out, errOut, code := opsCLI(t, "snapshot", "status", f)
+		if code != 0 || !strings.Contains(out, "member:            "+leader.Name) {
+			t.Errorf("snapshot status %s: exit %d %s%s", f, code, out, errOut)
+		}
+	}
+	for _, nd := range followers {
+		if l := list(nd); len(l) != 0 {
+			t.Errorf("follower %s wrote scheduled backups: %v", nd.Name, l)
+		}
+	}
+}
