@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -249,7 +252,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 // members must go on serving them.
 func TestCorruptMemberRaisesAlarmAndRefusesReads(t *testing.T) {
 	const interval = 300 * time.Millisecond
-	c := NewCluster(t, 3, server.Config{CorruptCheckInterval: interval})
+	c := NewClusterEach(t, 3, server.Config{CorruptCheckInterval: interval}, func(nd *Node) { nd.Cfg.HTTPAddr = FreeAddr(t) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	leader := c.WaitLeader()
@@ -303,6 +306,18 @@ func TestCorruptMemberRaisesAlarmAndRefusesReads(t *testing.T) {
 	t.Logf("CORRUPT alarm raised %v after the restart: %v", time.Since(restarted).Round(time.Millisecond), alarms)
 	if len(alarms) != 1 || alarms[0].GetMemberId() != victim.ID() || alarms[0].GetAlarm() != dkvpb.AlarmType_ALARM_TYPE_CORRUPT {
 		t.Fatalf("alarms %v; want one CORRUPT alarm, for %s (%x)", alarms, victim.Name, victim.ID())
+	}
+	// /metrics on every member counts it.
+	for _, nd := range c.Nodes {
+		Eventually(t, 5*time.Second, nd.Name+" /metrics dkv_corrupt_alarms 1", func() bool {
+			resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + nd.Srv.HTTPAddr() + "/metrics")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return regexp.MustCompile(`(?m)^dkv_corrupt_alarms 1$`).Match(body)
+		})
 	}
 	// The diverged member refuses reads, linearizable and serializable.
 	for _, ser := range []bool{false, true} {
