@@ -156,7 +156,7 @@ func (s *Server) checkCorruption(ctx context.Context) error {
 	rev := s.kv.Revision()
 	var live []peer
 	for _, p := range peers {
-		st, err := p.cc.Status(ctx, &dkvpb.StatusRequest{})
+		st, err := p.cc.Status(s.withMemberProof(ctx, dkvpb.Cluster_Status_FullMethodName), &dkvpb.StatusRequest{})
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", p.m.GetName(), dkverr.FromGRPC(err)))
 			continue
@@ -189,7 +189,7 @@ func (s *Server) checkCorruption(ctx context.Context) error {
 		}
 		hashes = append(hashes, peerHash{s.memberID, s.cfg.Name, own})
 		for _, p := range live {
-			h, err := p.cc.HashKV(ctx, &dkvpb.HashKVRequest{Revision: rev})
+			h, err := p.cc.HashKV(s.withMemberProof(ctx, dkvpb.Cluster_HashKV_FullMethodName), &dkvpb.HashKVRequest{Revision: rev})
 			if err != nil {
 				err = dkverr.FromGRPC(err)
 				if dkverr.CodeOf(err) == dkverr.Compacted {

@@ -21,8 +21,10 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/keys"
 	"github.com/dkv-io/dkv/server"
+	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 )
 
 // opsCLI runs the dkv binary and returns its stdout, stderr and exit code.
@@ -273,26 +275,7 @@ func TestCorruptMemberRaisesAlarmAndRefusesReads(t *testing.T) {
 			t.Fatalf("alarms before any damage: %v", st.GetAlarms())
 		}
 	}
-	c.Stop(victim)
-	db, err := pebble.Open(victim.Dir, &pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	latest := func(k string) []byte { return append(append([]byte(nil), keys.MVCCLatestPrefix...), k...) }
-	v, closer, err := db.Get(latest("b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := append([]byte(nil), v...)
-	closer.Close()
-	if err := db.Set(latest("a"), rec, pebble.Sync); err != nil { // a's record now says "beta"
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := time.Now()
-	c.Start(victim)
+	restarted := corruptBehindRaft(t, c, victim)
 
 	var alarms []*dkvpb.AlarmMember
 	Eventually(t, 10*time.Second, "a CORRUPT alarm for "+victim.Name, func() bool {
@@ -417,5 +400,66 @@ func TestScheduledBackupsOnTheLeaderOnly(t *testing.T) {
 		if l := list(nd); len(l) != 0 {
 			t.Errorf("follower %s wrote scheduled backups: %v", nd.Name, l)
 		}
+	}
+}
+
+// corruptBehindRaft stops victim, gives its key "a" the latest record of
+// key "b" directly in Pebble, and starts it again.
+func corruptBehindRaft(t *testing.T, c *Cluster, victim *Node) time.Time {
+	t.Helper()
+	c.Stop(victim)
+	db, err := pebble.Open(victim.Dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := func(k string) []byte { return append(append([]byte(nil), keys.MVCCLatestPrefix...), k...) }
+	v, closer, err := db.Get(latest("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := append([]byte(nil), v...)
+	closer.Close()
+	if err := db.Set(latest("a"), rec, pebble.Sync); err != nil { // a's record now says b's value
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	c.Start(victim)
+	return restarted
+}
+
+// TestCorruptCheckWithAuth: with auth enabled the members' checks of each
+// other carry no user's token; they prove membership instead, and a
+// diverged member is still found. A client without credentials gets
+// neither HashKV nor the alarms.
+func TestCorruptCheckWithAuth(t *testing.T) {
+	c := NewCluster(t, 3, server.Config{CorruptCheckInterval: 300 * time.Millisecond, AuthBcryptCost: bcrypt.MinCost})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	setup := authClient(t, c, "", "")
+	for _, k := range []string{"a", "b"} {
+		_, err := setup.Put(ctx, k, []byte("v-"+k))
+		mustOK(t, "put "+k, err)
+	}
+	mustOK(t, "user add root", setup.UserAdd(ctx, "root", "rootpw"))
+	mustOK(t, "grant root", setup.UserGrantRole(ctx, "root", "root"))
+	mustOK(t, "auth enable", setup.AuthEnable(ctx))
+	c.WaitConverged()
+	victim := c.Followers()[0]
+	corruptBehindRaft(t, c, victim)
+	root := authClient(t, c, "root", "rootpw")
+	Eventually(t, 10*time.Second, "a CORRUPT alarm for "+victim.Name+" with auth on", func() bool {
+		al, err := root.Alarms(ctx)
+		return err == nil && len(al) == 1 && al[0].GetMemberId() == victim.ID() && al[0].GetAlarm() == dkvpb.AlarmType_ALARM_TYPE_CORRUPT
+	})
+	if _, err := c.Nodes[0].Cluster.HashKV(ctx, &dkvpb.HashKVRequest{}); dkverr.CodeOf(dkverr.FromGRPC(err)) != dkverr.Unauthenticated {
+		t.Errorf("HashKV without credentials: %v, want Unauthenticated", err)
+	}
+	// A made-up proof is no credential.
+	fake := metadata.AppendToOutgoingContext(ctx, "dkv-member-proof", fmt.Sprintf("%x:%d:%s", c.Nodes[1].ID(), time.Now().Unix()/60, strings.Repeat("ab", 32)))
+	if _, err := c.Nodes[0].Cluster.HashKV(fake, &dkvpb.HashKVRequest{}); dkverr.CodeOf(dkverr.FromGRPC(err)) != dkverr.Unauthenticated {
+		t.Errorf("HashKV with a forged member proof: %v, want Unauthenticated", err)
 	}
 }
