@@ -115,6 +115,9 @@ func (s *Server) startNode(ctx context.Context) error {
 			}
 		}
 		s.clusterID = clusterIDOf(ms)
+		if err := s.restoredCluster(ms); err != nil {
+			return err
+		}
 		boot = ms
 		for _, m := range ms {
 			id := MemberID(m.name, m.peerURL)

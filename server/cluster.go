@@ -36,6 +36,8 @@ func (c *clusterService) Status(ctx context.Context, _ *dkvpb.StatusRequest) (*d
 		Revision:         s.kv.Revision(),
 		CompactRevision:  s.kv.CompactRevision(),
 		DbSize:           s.dbSize(),
+		DbSizeInUse:      s.dbInUse(),
+		Alarms:           s.sm.Alarms().List(),
 		IsLearner:        isLearner,
 		Version:          Version,
 	}, nil
@@ -45,13 +47,7 @@ func (c *clusterService) HashKV(ctx context.Context, req *dkvpb.HashKVRequest) (
 	if req.GetRevision() < 0 {
 		return nil, dkverr.New(dkverr.InvalidInput, "revision %d is negative", req.GetRevision())
 	}
-	snap := c.s.store.DB().NewSnapshot()
-	defer snap.Close()
-	h, rev, comp, err := c.s.kv.HashKV(snap, req.GetRevision())
-	if err != nil {
-		return nil, err
-	}
-	return &dkvpb.HashKVResponse{Header: c.s.header(0), Hash: h, Revision: rev, CompactRevision: comp}, nil
+	return c.s.hashKV(req.GetRevision())
 }
 
 func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRequest) (*dkvpb.MemberListResponse, error) {

@@ -151,6 +151,16 @@ type Config struct {
 	// SpaceCheckInterval is how often free space and the database size
 	// are measured (default 1s).
 	SpaceCheckInterval time.Duration
+	// CorruptCheckInterval is how often this member compares its state
+	// hash with the other members' (corrupt.go); it also does at start.
+	// Default 5m; negative: never.
+	CorruptCheckInterval time.Duration
+	// BackupDir, when set, has the leader write a backup (the format of
+	// 'dkv snapshot save') there every BackupInterval, keeping the newest
+	// BackupKeep (backup.go).
+	BackupDir      string
+	BackupInterval time.Duration
+	BackupKeep     int
 	// FS, when set, replaces the OS filesystem for everything the
 	// storage layer keeps in the data dir: Pebble's files, the durability
 	// witness, the ballast and staged snapshots (tests use vfs.NewMem(),
@@ -238,6 +248,15 @@ func (c *Config) EnsureDefaults() {
 	if c.SpaceCheckInterval == 0 {
 		c.SpaceCheckInterval = time.Second
 	}
+	if c.CorruptCheckInterval == 0 {
+		c.CorruptCheckInterval = DefaultCorruptCheckInterval
+	}
+	if c.BackupInterval == 0 {
+		c.BackupInterval = time.Hour
+	}
+	if c.BackupKeep == 0 {
+		c.BackupKeep = 24
+	}
 }
 
 // Validate reports the first invalid setting.
@@ -273,6 +292,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QuotaBytes > 0 && c.QuotaBytes < 16<<20 {
 		return fmt.Errorf("quota bytes %d is below the 16 MiB minimum (an empty database already takes several MiB)", c.QuotaBytes)
+	}
+	if c.BackupDir != "" && (c.BackupInterval < time.Second || c.BackupKeep < 1) {
+		return fmt.Errorf("backup interval %v must be at least 1s and backup keep %d at least 1", c.BackupInterval, c.BackupKeep)
 	}
 	if c.SpaceCheckInterval < 0 {
 		return fmt.Errorf("space check interval must not be negative")

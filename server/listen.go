@@ -293,8 +293,8 @@ func (s *Server) startGRPC() error {
 		return err
 	}
 	s.grpcSrv = grpc.NewServer(append(append(s.clientGRPCOptions(), s.clientServerOption()...),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors, s.unaryAuth),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors, s.streamAuth),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors, s.unaryCorrupt, s.unaryAuth),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors, s.streamCorrupt, s.streamAuth),
 	)...)
 	kv := &kvService{s: s}
 	dkvpb.RegisterKVServer(s.grpcSrv, kv)

@@ -2,13 +2,16 @@ package server
 
 import (
 	"archive/tar"
+	"crypto/sha256"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/backup"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"google.golang.org/grpc"
 )
@@ -19,63 +22,113 @@ type maintenanceService struct {
 	s *Server
 }
 
-// Snapshot streams a Pebble checkpoint of this node's database as a tar
-// archive. The checkpoint is consistent (one point in time) and is taken
-// into the data dir so it hard-links rather than copies table files.
-func (m *maintenanceService) Snapshot(_ *dkvpb.SnapshotRequest, stream grpc.ServerStreamingServer[dkvpb.SnapshotResponse]) error {
-	dir := filepath.Join(m.s.cfg.DataDir, "snapshot-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	if err := m.s.store.DB().Checkpoint(dir); err != nil {
-		return dkverr.New(dkverr.Internal, "checkpoint: %v", err)
-	}
-	defer os.RemoveAll(dir)
+// checkpoint is a Pebble checkpoint of this node's database taken into
+// the data dir (so it hard-links rather than copies table files), and
+// what it holds. remove deletes it. The write-ahead log is flushed first:
+// without that the checkpoint's copy of it can miss the last applied
+// writes, which sit in the log's buffer.
+type checkpoint struct {
+	dir      string
+	files    []string
+	total    int64 // tar bytes, roughly
+	contents backup.Contents
+}
 
-	var files []string
-	var total int64
+func (s *Server) takeCheckpoint() (*checkpoint, error) {
+	dir := filepath.Join(s.cfg.DataDir, "snapshot-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := s.store.DB().Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+		return nil, dkverr.New(dkverr.Internal, "checkpoint: %v", err)
+	}
+	cp := &checkpoint{dir: dir}
 	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err != nil || fi.IsDir() {
 			return err
 		}
-		files = append(files, p)
-		total += fi.Size() + 1024 // tar header and padding, roughly
+		cp.files = append(cp.files, p)
+		cp.total += fi.Size() + 1024 // tar header and padding, roughly
 		return nil
 	})
-	if err != nil {
-		return dkverr.New(dkverr.Internal, "walk checkpoint: %v", err)
+	if err == nil {
+		cp.contents, err = backup.Inspect(dir)
 	}
-	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
-		for _, p := range files {
-			if err := addFile(tw, dir, p); err != nil {
-				pw.CloseWithError(err)
-				return
-			}
+	if err != nil {
+		cp.remove()
+		return nil, dkverr.New(dkverr.Internal, "read checkpoint: %v", err)
+	}
+	return cp, nil
+}
+
+func (cp *checkpoint) remove() { os.RemoveAll(cp.dir) }
+
+// writeTar writes the checkpoint's files to w as a tar archive.
+func (cp *checkpoint) writeTar(w io.Writer) error {
+	tw := tar.NewWriter(w)
+	for _, p := range cp.files {
+		if err := addFile(tw, cp.dir, p); err != nil {
+			return err
 		}
-		pw.CloseWithError(tw.Close())
-	}()
+	}
+	return tw.Close()
+}
+
+// Snapshot streams a Pebble checkpoint of this node's database as a tar
+// archive. The checkpoint is consistent (one point in time). The first
+// message says what it holds, the last carries the SHA-256 of the blob.
+func (m *maintenanceService) Snapshot(_ *dkvpb.SnapshotRequest, stream grpc.ServerStreamingServer[dkvpb.SnapshotResponse]) error {
+	s := m.s
+	cp, err := s.takeCheckpoint()
+	if err != nil {
+		return err
+	}
+	defer cp.remove()
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(cp.writeTar(pw)) }()
 	defer pr.Close()
 	buf := make([]byte, 1<<20)
 	var sent int64
-	hdr := m.s.header(0)
+	hdr := s.header(0)
+	sum := sha256.New()
+	first := true
 	for {
 		n, err := io.ReadFull(pr, buf)
 		if n > 0 {
 			sent += int64(n)
 			remaining := uint64(0)
-			if total > sent {
-				remaining = uint64(total - sent)
+			if cp.total > sent {
+				remaining = uint64(cp.total - sent)
 			}
-			if serr := stream.Send(&dkvpb.SnapshotResponse{Header: hdr, Blob: buf[:n], RemainingBytes: remaining}); serr != nil {
+			sum.Write(buf[:n])
+			resp := &dkvpb.SnapshotResponse{Header: hdr, Blob: buf[:n], RemainingBytes: max(remaining, 1)}
+			if first {
+				m.describe(resp, cp)
+				first = false
+			}
+			if serr := stream.Send(resp); serr != nil {
 				return serr
 			}
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return stream.Send(&dkvpb.SnapshotResponse{Header: hdr, RemainingBytes: 0})
+			last := &dkvpb.SnapshotResponse{Header: hdr, RemainingBytes: 0, Sha256: sum.Sum(nil)}
+			if first {
+				m.describe(last, cp)
+			}
+			return stream.Send(last)
 		}
 		if err != nil {
 			return dkverr.New(dkverr.Internal, "snapshot stream: %v", err)
 		}
 	}
+}
+
+func (m *maintenanceService) describe(resp *dkvpb.SnapshotResponse, cp *checkpoint) {
+	resp.Revision = cp.contents.Revision
+	resp.CompactRevision = cp.contents.CompactRevision
+	resp.AppliedIndex = cp.contents.AppliedIndex
+	resp.KeyCount = cp.contents.KeyCount
+	resp.MemberId = m.s.memberID
+	resp.MemberName = m.s.cfg.Name
+	resp.ClusterId = m.s.clusterID
+	resp.Version = Version
 }
 
 func addFile(tw *tar.Writer, root, p string) error {

@@ -96,6 +96,7 @@ func newMetrics(s *Server) *metrics {
 	gauge("db_size_bytes", "Pebble disk space used.", func() float64 { return float64(s.dbSize()) })
 	counter("disk_full_total", "Writes that met ENOSPC; each released the ballast file (if any) and was retried.", func() float64 { return float64(s.diskFulls.Load()) })
 	gauge("nospace_alarms", "Members whose NOSPACE alarm is raised; while above 0 the cluster refuses writes that add data.", func() float64 { return float64(s.sm.Alarms().Count()) })
+	gauge("corrupt_alarms", "Members whose CORRUPT alarm is raised: their state diverged from the others'; each refuses client requests (alert on > 0).", func() float64 { return float64(s.sm.Alarms().CorruptCount()) })
 	m.reg.MustRegister(n.Stats().PersistSeconds, n.Stats().ApplySeconds, n.Stats().ProposalSeconds)
 	// Where the raft loop spends its time and how many entries share an
 	// fsync and an apply batch (BENCHMARKS.md, issue #15).

@@ -185,6 +185,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	go s.leaseLoop()
 	go s.renewer.loop()
 	go s.spaceLoop()
+	if s.cfg.CorruptCheckInterval > 0 {
+		s.wg.Add(1)
+		go s.corruptLoop()
+	}
+	s.startBackups()
 	s.running.Store(true)
 	if s.Err() != nil {
 		go s.Stop() // the storage failed while starting

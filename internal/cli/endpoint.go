@@ -24,7 +24,7 @@ func (a *app) endpointCmd() *cobra.Command {
 list that --endpoints answers. Names and output follow etcdctl's.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("endpoint needs a subcommand: health, status")
+			return usagef("endpoint needs a subcommand: health, status, hashkv")
 		},
 	}
 	var cluster bool
@@ -65,6 +65,7 @@ prints [{"endpoint":..,"status":{as dkv status -o json},"took_ms":..,"error":..}
 			return a.endpointStatus(eps)
 		},
 	})
+	cmd.AddCommand(a.endpointHashKVCmd(&cluster))
 	return cmd
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/backup"
 	"github.com/dkv-io/dkv/internal/storage"
 )
 
@@ -66,6 +67,7 @@ var codes = []struct {
 	{client.ErrLeaseNotFound, exitLeaseNotFound, "LeaseNotFound"},
 	{client.ErrNoSpace, exitNoSpace, "NoSpace"},
 	{storage.ErrDamaged, exitDataDamaged, "DataDamaged"},
+	{backup.ErrDamaged, exitDataDamaged, "DataDamaged"},
 	{client.ErrPermissionDenied, exitPermission, "PermissionDenied"},
 	{client.ErrUnauthenticated, exitUnauth, "Unauthenticated"},
 }

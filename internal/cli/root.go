@@ -140,6 +140,9 @@ JSON object per command with -o json.
 		a.authCmd(),
 		a.queueCmd(),
 		a.flagCmd(),
+		a.snapshotCmd(),
+		a.alarmCmd(),
+		a.defragCmd(),
 	)
 	a.addVersion(root)
 	return root

@@ -44,6 +44,15 @@ SIGHUP.`,
 			if cfg.LeaseMaxClockDrift, err = leaseMaxClockDrift(drift); err != nil {
 				return err
 			}
+			switch {
+			case cfg.CorruptCheckInterval == 0:
+				cfg.CorruptCheckInterval = -1 // 0 on the command line: off
+			case cfg.CorruptCheckInterval < 0:
+				return usagef("--corrupt-check-interval %v is negative (0 turns the check off)", cfg.CorruptCheckInterval)
+			}
+			if cfg.BackupDir != "" && (cfg.BackupInterval < time.Second || cfg.BackupKeep < 1) {
+				return usagef("--backup-interval must be at least 1s and --backup-keep at least 1")
+			}
 			return a.serve(cfg)
 		},
 	}
@@ -81,6 +90,10 @@ SIGHUP.`,
 	f.StringVar(&cfg.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA certificates (PEM) that sign the members' peer certificates")
 	f.StringSliceVar(&cfg.PeerTLS.AllowedNames, "peer-cert-allowed-cn", nil, "admit on the peer port only member certificates with this CN or DNS/IP SAN (repeatable, comma separated; default: any signed by --peer-trusted-ca-file)")
 	f.StringVar(&cfg.TLSMinVersion, "tls-min-version", "1.2", "oldest TLS version accepted on every port: 1.2 or 1.3")
+	f.DurationVar(&cfg.CorruptCheckInterval, "corrupt-check-interval", server.DefaultCorruptCheckInterval, "how often members compare state hashes (and once at start); a member that differs gets a CORRUPT alarm and refuses clients (0: off)")
+	f.StringVar(&cfg.BackupDir, "backup-dir", "", "while this member leads, write a backup (as dkv snapshot save) into this directory every --backup-interval (default: none)")
+	f.DurationVar(&cfg.BackupInterval, "backup-interval", time.Hour, "how often the leader writes a scheduled backup (with --backup-dir)")
+	f.IntVar(&cfg.BackupKeep, "backup-keep", 24, "how many scheduled backups to keep in --backup-dir; older ones are deleted")
 	f.Int64Var(&cfg.BallastBytes, "ballast-bytes", server.DefaultBallastBytes, "size of the ballast file kept in the data dir and released if the disk fills up anyway (negative: none)")
 	return cmd
 }

@@ -51,7 +51,9 @@ var (
 
 // NOSPACE alarms (package storage, applied by package state).
 var (
-	// AlarmPrefix: s/alarm/<member id, 8 bytes BE> -> reason.
+	// AlarmPrefix: s/alarm/<member id, 8 bytes BE> -> reason (NOSPACE);
+	// s/alarm/<member id, 8 bytes BE><kind, 1 byte> -> reason for the
+	// other kinds (2: CORRUPT, dkvpb.AlarmType).
 	AlarmPrefix = []byte("s/alarm/")
 	// AlarmEnd bounds AlarmPrefix.
 	AlarmEnd = []byte("s/alarm0")

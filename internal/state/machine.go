@@ -219,6 +219,23 @@ func validate(req *dkvpb.InternalRequest) error {
 // applyAlarm records what a member measured: deterministic, since the
 // measurement travels in the command.
 func (m *Machine) applyAlarm(b *pebble.Batch, ar *dkvpb.AlarmRequest) {
+	switch ar.GetAlarm() {
+	case dkvpb.AlarmType_ALARM_TYPE_NONE, dkvpb.AlarmType_ALARM_TYPE_NOSPACE:
+	case dkvpb.AlarmType_ALARM_TYPE_CORRUPT:
+		kind := byte(ar.GetAlarm())
+		if ar.GetActive() {
+			must(storage.SetKindAlarm(b, ar.GetMemberId(), kind, ar.GetReason()))
+		} else {
+			must(storage.DeleteKindAlarm(b, ar.GetMemberId(), kind))
+		}
+		m.alarms.setCorrupt(ar.GetMemberId(), ar.GetReason(), ar.GetActive())
+		return
+	default:
+		// A kind this build does not know: every member of this build
+		// skips it alike.
+		m.log.Warn("alarm of an unknown kind skipped", "kind", ar.GetAlarm())
+		return
+	}
 	if ar.GetActive() {
 		must(storage.SetAlarm(b, ar.GetMemberId(), ar.GetReason()))
 	} else {

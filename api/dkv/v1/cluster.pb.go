@@ -128,8 +128,15 @@ type StatusResponse struct {
 	DbSize           int64                  `protobuf:"varint,10,opt,name=db_size,json=dbSize,proto3" json:"db_size,omitempty"`
 	IsLearner        bool                   `protobuf:"varint,11,opt,name=is_learner,json=isLearner,proto3" json:"is_learner,omitempty"`
 	Version          string                 `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// db_size_in_use is what the database's live files take (write-ahead
+	// log, current tables and blob files): db_size less the obsolete files
+	// waiting to be deleted. Deleted and compacted-away data inside live
+	// tables counts until a compaction (or 'dkv defrag') rewrites them.
+	DbSizeInUse int64 `protobuf:"varint,30,opt,name=db_size_in_use,json=dbSizeInUse,proto3" json:"db_size_in_use,omitempty"`
+	// alarms are the raised alarms (NOSPACE, CORRUPT) of every member.
+	Alarms        []*AlarmMember `protobuf:"bytes,31,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -246,6 +253,20 @@ func (x *StatusResponse) GetVersion() string {
 	return ""
 }
 
+func (x *StatusResponse) GetDbSizeInUse() int64 {
+	if x != nil {
+		return x.DbSizeInUse
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetAlarms() []*AlarmMember {
+	if x != nil {
+		return x.Alarms
+	}
+	return nil
+}
+
 type HashKVRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// revision to hash at; 0 means current.
@@ -297,8 +318,14 @@ type HashKVResponse struct {
 	Hash            uint64                 `protobuf:"varint,2,opt,name=hash,proto3" json:"hash,omitempty"`
 	Revision        int64                  `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
 	CompactRevision int64                  `protobuf:"varint,4,opt,name=compact_revision,json=compactRevision,proto3" json:"compact_revision,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// applied_index is the raft index the hash was taken at: state_hash
+	// of two members compares only at equal applied indexes.
+	AppliedIndex uint64 `protobuf:"varint,30,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// state_hash covers leases and locks (holders, queues, fencing
+	// tokens), which have no history: as of applied_index.
+	StateHash     uint64 `protobuf:"varint,31,opt,name=state_hash,json=stateHash,proto3" json:"state_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HashKVResponse) Reset() {
@@ -355,6 +382,20 @@ func (x *HashKVResponse) GetRevision() int64 {
 func (x *HashKVResponse) GetCompactRevision() int64 {
 	if x != nil {
 		return x.CompactRevision
+	}
+	return 0
+}
+
+func (x *HashKVResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *HashKVResponse) GetStateHash() uint64 {
+	if x != nil {
+		return x.StateHash
 	}
 	return 0
 }
@@ -1018,8 +1059,8 @@ var File_dkv_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x14dkv/v1/cluster.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x0f\n" +
-	"\rStatusRequest\"\x91\x03\n" +
+	"\x14dkv/v1/cluster.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x18dkv/v1/maintenance.proto\"\x0f\n" +
+	"\rStatusRequest\"\xe3\x03\n" +
 	"\x0eStatusResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -1035,14 +1076,19 @@ const file_dkv_v1_cluster_proto_rawDesc = "" +
 	" \x01(\x03R\x06dbSize\x12\x1d\n" +
 	"\n" +
 	"is_learner\x18\v \x01(\bR\tisLearner\x12\x18\n" +
-	"\aversion\x18\f \x01(\tR\aversion\"+\n" +
+	"\aversion\x18\f \x01(\tR\aversion\x12#\n" +
+	"\x0edb_size_in_use\x18\x1e \x01(\x03R\vdbSizeInUse\x12+\n" +
+	"\x06alarms\x18\x1f \x03(\v2\x13.dkv.v1.AlarmMemberR\x06alarms\"+\n" +
 	"\rHashKVRequest\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x03R\brevision\"\x9b\x01\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\"\xdf\x01\n" +
 	"\x0eHashKVResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\x04R\x04hash\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x12)\n" +
-	"\x10compact_revision\x18\x04 \x01(\x03R\x0fcompactRevision\"\xbf\x01\n" +
+	"\x10compact_revision\x18\x04 \x01(\x03R\x0fcompactRevision\x12#\n" +
+	"\rapplied_index\x18\x1e \x01(\x04R\fappliedIndex\x12\x1d\n" +
+	"\n" +
+	"state_hash\x18\x1f \x01(\x04R\tstateHash\"\xbf\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
@@ -1134,41 +1180,43 @@ var file_dkv_v1_cluster_proto_goTypes = []any{
 	(*LeaderTransferRequest)(nil),  // 15: dkv.v1.LeaderTransferRequest
 	(*LeaderTransferResponse)(nil), // 16: dkv.v1.LeaderTransferResponse
 	(*ResponseHeader)(nil),         // 17: dkv.v1.ResponseHeader
+	(*AlarmMember)(nil),            // 18: dkv.v1.AlarmMember
 }
 var file_dkv_v1_cluster_proto_depIdxs = []int32{
 	17, // 0: dkv.v1.StatusResponse.header:type_name -> dkv.v1.ResponseHeader
-	17, // 1: dkv.v1.HashKVResponse.header:type_name -> dkv.v1.ResponseHeader
-	6,  // 2: dkv.v1.Member.reachability:type_name -> dkv.v1.Reachability
-	0,  // 3: dkv.v1.Reachability.state:type_name -> dkv.v1.Reachability.State
-	17, // 4: dkv.v1.MemberListResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 5: dkv.v1.MemberListResponse.members:type_name -> dkv.v1.Member
-	17, // 6: dkv.v1.MemberAddResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 7: dkv.v1.MemberAddResponse.member:type_name -> dkv.v1.Member
-	5,  // 8: dkv.v1.MemberAddResponse.members:type_name -> dkv.v1.Member
-	17, // 9: dkv.v1.MemberPromoteResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 10: dkv.v1.MemberPromoteResponse.members:type_name -> dkv.v1.Member
-	17, // 11: dkv.v1.MemberRemoveResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 12: dkv.v1.MemberRemoveResponse.members:type_name -> dkv.v1.Member
-	17, // 13: dkv.v1.LeaderTransferResponse.header:type_name -> dkv.v1.ResponseHeader
-	1,  // 14: dkv.v1.Cluster.Status:input_type -> dkv.v1.StatusRequest
-	3,  // 15: dkv.v1.Cluster.HashKV:input_type -> dkv.v1.HashKVRequest
-	7,  // 16: dkv.v1.Cluster.MemberList:input_type -> dkv.v1.MemberListRequest
-	9,  // 17: dkv.v1.Cluster.MemberAdd:input_type -> dkv.v1.MemberAddRequest
-	11, // 18: dkv.v1.Cluster.MemberPromote:input_type -> dkv.v1.MemberPromoteRequest
-	13, // 19: dkv.v1.Cluster.MemberRemove:input_type -> dkv.v1.MemberRemoveRequest
-	15, // 20: dkv.v1.Cluster.LeaderTransfer:input_type -> dkv.v1.LeaderTransferRequest
-	2,  // 21: dkv.v1.Cluster.Status:output_type -> dkv.v1.StatusResponse
-	4,  // 22: dkv.v1.Cluster.HashKV:output_type -> dkv.v1.HashKVResponse
-	8,  // 23: dkv.v1.Cluster.MemberList:output_type -> dkv.v1.MemberListResponse
-	10, // 24: dkv.v1.Cluster.MemberAdd:output_type -> dkv.v1.MemberAddResponse
-	12, // 25: dkv.v1.Cluster.MemberPromote:output_type -> dkv.v1.MemberPromoteResponse
-	14, // 26: dkv.v1.Cluster.MemberRemove:output_type -> dkv.v1.MemberRemoveResponse
-	16, // 27: dkv.v1.Cluster.LeaderTransfer:output_type -> dkv.v1.LeaderTransferResponse
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	18, // 1: dkv.v1.StatusResponse.alarms:type_name -> dkv.v1.AlarmMember
+	17, // 2: dkv.v1.HashKVResponse.header:type_name -> dkv.v1.ResponseHeader
+	6,  // 3: dkv.v1.Member.reachability:type_name -> dkv.v1.Reachability
+	0,  // 4: dkv.v1.Reachability.state:type_name -> dkv.v1.Reachability.State
+	17, // 5: dkv.v1.MemberListResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 6: dkv.v1.MemberListResponse.members:type_name -> dkv.v1.Member
+	17, // 7: dkv.v1.MemberAddResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 8: dkv.v1.MemberAddResponse.member:type_name -> dkv.v1.Member
+	5,  // 9: dkv.v1.MemberAddResponse.members:type_name -> dkv.v1.Member
+	17, // 10: dkv.v1.MemberPromoteResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 11: dkv.v1.MemberPromoteResponse.members:type_name -> dkv.v1.Member
+	17, // 12: dkv.v1.MemberRemoveResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 13: dkv.v1.MemberRemoveResponse.members:type_name -> dkv.v1.Member
+	17, // 14: dkv.v1.LeaderTransferResponse.header:type_name -> dkv.v1.ResponseHeader
+	1,  // 15: dkv.v1.Cluster.Status:input_type -> dkv.v1.StatusRequest
+	3,  // 16: dkv.v1.Cluster.HashKV:input_type -> dkv.v1.HashKVRequest
+	7,  // 17: dkv.v1.Cluster.MemberList:input_type -> dkv.v1.MemberListRequest
+	9,  // 18: dkv.v1.Cluster.MemberAdd:input_type -> dkv.v1.MemberAddRequest
+	11, // 19: dkv.v1.Cluster.MemberPromote:input_type -> dkv.v1.MemberPromoteRequest
+	13, // 20: dkv.v1.Cluster.MemberRemove:input_type -> dkv.v1.MemberRemoveRequest
+	15, // 21: dkv.v1.Cluster.LeaderTransfer:input_type -> dkv.v1.LeaderTransferRequest
+	2,  // 22: dkv.v1.Cluster.Status:output_type -> dkv.v1.StatusResponse
+	4,  // 23: dkv.v1.Cluster.HashKV:output_type -> dkv.v1.HashKVResponse
+	8,  // 24: dkv.v1.Cluster.MemberList:output_type -> dkv.v1.MemberListResponse
+	10, // 25: dkv.v1.Cluster.MemberAdd:output_type -> dkv.v1.MemberAddResponse
+	12, // 26: dkv.v1.Cluster.MemberPromote:output_type -> dkv.v1.MemberPromoteResponse
+	14, // 27: dkv.v1.Cluster.MemberRemove:output_type -> dkv.v1.MemberRemoveResponse
+	16, // 28: dkv.v1.Cluster.LeaderTransfer:output_type -> dkv.v1.LeaderTransferResponse
+	22, // [22:29] is the sub-list for method output_type
+	15, // [15:22] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_cluster_proto_init() }
@@ -1177,6 +1225,7 @@ func file_dkv_v1_cluster_proto_init() {
 		return
 	}
 	file_dkv_v1_kv_proto_init()
+	file_dkv_v1_maintenance_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

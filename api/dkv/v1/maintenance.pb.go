@@ -21,6 +21,106 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// AlarmType names an alarm, as etcd's do.
+type AlarmType int32
+
+const (
+	AlarmType_ALARM_TYPE_NONE AlarmType = 0
+	// NOSPACE: a member's disk is nearly full or its database is over the
+	// quota; the cluster refuses writes that add data.
+	AlarmType_ALARM_TYPE_NOSPACE AlarmType = 1
+	// CORRUPT: a member's state hash differs from the other members' at
+	// the same revision; that member refuses client requests.
+	AlarmType_ALARM_TYPE_CORRUPT AlarmType = 2
+)
+
+// Enum value maps for AlarmType.
+var (
+	AlarmType_name = map[int32]string{
+		0: "ALARM_TYPE_NONE",
+		1: "ALARM_TYPE_NOSPACE",
+		2: "ALARM_TYPE_CORRUPT",
+	}
+	AlarmType_value = map[string]int32{
+		"ALARM_TYPE_NONE":    0,
+		"ALARM_TYPE_NOSPACE": 1,
+		"ALARM_TYPE_CORRUPT": 2,
+	}
+)
+
+func (x AlarmType) Enum() *AlarmType {
+	p := new(AlarmType)
+	*p = x
+	return p
+}
+
+func (x AlarmType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AlarmType) Descriptor() protoreflect.EnumDescriptor {
+	return file_dkv_v1_maintenance_proto_enumTypes[0].Descriptor()
+}
+
+func (AlarmType) Type() protoreflect.EnumType {
+	return &file_dkv_v1_maintenance_proto_enumTypes[0]
+}
+
+func (x AlarmType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AlarmType.Descriptor instead.
+func (AlarmType) EnumDescriptor() ([]byte, []int) {
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{0}
+}
+
+type AlarmActionRequest_Action int32
+
+const (
+	AlarmActionRequest_GET    AlarmActionRequest_Action = 0
+	AlarmActionRequest_DISARM AlarmActionRequest_Action = 1
+)
+
+// Enum value maps for AlarmActionRequest_Action.
+var (
+	AlarmActionRequest_Action_name = map[int32]string{
+		0: "GET",
+		1: "DISARM",
+	}
+	AlarmActionRequest_Action_value = map[string]int32{
+		"GET":    0,
+		"DISARM": 1,
+	}
+)
+
+func (x AlarmActionRequest_Action) Enum() *AlarmActionRequest_Action {
+	p := new(AlarmActionRequest_Action)
+	*p = x
+	return p
+}
+
+func (x AlarmActionRequest_Action) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AlarmActionRequest_Action) Descriptor() protoreflect.EnumDescriptor {
+	return file_dkv_v1_maintenance_proto_enumTypes[1].Descriptor()
+}
+
+func (AlarmActionRequest_Action) Type() protoreflect.EnumType {
+	return &file_dkv_v1_maintenance_proto_enumTypes[1]
+}
+
+func (x AlarmActionRequest_Action) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AlarmActionRequest_Action.Descriptor instead.
+func (AlarmActionRequest_Action) EnumDescriptor() ([]byte, []int) {
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{2, 0}
+}
+
 type SnapshotRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -57,19 +157,312 @@ func (*SnapshotRequest) Descriptor() ([]byte, []int) {
 	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{0}
 }
 
+// AlarmMember is one raised alarm.
+type AlarmMember struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	MemberId uint64                 `protobuf:"varint,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Alarm    AlarmType              `protobuf:"varint,2,opt,name=alarm,proto3,enum=dkv.v1.AlarmType" json:"alarm,omitempty"`
+	// reason is what was measured or found, for people.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlarmMember) Reset() {
+	*x = AlarmMember{}
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlarmMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlarmMember) ProtoMessage() {}
+
+func (x *AlarmMember) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlarmMember.ProtoReflect.Descriptor instead.
+func (*AlarmMember) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AlarmMember) GetMemberId() uint64 {
+	if x != nil {
+		return x.MemberId
+	}
+	return 0
+}
+
+func (x *AlarmMember) GetAlarm() AlarmType {
+	if x != nil {
+		return x.Alarm
+	}
+	return AlarmType_ALARM_TYPE_NONE
+}
+
+func (x *AlarmMember) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type AlarmActionRequest struct {
+	state  protoimpl.MessageState    `protogen:"open.v1"`
+	Action AlarmActionRequest_Action `protobuf:"varint,1,opt,name=action,proto3,enum=dkv.v1.AlarmActionRequest_Action" json:"action,omitempty"`
+	// member_id selects one member's alarms; 0: every member's.
+	MemberId uint64 `protobuf:"varint,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// alarm selects one kind; NONE: every kind.
+	Alarm         AlarmType `protobuf:"varint,3,opt,name=alarm,proto3,enum=dkv.v1.AlarmType" json:"alarm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlarmActionRequest) Reset() {
+	*x = AlarmActionRequest{}
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlarmActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlarmActionRequest) ProtoMessage() {}
+
+func (x *AlarmActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlarmActionRequest.ProtoReflect.Descriptor instead.
+func (*AlarmActionRequest) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AlarmActionRequest) GetAction() AlarmActionRequest_Action {
+	if x != nil {
+		return x.Action
+	}
+	return AlarmActionRequest_GET
+}
+
+func (x *AlarmActionRequest) GetMemberId() uint64 {
+	if x != nil {
+		return x.MemberId
+	}
+	return 0
+}
+
+func (x *AlarmActionRequest) GetAlarm() AlarmType {
+	if x != nil {
+		return x.Alarm
+	}
+	return AlarmType_ALARM_TYPE_NONE
+}
+
+type AlarmResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// alarms are the alarms raised after the call (for DISARM: those left).
+	Alarms        []*AlarmMember `protobuf:"bytes,2,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlarmResponse) Reset() {
+	*x = AlarmResponse{}
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlarmResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlarmResponse) ProtoMessage() {}
+
+func (x *AlarmResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlarmResponse.ProtoReflect.Descriptor instead.
+func (*AlarmResponse) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AlarmResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *AlarmResponse) GetAlarms() []*AlarmMember {
+	if x != nil {
+		return x.Alarms
+	}
+	return nil
+}
+
+type DefragmentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DefragmentRequest) Reset() {
+	*x = DefragmentRequest{}
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DefragmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DefragmentRequest) ProtoMessage() {}
+
+func (x *DefragmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DefragmentRequest.ProtoReflect.Descriptor instead.
+func (*DefragmentRequest) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{4}
+}
+
+type DefragmentResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// db sizes on disk before and after, in bytes.
+	DbSizeBefore  int64 `protobuf:"varint,2,opt,name=db_size_before,json=dbSizeBefore,proto3" json:"db_size_before,omitempty"`
+	DbSizeAfter   int64 `protobuf:"varint,3,opt,name=db_size_after,json=dbSizeAfter,proto3" json:"db_size_after,omitempty"`
+	TookMs        int64 `protobuf:"varint,4,opt,name=took_ms,json=tookMs,proto3" json:"took_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DefragmentResponse) Reset() {
+	*x = DefragmentResponse{}
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DefragmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DefragmentResponse) ProtoMessage() {}
+
+func (x *DefragmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DefragmentResponse.ProtoReflect.Descriptor instead.
+func (*DefragmentResponse) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DefragmentResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *DefragmentResponse) GetDbSizeBefore() int64 {
+	if x != nil {
+		return x.DbSizeBefore
+	}
+	return 0
+}
+
+func (x *DefragmentResponse) GetDbSizeAfter() int64 {
+	if x != nil {
+		return x.DbSizeAfter
+	}
+	return 0
+}
+
+func (x *DefragmentResponse) GetTookMs() int64 {
+	if x != nil {
+		return x.TookMs
+	}
+	return 0
+}
+
 type SnapshotResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Blob   []byte                 `protobuf:"bytes,2,opt,name=blob,proto3" json:"blob,omitempty"`
 	// remaining_bytes is the number of bytes still to come; 0 on the last chunk.
 	RemainingBytes uint64 `protobuf:"varint,3,opt,name=remaining_bytes,json=remainingBytes,proto3" json:"remaining_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set on the first message only: what the checkpoint holds.
+	Revision        int64  `protobuf:"varint,30,opt,name=revision,proto3" json:"revision,omitempty"`
+	CompactRevision int64  `protobuf:"varint,31,opt,name=compact_revision,json=compactRevision,proto3" json:"compact_revision,omitempty"`
+	AppliedIndex    uint64 `protobuf:"varint,32,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	KeyCount        int64  `protobuf:"varint,33,opt,name=key_count,json=keyCount,proto3" json:"key_count,omitempty"`
+	MemberId        uint64 `protobuf:"varint,34,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberName      string `protobuf:"bytes,35,opt,name=member_name,json=memberName,proto3" json:"member_name,omitempty"`
+	ClusterId       uint64 `protobuf:"varint,36,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Version         string `protobuf:"bytes,37,opt,name=version,proto3" json:"version,omitempty"`
+	// Set on the last message only: SHA-256 of every blob byte sent.
+	Sha256        []byte `protobuf:"bytes,38,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_dkv_v1_maintenance_proto_msgTypes[1]
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -81,7 +474,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_maintenance_proto_msgTypes[1]
+	mi := &file_dkv_v1_maintenance_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -94,7 +487,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_maintenance_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SnapshotResponse) GetHeader() *ResponseHeader {
@@ -118,18 +511,120 @@ func (x *SnapshotResponse) GetRemainingBytes() uint64 {
 	return 0
 }
 
+func (x *SnapshotResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *SnapshotResponse) GetCompactRevision() int64 {
+	if x != nil {
+		return x.CompactRevision
+	}
+	return 0
+}
+
+func (x *SnapshotResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *SnapshotResponse) GetKeyCount() int64 {
+	if x != nil {
+		return x.KeyCount
+	}
+	return 0
+}
+
+func (x *SnapshotResponse) GetMemberId() uint64 {
+	if x != nil {
+		return x.MemberId
+	}
+	return 0
+}
+
+func (x *SnapshotResponse) GetMemberName() string {
+	if x != nil {
+		return x.MemberName
+	}
+	return ""
+}
+
+func (x *SnapshotResponse) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *SnapshotResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *SnapshotResponse) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
 var File_dkv_v1_maintenance_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_maintenance_proto_rawDesc = "" +
 	"\n" +
 	"\x18dkv/v1/maintenance.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x11\n" +
-	"\x0fSnapshotRequest\"\x7f\n" +
+	"\x0fSnapshotRequest\"k\n" +
+	"\vAlarmMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12'\n" +
+	"\x05alarm\x18\x02 \x01(\x0e2\x11.dkv.v1.AlarmTypeR\x05alarm\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xb4\x01\n" +
+	"\x12AlarmActionRequest\x129\n" +
+	"\x06action\x18\x01 \x01(\x0e2!.dkv.v1.AlarmActionRequest.ActionR\x06action\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\x04R\bmemberId\x12'\n" +
+	"\x05alarm\x18\x03 \x01(\x0e2\x11.dkv.v1.AlarmTypeR\x05alarm\"\x1d\n" +
+	"\x06Action\x12\a\n" +
+	"\x03GET\x10\x00\x12\n" +
+	"\n" +
+	"\x06DISARM\x10\x01\"l\n" +
+	"\rAlarmResponse\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12+\n" +
+	"\x06alarms\x18\x02 \x03(\v2\x13.dkv.v1.AlarmMemberR\x06alarms\"\x13\n" +
+	"\x11DefragmentRequest\"\xa7\x01\n" +
+	"\x12DefragmentResponse\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12$\n" +
+	"\x0edb_size_before\x18\x02 \x01(\x03R\fdbSizeBefore\x12\"\n" +
+	"\rdb_size_after\x18\x03 \x01(\x03R\vdbSizeAfter\x12\x17\n" +
+	"\atook_ms\x18\x04 \x01(\x03R\x06tookMs\"\x97\x03\n" +
 	"\x10SnapshotResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x12\n" +
 	"\x04blob\x18\x02 \x01(\fR\x04blob\x12'\n" +
-	"\x0fremaining_bytes\x18\x03 \x01(\x04R\x0eremainingBytes2N\n" +
+	"\x0fremaining_bytes\x18\x03 \x01(\x04R\x0eremainingBytes\x12\x1a\n" +
+	"\brevision\x18\x1e \x01(\x03R\brevision\x12)\n" +
+	"\x10compact_revision\x18\x1f \x01(\x03R\x0fcompactRevision\x12#\n" +
+	"\rapplied_index\x18  \x01(\x04R\fappliedIndex\x12\x1b\n" +
+	"\tkey_count\x18! \x01(\x03R\bkeyCount\x12\x1b\n" +
+	"\tmember_id\x18\" \x01(\x04R\bmemberId\x12\x1f\n" +
+	"\vmember_name\x18# \x01(\tR\n" +
+	"memberName\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18$ \x01(\x04R\tclusterId\x12\x18\n" +
+	"\aversion\x18% \x01(\tR\aversion\x12\x16\n" +
+	"\x06sha256\x18& \x01(\fR\x06sha256*P\n" +
+	"\tAlarmType\x12\x13\n" +
+	"\x0fALARM_TYPE_NONE\x10\x00\x12\x16\n" +
+	"\x12ALARM_TYPE_NOSPACE\x10\x01\x12\x16\n" +
+	"\x12ALARM_TYPE_CORRUPT\x10\x022\xcf\x01\n" +
 	"\vMaintenance\x12?\n" +
-	"\bSnapshot\x12\x17.dkv.v1.SnapshotRequest\x1a\x18.dkv.v1.SnapshotResponse0\x01B(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
+	"\bSnapshot\x12\x17.dkv.v1.SnapshotRequest\x1a\x18.dkv.v1.SnapshotResponse0\x01\x12:\n" +
+	"\x05Alarm\x12\x1a.dkv.v1.AlarmActionRequest\x1a\x15.dkv.v1.AlarmResponse\x12C\n" +
+	"\n" +
+	"Defragment\x12\x19.dkv.v1.DefragmentRequest\x1a\x1a.dkv.v1.DefragmentResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
 	file_dkv_v1_maintenance_proto_rawDescOnce sync.Once
@@ -143,21 +638,39 @@ func file_dkv_v1_maintenance_proto_rawDescGZIP() []byte {
 	return file_dkv_v1_maintenance_proto_rawDescData
 }
 
-var file_dkv_v1_maintenance_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_dkv_v1_maintenance_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_dkv_v1_maintenance_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_dkv_v1_maintenance_proto_goTypes = []any{
-	(*SnapshotRequest)(nil),  // 0: dkv.v1.SnapshotRequest
-	(*SnapshotResponse)(nil), // 1: dkv.v1.SnapshotResponse
-	(*ResponseHeader)(nil),   // 2: dkv.v1.ResponseHeader
+	(AlarmType)(0),                 // 0: dkv.v1.AlarmType
+	(AlarmActionRequest_Action)(0), // 1: dkv.v1.AlarmActionRequest.Action
+	(*SnapshotRequest)(nil),        // 2: dkv.v1.SnapshotRequest
+	(*AlarmMember)(nil),            // 3: dkv.v1.AlarmMember
+	(*AlarmActionRequest)(nil),     // 4: dkv.v1.AlarmActionRequest
+	(*AlarmResponse)(nil),          // 5: dkv.v1.AlarmResponse
+	(*DefragmentRequest)(nil),      // 6: dkv.v1.DefragmentRequest
+	(*DefragmentResponse)(nil),     // 7: dkv.v1.DefragmentResponse
+	(*SnapshotResponse)(nil),       // 8: dkv.v1.SnapshotResponse
+	(*ResponseHeader)(nil),         // 9: dkv.v1.ResponseHeader
 }
 var file_dkv_v1_maintenance_proto_depIdxs = []int32{
-	2, // 0: dkv.v1.SnapshotResponse.header:type_name -> dkv.v1.ResponseHeader
-	0, // 1: dkv.v1.Maintenance.Snapshot:input_type -> dkv.v1.SnapshotRequest
-	1, // 2: dkv.v1.Maintenance.Snapshot:output_type -> dkv.v1.SnapshotResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	0,  // 0: dkv.v1.AlarmMember.alarm:type_name -> dkv.v1.AlarmType
+	1,  // 1: dkv.v1.AlarmActionRequest.action:type_name -> dkv.v1.AlarmActionRequest.Action
+	0,  // 2: dkv.v1.AlarmActionRequest.alarm:type_name -> dkv.v1.AlarmType
+	9,  // 3: dkv.v1.AlarmResponse.header:type_name -> dkv.v1.ResponseHeader
+	3,  // 4: dkv.v1.AlarmResponse.alarms:type_name -> dkv.v1.AlarmMember
+	9,  // 5: dkv.v1.DefragmentResponse.header:type_name -> dkv.v1.ResponseHeader
+	9,  // 6: dkv.v1.SnapshotResponse.header:type_name -> dkv.v1.ResponseHeader
+	2,  // 7: dkv.v1.Maintenance.Snapshot:input_type -> dkv.v1.SnapshotRequest
+	4,  // 8: dkv.v1.Maintenance.Alarm:input_type -> dkv.v1.AlarmActionRequest
+	6,  // 9: dkv.v1.Maintenance.Defragment:input_type -> dkv.v1.DefragmentRequest
+	8,  // 10: dkv.v1.Maintenance.Snapshot:output_type -> dkv.v1.SnapshotResponse
+	5,  // 11: dkv.v1.Maintenance.Alarm:output_type -> dkv.v1.AlarmResponse
+	7,  // 12: dkv.v1.Maintenance.Defragment:output_type -> dkv.v1.DefragmentResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_maintenance_proto_init() }
@@ -171,13 +684,14 @@ func file_dkv_v1_maintenance_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_maintenance_proto_rawDesc), len(file_dkv_v1_maintenance_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   2,
+			NumEnums:      2,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_dkv_v1_maintenance_proto_goTypes,
 		DependencyIndexes: file_dkv_v1_maintenance_proto_depIdxs,
+		EnumInfos:         file_dkv_v1_maintenance_proto_enumTypes,
 		MessageInfos:      file_dkv_v1_maintenance_proto_msgTypes,
 	}.Build()
 	File_dkv_v1_maintenance_proto = out.File

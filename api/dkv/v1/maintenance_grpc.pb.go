@@ -19,18 +19,29 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Maintenance_Snapshot_FullMethodName = "/dkv.v1.Maintenance/Snapshot"
+	Maintenance_Snapshot_FullMethodName   = "/dkv.v1.Maintenance/Snapshot"
+	Maintenance_Alarm_FullMethodName      = "/dkv.v1.Maintenance/Alarm"
+	Maintenance_Defragment_FullMethodName = "/dkv.v1.Maintenance/Defragment"
 )
 
 // MaintenanceClient is the client API for Maintenance service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Maintenance holds operator calls: backups.
+// Maintenance holds operator calls: backups, alarms, defragmentation.
 type MaintenanceClient interface {
 	// Snapshot streams a consistent copy of the node's state (a Pebble
-	// checkpoint packed as a tar stream) for backup.
+	// checkpoint packed as a tar stream) for backup. The first message
+	// carries what the checkpoint holds (revision, applied index, keys);
+	// the last one the SHA-256 of every blob byte sent.
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error)
+	// Alarm lists the raised alarms, or disarms some of them (through
+	// raft). Shaped like etcd's Maintenance.Alarm.
+	Alarm(ctx context.Context, in *AlarmActionRequest, opts ...grpc.CallOption) (*AlarmResponse, error)
+	// Defragment compacts the answering member's state range in Pebble so
+	// the space of deleted and compacted data is given back. Reads and
+	// writes go on meanwhile.
+	Defragment(ctx context.Context, in *DefragmentRequest, opts ...grpc.CallOption) (*DefragmentResponse, error)
 }
 
 type maintenanceClient struct {
@@ -60,15 +71,44 @@ func (c *maintenanceClient) Snapshot(ctx context.Context, in *SnapshotRequest, o
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Maintenance_SnapshotClient = grpc.ServerStreamingClient[SnapshotResponse]
 
+func (c *maintenanceClient) Alarm(ctx context.Context, in *AlarmActionRequest, opts ...grpc.CallOption) (*AlarmResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlarmResponse)
+	err := c.cc.Invoke(ctx, Maintenance_Alarm_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *maintenanceClient) Defragment(ctx context.Context, in *DefragmentRequest, opts ...grpc.CallOption) (*DefragmentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DefragmentResponse)
+	err := c.cc.Invoke(ctx, Maintenance_Defragment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MaintenanceServer is the server API for Maintenance service.
 // All implementations must embed UnimplementedMaintenanceServer
 // for forward compatibility.
 //
-// Maintenance holds operator calls: backups.
+// Maintenance holds operator calls: backups, alarms, defragmentation.
 type MaintenanceServer interface {
 	// Snapshot streams a consistent copy of the node's state (a Pebble
-	// checkpoint packed as a tar stream) for backup.
+	// checkpoint packed as a tar stream) for backup. The first message
+	// carries what the checkpoint holds (revision, applied index, keys);
+	// the last one the SHA-256 of every blob byte sent.
 	Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error
+	// Alarm lists the raised alarms, or disarms some of them (through
+	// raft). Shaped like etcd's Maintenance.Alarm.
+	Alarm(context.Context, *AlarmActionRequest) (*AlarmResponse, error)
+	// Defragment compacts the answering member's state range in Pebble so
+	// the space of deleted and compacted data is given back. Reads and
+	// writes go on meanwhile.
+	Defragment(context.Context, *DefragmentRequest) (*DefragmentResponse, error)
 	mustEmbedUnimplementedMaintenanceServer()
 }
 
@@ -81,6 +121,12 @@ type UnimplementedMaintenanceServer struct{}
 
 func (UnimplementedMaintenanceServer) Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error {
 	return status.Error(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedMaintenanceServer) Alarm(context.Context, *AlarmActionRequest) (*AlarmResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Alarm not implemented")
+}
+func (UnimplementedMaintenanceServer) Defragment(context.Context, *DefragmentRequest) (*DefragmentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Defragment not implemented")
 }
 func (UnimplementedMaintenanceServer) mustEmbedUnimplementedMaintenanceServer() {}
 func (UnimplementedMaintenanceServer) testEmbeddedByValue()                     {}
@@ -114,13 +160,58 @@ func _Maintenance_Snapshot_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Maintenance_SnapshotServer = grpc.ServerStreamingServer[SnapshotResponse]
 
+func _Maintenance_Alarm_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlarmActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MaintenanceServer).Alarm(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Maintenance_Alarm_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MaintenanceServer).Alarm(ctx, req.(*AlarmActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Maintenance_Defragment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DefragmentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MaintenanceServer).Defragment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Maintenance_Defragment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MaintenanceServer).Defragment(ctx, req.(*DefragmentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Maintenance_ServiceDesc is the grpc.ServiceDesc for Maintenance service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Maintenance_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "dkv.v1.Maintenance",
 	HandlerType: (*MaintenanceServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Alarm",
+			Handler:    _Maintenance_Alarm_Handler,
+		},
+		{
+			MethodName: "Defragment",
+			Handler:    _Maintenance_Defragment_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Snapshot",

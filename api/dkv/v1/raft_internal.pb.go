@@ -416,8 +416,10 @@ func (*InternalRequest_QueueAck) isInternalRequest_Request() {}
 
 func (*InternalRequest_Auth) isInternalRequest_Request() {}
 
-// AlarmRequest raises or clears a member's NOSPACE alarm: its disk's free
+// AlarmRequest raises or clears a member's alarm. NOSPACE: its disk's free
 // space fell below the reserve, or its database grew over --quota-bytes.
+// CORRUPT: a divergence check found its state hash differs from the
+// majority's at the same revision.
 // The member that measured it proposes it (apply never measures anything),
 // so every member refuses the same writes while any alarm is raised.
 type AlarmRequest struct {
@@ -425,7 +427,9 @@ type AlarmRequest struct {
 	MemberId uint64                 `protobuf:"varint,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	Active   bool                   `protobuf:"varint,2,opt,name=active,proto3" json:"active,omitempty"`
 	// reason is for people: what was measured, e.g. "free 12 MiB < reserve 64 MiB".
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// alarm is the kind; NONE (0) is NOSPACE, as before alarms had kinds.
+	Alarm         AlarmType `protobuf:"varint,4,opt,name=alarm,proto3,enum=dkv.v1.AlarmType" json:"alarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -479,6 +483,13 @@ func (x *AlarmRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *AlarmRequest) GetAlarm() AlarmType {
+	if x != nil {
+		return x.Alarm
+	}
+	return AlarmType_ALARM_TYPE_NONE
 }
 
 // MemberAttrsRequest publishes a member's client URL so clients and other
@@ -584,7 +595,7 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\"\xc5\t\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\"\xc5\t\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
@@ -614,11 +625,12 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"queueClaim\x126\n" +
 	"\tqueue_ack\x18[ \x01(\v2\x17.dkv.v1.QueueAckRequestH\x00R\bqueueAck\x12(\n" +
 	"\x04auth\x18< \x01(\v2\x12.dkv.v1.AuthChangeH\x00R\x04authB\t\n" +
-	"\arequest\"[\n" +
+	"\arequest\"\x84\x01\n" +
 	"\fAlarmRequest\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12\x16\n" +
 	"\x06active\x18\x02 \x01(\bR\x06active\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"C\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12'\n" +
+	"\x05alarm\x18\x04 \x01(\x0e2\x11.dkv.v1.AlarmTypeR\x05alarm\"C\n" +
 	"\x12MemberAttrsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
 	"\n" +
@@ -661,7 +673,8 @@ var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*QueueClaimRequest)(nil),      // 18: dkv.v1.QueueClaimRequest
 	(*QueueAckRequest)(nil),        // 19: dkv.v1.QueueAckRequest
 	(*AuthChange)(nil),             // 20: dkv.v1.AuthChange
-	(*Member)(nil),                 // 21: dkv.v1.Member
+	(AlarmType)(0),                 // 21: dkv.v1.AlarmType
+	(*Member)(nil),                 // 22: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	4,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
@@ -683,12 +696,13 @@ var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	18, // 16: dkv.v1.InternalRequest.queue_claim:type_name -> dkv.v1.QueueClaimRequest
 	19, // 17: dkv.v1.InternalRequest.queue_ack:type_name -> dkv.v1.QueueAckRequest
 	20, // 18: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
-	21, // 19: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	21, // 19: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
+	22, // 20: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -703,6 +717,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 	file_dkv_v1_ratelimit_proto_init()
 	file_dkv_v1_queue_proto_init()
 	file_dkv_v1_auth_proto_init()
+	file_dkv_v1_maintenance_proto_init()
 	file_dkv_v1_raft_internal_proto_msgTypes[0].OneofWrappers = []any{
 		(*InternalRequest_Put)(nil),
 		(*InternalRequest_DeleteRange)(nil),

@@ -1,0 +1,17 @@
+// Package backup is DKV's backup file: the Pebble checkpoint a member's
+// Maintenance.Snapshot streams (a tar archive), wrapped with what it holds
+// (revision, key count, member, cluster) and a SHA-256 over the whole
+// file, so a damaged or cut file is refused instead of restored. It also
+// builds a new member's data dir from one (Restore).
+//
+// Callers: the CLI ('dkv snapshot save|status|restore') and the server's
+// scheduled backups. Nothing here talks to the network.
+//
+// Layout of a file:
+//
+//	"DKVSNAP1" | data (tar, N bytes) | metadata (JSON, M bytes) |
+//	N (8 bytes BE) | M (8 bytes BE) | SHA-256 of everything before | "DKVSEND1"
+//
+// Invariant: a file is accepted only if its footer is intact and the
+// SHA-256 of its first 8+N+M bytes equals the recorded one.
+package backup

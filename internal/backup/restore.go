@@ -1,0 +1,266 @@
+package backup
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/dkv-io/dkv/internal/keys"
+)
+
+// Contents is what a checkpoint holds.
+type Contents struct {
+	Revision, CompactRevision int64
+	AppliedIndex              uint64
+	KeyCount                  int64
+}
+
+// Inspect opens the Pebble checkpoint in dir read-only and reads what it
+// holds.
+func Inspect(dir string) (Contents, error) {
+	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: quietLog{}})
+	if err != nil {
+		return Contents{}, fmt.Errorf("open checkpoint %s: %w", dir, err)
+	}
+	defer db.Close()
+	var c Contents
+	if c.Revision, err = readU64(db, keys.MVCCRevision); err != nil {
+		return c, err
+	}
+	if c.CompactRevision, err = readU64(db, keys.MVCCCompact); err != nil {
+		return c, err
+	}
+	ai, err := readU64(db, keys.AppliedIndex)
+	if err != nil {
+		return c, err
+	}
+	c.AppliedIndex = uint64(ai)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: keys.MVCCLatestPrefix, UpperBound: prefixEnd(keys.MVCCLatestPrefix)})
+	if err != nil {
+		return c, err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		c.KeyCount++
+	}
+	return c, it.Error()
+}
+
+func readU64(r pebble.Reader, k []byte) (int64, error) {
+	v, closer, err := r.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%s is %d bytes, want 8", k, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+func prefixEnd(p []byte) []byte {
+	e := append([]byte(nil), p...)
+	e[len(e)-1]++
+	return e
+}
+
+// quietLog drops Pebble's informational messages (the WAL replay of a
+// checkpoint opened read-only is reported on every open) and passes its
+// errors on.
+type quietLog struct{}
+
+func (quietLog) Infof(string, ...any)           {}
+func (quietLog) Errorf(format string, a ...any) { pebble.DefaultLogger.Errorf(format, a...) }
+func (quietLog) Fatalf(format string, a ...any) { pebble.DefaultLogger.Errorf(format, a...) }
+
+// RestoreOptions say which member of which new cluster a data dir is
+// built for.
+type RestoreOptions struct {
+	DataDir string
+	// Name is this member's name; InitialCluster the new cluster's
+	// members, "n1=host:port,n2=...", as 'dkv serve --initial-cluster'
+	// will be given.
+	Name           string
+	InitialCluster string
+	// Token is the new cluster's --initial-cluster-token, if any.
+	Token string
+}
+
+// Restore meta keys, read by the server's bootstrap (r/meta/<name>).
+const (
+	MetaRestoredClusterID      = "restored_cluster_id"
+	MetaRestoredInitialCluster = "restored_initial_cluster"
+	MetaRestoredName           = "restored_name"
+)
+
+// NormalizeInitialCluster sorts "name=url" entries, so two spellings of
+// one membership compare equal.
+func NormalizeInitialCluster(s string) (string, []string, error) {
+	var parts, names []string
+	seen := map[string]bool{}
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		name, url, ok := strings.Cut(p, "=")
+		if !ok || name == "" || url == "" {
+			return "", nil, fmt.Errorf("initial cluster entry %q is not name=host:port", p)
+		}
+		if seen[name] {
+			return "", nil, fmt.Errorf("initial cluster names %q twice", name)
+		}
+		seen[name] = true
+		parts = append(parts, name+"="+url)
+		names = append(names, name)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ","), names, nil
+}
+
+// Restore builds opts.DataDir from the backup at path: the backup's
+// replicated state (keys, history, revision, leases, locks, users), with
+// no raft log, no members and no alarms, and a cluster id of its own
+// derived from the backup, the membership and the token, so every member
+// restored from the same backup for the same membership gets the same
+// one and it differs from the original cluster's. 'dkv serve' with the
+// same --name and --initial-cluster then bootstraps the new cluster over
+// that state. A data dir that exists and is not empty is refused.
+func Restore(path string, opts RestoreOptions) (Meta, error) {
+	if opts.Name == "" || opts.InitialCluster == "" || opts.DataDir == "" {
+		return Meta{}, fmt.Errorf("restore needs --data-dir, --name and --initial-cluster")
+	}
+	norm, names, err := NormalizeInitialCluster(opts.InitialCluster)
+	if err != nil {
+		return Meta{}, err
+	}
+	found := false
+	for _, n := range names {
+		found = found || n == opts.Name
+	}
+	if !found {
+		return Meta{}, fmt.Errorf("initial cluster %q does not contain this member's name %q", opts.InitialCluster, opts.Name)
+	}
+	if ents, err := os.ReadDir(opts.DataDir); err == nil && len(ents) > 0 {
+		return Meta{}, fmt.Errorf("data dir %s is not empty (%d entries, e.g. %s): restore builds a new member's data dir and never overwrites one; give a new or empty directory", opts.DataDir, len(ents), ents[0].Name())
+	} else if err != nil && !os.IsNotExist(err) {
+		return Meta{}, err
+	}
+	data, meta, closeFn, err := openData(path)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer closeFn()
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return Meta{}, err
+	}
+	fail := func(err error) (Meta, error) {
+		// Leave no half-built data dir that dkv serve could start on.
+		ents, _ := os.ReadDir(opts.DataDir)
+		for _, e := range ents {
+			os.RemoveAll(filepath.Join(opts.DataDir, e.Name()))
+		}
+		return Meta{}, err
+	}
+	if err := extract(data, opts.DataDir); err != nil {
+		return fail(fmt.Errorf("unpack %s: %w", path, err))
+	}
+	db, err := pebble.Open(opts.DataDir, &pebble.Options{Logger: quietLog{}})
+	if err != nil {
+		return fail(fmt.Errorf("open the restored database: %w", err))
+	}
+	b := db.NewBatch()
+	// Node-local state (the raft log, HardState, member and cluster ids)
+	// belongs to the old member; the new one starts its own log.
+	err = b.DeleteRange([]byte{}, keys.StateStart, nil)
+	for _, span := range [][2][]byte{
+		{keys.AppliedIndex, prefixEnd(keys.AppliedIndex)},
+		{keys.ConfState, prefixEnd(keys.ConfState)},
+		{keys.MemberPrefix, keys.MemberEnd},
+		{keys.AlarmPrefix, keys.AlarmEnd},
+	} {
+		if err == nil {
+			err = b.DeleteRange(span[0], span[1], nil)
+		}
+	}
+	h := fnv.New64a()
+	h.Write([]byte("dkv-restored-cluster\x00" + norm + "\x00" + opts.Token + "\x00" + meta.FileSHA256))
+	cid := h.Sum64()
+	var cidb [8]byte
+	binary.BigEndian.PutUint64(cidb[:], cid)
+	for k, v := range map[string][]byte{
+		MetaRestoredClusterID:      cidb[:],
+		MetaRestoredInitialCluster: []byte(norm),
+		MetaRestoredName:           []byte(opts.Name),
+	} {
+		if err == nil {
+			err = b.Set(append(append([]byte(nil), keys.LocalMetaPrefix...), k...), v, nil)
+		}
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	b.Close()
+	if err == nil {
+		// The deletes are compacted away so the old log does not linger.
+		err = db.Compact(context.Background(), []byte{}, keys.StateStart, false)
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail(fmt.Errorf("rewrite the restored database: %w", err))
+	}
+	meta.ClusterID = strconv.FormatUint(cid, 10)
+	return meta, nil
+}
+
+// extract unpacks a tar stream of regular files into dir, refusing any
+// name that would land outside it.
+func extract(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		name := filepath.Clean(h.Name)
+		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("archive entry %q is outside the data dir", h.Name)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, tr)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
