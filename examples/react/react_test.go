@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/dkv-io/dkv/client/embedded"
+)
+
+// TestWatchReactsToEveryChangeWithFewerReads runs the scenario on an
+// embedded store with a fast poll loop. Every change must be reacted to,
+// exactly once, by both approaches. The read counts are compared only
+// where the relation is structural: the watch approach opens two watches
+// and reads nothing else, whatever the number of changes; the poll loop
+// reacts to a change only from a list made after it, and the writer makes
+// the next change only after both reacted, so it needs at least one tick
+// (two lists) per change. Latency is measured and logged, not asserted.
+func TestWatchReactsToEveryChangeWithFewerReads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	c, err := embedded.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const changes = 12
+	out := io.Writer(io.Discard)
+	if testing.Verbose() {
+		out = tWriter{t}
+	}
+	res, err := run(ctx, c, options{changes: changes, poll: 50 * time.Millisecond, seed: 7, prefix: "t/react/", out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for a, name := range approachName {
+		for i, n := range res.reactions[a] {
+			if n != 1 {
+				t.Errorf("%s reacted %d times to change %d, want exactly once", name, n, i)
+			}
+		}
+	}
+	if res.reads[watch] != 2 {
+		t.Errorf("watch approach made %d reads, want 2 (one snapshot per watch, whatever the number of changes)", res.reads[watch])
+	}
+	if res.reads[poll] < 2*changes {
+		t.Errorf("poll approach made %d reads for %d changes, want at least %d (two lists per tick, a tick per change)", res.reads[poll], changes, 2*changes)
+	}
+	t.Logf("reads: watch %d, poll %d; median latency: watch %v, poll %v",
+		res.reads[watch], res.reads[poll], percentile(res.latency[watch], 50), percentile(res.latency[poll], 50))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
