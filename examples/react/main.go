@@ -13,7 +13,9 @@
 //
 // Each change is made after a random pause (seeded) and only once both
 // consumers reacted to the previous one, so every change is timed on its
-// own. The program prints each change's change-to-reaction latency for
+// own. Halfway, both watches are cut (as a lost connection would cut
+// them): they resume after the last revision they delivered, and no
+// change is lost or seen twice. The program prints each change's change-to-reaction latency for
 // both, then the median, the p99 and the number of reads each made.
 //
 //	go run ./examples/react
@@ -45,7 +47,9 @@ func main() {
 	fs.IntVar(&o.changes, "changes", 20, "how many changes the writer makes (each takes about --poll)")
 	fs.DurationVar(&o.poll, "poll", time.Second, "the polling loop's interval")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the pauses between changes")
+	fs.IntVar(&o.cutAt, "cut-at", 10, "cut the watches (as a lost connection would) just before this change; 0: never")
 	fs.Parse(os.Args[1:])
+	o.cutAt--
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.changes+5)*(o.poll+5*time.Second))
 	defer cancel()
@@ -68,6 +72,7 @@ type options struct {
 	changes int
 	poll    time.Duration
 	seed    uint64
+	cutAt   int    // before this change (from 0) every watch is cut; -1: never
 	prefix  string // the keys of this run
 	out     io.Writer
 }
@@ -87,7 +92,8 @@ type result struct {
 	latency   [2][]time.Duration
 	reactions [2][]int
 	// reads[a] is the number of reads approach a made: for the watch,
-	// each opened watch (its snapshot), for the poll, each list.
+	// each watch opened (a snapshot, or a resume after a cut), for the
+	// poll, each list.
 	reads [2]int64
 }
 
@@ -120,21 +126,76 @@ func (t *tracker) reactedByBoth(i int) bool {
 	return t.res.reactions[watch][i] > 0 && t.res.reactions[poll][i] > 0
 }
 
-// countingWatcher counts the watches opened through it: each reads a
-// snapshot once, then the store pushes the changes.
+// countingWatcher counts the watches opened through it: a new one reads a
+// snapshot, a resumed one starts after the last revision delivered; after
+// that the store pushes the changes. cut ends every open watch, as a lost
+// connection or a restarted member would.
 type countingWatcher struct {
 	client.Watcher
 	n atomic.Int64
+
+	mu      sync.Mutex
+	cancels []context.CancelFunc
+	gate    chan struct{} // while cut: closed when watches may reopen
+	waiting chan struct{} // while cut: a send per watch trying to reopen
+}
+
+func (w *countingWatcher) open(ctx context.Context) context.Context {
+	w.mu.Lock()
+	gate, waiting := w.gate, w.waiting
+	w.mu.Unlock()
+	if gate != nil { // still cut off
+		select {
+		case waiting <- struct{}{}:
+		case <-ctx.Done():
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+	}
+	w.n.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	w.mu.Lock()
+	w.cancels = append(w.cancels, cancel)
+	w.mu.Unlock()
+	return ctx
+}
+
+// cut ends every open watch and keeps them from reopening until the
+// returned function is called. It returns once each watch has ended and
+// its consumer is trying to reopen it, so what happens next happens while
+// they are down.
+func (w *countingWatcher) cut(ctx context.Context) (reconnect func()) {
+	w.mu.Lock()
+	n := len(w.cancels)
+	for _, cancel := range w.cancels {
+		cancel()
+	}
+	w.cancels = nil
+	gate, waiting := make(chan struct{}), make(chan struct{})
+	w.gate, w.waiting = gate, waiting
+	w.mu.Unlock()
+	for range n {
+		select {
+		case <-waiting:
+		case <-ctx.Done():
+		}
+	}
+	return func() {
+		w.mu.Lock()
+		w.gate = nil
+		w.mu.Unlock()
+		close(gate)
+	}
 }
 
 func (w *countingWatcher) WatchPrefix(ctx context.Context, prefix string, opts ...client.WatchOption) (*client.Watch, error) {
-	w.n.Add(1)
-	return w.Watcher.WatchPrefix(ctx, prefix, opts...)
+	return w.Watcher.WatchPrefix(w.open(ctx), prefix, opts...)
 }
 
 func (w *countingWatcher) WatchKey(ctx context.Context, key string, opts ...client.WatchOption) (*client.Watch, error) {
-	w.n.Add(1)
-	return w.Watcher.WatchKey(ctx, key, opts...)
+	return w.Watcher.WatchKey(w.open(ctx), key, opts...)
 }
 
 func run(ctx context.Context, c *client.Client, o options) (*result, error) {
@@ -217,10 +278,17 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 			s := settings[(i/2)%len(settings)]
 			what, key = "edit config "+s, config+s
 		}
+		reconnect := func() {}
+		if i == o.cutAt {
+			reconnect = cw.cut(ctx)
+			fmt.Fprintf(o.out, "  -- both watches are cut; the next change is made while they are down; they resume after the last revision they delivered\n")
+		}
 		t.mu.Lock()
 		t.start[i] = time.Now()
 		t.mu.Unlock()
-		if _, err := c.Put(ctx, key, []byte(strconv.Itoa(i))); err != nil {
+		_, err := c.Put(ctx, key, []byte(strconv.Itoa(i)))
+		reconnect()
+		if err != nil {
 			stopPoll()
 			return nil, fmt.Errorf("change %d: %w", i, err)
 		}
@@ -250,7 +318,7 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 		}
 		fmt.Fprintf(o.out, "  %-16s %10v %10v %8d\n", name, round(percentile(res.latency[a], 50)), round(percentile(res.latency[a], 99)), res.reads[a])
 	}
-	fmt.Fprintf(o.out, "\nThe watch read each prefix once (its snapshot); after that the store pushed every change.\n")
+	fmt.Fprintf(o.out, "\nThe watch read each prefix once (its snapshot), and opened it once more after each cut; the store pushed every change.\n")
 	fmt.Fprintf(o.out, "The poll loop read both prefixes on every tick, changed or not, and saw a change only at the next tick.\n")
 	return res, nil
 }

@@ -10,10 +10,13 @@ import (
 )
 
 // TestWatchReactsToEveryChangeWithFewerReads runs the scenario on an
-// embedded store with a fast poll loop. Every change must be reacted to,
-// exactly once, by both approaches. The read counts are compared only
-// where the relation is structural: the watch approach opens two watches
-// and reads nothing else, whatever the number of changes; the poll loop
+// embedded store with a fast poll loop, and cuts both watches halfway (the
+// fault: a lost connection). Every change must be reacted to, exactly
+// once, by both approaches: the cut watches resume without a gap or a
+// repeat. The read counts are compared only
+// where the relation is structural: the watch approach opens two watches,
+// and two more when they are cut, and reads nothing else, whatever the
+// number of changes; the poll loop
 // reacts to a change only from a list made after it, and the writer makes
 // the next change only after both reacted, so it needs at least one tick
 // (two lists) per change. Latency is measured and logged, not asserted.
@@ -30,7 +33,7 @@ func TestWatchReactsToEveryChangeWithFewerReads(t *testing.T) {
 	if testing.Verbose() {
 		out = tWriter{t}
 	}
-	res, err := run(ctx, c, options{changes: changes, poll: 50 * time.Millisecond, seed: 7, prefix: "t/react/", out: out})
+	res, err := run(ctx, c, options{changes: changes, poll: 50 * time.Millisecond, seed: 7, cutAt: changes / 2, prefix: "t/react/", out: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +44,8 @@ func TestWatchReactsToEveryChangeWithFewerReads(t *testing.T) {
 			}
 		}
 	}
-	if res.reads[watch] != 2 {
-		t.Errorf("watch approach made %d reads, want 2 (one snapshot per watch, whatever the number of changes)", res.reads[watch])
+	if res.reads[watch] != 4 {
+		t.Errorf("watch approach made %d reads, want 4 (a snapshot per watch and a resume after the cut, whatever the number of changes)", res.reads[watch])
 	}
 	if res.reads[poll] < 2*changes {
 		t.Errorf("poll approach made %d reads for %d changes, want at least %d (two lists per tick, a tick per change)", res.reads[poll], changes, 2*changes)
