@@ -146,7 +146,10 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 	}
 	expect := func(t recipe.MemberEventType, id string) error {
 		ev, err := next()
-		if err == nil && (ev.Type != t || ev.Member.ID != id) {
+		if err != nil {
+			return fmt.Errorf("expecting %s %s: %w", t, id, err)
+		}
+		if ev.Type != t || ev.Member.ID != id {
 			err = fmt.Errorf("dashboard saw %s %s, expected %s %s", ev.Type, ev.Member.ID, t, id)
 		}
 		return err

@@ -16,10 +16,10 @@ import (
 // repeat. The read counts are compared only
 // where the relation is structural: the watch approach opens two watches,
 // and two more when they are cut, and reads nothing else, whatever the
-// number of changes; the poll loop
-// reacts to a change only from a list made after it, and the writer makes
-// the next change only after both reacted, so it needs at least one tick
-// (two lists) per change. Latency is measured and logged, not asserted.
+// number of changes; the poll loop reacts to a change only from a list
+// that returned after the change was made, and the writer makes the next
+// change only after both reacted, so no list serves two changes: at least
+// one list per change. Latency is measured and logged, not asserted.
 func TestWatchReactsToEveryChangeWithFewerReads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
@@ -47,8 +47,8 @@ func TestWatchReactsToEveryChangeWithFewerReads(t *testing.T) {
 	if res.reads[watch] != 4 {
 		t.Errorf("watch approach made %d reads, want 4 (a snapshot per watch and a resume after the cut, whatever the number of changes)", res.reads[watch])
 	}
-	if res.reads[poll] < 2*changes {
-		t.Errorf("poll approach made %d reads for %d changes, want at least %d (two lists per tick, a tick per change)", res.reads[poll], changes, 2*changes)
+	if res.reads[poll] < changes {
+		t.Errorf("poll approach made %d reads for %d changes, want at least one list per change", res.reads[poll], changes)
 	}
 	t.Logf("reads: watch %d, poll %d; median latency: watch %v, poll %v",
 		res.reads[watch], res.reads[poll], percentile(res.latency[watch], 50), percentile(res.latency[poll], 50))
