@@ -137,12 +137,21 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 		for {
 			job, err := q.Claim(wctx)
 			if err != nil {
-				if wctx.Err() == nil {
-					mu.Lock()
-					say("%s: claim failed: %v", me, err)
-					mu.Unlock()
+				if wctx.Err() != nil {
+					return
 				}
-				return
+				// A leader change, say. A claim whose outcome is unknown
+				// may have taken a job: it is visible again after the
+				// visibility timeout, with that attempt used.
+				mu.Lock()
+				say("%s: claim failed, trying again: %v", me, err)
+				mu.Unlock()
+				select {
+				case <-time.After(200 * time.Millisecond):
+				case <-wctx.Done():
+					return
+				}
+				continue
 			}
 			name := string(job.Payload)
 			mu.Lock()
