@@ -2,8 +2,9 @@ package main
 
 // The store this example runs against: an embedded single-node store in a
 // temporary directory by default, or a cluster with --endpoints (and the
-// same TLS and auth flags as the dkv CLI). Every example in examples/ has
-// this file; it is the only part you would replace in your own service.
+// same TLS and auth flags as the dkv CLI). Examples 6 to 9 each carry a
+// copy of this file, so each folder stands alone; it is the part you
+// would replace with your service's own configuration.
 
 import (
 	"context"
