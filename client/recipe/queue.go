@@ -674,6 +674,15 @@ func (q *Queue) TryClaim(ctx context.Context) (*Job, error) {
 // Consumers that wait together are woken together and each takes the
 // first job it wins, so a burst of jobs spreads over them.
 func (q *Queue) Claim(ctx context.Context) (*Job, error) {
+	jobs, err := q.claimN(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+// claimN is Claim for up to n jobs (ClaimBatch): it returns at least one.
+func (q *Queue) claimN(ctx context.Context, n int) ([]*Job, error) {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var w *client.Watch
@@ -684,9 +693,9 @@ func (q *Queue) Claim(ctx context.Context) (*Job, error) {
 			wake         time.Time
 			heldUnmarked bool
 		)
-		j, res, err := q.serverClaim(ctx)
-		if err != nil || j != nil {
-			return j, err
+		js, res, err := q.serverClaimN(ctx, n)
+		if err != nil || len(js) > 0 {
+			return js, err
 		}
 		if res != nil {
 			wake, heldUnmarked = res.NextRunAt, res.LockedUnmarked > 0
@@ -698,8 +707,11 @@ func (q *Queue) Claim(ctx context.Context) (*Job, error) {
 			wake = sc.nextRunAt
 			if !sc.paused {
 				j, held, err := q.claimFrom(ctx, sc)
-				if err != nil || j != nil {
-					return j, err
+				if err != nil {
+					return nil, err
+				}
+				if j != nil {
+					return []*Job{j}, nil
 				}
 				heldUnmarked = held
 			}
@@ -947,13 +959,32 @@ func (q *Queue) tryClaim(ctx context.Context, k orderKey) (*Job, bool, error) {
 // again), or nil, nil when the server cannot help (no such service, or
 // it gave up after its scan limit): then the caller scans.
 func (q *Queue) serverClaim(ctx context.Context) (*Job, *client.QueueClaimResult, error) {
+	js, res, err := q.serverClaimN(ctx, 1)
+	if len(js) > 0 {
+		return js[0], nil, err
+	}
+	return nil, res, err
+}
+
+// serverClaimN is serverClaim for up to n jobs in one command (the
+// server's batch claim when n > 1 and the client has it).
+func (q *Queue) serverClaimN(ctx context.Context, n int) ([]*Job, *client.QueueClaimResult, error) {
 	cl, ok := q.c.(QueueClaimer)
 	if !ok || q.noServerClaim.Load() {
 		return nil, nil, nil
 	}
-	for n := 0; ; n++ {
+	bc, batch := q.c.(QueueBatchClaimer)
+	for try := 0; ; try++ {
 		start := time.Now()
-		res, err := cl.QueueClaim(ctx, q.prefix, q.cfg.visibility)
+		var (
+			res *client.QueueClaimResult
+			err error
+		)
+		if batch && n > 1 {
+			res, err = bc.QueueClaimBatch(ctx, q.prefix, q.cfg.visibility, n)
+		} else {
+			res, err = cl.QueueClaim(ctx, q.prefix, q.cfg.visibility)
+		}
 		if status.Code(errors.Unwrap(err)) == codes.Unimplemented || status.Code(err) == codes.Unimplemented {
 			q.noServerClaim.Store(true)
 			return nil, nil, nil
@@ -967,29 +998,54 @@ func (q *Queue) serverClaim(ctx context.Context) (*Job, *client.QueueClaimResult
 			}
 			return nil, res, nil
 		}
-		k, ok := parseOrder(strings.TrimPrefix(res.Job.Key, q.jobsPrefix()))
-		if !ok {
-			go (&Job{q: q, Handle: res.Handle}).release()
-			return nil, nil, nil
-		}
-		if res.Marked {
-			rec, err := decodeRecord(res.Job)
-			if err == nil {
-				return q.newJob(res.Job.Key, rec, res.Handle, start), nil, nil
+		var out []*Job
+		claimed := append([]client.QueueClaimedJob{{Job: res.Job, Handle: res.Handle, Marked: res.Marked}}, res.More...)
+		for i, c := range claimed {
+			j, err := q.serverClaimed(ctx, c, start)
+			if err != nil {
+				// The jobs not looked at yet keep their claims until
+				// their visibility timeout; those claimed are the caller's.
+				for _, rest := range claimed[i+1:] {
+					go (&Job{q: q, Handle: rest.Handle}).release()
+				}
+				if len(out) > 0 {
+					return out, nil, nil
+				}
+				return nil, nil, err
+			}
+			if j != nil {
+				out = append(out, j)
 			}
 		}
-		// Not marked: the job used its attempts (claimLocked dead-letters
-		// it) or the server did not mark it; finish the claim here.
-		j, _, err := q.claimLocked(ctx, res.Job.Key, k, res.Handle, res.Job, nil, start)
-		if err != nil || j != nil {
-			return j, nil, err
+		if len(out) > 0 {
+			return out, nil, nil
 		}
-		// The job was dead-lettered, vanished or the queue paused under
-		// our lock: claim the next one.
-		if n >= maxWriteRetries || ctx.Err() != nil {
+		// Every job was dead-lettered, vanished or the queue paused under
+		// our lock: claim the next ones.
+		if try >= maxWriteRetries || ctx.Err() != nil {
 			return nil, nil, nil
 		}
 	}
+}
+
+// serverClaimed turns one job the server claimed into a Job: nil if it
+// was dead-lettered (it used its attempts), vanished, or the queue was
+// paused under our lock.
+func (q *Queue) serverClaimed(ctx context.Context, c client.QueueClaimedJob, start time.Time) (*Job, error) {
+	k, ok := parseOrder(strings.TrimPrefix(c.Job.Key, q.jobsPrefix()))
+	if !ok {
+		go (&Job{q: q, Handle: c.Handle}).release()
+		return nil, nil
+	}
+	if c.Marked {
+		if rec, err := decodeRecord(c.Job); err == nil {
+			return q.newJob(c.Job.Key, rec, c.Handle, start), nil
+		}
+	}
+	// Not marked: the job used its attempts (claimLocked dead-letters it)
+	// or the server did not mark it; finish the claim here.
+	j, _, err := q.claimLocked(ctx, c.Job.Key, k, c.Handle, c.Job, nil, start)
+	return j, err
 }
 
 // newJob is the claimed job rec at key under claim h, taken at start.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keyrange"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/lock"
 	"github.com/dkv-io/dkv/internal/queuekeys"
@@ -22,6 +24,8 @@ import (
 const (
 	DefaultQueueScan = 1024
 	MaxQueueScan     = 100_000
+	// MaxQueueClaimJobs bounds the jobs one claim takes (max_jobs).
+	MaxQueueClaimJobs = 64
 )
 
 // queueOrderLen is the length of a job key's <order>: 8 hex digits of
@@ -42,6 +46,9 @@ func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 	if err := lease.ValidateTTL("queue claim ttl_ms", c.GetTtlMs()); err != nil {
 		return err
 	}
+	if n := c.GetMaxJobs(); n < 0 || n > MaxQueueClaimJobs {
+		return invalid("queue claim max_jobs is %d; it must be between 0 (one job) and %d", n, MaxQueueClaimJobs)
+	}
 	if n := c.GetMaxScan(); n < 0 || n > MaxQueueScan {
 		return invalid("queue claim max_scan is %d; it must be between 0 (default %d) and %d", n, DefaultQueueScan, MaxQueueScan)
 	}
@@ -53,7 +60,10 @@ func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 // entry's time), whose key is not locked and which has no claim marker.
 // The lock is granted to c.Owner on a new lease of c.TtlMs owned by the
 // lock, exactly as a TryAcquire with a TTL would. A job already locked by
-// c.Owner (a retry of a claim that applied) is returned again.
+// c.Owner (a retry of a claim that applied) is returned again. With
+// c.MaxJobs > 1 it claims up to that many visible jobs the same way, in
+// that order, each on its own lock and lease; a retry returns the jobs
+// it finds locked by c.Owner and claims none besides.
 func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.QueueClaimResponse {
 	resp := &dkvpb.QueueClaimResponse{}
 	prefix := c.GetQueuePrefix()
@@ -68,19 +78,30 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 	if limit == 0 {
 		limit = DefaultQueueScan
 	}
+	maxJobs := int(max(c.GetMaxJobs(), 1))
 	jobs := append(append([]byte(nil), prefix...), queuekeys.Jobs...)
+	type hit struct {
+		key   []byte
+		kv    *dkvpb.KeyValue
+		again *dkvpb.LockHandle // a retry's: the lock already ours
+	}
 	var (
-		seen   int64
-		found  []byte
-		foundV *dkvpb.KeyValue
-		again  *dkvpb.LockHandle
+		seen  int64
+		hits  []hit
+		retry bool   // a job locked by c.Owner was met: claim nothing new
+		first []byte // the first live job key met, for the floor
 	)
-	err := scanLatest(w.b, makeSpan(jobs, nil, true), func(key []byte, rec *record) bool {
+	keepFloor := isQueuePrefix(prefix)
+	from := w.s.queueScanStart(jobs, keepFloor)
+	err := scanLatest(w.b, span{start: from, end: keyrange.PrefixEnd(jobs)}, func(key []byte, rec *record) bool {
 		if seen >= limit {
-			resp.Truncated = true
+			resp.Truncated = len(hits) == 0
 			return false
 		}
 		seen++
+		if first == nil {
+			first = bytes.Clone(key)
+		}
 		order := key[len(jobs):]
 		if len(order) != queueOrderLen {
 			return true // not a job key
@@ -92,9 +113,12 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 		if _, locked := w.s.held[string(key)]; locked {
 			h, ok := w.holder(key)
 			if ok && h.Owner == c.GetOwner() {
-				again = handleOf(&h)
-				found, foundV = jobKV(key, rec)
-				return false
+				if !retry {
+					retry, hits = true, hits[:0]
+				}
+				k, kv := jobKV(key, rec)
+				hits = append(hits, hit{key: k, kv: kv, again: handleOf(&h)})
+				return len(hits) < maxJobs
 			}
 			if _, marked := w.get(marker(order)); !marked {
 				resp.LockedUnmarked++
@@ -107,38 +131,59 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 			}
 			return true
 		}
-		if _, marked := w.get(marker(order)); marked {
+		if _, marked := w.get(marker(order)); marked || retry {
 			return true // claimed (its lock released ahead of its marker)
 		}
-		found, foundV = jobKV(key, rec)
-		return false
+		k, kv := jobKV(key, rec)
+		hits = append(hits, hit{key: k, kv: kv})
+		return len(hits) < maxJobs
 	})
 	must(err)
-	if found == nil {
+	if keepFloor {
+		w.s.queueFloorLearn(jobs, first)
+	}
+	if len(hits) == 0 {
 		return resp
 	}
-	resp.Found, resp.Kv, resp.Truncated = true, foundV, false
-	if again != nil {
-		resp.Handle = again
-		if c.GetMark() {
-			_, resp.Marked = w.get(marker(found[len(jobs):]))
+	resp.Found, resp.Truncated = true, false
+	for i, h := range hits {
+		kv, handle, marked := w.claimOne(c, jobs, h.key, h.kv, h.again, marker)
+		if i == 0 {
+			resp.Kv, resp.Handle, resp.Marked = kv, handle, marked
+			continue
 		}
-		return resp
-	}
-	id := w.grant(0, c.GetTtlMs(), false)
-	resp.Handle = w.grantLock(found, c.GetOwner(), id, true, true)
-	if c.GetMark() {
-		if v, ok := nextAttempt(foundV.Value); ok {
-			w.put(&dkvpb.PutRequest{Key: found, Value: v, Lease: foundV.Lease}, &dkvpb.PutResponse{})
-			attempt, _ := attemptOf(v)
-			m := []byte(`{"attempt":` + strconv.FormatInt(attempt, 10) + `,"owner":` + jsonString(c.GetOwner()) + `,"token":` + strconv.FormatInt(resp.Handle.Token, 10) + `}`)
-			w.put(&dkvpb.PutRequest{Key: marker(found[len(jobs):]), Value: m, Lease: id}, &dkvpb.PutResponse{})
-			rec, _ := w.get(found)
-			_, resp.Kv = jobKV(found, &rec)
-			resp.Marked = true
-		}
+		resp.More = append(resp.More, &dkvpb.QueueClaimedJob{Kv: kv, Handle: handle, Marked: marked})
 	}
 	return resp
+}
+
+// claimOne finishes the claim of one job found by QueueClaim: a retry's
+// job (again) is returned as it is; another is locked on a new lease
+// and, with c.Mark, marked.
+func (w *Writer) claimOne(c *dkvpb.QueueClaimRequest, jobs, found []byte, foundV *dkvpb.KeyValue, again *dkvpb.LockHandle, marker func([]byte) []byte) (*dkvpb.KeyValue, *dkvpb.LockHandle, bool) {
+	if again != nil {
+		marked := false
+		if c.GetMark() {
+			_, marked = w.get(marker(found[len(jobs):]))
+		}
+		return foundV, again, marked
+	}
+	id := w.grant(0, c.GetTtlMs(), false)
+	handle := w.grantLock(found, c.GetOwner(), id, true, true)
+	if !c.GetMark() {
+		return foundV, handle, false
+	}
+	v, ok := nextAttempt(foundV.Value)
+	if !ok {
+		return foundV, handle, false
+	}
+	w.put(&dkvpb.PutRequest{Key: found, Value: v, Lease: foundV.Lease}, &dkvpb.PutResponse{})
+	attempt, _ := attemptOf(v)
+	m := []byte(`{"attempt":` + strconv.FormatInt(attempt, 10) + `,"owner":` + jsonString(c.GetOwner()) + `,"token":` + strconv.FormatInt(handle.Token, 10) + `}`)
+	w.put(&dkvpb.PutRequest{Key: marker(found[len(jobs):]), Value: m, Lease: id}, &dkvpb.PutResponse{})
+	rec, _ := w.get(found)
+	_, kv := jobKV(found, &rec)
+	return kv, handle, true
 }
 
 // attemptOf reads a job's "attempt" and "max_attempts" (absent: 0).
@@ -246,4 +291,42 @@ func (w *Writer) QueueAck(a *dkvpb.QueueAckRequest) (*dkvpb.QueueAckResponse, er
 	}
 	w.releaseLock(&h)
 	return &dkvpb.QueueAckResponse{}, nil
+}
+
+// MaxQueueAckBatch bounds the acks of one AckBatch.
+const MaxQueueAckBatch = 64
+
+func validateQueueAckBatch(b *dkvpb.QueueAckBatchRequest, l Limits) error {
+	acks := b.GetAcks()
+	if len(acks) == 0 || len(acks) > MaxQueueAckBatch {
+		return invalid("queue ack batch has %d acks; it must have 1 to %d", len(acks), MaxQueueAckBatch)
+	}
+	keys := make(map[string]bool, len(acks))
+	for i, a := range acks {
+		if err := validateQueueAck(a, l); err != nil {
+			return invalid("queue ack batch, ack %d: %s", i, dkverr.Message(err))
+		}
+		k := string(a.GetHandle().GetKey())
+		if keys[k] {
+			return invalid("queue ack batch acks job %q twice", k)
+		}
+		keys[k] = true
+	}
+	return nil
+}
+
+// QueueAckBatch applies each ack as QueueAck does, in order, at one
+// revision: a refused ack changes nothing and does not stop the others.
+func (w *Writer) QueueAckBatch(b *dkvpb.QueueAckBatchRequest) *dkvpb.QueueAckBatchResponse {
+	resp := &dkvpb.QueueAckBatchResponse{Results: make([]*dkvpb.QueueAckResult, len(b.GetAcks()))}
+	for i, a := range b.GetAcks() {
+		r, err := w.QueueAck(a)
+		if err != nil {
+			code := dkverr.CodeOf(err)
+			resp.Results[i] = &dkvpb.QueueAckResult{Reason: code.Reason(), Message: dkverr.Message(err)}
+			continue
+		}
+		resp.Results[i] = &dkvpb.QueueAckResult{Ok: true, Already: r.GetAlready()}
+	}
+	return resp
 }
