@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
@@ -88,20 +89,27 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 	var (
 		seen  int64
 		hits  []hit
-		retry bool   // a job locked by c.Owner was met: claim nothing new
-		first []byte // the first live job key met, for the floor
+		retry bool // a job locked by c.Owner was met: claim nothing new
+		// For the floor (queuefloor.go): the first key met that a
+		// later claim must look at again, and the last key met.
+		stop, last []byte
+		atEnd      = true // the scan met every key of the span
 	)
+	stopAt := func(k []byte) {
+		if stop == nil || bytes.Compare(k, stop) < 0 {
+			stop = bytes.Clone(k)
+		}
+	}
 	keepFloor := isQueuePrefix(prefix)
 	from := w.s.queueScanStart(jobs, keepFloor)
 	err := scanLatest(w.b, span{start: from, end: keyrange.PrefixEnd(jobs)}, func(key []byte, rec *record) bool {
 		if seen >= limit {
 			resp.Truncated = len(hits) == 0
+			atEnd = false
 			return false
 		}
 		seen++
-		if first == nil {
-			first = bytes.Clone(key)
-		}
+		last = append(last[:0], key...)
 		order := key[len(jobs):]
 		if len(order) != queueOrderLen {
 			return true // not a job key
@@ -114,14 +122,19 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 			h, ok := w.holder(key)
 			if ok && h.Owner == c.GetOwner() {
 				if !retry {
+					for _, f := range hits {
+						stopAt(f.key) // visible, and now left alone
+					}
 					retry, hits = true, hits[:0]
 				}
 				k, kv := jobKV(key, rec)
 				hits = append(hits, hit{key: k, kv: kv, again: handleOf(&h)})
-				return len(hits) < maxJobs
+				atEnd = len(hits) < maxJobs
+				return atEnd
 			}
 			if _, marked := w.get(marker(order)); !marked {
 				resp.LockedUnmarked++
+				stopAt(key)
 			}
 			return true
 		}
@@ -129,25 +142,46 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 			if resp.NextRunAtMs == 0 || int64(runAt) < resp.NextRunAtMs {
 				resp.NextRunAtMs = int64(runAt)
 			}
+			stopAt(key)
 			return true
 		}
-		if _, marked := w.get(marker(order)); marked || retry {
+		if _, marked := w.get(marker(order)); marked {
 			return true // claimed (its lock released ahead of its marker)
+		}
+		if retry {
+			stopAt(key)
+			return true
 		}
 		k, kv := jobKV(key, rec)
 		hits = append(hits, hit{key: k, kv: kv})
-		return len(hits) < maxJobs
+		atEnd = len(hits) < maxJobs
+		return atEnd
 	})
 	must(err)
-	if keepFloor {
-		w.s.queueFloorLearn(jobs, first)
-	}
+	defer func() {
+		if !keepFloor {
+			return
+		}
+		// After the claims below: a job claimed and marked is one a
+		// later claim may step over; one claimed unmarked is not.
+		switch {
+		case stop != nil:
+			w.s.queueFloorLearn(jobs, stop)
+		case atEnd:
+			w.s.queueFloorLearn(jobs, nil)
+		default:
+			w.s.queueFloorLearn(jobs, append(last, 0))
+		}
+	}()
 	if len(hits) == 0 {
 		return resp
 	}
 	resp.Found, resp.Truncated = true, false
 	for i, h := range hits {
 		kv, handle, marked := w.claimOne(c, jobs, h.key, h.kv, h.again, marker)
+		if !marked {
+			stopAt(h.key)
+		}
 		if i == 0 {
 			resp.Kv, resp.Handle, resp.Marked = kv, handle, marked
 			continue
@@ -173,12 +207,11 @@ func (w *Writer) claimOne(c *dkvpb.QueueClaimRequest, jobs, found []byte, foundV
 	if !c.GetMark() {
 		return foundV, handle, false
 	}
-	v, ok := nextAttempt(foundV.Value)
+	v, attempt, ok := nextAttempt(foundV.Value)
 	if !ok {
 		return foundV, handle, false
 	}
 	w.put(&dkvpb.PutRequest{Key: found, Value: v, Lease: foundV.Lease}, &dkvpb.PutResponse{})
-	attempt, _ := attemptOf(v)
 	m := []byte(`{"attempt":` + strconv.FormatInt(attempt, 10) + `,"owner":` + jsonString(c.GetOwner()) + `,"token":` + strconv.FormatInt(handle.Token, 10) + `}`)
 	w.put(&dkvpb.PutRequest{Key: marker(found[len(jobs):]), Value: m, Lease: id}, &dkvpb.PutResponse{})
 	rec, _ := w.get(found)
@@ -199,23 +232,59 @@ func attemptOf(v []byte) (attempt int64, maxAttempts int64) {
 }
 
 // nextAttempt returns the job's JSON object with its "attempt" raised by
-// one; false if v is no JSON object or the job has used its attempts.
-// Re-encoding sorts the object's keys: deterministic on every member.
-func nextAttempt(v []byte) ([]byte, bool) {
-	attempt, maxAttempts := attemptOf(v)
-	if attempt < 0 || attempt >= maxAttempts {
-		return nil, false
-	}
+// one, and that attempt; false if v is no JSON object or the job has
+// used its attempts. Re-encoding sorts the object's keys: deterministic
+// on every member. The bytes are a stored format that every member must
+// produce alike, whatever its version: they are exactly those of
+// decoding v into a map and encoding it again, and the attempt numbers
+// are read as attemptOf reads them (field names matched without regard
+// to case), in one decoding of v rather than two.
+func nextAttempt(v []byte) ([]byte, int64, bool) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(v, &obj) != nil {
-		return nil, false
+		return nil, 0, false
+	}
+	attempt, maxAttempts, ok := attemptsIn(obj)
+	if !ok {
+		attempt, maxAttempts = attemptOf(v) // an ambiguous object: as attemptOf reads it
+	}
+	if attempt < 0 || attempt >= maxAttempts {
+		return nil, 0, false
 	}
 	obj["attempt"] = json.RawMessage(strconv.FormatInt(attempt+1, 10))
 	out, err := json.Marshal(obj)
 	if err != nil {
-		return nil, false
+		return nil, 0, false
 	}
-	return out, true
+	return out, attempt + 1, true
+}
+
+// attemptsIn is attemptOf on a decoded object: -1, -1 where attemptOf's
+// decoding fails; ok false when a field name occurs in several cases
+// (which one attemptOf takes depends on their order in the text).
+func attemptsIn(obj map[string]json.RawMessage) (attempt, maxAttempts int64, ok bool) {
+	var a, m json.RawMessage
+	na, nm := 0, 0
+	for k, raw := range obj {
+		switch {
+		case strings.EqualFold(k, "attempt"):
+			a, na = raw, na+1
+		case strings.EqualFold(k, "max_attempts"):
+			m, nm = raw, nm+1
+		}
+	}
+	if na > 1 || nm > 1 {
+		return 0, 0, false
+	}
+	for _, f := range []struct {
+		raw json.RawMessage
+		dst *int64
+	}{{a, &attempt}, {m, &maxAttempts}} {
+		if f.raw != nil && json.Unmarshal(f.raw, f.dst) != nil {
+			return -1, -1, true
+		}
+	}
+	return attempt, maxAttempts, true
 }
 
 func jsonString(s string) string {

@@ -15,14 +15,19 @@ import (
 // every other command) cost milliseconds.
 //
 // The floor is where a claim's scan may start instead: a key of the
-// jobs span such that no live job key is below it. It is learnt by a
-// claim (the first live key its scan met, or the span's end if it met
-// none) and lowered by every put of a job key below it (writePut), so
-// it stays true whatever writes a job: an enqueue, a nack, a txn. A
-// lowered floor is never wrong, only slower. It lives in memory only,
-// is dropped by Reload (a snapshot install, a restart) and is then
-// learnt again by the next claim. The scan's result does not depend on
-// it, so members with and without a floor claim the same jobs.
+// jobs span such that every live job key below it is claimed (locked,
+// with its claim marker), so a claim would skip it anyway. It is learnt
+// by a claim (the first key its scan met that was not such a job, after
+// its own claims), and lowered to a job's key by every change that can
+// make that job claimable or locked without a marker: a put of the job
+// key (an enqueue, a nack, a txn: writePut), the release of its lock
+// (releaseLock, whatever ends the claim) and the deletion of its marker
+// (writeDelete). A lowered floor is never wrong, only slower. It lives
+// in memory only, is dropped by Reload (a snapshot install, a restart)
+// and is then learnt again by the next claim. Which jobs a claim takes,
+// its lock and marker writes, LockedUnmarked and NextRunAtMs do not
+// depend on it (the keys it skips are none of those); only how many
+// keys count against max_scan does.
 
 // queueJobsPrefix returns the jobs prefix (Root + name + "/j/") of a key
 // under a queue's j/ span, or nil.
@@ -65,6 +70,37 @@ func (s *Store) queueFloorNote(key []byte) {
 	}
 }
 
+// queueFloorNoteMarker lowers the floor of a queue whose claim marker
+// key is being deleted to the marker's job.
+func (w *Writer) queueFloorNoteMarker(key []byte) {
+	if len(w.s.queueFloor) == 0 || !bytes.HasPrefix(key, []byte(queuekeys.Root)) {
+		return
+	}
+	i := bytes.IndexByte(key[len(queuekeys.Root):], '/')
+	if i <= 0 {
+		return
+	}
+	p := len(queuekeys.Root) + i + 1
+	order, ok := bytes.CutPrefix(key[p:], []byte(queuekeys.Claims))
+	if !ok || len(order) != queuekeys.OrderLen {
+		return
+	}
+	job := append(append(append([]byte(nil), key[:p]...), queuekeys.Jobs...), order...)
+	w.queueFloorLive(job)
+}
+
+// queueFloorLive lowers the floor to job if it is a live job key (an ack
+// deletes the job before its marker and its lock: a gone job lowers
+// nothing).
+func (w *Writer) queueFloorLive(job []byte) {
+	if len(w.s.queueFloor) == 0 || queueJobsPrefix(job) == nil {
+		return
+	}
+	if _, live := w.get(job); live {
+		w.s.queueFloorNote(job)
+	}
+}
+
 // queueScanStart is where a claim's scan of the jobs span may start.
 func (s *Store) queueScanStart(jobs []byte, keep bool) []byte {
 	if f, ok := s.queueFloor[string(jobs)]; keep && ok {
@@ -73,8 +109,7 @@ func (s *Store) queueScanStart(jobs []byte, keep bool) []byte {
 	return jobs
 }
 
-// queueFloorLearn records the first live key a scan from queueScanStart
-// met (nil: it met none, so no live key is in the span).
+// queueFloorLearn records the new floor (nil: the span's end).
 func (s *Store) queueFloorLearn(jobs, first []byte) {
 	if first == nil {
 		first = keyrange.PrefixEnd(jobs)

@@ -325,6 +325,7 @@ func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	s := w.s
 	s.kbuf = latestKey(s.kbuf, key)
 	must(w.b.Delete(s.kbuf, nil))
+	w.queueFloorNoteMarker(key)
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	must(w.b.Set(s.kbuf, tombstoneValue, nil))
 	w.relink(key, prev.GetLease(), 0)

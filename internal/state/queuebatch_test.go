@@ -191,7 +191,7 @@ func TestQueueClaimFloorEquivalence(t *testing.T) {
 	a, b := newHarness(t), newHarness(t)
 	var open []*dkvpb.QueueClaimedJob
 	n := 0
-	for step := range 400 {
+	for step := range 1500 {
 		var req *dkvpb.InternalRequest
 		switch x := rng.IntN(10); {
 		case x < 4:
@@ -201,8 +201,20 @@ func TestQueueClaimFloorEquivalence(t *testing.T) {
 			req = claimBatch(fmt.Sprint("o", step), int64(rng.IntN(5))*100, int64(1+rng.IntN(3)))
 		case x < 9 && len(open) > 0:
 			k := rng.IntN(len(open))
-			req = ackBatch(ackOf(open[k]))
+			j := open[k]
 			open = append(open[:k], open[k+1:]...)
+			switch rng.IntN(4) {
+			case 0: // the claim expires: marker and lock go
+				req = &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: j.Handle.Lease, Epoch: 1}}}
+			case 1: // the lock is released ahead of the marker
+				req = &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockRelease{LockRelease: &dkvpb.LockReleaseRequest{Handle: j.Handle}}}
+			case 2: // the marker goes ahead of the lock
+				req = del(markerOf(string(j.Kv.Key)))
+			default:
+				req = ackBatch(ackOf(j))
+			}
+		case x < 9:
+			req = del(markerOf(jobKey(int32(rng.IntN(3)), int64(rng.IntN(4))*100, 1+rng.IntN(max(n, 1)))))
 		default:
 			req = del(jobKey(int32(rng.IntN(3)), int64(rng.IntN(4))*100, 1+rng.IntN(max(n, 1))))
 		}
@@ -219,5 +231,40 @@ func TestQueueClaimFloorEquivalence(t *testing.T) {
 		if req.GetQueueClaim() != nil && ra.Err == nil {
 			open = append(open, batchJobs(t, ra)...)
 		}
+	}
+}
+
+// TestQueueClaimAfterExpiryBehindClaimed: with claimed jobs at the head
+// (which later claims step over), a claim that expires or is released
+// makes its job claimable again, in order, and one whose marker goes
+// first is counted as locked without a marker.
+func TestQueueClaimAfterExpiryBehindClaimed(t *testing.T) {
+	h := newHarness(t)
+	for i := range 8 {
+		h.ok(put(jobKey(0, 1000, i), `{"max_attempts":5}`, 0))
+	}
+	js := batchJobs(t, h.one(claimBatch("o1", 2000, 4)))
+	more := batchJobs(t, h.one(claimBatch("o2", 2000, 2)))
+	if len(js) != 4 || len(more) != 2 || string(more[0].Kv.Key) != jobKey(0, 1000, 4) {
+		t.Fatalf("claimed %q then %q", jobKeys(js), jobKeys(more))
+	}
+	h.ok(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: js[1].Handle.Lease, Epoch: 1}}})
+	if k := claimedKey(t, h.one(claimBatch("o3", 2000, 1))); k != string(js[1].Kv.Key) {
+		t.Fatalf("after js[1]'s claim expired claimed %q, want %q", k, js[1].Kv.Key)
+	}
+	// A release ends the claim (its lease, with the marker, goes too).
+	h.ok(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockRelease{LockRelease: &dkvpb.LockReleaseRequest{Handle: js[0].Handle}}})
+	if k := claimedKey(t, h.one(claimBatch("o5", 2000, 1))); k != string(js[0].Kv.Key) {
+		t.Fatalf("after js[0]'s claim was released claimed %q, want %q", k, js[0].Kv.Key)
+	}
+	// The marker goes first: locked unmarked, counted, not claimable.
+	h.ok(del(markerOf(string(js[2].Kv.Key))))
+	c := claimed(t, h.one(claimBatch("o6", 2000, 2)))
+	if string(c.Kv.GetKey()) != jobKey(0, 1000, 6) || len(c.More) != 1 || string(c.More[0].Kv.GetKey()) != jobKey(0, 1000, 7) || c.LockedUnmarked != 1 {
+		t.Fatalf("claim %v; want the last two visible jobs, js[2] counted as locked without a marker", c)
+	}
+	c = claimed(t, h.one(claimBatch("o7", 2000, 1)))
+	if c.Found || c.LockedUnmarked != 1 {
+		t.Fatalf("claim %v; want none found and js[2] counted as locked without a marker", c)
 	}
 }
