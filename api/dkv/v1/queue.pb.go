@@ -382,7 +382,8 @@ type QueueClaimRequest struct {
 	// ttl_ms is the claim's lease TTL, the visibility timeout (1 s to 1 year).
 	TtlMs int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// max_scan bounds how many job keys one claim looks at: 0 means 1024;
-	// at most 100000.
+	// at most 100000. A member may start the walk past jobs that are
+	// claimed (locked and marked), which are not counted then.
 	MaxScan int64 `protobuf:"varint,4,opt,name=max_scan,json=maxScan,proto3" json:"max_scan,omitempty"`
 	// mark also starts the claim in the same command, as client/recipe's
 	// claim does in its txn: the job's value (a JSON object) gets its
