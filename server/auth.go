@@ -263,7 +263,11 @@ func requirements(req any) []need {
 		return []need{{auth.Write, auth.Key(r.GetKey()), "lock cancel"}}
 	case *dkvpb.QueueClaimRequest:
 		// It reads the queue's jobs and markers and locks one of them.
-		return []need{{auth.Read | auth.Write, auth.SpanOf(r.GetQueuePrefix(), nil, true), "queue claim"}}
+		n := []need{{auth.Read | auth.Write, auth.SpanOf(r.GetQueuePrefix(), nil, true), "queue claim"}}
+		for _, a := range r.GetAcks() {
+			n = queueAckNeeds(a, n) // each ack it carries needs what it needs alone
+		}
+		return n
 	case *dkvpb.QueueAckRequest:
 		// It deletes the job and its marker, writes the puts and releases
 		// the job's lock; a refusal reveals only the claim's state.

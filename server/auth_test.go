@@ -88,6 +88,8 @@ func TestRequirements(t *testing.T) {
 		{"queue claim app/", &dkvpb.QueueClaimRequest{QueuePrefix: k("app/q/")}, true},
 		{"queue claim other/", &dkvpb.QueueClaimRequest{QueuePrefix: k("other/q/")}, false},
 		{"queue claim write-only", &dkvpb.QueueClaimRequest{QueuePrefix: k("wo/q/")}, false},
+		{"queue claim with an ack app/", &dkvpb.QueueClaimRequest{QueuePrefix: k("app/q/"), Acks: []*dkvpb.QueueAckRequest{{Handle: &dkvpb.LockHandle{Key: k("app/q/j/1")}, MarkerKey: k("app/q/c/1")}}}, true},
+		{"queue claim with an ack on other/", &dkvpb.QueueClaimRequest{QueuePrefix: k("app/q/"), Acks: []*dkvpb.QueueAckRequest{{Handle: &dkvpb.LockHandle{Key: k("other/q/j/1")}, MarkerKey: k("other/q/c/1")}}}, false},
 		{"queue ack app/", &dkvpb.QueueAckRequest{Handle: &dkvpb.LockHandle{Key: k("app/q/j/1")}, MarkerKey: k("app/q/c/1"), Puts: []*dkvpb.PutRequest{{Key: k("app/q/d/1")}}}, true},
 		{"queue ack putting other/", &dkvpb.QueueAckRequest{Handle: &dkvpb.LockHandle{Key: k("app/q/j/1")}, MarkerKey: k("app/q/c/1"), Puts: []*dkvpb.PutRequest{{Key: k("other/x")}}}, false},
 		{"queue ack marker other/", &dkvpb.QueueAckRequest{Handle: &dkvpb.LockHandle{Key: k("app/q/j/1")}, MarkerKey: k("other/c/1")}, false},

@@ -998,27 +998,9 @@ func (q *Queue) serverClaimN(ctx context.Context, n int) ([]*Job, *client.QueueC
 			}
 			return nil, res, nil
 		}
-		var out []*Job
-		claimed := append([]client.QueueClaimedJob{{Job: res.Job, Handle: res.Handle, Marked: res.Marked}}, res.More...)
-		for i, c := range claimed {
-			j, err := q.serverClaimed(ctx, c, start)
-			if err != nil {
-				// The jobs not looked at yet keep their claims until
-				// their visibility timeout; those claimed are the caller's.
-				for _, rest := range claimed[i+1:] {
-					go (&Job{q: q, Handle: rest.Handle}).release()
-				}
-				if len(out) > 0 {
-					return out, nil, nil
-				}
-				return nil, nil, err
-			}
-			if j != nil {
-				out = append(out, j)
-			}
-		}
-		if len(out) > 0 {
-			return out, nil, nil
+		out, err := q.takeClaimed(ctx, res, start)
+		if err != nil || len(out) > 0 {
+			return out, nil, err
 		}
 		// Every job was dead-lettered, vanished or the queue paused under
 		// our lock: claim the next ones.
@@ -1026,6 +1008,31 @@ func (q *Queue) serverClaimN(ctx context.Context, n int) ([]*Job, *client.QueueC
 			return nil, nil, nil
 		}
 	}
+}
+
+// takeClaimed turns the jobs of a server claim that found some into
+// Jobs: those dead-lettered or vanished meanwhile are left out; after an
+// error the jobs not yet looked at are released and those taken are
+// returned (the error only if none was).
+func (q *Queue) takeClaimed(ctx context.Context, res *client.QueueClaimResult, start time.Time) ([]*Job, error) {
+	var out []*Job
+	claimed := append([]client.QueueClaimedJob{{Job: res.Job, Handle: res.Handle, Marked: res.Marked}}, res.More...)
+	for i, c := range claimed {
+		j, err := q.serverClaimed(ctx, c, start)
+		if err != nil {
+			for _, rest := range claimed[i+1:] {
+				go (&Job{q: q, Handle: rest.Handle}).release()
+			}
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, err
+		}
+		if j != nil {
+			out = append(out, j)
+		}
+	}
+	return out, nil
 }
 
 // serverClaimed turns one job the server claimed into a Job: nil if it

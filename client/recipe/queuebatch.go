@@ -35,6 +35,84 @@ type QueueBatchAcker interface {
 	QueueAckBatch(ctx context.Context, items []client.QueueAckItem) ([]client.QueueAckOutcome, error)
 }
 
+// QueueAckClaimer is the server-side ack-then-claim (client.Client has
+// it); without it AckClaimBatch is AckBatch then ClaimBatch.
+type QueueAckClaimer interface {
+	QueueAckClaim(ctx context.Context, prefix string, ttl time.Duration, max int, acks []client.QueueAckItem) (*client.QueueClaimResult, []client.QueueAckOutcome, error)
+}
+
+// AckClaimBatch acks done (up to MaxQueueBatch jobs claimed from q) and
+// claims up to n more, in one raft command when a job is visible: a
+// consumer's loop in one round trip per batch instead of two. errs[i] is
+// done[i]'s outcome, exactly as AckBatch reports it; the acks apply
+// whatever the claim finds. When no job is visible it then waits, as
+// ClaimBatch does. jobs and err are ClaimBatch's; when err is not nil,
+// the acks' outcomes are in errs all the same (client.ErrUnknownOutcome
+// where they could not be learnt).
+func (q *Queue) AckClaimBatch(ctx context.Context, done []*Job, n int) (jobs []*Job, errs []error, err error) {
+	if n < 1 || n > MaxQueueBatch {
+		return nil, nil, invalid("claim batch of %d jobs: it must be 1 to %d", n, MaxQueueBatch)
+	}
+	errs = make([]error, len(done))
+	var pending []int
+	for i, j := range done {
+		if j == nil || j.q != q {
+			errs[i] = invalid("ack batch: job %d is not a job claimed from queue %q", i, q.name)
+			continue
+		}
+		pending = append(pending, i)
+	}
+	ac, ok := q.c.(QueueAckClaimer)
+	if !ok || q.noServerClaim.Load() || len(pending) == 0 || len(done) > MaxQueueBatch {
+		if len(pending) > 0 {
+			sub := make([]*Job, len(pending))
+			for k, i := range pending {
+				sub[k] = done[i]
+			}
+			for k, e := range q.AckBatch(ctx, sub) {
+				errs[pending[k]] = e
+			}
+		}
+		jobs, err = q.ClaimBatch(ctx, n)
+		return jobs, errs, err
+	}
+	items := make([]client.QueueAckItem, len(pending))
+	for k, i := range pending {
+		items[k] = client.QueueAckItem{Handle: done[i].Handle, MarkerKey: q.claimsPrefix() + done[i].rec.order()}
+	}
+	unknown := false // an earlier attempt's outcome was not learnt
+	for try := 0; ; try++ {
+		start := time.Now()
+		res, outs, cerr := ac.QueueAckClaim(ctx, q.prefix, q.cfg.visibility, n, items)
+		if status.Code(errors.Unwrap(cerr)) == codes.Unimplemented || status.Code(cerr) == codes.Unimplemented {
+			q.noServerClaim.Store(true) // an older server: nothing applied
+			return q.AckClaimBatch(ctx, done, n)
+		}
+		if cerr != nil {
+			unknown = unknown || maybeApplied(cerr)
+			if retryable(cerr) && try < maxWriteRetries && ctx.Err() == nil {
+				continue // the acks tell whether an earlier attempt applied them
+			}
+			for _, i := range pending {
+				errs[i] = cerr
+			}
+			return nil, errs, cerr
+		}
+		for k, i := range pending {
+			errs[i] = ackOutcome(done[i], outs[k], unknown)
+		}
+		if res.Found {
+			if jobs, err = q.takeClaimed(ctx, res, start); err != nil || len(jobs) > 0 {
+				return jobs, errs, err
+			}
+		}
+		// Nothing visible (or paused, or only spent jobs): wait as
+		// ClaimBatch does, the acks done.
+		jobs, err = q.claimN(ctx, n)
+		return jobs, errs, err
+	}
+}
+
 // ClaimBatch waits as Claim does until a job is visible, then claims up
 // to n of them (1 to MaxQueueBatch) in one raft command, in claim order.
 // Each job is claimed as by Claim, with its own claim and fencing token,

@@ -179,3 +179,64 @@ func TestQueueLostClaimResponse(t *testing.T) {
 		t.Fatalf("stats %+v, want an empty queue", st)
 	}
 }
+
+// TestQueueAckClaimBatch: AckClaimBatch acks the jobs done and hands out
+// the next ones in claim order; a refused ack is reported and its job
+// stays; with nothing visible it waits like ClaimBatch.
+func TestQueueAckClaimBatch(t *testing.T) {
+	c := openStore(t)
+	q := newQueue(t, c, "ackclaim")
+	var in [][]byte
+	for i := range 6 {
+		in = append(in, fmt.Appendf(nil, "p%d", i))
+	}
+	if _, err := q.EnqueueBatch(testCtx(t), in); err != nil {
+		t.Fatal(err)
+	}
+	first, errs, err := q.AckClaimBatch(testCtx(t), nil, 3)
+	if err != nil || len(errs) != 0 || fmt.Sprint(payloads(first)) != "[p0 p1 p2]" {
+		t.Fatalf("first call: %q %v %v", payloads(first), errs, err)
+	}
+	if err := first[1].Cancel(testCtx(t)); err != nil { // p1's claim ends
+		t.Fatal(err)
+	}
+	next, errs, err := q.AckClaimBatch(testCtx(t), first, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], recipe.ErrClaimExpired) || errs[2] != nil {
+		t.Fatalf("acks %v; want nil, ErrClaimExpired, nil", errs)
+	}
+	if got := fmt.Sprint(payloads(next)); got != "[p1 p3 p4]" {
+		t.Fatalf("next batch %s, want [p1 p3 p4] (p1 visible again, first in line)", got)
+	}
+	// Only p5 is left after these acks; then the queue is empty and the
+	// call waits until a job is enqueued.
+	last, errs, err := q.AckClaimBatch(testCtx(t), next, 3)
+	if err != nil || errs[0] != nil || errs[1] != nil || errs[2] != nil || fmt.Sprint(payloads(last)) != "[p5]" {
+		t.Fatalf("third call: %q %v %v", payloads(last), errs, err)
+	}
+	type result struct {
+		jobs []*recipe.Job
+		errs []error
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		j, e, err := q.AckClaimBatch(testCtx(t), last, 3)
+		got <- result{j, e, err}
+	}()
+	// The ack of p5 applies before the wait: poll for the empty queue.
+	deadline := time.Now().Add(30 * time.Second)
+	for st := stats(t, q); st != (recipe.QueueStats{}); st = stats(t, q) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v, want p5 acked while the call waits", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	enqueue(t, q, "late")
+	r := <-got
+	if r.err != nil || r.errs[0] != nil || fmt.Sprint(payloads(r.jobs)) != "[late]" {
+		t.Fatalf("waiting call: %q %v %v", payloads(r.jobs), r.errs, r.err)
+	}
+}

@@ -65,6 +65,10 @@ type Options struct {
 	// and acks one job per call; N > 1 has producers call EnqueueBatch
 	// with N jobs and consumers ClaimBatch up to N and AckBatch them.
 	QueueBatch int
+	// QueueAckClaim (with QueueBatch > 1) has consumers call
+	// AckClaimBatch: the last batch's acks and the next claim in one
+	// call.
+	QueueAckClaim bool
 	// NoPreload skips writing the whole key space before read workloads.
 	NoPreload bool
 	// Seed makes key choice reproducible; 0 picks one from the clock. The
@@ -307,6 +311,9 @@ func Bench(ctx context.Context, o Options) (*Result, error) {
 		}
 		if o.Workload == "queue" && o.QueueBatch > 1 {
 			res.Params["queue_batch"] = o.QueueBatch
+			if o.QueueAckClaim {
+				res.Params["queue_ack_claim"] = true
+			}
 		}
 		if o.Serializable {
 			res.Params["serializable"] = true

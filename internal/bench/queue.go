@@ -63,6 +63,33 @@ func (w *queueWorkload) NewWorker(i int, env *Env) (Worker, error) {
 			return err
 		}), nil
 	}
+	if batch > 1 && env.Opts.QueueAckClaim {
+		var (
+			held []*recipe.Job // claimed by the last op, acked by the next
+			lats []time.Duration
+		)
+		return WorkerFunc(func(ctx context.Context) error {
+			jobs, errs, err := q.AckClaimBatch(ctx, held, batch)
+			var first error
+			for k, e := range errs {
+				if e != nil {
+					if first == nil {
+						first = e
+					}
+					continue
+				}
+				w.done(lats[k])
+			}
+			held, lats = jobs, lats[:0]
+			for _, j := range jobs {
+				lats = append(lats, time.Since(j.EnqueuedAt))
+			}
+			if err != nil {
+				return err
+			}
+			return first
+		}), nil
+	}
 	if batch > 1 {
 		return WorkerFunc(func(ctx context.Context) error {
 			jobs, err := q.ClaimBatch(ctx, batch)

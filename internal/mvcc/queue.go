@@ -47,6 +47,11 @@ func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 	if err := lease.ValidateTTL("queue claim ttl_ms", c.GetTtlMs()); err != nil {
 		return err
 	}
+	if len(c.GetAcks()) > 0 {
+		if err := validateQueueAckBatch(&dkvpb.QueueAckBatchRequest{Acks: c.GetAcks()}, l); err != nil {
+			return err
+		}
+	}
 	if n := c.GetMaxJobs(); n < 0 || n > MaxQueueClaimJobs {
 		return invalid("queue claim max_jobs is %d; it must be between 0 (one job) and %d", n, MaxQueueClaimJobs)
 	}
@@ -67,6 +72,9 @@ func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 // it finds locked by c.Owner and claims none besides.
 func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.QueueClaimResponse {
 	resp := &dkvpb.QueueClaimResponse{}
+	if len(c.GetAcks()) > 0 {
+		resp.AckResults = w.QueueAckBatch(&dkvpb.QueueAckBatchRequest{Acks: c.GetAcks()}).GetResults()
+	}
 	prefix := c.GetQueuePrefix()
 	marker := func(order []byte) []byte {
 		return append(append(append([]byte(nil), prefix...), queuekeys.Claims...), order...)

@@ -268,3 +268,46 @@ func TestQueueClaimAfterExpiryBehindClaimed(t *testing.T) {
 		t.Fatalf("claim %v; want none found and js[2] counted as locked without a marker", c)
 	}
 }
+
+// TestQueueClaimWithAcks: a claim that carries acks applies them first,
+// each on its own, in the same command and at one revision, and then
+// claims; the acks apply even when the claim finds the queue paused.
+func TestQueueClaimWithAcks(t *testing.T) {
+	h := newHarness(t)
+	for i := range 5 {
+		h.ok(put(jobKey(0, 0, i), `{"max_attempts":3}`, 0))
+	}
+	js := batchJobs(t, h.one(claimBatch("o1", 1, 2)))
+	h.ok(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: js[1].Handle.Lease, Epoch: 1}}})
+	req := claimBatch("o2", 1, 2)
+	req.GetQueueClaim().Acks = []*dkvpb.QueueAckRequest{ackOf(js[0]), ackOf(js[1])}
+	r := h.ok(req)
+	c := claimed(t, r)
+	if len(c.AckResults) != 2 || !c.AckResults[0].Ok || c.AckResults[1].Ok || c.AckResults[1].Reason != "LOCKED" {
+		t.Fatalf("ack results %v; want ok, LOCKED", c.AckResults)
+	}
+	// js[1]'s claim expired, so it is visible again and first in line.
+	if got, want := jobKeys(batchJobs(t, r)), []string{string(js[1].Kv.Key), jobKey(0, 0, 2)}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("claimed %q, want %q", got, want)
+	}
+	if _, ok := get(t, h, string(js[0].Kv.Key)); ok {
+		t.Fatalf("acked job %s still there", js[0].Kv.Key)
+	}
+	next := batchJobs(t, r)
+	h.ok(put(qprefix+"c/paused", "1", 0))
+	req = claimBatch("o3", 1, 2)
+	req.GetQueueClaim().Acks = []*dkvpb.QueueAckRequest{ackOf(next[0])}
+	c = claimed(t, h.ok(req))
+	if !c.Paused || c.Found || len(c.AckResults) != 1 || !c.AckResults[0].Ok {
+		t.Fatalf("claim on a paused queue: %v; want paused, nothing claimed, the ack applied", c)
+	}
+	if _, ok := get(t, h, string(next[0].Kv.Key)); ok {
+		t.Fatalf("job %s acked while paused is still there", next[0].Kv.Key)
+	}
+	var de *dkverr.Error
+	req = claimBatch("o4", 1, 1)
+	req.GetQueueClaim().Acks = []*dkvpb.QueueAckRequest{ackOf(next[1]), ackOf(next[1])}
+	if r := h.one(req); !errors.As(r.Err, &de) || de.Code != dkverr.InvalidInput {
+		t.Fatalf("a claim acking one job twice: %v, want InvalidInput", r.Err)
+	}
+}

@@ -399,7 +399,13 @@ type QueueClaimRequest struct {
 	// claim). The first is in QueueClaimResponse's kv/handle/marked, the
 	// others in more. A retry with the same owner returns the jobs still
 	// locked by owner and claims no others.
-	MaxJobs       int64 `protobuf:"varint,20,opt,name=max_jobs,json=maxJobs,proto3" json:"max_jobs,omitempty"`
+	MaxJobs int64 `protobuf:"varint,20,opt,name=max_jobs,json=maxJobs,proto3" json:"max_jobs,omitempty"`
+	// acks (0 to 64, on distinct jobs) are applied first, in this same
+	// command, each exactly as QueueAckBatchRequest's would be, whatever
+	// the claim then finds (paused, nothing visible): a consumer finishes
+	// its last jobs and takes the next ones in one round trip. Their
+	// outcomes are QueueClaimResponse.ack_results.
+	Acks          []*QueueAckRequest `protobuf:"bytes,21,rep,name=acks,proto3" json:"acks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +482,13 @@ func (x *QueueClaimRequest) GetMaxJobs() int64 {
 	return 0
 }
 
+func (x *QueueClaimRequest) GetAcks() []*QueueAckRequest {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
 type QueueClaimResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -503,7 +516,9 @@ type QueueClaimResponse struct {
 	// the job as written back.
 	Marked bool `protobuf:"varint,10,opt,name=marked,proto3" json:"marked,omitempty"`
 	// more: the jobs after the first of a batch claim, in claim order.
-	More          []*QueueClaimedJob `protobuf:"bytes,20,rep,name=more,proto3" json:"more,omitempty"`
+	More []*QueueClaimedJob `protobuf:"bytes,20,rep,name=more,proto3" json:"more,omitempty"`
+	// ack_results[i] is the outcome of QueueClaimRequest.acks[i].
+	AckResults    []*QueueAckResult `protobuf:"bytes,21,rep,name=ack_results,json=ackResults,proto3" json:"ack_results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -615,6 +630,13 @@ func (x *QueueClaimResponse) GetMore() []*QueueClaimedJob {
 	return nil
 }
 
+func (x *QueueClaimResponse) GetAckResults() []*QueueAckResult {
+	if x != nil {
+		return x.AckResults
+	}
+	return nil
+}
+
 var File_dkv_v1_queue_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_queue_proto_rawDesc = "" +
@@ -641,14 +663,15 @@ const file_dkv_v1_queue_proto_rawDesc = "" +
 	"\x04puts\x18\x03 \x03(\v2\x12.dkv.v1.PutRequestR\x04puts\"\\\n" +
 	"\x10QueueAckResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x18\n" +
-	"\aalready\x18\x02 \x01(\bR\aalready\"\xad\x01\n" +
+	"\aalready\x18\x02 \x01(\bR\aalready\"\xda\x01\n" +
 	"\x11QueueClaimRequest\x12!\n" +
 	"\fqueue_prefix\x18\x01 \x01(\fR\vqueuePrefix\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
 	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x19\n" +
 	"\bmax_scan\x18\x04 \x01(\x03R\amaxScan\x12\x12\n" +
 	"\x04mark\x18\x05 \x01(\bR\x04mark\x12\x19\n" +
-	"\bmax_jobs\x18\x14 \x01(\x03R\amaxJobs\"\x9d\x03\n" +
+	"\bmax_jobs\x18\x14 \x01(\x03R\amaxJobs\x12+\n" +
+	"\x04acks\x18\x15 \x03(\v2\x17.dkv.v1.QueueAckRequestR\x04acks\"\xd6\x03\n" +
 	"\x12QueueClaimResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12 \n" +
@@ -661,7 +684,9 @@ const file_dkv_v1_queue_proto_rawDesc = "" +
 	"\x11claimed_unix_nano\x18\t \x01(\x03R\x0fclaimedUnixNano\x12\x16\n" +
 	"\x06marked\x18\n" +
 	" \x01(\bR\x06marked\x12+\n" +
-	"\x04more\x18\x14 \x03(\v2\x17.dkv.v1.QueueClaimedJobR\x04more2\xca\x01\n" +
+	"\x04more\x18\x14 \x03(\v2\x17.dkv.v1.QueueClaimedJobR\x04more\x127\n" +
+	"\vack_results\x18\x15 \x03(\v2\x16.dkv.v1.QueueAckResultR\n" +
+	"ackResults2\xca\x01\n" +
 	"\x05Queue\x12>\n" +
 	"\x05Claim\x12\x19.dkv.v1.QueueClaimRequest\x1a\x1a.dkv.v1.QueueClaimResponse\x128\n" +
 	"\x03Ack\x12\x17.dkv.v1.QueueAckRequest\x1a\x18.dkv.v1.QueueAckResponse\x12G\n" +
@@ -703,21 +728,23 @@ var file_dkv_v1_queue_proto_depIdxs = []int32{
 	10, // 5: dkv.v1.QueueAckRequest.handle:type_name -> dkv.v1.LockHandle
 	11, // 6: dkv.v1.QueueAckRequest.puts:type_name -> dkv.v1.PutRequest
 	8,  // 7: dkv.v1.QueueAckResponse.header:type_name -> dkv.v1.ResponseHeader
-	8,  // 8: dkv.v1.QueueClaimResponse.header:type_name -> dkv.v1.ResponseHeader
-	9,  // 9: dkv.v1.QueueClaimResponse.kv:type_name -> dkv.v1.KeyValue
-	10, // 10: dkv.v1.QueueClaimResponse.handle:type_name -> dkv.v1.LockHandle
-	3,  // 11: dkv.v1.QueueClaimResponse.more:type_name -> dkv.v1.QueueClaimedJob
-	6,  // 12: dkv.v1.Queue.Claim:input_type -> dkv.v1.QueueClaimRequest
-	4,  // 13: dkv.v1.Queue.Ack:input_type -> dkv.v1.QueueAckRequest
-	0,  // 14: dkv.v1.Queue.AckBatch:input_type -> dkv.v1.QueueAckBatchRequest
-	7,  // 15: dkv.v1.Queue.Claim:output_type -> dkv.v1.QueueClaimResponse
-	5,  // 16: dkv.v1.Queue.Ack:output_type -> dkv.v1.QueueAckResponse
-	2,  // 17: dkv.v1.Queue.AckBatch:output_type -> dkv.v1.QueueAckBatchResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	4,  // 8: dkv.v1.QueueClaimRequest.acks:type_name -> dkv.v1.QueueAckRequest
+	8,  // 9: dkv.v1.QueueClaimResponse.header:type_name -> dkv.v1.ResponseHeader
+	9,  // 10: dkv.v1.QueueClaimResponse.kv:type_name -> dkv.v1.KeyValue
+	10, // 11: dkv.v1.QueueClaimResponse.handle:type_name -> dkv.v1.LockHandle
+	3,  // 12: dkv.v1.QueueClaimResponse.more:type_name -> dkv.v1.QueueClaimedJob
+	1,  // 13: dkv.v1.QueueClaimResponse.ack_results:type_name -> dkv.v1.QueueAckResult
+	6,  // 14: dkv.v1.Queue.Claim:input_type -> dkv.v1.QueueClaimRequest
+	4,  // 15: dkv.v1.Queue.Ack:input_type -> dkv.v1.QueueAckRequest
+	0,  // 16: dkv.v1.Queue.AckBatch:input_type -> dkv.v1.QueueAckBatchRequest
+	7,  // 17: dkv.v1.Queue.Claim:output_type -> dkv.v1.QueueClaimResponse
+	5,  // 18: dkv.v1.Queue.Ack:output_type -> dkv.v1.QueueAckResponse
+	2,  // 19: dkv.v1.Queue.AckBatch:output_type -> dkv.v1.QueueAckBatchResponse
+	17, // [17:20] is the sub-list for method output_type
+	14, // [14:17] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_queue_proto_init() }
