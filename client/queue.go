@@ -62,7 +62,11 @@ func (c *Client) QueueAck(ctx context.Context, h LockHandle, markerKey string, p
 		req.Puts = append(req.Puts, &dkvpb.PutRequest{Key: []byte(p.Key), Value: p.Value})
 	}
 	var resp *dkvpb.QueueAckResponse
-	err = c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	// A write: retried here only when it certainly did not apply. Were
+	// it retried after a failure that may have applied, the retry's
+	// "already" would reach a caller who never saw that failure, and
+	// recipe.Job.finish would report a done job as an expired claim.
+	err = c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.qu.Ack(ctx, req, o...)
 		return err
 	})
