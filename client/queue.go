@@ -29,6 +29,9 @@ type QueueClaimResult struct {
 	// Truncated: the server looked at its limit of job keys and found
 	// none visible; more may follow.
 	Truncated bool
+	// More are the jobs after the first of a QueueClaimBatch, in claim
+	// order.
+	More []QueueClaimedJob
 }
 
 // QueueClaim claims, in one raft command, the first visible job of the
@@ -37,29 +40,7 @@ type QueueClaimResult struct {
 // counted and its claim marker put. It is the server
 // side of recipe.Queue's Claim; use that.
 func (c *Client) QueueClaim(ctx context.Context, prefix string, ttl time.Duration) (*QueueClaimResult, error) {
-	if ttl < time.Second {
-		return nil, newError(ErrInvalidInput, "queue claim ttl %v: it must be between 1s and 1 year", ttl)
-	}
-	// The owner makes a retry return the job the first attempt claimed
-	// (if it is still the first one locked by us), so it is retried like
-	// a read.
-	req := &dkvpb.QueueClaimRequest{QueuePrefix: []byte(prefix), Owner: newOwner(), TtlMs: ttl.Milliseconds(), Mark: true}
-	var resp *dkvpb.QueueClaimResponse
-	err := c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
-		resp, err = c.qu.Claim(ctx, req, o...)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	r := &QueueClaimResult{Found: resp.GetFound(), Paused: resp.GetPaused(), LockedUnmarked: resp.GetLockedUnmarked(), Truncated: resp.GetTruncated(), Marked: resp.GetMarked()}
-	if r.Found {
-		r.Job, r.Handle = fromPB(resp.GetKv()), handleFromPB(resp.GetHandle())
-	}
-	if ms := resp.GetNextRunAtMs(); ms > 0 {
-		r.NextRunAt = time.UnixMilli(ms)
-	}
-	return r, nil
+	return c.QueueClaimBatch(ctx, prefix, ttl, 1)
 }
 
 // QueuePut is a key written by QueueAck.
@@ -81,7 +62,11 @@ func (c *Client) QueueAck(ctx context.Context, h LockHandle, markerKey string, p
 		req.Puts = append(req.Puts, &dkvpb.PutRequest{Key: []byte(p.Key), Value: p.Value})
 	}
 	var resp *dkvpb.QueueAckResponse
-	err = c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	// A write: retried here only when it certainly did not apply. Were
+	// it retried after a failure that may have applied, the retry's
+	// "already" would reach a caller who never saw that failure, and
+	// recipe.Job.finish would report a done job as an expired claim.
+	err = c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.qu.Ack(ctx, req, o...)
 		return err
 	})

@@ -250,13 +250,20 @@ func requirements(req any) []need {
 		return []need{{auth.Write, auth.Key(r.GetKey()), "lock cancel"}}
 	case *dkvpb.QueueClaimRequest:
 		// It reads the queue's jobs and markers and locks one of them.
-		return []need{{auth.Read | auth.Write, auth.SpanOf(r.GetQueuePrefix(), nil, true), "queue claim"}}
+		n := []need{{auth.Read | auth.Write, auth.SpanOf(r.GetQueuePrefix(), nil, true), "queue claim"}}
+		for _, a := range r.GetAcks() {
+			n = queueAckNeeds(a, n) // each ack it carries needs what it needs alone
+		}
+		return n
 	case *dkvpb.QueueAckRequest:
 		// It deletes the job and its marker, writes the puts and releases
 		// the job's lock; a refusal reveals only the claim's state.
-		n := []need{{auth.Write, auth.Key(r.GetHandle().GetKey()), "queue ack"}, {auth.Write, auth.Key(r.GetMarkerKey()), "queue ack marker"}}
-		for _, p := range r.GetPuts() {
-			n = putNeeds(p, n)
+		return queueAckNeeds(r, nil)
+	case *dkvpb.QueueAckBatchRequest:
+		// Each ack needs what it needs alone.
+		var n []need
+		for _, a := range r.GetAcks() {
+			n = queueAckNeeds(a, n)
 		}
 		return n
 	case *dkvpb.LockDescribeRequest:
@@ -773,4 +780,12 @@ func (a *authService) RoleList(ctx context.Context, _ *dkvpb.RoleListRequest) (*
 		resp.Roles = append(resp.Roles, r.GetName())
 	}
 	return resp, nil
+}
+
+func queueAckNeeds(r *dkvpb.QueueAckRequest, n []need) []need {
+	n = append(n, need{auth.Write, auth.Key(r.GetHandle().GetKey()), "queue ack"}, need{auth.Write, auth.Key(r.GetMarkerKey()), "queue ack marker"})
+	for _, p := range r.GetPuts() {
+		n = putNeeds(p, n)
+	}
+	return n
 }

@@ -30,3 +30,11 @@ func (q *queueService) Ack(ctx context.Context, req *dkvpb.QueueAckRequest) (*dk
 		Request: &dkvpb.InternalRequest_QueueAck{QueueAck: req},
 	})
 }
+
+// AckBatch ends several claims in one raft command
+// (mvcc.Writer.QueueAckBatch).
+func (q *queueService) AckBatch(ctx context.Context, req *dkvpb.QueueAckBatchRequest) (*dkvpb.QueueAckBatchResponse, error) {
+	return propose[*dkvpb.QueueAckBatchResponse](ctx, q.s, &dkvpb.InternalRequest{
+		Request: &dkvpb.InternalRequest_QueueAckBatch{QueueAckBatch: req},
+	})
+}

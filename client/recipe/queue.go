@@ -686,6 +686,15 @@ func (q *Queue) TryClaim(ctx context.Context) (*Job, error) {
 // Consumers that wait together are woken together and each takes the
 // first job it wins, so a burst of jobs spreads over them.
 func (q *Queue) Claim(ctx context.Context) (*Job, error) {
+	jobs, err := q.claimN(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+// claimN is Claim for up to n jobs (ClaimBatch): it returns at least one.
+func (q *Queue) claimN(ctx context.Context, n int) ([]*Job, error) {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var w *client.Watch
@@ -696,9 +705,9 @@ func (q *Queue) Claim(ctx context.Context) (*Job, error) {
 			wake         time.Time
 			heldUnmarked bool
 		)
-		j, res, err := q.serverClaim(ctx)
-		if err != nil || j != nil {
-			return j, err
+		js, res, err := q.serverClaimN(ctx, n)
+		if err != nil || len(js) > 0 {
+			return js, err
 		}
 		if res != nil {
 			wake, heldUnmarked = res.NextRunAt, res.LockedUnmarked > 0
@@ -710,8 +719,11 @@ func (q *Queue) Claim(ctx context.Context) (*Job, error) {
 			wake = sc.nextRunAt
 			if !sc.paused {
 				j, held, err := q.claimFrom(ctx, sc)
-				if err != nil || j != nil {
-					return j, err
+				if err != nil {
+					return nil, err
+				}
+				if j != nil {
+					return []*Job{j}, nil
 				}
 				heldUnmarked = held
 			}
@@ -959,13 +971,32 @@ func (q *Queue) tryClaim(ctx context.Context, k orderKey) (*Job, bool, error) {
 // again), or nil, nil when the server cannot help (no such service, or
 // it gave up after its scan limit): then the caller scans.
 func (q *Queue) serverClaim(ctx context.Context) (*Job, *client.QueueClaimResult, error) {
+	js, res, err := q.serverClaimN(ctx, 1)
+	if len(js) > 0 {
+		return js[0], nil, err
+	}
+	return nil, res, err
+}
+
+// serverClaimN is serverClaim for up to n jobs in one command (the
+// server's batch claim when n > 1 and the client has it).
+func (q *Queue) serverClaimN(ctx context.Context, n int) ([]*Job, *client.QueueClaimResult, error) {
 	cl, ok := q.c.(QueueClaimer)
 	if !ok || q.noServerClaim.Load() {
 		return nil, nil, nil
 	}
-	for n := 0; ; n++ {
+	bc, batch := q.c.(QueueBatchClaimer)
+	for try := 0; ; try++ {
 		start := time.Now()
-		res, err := cl.QueueClaim(ctx, q.prefix, q.cfg.visibility)
+		var (
+			res *client.QueueClaimResult
+			err error
+		)
+		if batch && n > 1 {
+			res, err = bc.QueueClaimBatch(ctx, q.prefix, q.cfg.visibility, n)
+		} else {
+			res, err = cl.QueueClaim(ctx, q.prefix, q.cfg.visibility)
+		}
 		if status.Code(errors.Unwrap(err)) == codes.Unimplemented || status.Code(err) == codes.Unimplemented {
 			q.noServerClaim.Store(true)
 			return nil, nil, nil
@@ -979,29 +1010,61 @@ func (q *Queue) serverClaim(ctx context.Context) (*Job, *client.QueueClaimResult
 			}
 			return nil, res, nil
 		}
-		k, ok := parseOrder(strings.TrimPrefix(res.Job.Key, q.jobsPrefix()))
-		if !ok {
-			go (&Job{q: q, Handle: res.Handle}).release()
-			return nil, nil, nil
+		out, err := q.takeClaimed(ctx, res, start)
+		if err != nil || len(out) > 0 {
+			return out, nil, err
 		}
-		if res.Marked {
-			rec, err := decodeRecord(res.Job)
-			if err == nil {
-				return q.newJob(res.Job.Key, rec, res.Handle, start), nil, nil
-			}
-		}
-		// Not marked: the job used its attempts (claimLocked dead-letters
-		// it) or the server did not mark it; finish the claim here.
-		j, _, err := q.claimLocked(ctx, res.Job.Key, k, res.Handle, res.Job, nil, start)
-		if err != nil || j != nil {
-			return j, nil, err
-		}
-		// The job was dead-lettered, vanished or the queue paused under
-		// our lock: claim the next one.
-		if n >= maxWriteRetries || ctx.Err() != nil {
+		// Every job was dead-lettered, vanished or the queue paused under
+		// our lock: claim the next ones.
+		if try >= maxWriteRetries || ctx.Err() != nil {
 			return nil, nil, nil
 		}
 	}
+}
+
+// takeClaimed turns the jobs of a server claim that found some into
+// Jobs: those dead-lettered or vanished meanwhile are left out; after an
+// error the jobs not yet looked at are released and those taken are
+// returned (the error only if none was).
+func (q *Queue) takeClaimed(ctx context.Context, res *client.QueueClaimResult, start time.Time) ([]*Job, error) {
+	var out []*Job
+	claimed := append([]client.QueueClaimedJob{{Job: res.Job, Handle: res.Handle, Marked: res.Marked}}, res.More...)
+	for i, c := range claimed {
+		j, err := q.serverClaimed(ctx, c, start)
+		if err != nil {
+			for _, rest := range claimed[i+1:] {
+				go (&Job{q: q, Handle: rest.Handle}).release()
+			}
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, err
+		}
+		if j != nil {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// serverClaimed turns one job the server claimed into a Job: nil if it
+// was dead-lettered (it used its attempts), vanished, or the queue was
+// paused under our lock.
+func (q *Queue) serverClaimed(ctx context.Context, c client.QueueClaimedJob, start time.Time) (*Job, error) {
+	k, ok := parseOrder(strings.TrimPrefix(c.Job.Key, q.jobsPrefix()))
+	if !ok {
+		go (&Job{q: q, Handle: c.Handle}).release()
+		return nil, nil
+	}
+	if c.Marked {
+		if rec, err := decodeRecord(c.Job); err == nil {
+			return q.newJob(c.Job.Key, rec, c.Handle, start), nil
+		}
+	}
+	// Not marked: the job used its attempts (claimLocked dead-letters it)
+	// or the server did not mark it; finish the claim here.
+	j, _, err := q.claimLocked(ctx, c.Job.Key, k, c.Handle, c.Job, nil, start)
+	return j, err
 }
 
 // newJob is the claimed job rec at key under claim h, taken at start.

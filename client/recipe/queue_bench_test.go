@@ -30,3 +30,37 @@ func BenchmarkQueueRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQueueBatchRoundTrip is BenchmarkQueueRoundTrip with batches
+// of 32: EnqueueBatch, ClaimBatch, AckBatch; one op is one job.
+func BenchmarkQueueBatchRoundTrip(b *testing.B) {
+	c := openStoreB(b)
+	q, err := recipe.NewQueue(c, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	payloads := make([][]byte, 32)
+	for i := range payloads {
+		payloads[i] = []byte("payload")
+	}
+	b.ResetTimer()
+	for n := 0; n < b.N; {
+		if _, err := q.EnqueueBatch(ctx, payloads); err != nil {
+			b.Fatal(err)
+		}
+		for got := 0; got < len(payloads); {
+			jobs, err := q.ClaimBatch(ctx, len(payloads))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, err := range q.AckBatch(ctx, jobs) {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			got += len(jobs)
+		}
+		n += len(payloads)
+	}
+}

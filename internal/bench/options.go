@@ -61,6 +61,14 @@ type Options struct {
 	// per second (default 1e6) and capacity (default 1000).
 	RateLimit int64
 	RateBurst int64
+	// QueueBatch is the queue workload's batch: 0 or 1 enqueues, claims
+	// and acks one job per call; N > 1 has producers call EnqueueBatch
+	// with N jobs and consumers ClaimBatch up to N and AckBatch them.
+	QueueBatch int
+	// QueueAckClaim (with QueueBatch > 1) has consumers call
+	// AckClaimBatch: the last batch's acks and the next claim in one
+	// call.
+	QueueAckClaim bool
 	// NoPreload skips writing the whole key space before read workloads.
 	NoPreload bool
 	// Seed makes key choice reproducible; 0 picks one from the clock. The
@@ -128,6 +136,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("keys must be >= 1, got %d", o.Keys)
 	case o.ValueSize < 0:
 		return fmt.Errorf("value size must not be negative, got %d", o.ValueSize)
+	case o.QueueBatch < 0 || o.QueueBatch > 64:
+		return fmt.Errorf("queue batch must be 0 to 64, got %d", o.QueueBatch)
 	case o.Watchers < 0:
 		return fmt.Errorf("watchers must not be negative, got %d", o.Watchers)
 	case o.ReadRatio < 0 || o.ReadRatio > 1:
@@ -298,6 +308,12 @@ func Bench(ctx context.Context, o Options) (*Result, error) {
 		}
 		if o.Workload == "mixed" {
 			res.Params["read_ratio"] = o.ReadRatio
+		}
+		if o.Workload == "queue" && o.QueueBatch > 1 {
+			res.Params["queue_batch"] = o.QueueBatch
+			if o.QueueAckClaim {
+				res.Params["queue_ack_claim"] = true
+			}
 		}
 		if o.Serializable {
 			res.Params["serializable"] = true

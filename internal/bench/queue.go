@@ -45,11 +45,72 @@ func (w *queueWorkload) NewWorker(i int, env *Env) (Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	batch := env.Opts.QueueBatch
 	if i < max(env.Opts.Clients/2, 1) {
 		payload := env.Value(env.Rand(i))
+		if batch > 1 {
+			payloads := make([][]byte, batch)
+			for k := range payloads {
+				payloads[k] = payload
+			}
+			return WorkerFunc(func(ctx context.Context) error {
+				_, err := q.EnqueueBatch(ctx, payloads)
+				return err
+			}), nil
+		}
 		return WorkerFunc(func(ctx context.Context) error {
 			_, err := q.Enqueue(ctx, payload)
 			return err
+		}), nil
+	}
+	if batch > 1 && env.Opts.QueueAckClaim {
+		var (
+			held []*recipe.Job // claimed by the last op, acked by the next
+			lats []time.Duration
+		)
+		return WorkerFunc(func(ctx context.Context) error {
+			jobs, errs, err := q.AckClaimBatch(ctx, held, batch)
+			var first error
+			for k, e := range errs {
+				if e != nil {
+					if first == nil {
+						first = e
+					}
+					continue
+				}
+				w.done(lats[k])
+			}
+			held, lats = jobs, lats[:0]
+			for _, j := range jobs {
+				lats = append(lats, time.Since(j.EnqueuedAt))
+			}
+			if err != nil {
+				return err
+			}
+			return first
+		}), nil
+	}
+	if batch > 1 {
+		return WorkerFunc(func(ctx context.Context) error {
+			jobs, err := q.ClaimBatch(ctx, batch)
+			if err != nil {
+				return err
+			}
+			lats := make([]time.Duration, len(jobs))
+			for k, j := range jobs {
+				lats[k] = time.Since(j.EnqueuedAt)
+			}
+			var first error
+			for k, err := range q.AckBatch(ctx, jobs) {
+				if err != nil {
+					if first == nil {
+						first = err
+					}
+					continue
+				}
+				w.done(lats[k])
+			}
+			return first
 		}), nil
 	}
 	return WorkerFunc(func(ctx context.Context) error {
@@ -61,15 +122,20 @@ func (w *queueWorkload) NewWorker(i int, env *Env) (Worker, error) {
 		if err := j.Ack(ctx); err != nil {
 			return err
 		}
-		w.acked.Add(1)
-		if w.window == 0 || time.Since(w.start) <= w.window {
-			w.inWindow.Add(1)
-		}
-		w.mu.Lock()
-		w.lat.Record(lat)
-		w.mu.Unlock()
+		w.done(lat)
 		return nil
 	}), nil
+}
+
+// done counts one acked job whose claim came lat after its enqueue.
+func (w *queueWorkload) done(lat time.Duration) {
+	w.acked.Add(1)
+	if w.window == 0 || time.Since(w.start) <= w.window {
+		w.inWindow.Add(1)
+	}
+	w.mu.Lock()
+	w.lat.Record(lat)
+	w.mu.Unlock()
 }
 
 // Finish reports the consumers' side: jobs acked, jobs/s over the

@@ -64,6 +64,8 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 	pf.IntVar(&o.Watchers, "watchers", 100, "watch: number of watches on the prefix (multiplexed over one stream per connection)")
 	pf.Int64Var(&o.RateLimit, "rate-limit", 1_000_000, "ratelimit: the bucket's tokens per second")
 	pf.Int64Var(&o.RateBurst, "rate-burst", 1000, "ratelimit: the bucket's capacity")
+	pf.BoolVar(&o.QueueAckClaim, "queue-ack-claim", false, "queue, with --queue-batch: consumers call AckClaimBatch (the last batch's acks and the next claim in one call)")
+	pf.IntVar(&o.QueueBatch, "queue-batch", 0, "queue: jobs per call (0 or 1: Enqueue, Claim, Ack one job; N: EnqueueBatch N, ClaimBatch up to N, AckBatch; at most 64)")
 	pf.BoolVar(&o.NoPreload, "no-preload", false, "get, mixed: do not write the key space first")
 	pf.Uint64Var(&o.Seed, "seed", 0, "random seed for key choice (0: from the clock)")
 	pf.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "time limit for one op; a timed-out op counts as DeadlineExceeded")

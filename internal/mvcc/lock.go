@@ -157,6 +157,7 @@ func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own, noWaite
 func (w *Writer) releaseLock(h *lock.Holder) *dkvpb.LockHandle {
 	must(lock.DeleteHolder(w.b, h))
 	delete(w.s.held, string(h.Key))
+	w.queueFloorLive(h.Key) // a claimed job may be claimable again
 	var next *dkvpb.LockHandle
 	if !h.NoWaiters {
 		next = w.handOver(h.Key)

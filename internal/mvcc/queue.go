@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keyrange"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/lock"
 	"github.com/dkv-io/dkv/internal/queuekeys"
@@ -22,6 +25,8 @@ import (
 const (
 	DefaultQueueScan = 1024
 	MaxQueueScan     = 100_000
+	// MaxQueueClaimJobs bounds the jobs one claim takes (max_jobs).
+	MaxQueueClaimJobs = 64
 )
 
 // queueOrderLen is the length of a job key's <order>: 8 hex digits of
@@ -42,6 +47,14 @@ func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 	if err := lease.ValidateTTL("queue claim ttl_ms", c.GetTtlMs()); err != nil {
 		return err
 	}
+	if len(c.GetAcks()) > 0 {
+		if err := validateQueueAckBatch(&dkvpb.QueueAckBatchRequest{Acks: c.GetAcks()}, l); err != nil {
+			return err
+		}
+	}
+	if n := c.GetMaxJobs(); n < 0 || n > MaxQueueClaimJobs {
+		return invalid("queue claim max_jobs is %d; it must be between 0 (one job) and %d", n, MaxQueueClaimJobs)
+	}
 	if n := c.GetMaxScan(); n < 0 || n > MaxQueueScan {
 		return invalid("queue claim max_scan is %d; it must be between 0 (default %d) and %d", n, DefaultQueueScan, MaxQueueScan)
 	}
@@ -53,9 +66,15 @@ func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 // entry's time), whose key is not locked and which has no claim marker.
 // The lock is granted to c.Owner on a new lease of c.TtlMs owned by the
 // lock, exactly as a TryAcquire with a TTL would. A job already locked by
-// c.Owner (a retry of a claim that applied) is returned again.
+// c.Owner (a retry of a claim that applied) is returned again. With
+// c.MaxJobs > 1 it claims up to that many visible jobs the same way, in
+// that order, each on its own lock and lease; a retry returns the jobs
+// it finds locked by c.Owner and claims none besides.
 func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.QueueClaimResponse {
 	resp := &dkvpb.QueueClaimResponse{}
+	if len(c.GetAcks()) > 0 {
+		resp.AckResults = w.QueueAckBatch(&dkvpb.QueueAckBatchRequest{Acks: c.GetAcks()}).GetResults()
+	}
 	prefix := c.GetQueuePrefix()
 	marker := func(order []byte) []byte {
 		return append(append(append([]byte(nil), prefix...), queuekeys.Claims...), order...)
@@ -68,19 +87,37 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 	if limit == 0 {
 		limit = DefaultQueueScan
 	}
+	maxJobs := int(max(c.GetMaxJobs(), 1))
 	jobs := append(append([]byte(nil), prefix...), queuekeys.Jobs...)
+	type hit struct {
+		key   []byte
+		kv    *dkvpb.KeyValue
+		again *dkvpb.LockHandle // a retry's: the lock already ours
+	}
 	var (
-		seen   int64
-		found  []byte
-		foundV *dkvpb.KeyValue
-		again  *dkvpb.LockHandle
+		seen  int64
+		hits  []hit
+		retry bool // a job locked by c.Owner was met: claim nothing new
+		// For the floor (queuefloor.go): the first key met that a
+		// later claim must look at again, and the last key met.
+		stop, last []byte
+		atEnd      = true // the scan met every key of the span
 	)
-	err := scanLatest(w.b, makeSpan(jobs, nil, true), func(key []byte, rec *record) bool {
+	stopAt := func(k []byte) {
+		if stop == nil || bytes.Compare(k, stop) < 0 {
+			stop = bytes.Clone(k)
+		}
+	}
+	keepFloor := isQueuePrefix(prefix)
+	from := w.s.queueScanStart(jobs, keepFloor)
+	err := scanLatest(w.b, span{start: from, end: keyrange.PrefixEnd(jobs)}, func(key []byte, rec *record) bool {
 		if seen >= limit {
-			resp.Truncated = true
+			resp.Truncated = len(hits) == 0
+			atEnd = false
 			return false
 		}
 		seen++
+		last = append(last[:0], key...)
 		order := key[len(jobs):]
 		if len(order) != queueOrderLen {
 			return true // not a job key
@@ -92,12 +129,20 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 		if _, locked := w.s.held[string(key)]; locked {
 			h, ok := w.holder(key)
 			if ok && h.Owner == c.GetOwner() {
-				again = handleOf(&h)
-				found, foundV = jobKV(key, rec)
-				return false
+				if !retry {
+					for _, f := range hits {
+						stopAt(f.key) // visible, and now left alone
+					}
+					retry, hits = true, hits[:0]
+				}
+				k, kv := jobKV(key, rec)
+				hits = append(hits, hit{key: k, kv: kv, again: handleOf(&h)})
+				atEnd = len(hits) < maxJobs
+				return atEnd
 			}
 			if _, marked := w.get(marker(order)); !marked {
 				resp.LockedUnmarked++
+				stopAt(key)
 			}
 			return true
 		}
@@ -105,40 +150,81 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 			if resp.NextRunAtMs == 0 || int64(runAt) < resp.NextRunAtMs {
 				resp.NextRunAtMs = int64(runAt)
 			}
+			stopAt(key)
 			return true
 		}
 		if _, marked := w.get(marker(order)); marked {
 			return true // claimed (its lock released ahead of its marker)
 		}
-		found, foundV = jobKV(key, rec)
-		return false
+		if retry {
+			stopAt(key)
+			return true
+		}
+		k, kv := jobKV(key, rec)
+		hits = append(hits, hit{key: k, kv: kv})
+		atEnd = len(hits) < maxJobs
+		return atEnd
 	})
 	must(err)
-	if found == nil {
+	defer func() {
+		if !keepFloor {
+			return
+		}
+		// After the claims below: a job claimed and marked is one a
+		// later claim may step over; one claimed unmarked is not.
+		switch {
+		case stop != nil:
+			w.s.queueFloorLearn(jobs, stop)
+		case atEnd:
+			w.s.queueFloorLearn(jobs, nil)
+		default:
+			w.s.queueFloorLearn(jobs, append(last, 0))
+		}
+	}()
+	if len(hits) == 0 {
 		return resp
 	}
-	resp.Found, resp.Kv, resp.Truncated = true, foundV, false
-	if again != nil {
-		resp.Handle = again
-		if c.GetMark() {
-			_, resp.Marked = w.get(marker(found[len(jobs):]))
+	resp.Found, resp.Truncated = true, false
+	for i, h := range hits {
+		kv, handle, marked := w.claimOne(c, jobs, h.key, h.kv, h.again, marker)
+		if !marked {
+			stopAt(h.key)
 		}
-		return resp
-	}
-	id := w.grant(0, c.GetTtlMs(), false)
-	resp.Handle = w.grantLock(found, c.GetOwner(), id, true, true)
-	if c.GetMark() {
-		if v, ok := nextAttempt(foundV.Value); ok {
-			w.put(&dkvpb.PutRequest{Key: found, Value: v, Lease: foundV.Lease}, &dkvpb.PutResponse{})
-			attempt, _ := attemptOf(v)
-			m := []byte(`{"attempt":` + strconv.FormatInt(attempt, 10) + `,"owner":` + jsonString(c.GetOwner()) + `,"token":` + strconv.FormatInt(resp.Handle.Token, 10) + `}`)
-			w.put(&dkvpb.PutRequest{Key: marker(found[len(jobs):]), Value: m, Lease: id}, &dkvpb.PutResponse{})
-			rec, _ := w.get(found)
-			_, resp.Kv = jobKV(found, &rec)
-			resp.Marked = true
+		if i == 0 {
+			resp.Kv, resp.Handle, resp.Marked = kv, handle, marked
+			continue
 		}
+		resp.More = append(resp.More, &dkvpb.QueueClaimedJob{Kv: kv, Handle: handle, Marked: marked})
 	}
 	return resp
+}
+
+// claimOne finishes the claim of one job found by QueueClaim: a retry's
+// job (again) is returned as it is; another is locked on a new lease
+// and, with c.Mark, marked.
+func (w *Writer) claimOne(c *dkvpb.QueueClaimRequest, jobs, found []byte, foundV *dkvpb.KeyValue, again *dkvpb.LockHandle, marker func([]byte) []byte) (*dkvpb.KeyValue, *dkvpb.LockHandle, bool) {
+	if again != nil {
+		marked := false
+		if c.GetMark() {
+			_, marked = w.get(marker(found[len(jobs):]))
+		}
+		return foundV, again, marked
+	}
+	id := w.grant(0, c.GetTtlMs(), false)
+	handle := w.grantLock(found, c.GetOwner(), id, true, true)
+	if !c.GetMark() {
+		return foundV, handle, false
+	}
+	v, attempt, ok := nextAttempt(foundV.Value)
+	if !ok {
+		return foundV, handle, false
+	}
+	w.put(&dkvpb.PutRequest{Key: found, Value: v, Lease: foundV.Lease}, &dkvpb.PutResponse{})
+	m := []byte(`{"attempt":` + strconv.FormatInt(attempt, 10) + `,"owner":` + jsonString(c.GetOwner()) + `,"token":` + strconv.FormatInt(handle.Token, 10) + `}`)
+	w.put(&dkvpb.PutRequest{Key: marker(found[len(jobs):]), Value: m, Lease: id}, &dkvpb.PutResponse{})
+	rec, _ := w.get(found)
+	_, kv := jobKV(found, &rec)
+	return kv, handle, true
 }
 
 // attemptOf reads a job's "attempt" and "max_attempts" (absent: 0).
@@ -154,23 +240,59 @@ func attemptOf(v []byte) (attempt int64, maxAttempts int64) {
 }
 
 // nextAttempt returns the job's JSON object with its "attempt" raised by
-// one; false if v is no JSON object or the job has used its attempts.
-// Re-encoding sorts the object's keys: deterministic on every member.
-func nextAttempt(v []byte) ([]byte, bool) {
-	attempt, maxAttempts := attemptOf(v)
-	if attempt < 0 || attempt >= maxAttempts {
-		return nil, false
-	}
+// one, and that attempt; false if v is no JSON object or the job has
+// used its attempts. Re-encoding sorts the object's keys: deterministic
+// on every member. The bytes are a stored format that every member must
+// produce alike, whatever its version: they are exactly those of
+// decoding v into a map and encoding it again, and the attempt numbers
+// are read as attemptOf reads them (field names matched without regard
+// to case), in one decoding of v rather than two.
+func nextAttempt(v []byte) ([]byte, int64, bool) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(v, &obj) != nil {
-		return nil, false
+		return nil, 0, false
+	}
+	attempt, maxAttempts, ok := attemptsIn(obj)
+	if !ok {
+		attempt, maxAttempts = attemptOf(v) // an ambiguous object: as attemptOf reads it
+	}
+	if attempt < 0 || attempt >= maxAttempts {
+		return nil, 0, false
 	}
 	obj["attempt"] = json.RawMessage(strconv.FormatInt(attempt+1, 10))
 	out, err := json.Marshal(obj)
 	if err != nil {
-		return nil, false
+		return nil, 0, false
 	}
-	return out, true
+	return out, attempt + 1, true
+}
+
+// attemptsIn is attemptOf on a decoded object: -1, -1 where attemptOf's
+// decoding fails; ok false when a field name occurs in several cases
+// (which one attemptOf takes depends on their order in the text).
+func attemptsIn(obj map[string]json.RawMessage) (attempt, maxAttempts int64, ok bool) {
+	var a, m json.RawMessage
+	na, nm := 0, 0
+	for k, raw := range obj {
+		switch {
+		case strings.EqualFold(k, "attempt"):
+			a, na = raw, na+1
+		case strings.EqualFold(k, "max_attempts"):
+			m, nm = raw, nm+1
+		}
+	}
+	if na > 1 || nm > 1 {
+		return 0, 0, false
+	}
+	for _, f := range []struct {
+		raw json.RawMessage
+		dst *int64
+	}{{a, &attempt}, {m, &maxAttempts}} {
+		if f.raw != nil && json.Unmarshal(f.raw, f.dst) != nil {
+			return -1, -1, true
+		}
+	}
+	return attempt, maxAttempts, true
 }
 
 func jsonString(s string) string {
@@ -246,4 +368,42 @@ func (w *Writer) QueueAck(a *dkvpb.QueueAckRequest) (*dkvpb.QueueAckResponse, er
 	}
 	w.releaseLock(&h)
 	return &dkvpb.QueueAckResponse{}, nil
+}
+
+// MaxQueueAckBatch bounds the acks of one AckBatch.
+const MaxQueueAckBatch = 64
+
+func validateQueueAckBatch(b *dkvpb.QueueAckBatchRequest, l Limits) error {
+	acks := b.GetAcks()
+	if len(acks) == 0 || len(acks) > MaxQueueAckBatch {
+		return invalid("queue ack batch has %d acks; it must have 1 to %d", len(acks), MaxQueueAckBatch)
+	}
+	keys := make(map[string]bool, len(acks))
+	for i, a := range acks {
+		if err := validateQueueAck(a, l); err != nil {
+			return invalid("queue ack batch, ack %d: %s", i, dkverr.Message(err))
+		}
+		k := string(a.GetHandle().GetKey())
+		if keys[k] {
+			return invalid("queue ack batch acks job %q twice", k)
+		}
+		keys[k] = true
+	}
+	return nil
+}
+
+// QueueAckBatch applies each ack as QueueAck does, in order, at one
+// revision: a refused ack changes nothing and does not stop the others.
+func (w *Writer) QueueAckBatch(b *dkvpb.QueueAckBatchRequest) *dkvpb.QueueAckBatchResponse {
+	resp := &dkvpb.QueueAckBatchResponse{Results: make([]*dkvpb.QueueAckResult, len(b.GetAcks()))}
+	for i, a := range b.GetAcks() {
+		r, err := w.QueueAck(a)
+		if err != nil {
+			code := dkverr.CodeOf(err)
+			resp.Results[i] = &dkvpb.QueueAckResult{Reason: code.Reason(), Message: dkverr.Message(err)}
+			continue
+		}
+		resp.Results[i] = &dkvpb.QueueAckResult{Ok: true, Already: r.GetAlready()}
+	}
+	return resp
 }

@@ -88,6 +88,11 @@ type Store struct {
 	// lookup. A map by id: the same commands applied again from the same
 	// state leave it the same.
 	leaseRecs map[int64]lease.Record
+	// queueFloor is a hint per queue (its jobs prefix): no live job key
+	// is below it (see queueFloorNote). Only the speed of a claim's
+	// scan depends on it, never its result; absent means "unknown, scan
+	// from the start", which is how Reload and Open leave it.
+	queueFloor map[string][]byte
 
 	// Scratch buffers, used by the apply goroutine only. Pebble copies keys
 	// and values on Set, so they can be reused across writes.
@@ -124,6 +129,7 @@ func (s *Store) Reload(r pebble.Reader) error {
 		return err
 	}
 	s.held, s.leaseRecs = held, recs
+	s.queueFloor = map[string][]byte{}
 	s.rev.Store(rev)
 	s.compact.Store(comp)
 	s.committedRev.Store(rev)
@@ -285,6 +291,7 @@ func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	s.kbuf = latestKey(s.kbuf, key)
 	s.vbuf = appendLatest(s.vbuf[:0], rec)
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
+	s.queueFloorNote(key)
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	s.vbuf = appendHistPut(s.vbuf[:0], rec)
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
@@ -318,6 +325,7 @@ func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	s := w.s
 	s.kbuf = latestKey(s.kbuf, key)
 	must(w.b.Delete(s.kbuf, nil))
+	w.queueFloorNoteMarker(key)
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	must(w.b.Set(s.kbuf, tombstoneValue, nil))
 	w.relink(key, prev.GetLease(), 0)
@@ -580,6 +588,8 @@ func stampRevision(m proto.Message, h *dkvpb.ResponseHeader) {
 	case *dkvpb.QueueClaimResponse:
 		r.Header = h
 	case *dkvpb.QueueAckResponse:
+		r.Header = h
+	case *dkvpb.QueueAckBatchResponse:
 		r.Header = h
 	case *dkvpb.CompactResponse:
 		r.Header = h

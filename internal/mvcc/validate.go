@@ -77,6 +77,8 @@ func Validate(req *dkvpb.InternalRequest, l Limits) error {
 		return validateQueueClaim(r.QueueClaim, l)
 	case *dkvpb.InternalRequest_QueueAck:
 		return validateQueueAck(r.QueueAck, l)
+	case *dkvpb.InternalRequest_QueueAckBatch:
+		return validateQueueAckBatch(r.QueueAckBatch, l)
 	case nil:
 		return invalid("request has no command")
 	default:

@@ -140,6 +140,12 @@ func GrowsData(req *dkvpb.InternalRequest) bool {
 		return true
 	case *dkvpb.InternalRequest_QueueAck:
 		return len(r.QueueAck.GetPuts()) > 0
+	case *dkvpb.InternalRequest_QueueAckBatch:
+		for _, a := range r.QueueAckBatch.GetAcks() {
+			if len(a.GetPuts()) > 0 {
+				return true
+			}
+		}
 	case *dkvpb.InternalRequest_Txn:
 		for _, ops := range [][]*dkvpb.RequestOp{r.Txn.GetSuccess(), r.Txn.GetFailure()} {
 			for _, op := range ops {

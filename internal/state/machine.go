@@ -168,6 +168,8 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		resp = qc
 	case *dkvpb.InternalRequest_QueueAck:
 		resp, err = w.QueueAck(r.QueueAck)
+	case *dkvpb.InternalRequest_QueueAckBatch:
+		resp = w.QueueAckBatch(r.QueueAckBatch)
 	case *dkvpb.InternalRequest_MemberAttrs:
 		must(SetMemberClientURL(b, r.MemberAttrs.GetId(), r.MemberAttrs.GetClientUrl()))
 		return Result{}

@@ -21,6 +21,238 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type QueueAckBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// acks: 1 to 64 of them, on distinct job keys.
+	Acks          []*QueueAckRequest `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckBatchRequest) Reset() {
+	*x = QueueAckBatchRequest{}
+	mi := &file_dkv_v1_queue_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckBatchRequest) ProtoMessage() {}
+
+func (x *QueueAckBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_queue_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckBatchRequest.ProtoReflect.Descriptor instead.
+func (*QueueAckBatchRequest) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *QueueAckBatchRequest) GetAcks() []*QueueAckRequest {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+// QueueAckResult is one ack's outcome in a batch: ok (already as in
+// QueueAckResponse), or refused with the DKV status reason (e.g. "LOCKED"
+// when the claim expired or moved on) and its message. A refused ack
+// changed nothing.
+type QueueAckResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Already       bool                   `protobuf:"varint,2,opt,name=already,proto3" json:"already,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckResult) Reset() {
+	*x = QueueAckResult{}
+	mi := &file_dkv_v1_queue_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckResult) ProtoMessage() {}
+
+func (x *QueueAckResult) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_queue_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckResult.ProtoReflect.Descriptor instead.
+func (*QueueAckResult) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *QueueAckResult) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *QueueAckResult) GetAlready() bool {
+	if x != nil {
+		return x.Already
+	}
+	return false
+}
+
+func (x *QueueAckResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueueAckResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type QueueAckBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Results       []*QueueAckResult      `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckBatchResponse) Reset() {
+	*x = QueueAckBatchResponse{}
+	mi := &file_dkv_v1_queue_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckBatchResponse) ProtoMessage() {}
+
+func (x *QueueAckBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_queue_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckBatchResponse.ProtoReflect.Descriptor instead.
+func (*QueueAckBatchResponse) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *QueueAckBatchResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *QueueAckBatchResponse) GetResults() []*QueueAckResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// QueueClaimedJob is one more job of a batch claim (see
+// QueueClaimRequest.max_jobs), with the fields of QueueClaimResponse's
+// first job.
+type QueueClaimedJob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kv            *KeyValue              `protobuf:"bytes,1,opt,name=kv,proto3" json:"kv,omitempty"`
+	Handle        *LockHandle            `protobuf:"bytes,2,opt,name=handle,proto3" json:"handle,omitempty"`
+	Marked        bool                   `protobuf:"varint,3,opt,name=marked,proto3" json:"marked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueClaimedJob) Reset() {
+	*x = QueueClaimedJob{}
+	mi := &file_dkv_v1_queue_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueClaimedJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueClaimedJob) ProtoMessage() {}
+
+func (x *QueueClaimedJob) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_queue_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueClaimedJob.ProtoReflect.Descriptor instead.
+func (*QueueClaimedJob) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *QueueClaimedJob) GetKv() *KeyValue {
+	if x != nil {
+		return x.Kv
+	}
+	return nil
+}
+
+func (x *QueueClaimedJob) GetHandle() *LockHandle {
+	if x != nil {
+		return x.Handle
+	}
+	return nil
+}
+
+func (x *QueueClaimedJob) GetMarked() bool {
+	if x != nil {
+		return x.Marked
+	}
+	return false
+}
+
 type QueueAckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        *LockHandle            `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -32,7 +264,7 @@ type QueueAckRequest struct {
 
 func (x *QueueAckRequest) Reset() {
 	*x = QueueAckRequest{}
-	mi := &file_dkv_v1_queue_proto_msgTypes[0]
+	mi := &file_dkv_v1_queue_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +276,7 @@ func (x *QueueAckRequest) String() string {
 func (*QueueAckRequest) ProtoMessage() {}
 
 func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_queue_proto_msgTypes[0]
+	mi := &file_dkv_v1_queue_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +289,7 @@ func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckRequest.ProtoReflect.Descriptor instead.
 func (*QueueAckRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{0}
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *QueueAckRequest) GetHandle() *LockHandle {
@@ -92,7 +324,7 @@ type QueueAckResponse struct {
 
 func (x *QueueAckResponse) Reset() {
 	*x = QueueAckResponse{}
-	mi := &file_dkv_v1_queue_proto_msgTypes[1]
+	mi := &file_dkv_v1_queue_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +336,7 @@ func (x *QueueAckResponse) String() string {
 func (*QueueAckResponse) ProtoMessage() {}
 
 func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_queue_proto_msgTypes[1]
+	mi := &file_dkv_v1_queue_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +349,7 @@ func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckResponse.ProtoReflect.Descriptor instead.
 func (*QueueAckResponse) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{1}
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *QueueAckResponse) GetHeader() *ResponseHeader {
@@ -150,7 +382,8 @@ type QueueClaimRequest struct {
 	// ttl_ms is the claim's lease TTL, the visibility timeout (1 s to 1 year).
 	TtlMs int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// max_scan bounds how many job keys one claim looks at: 0 means 1024;
-	// at most 100000.
+	// at most 100000. A member may start the walk past jobs that are
+	// claimed (locked and marked), which are not counted then.
 	MaxScan int64 `protobuf:"varint,4,opt,name=max_scan,json=maxScan,proto3" json:"max_scan,omitempty"`
 	// mark also starts the claim in the same command, as client/recipe's
 	// claim does in its txn: the job's value (a JSON object) gets its
@@ -159,14 +392,27 @@ type QueueClaimRequest struct {
 	// {"attempt":N,"owner":OWNER,"token":TOKEN}. A job whose "attempt" has
 	// reached its "max_attempts", or whose value is no such object, is
 	// claimed unmarked (the caller dead-letters or gives it back).
-	Mark          bool `protobuf:"varint,5,opt,name=mark,proto3" json:"mark,omitempty"`
+	Mark bool `protobuf:"varint,5,opt,name=mark,proto3" json:"mark,omitempty"`
+	// max_jobs claims up to this many visible jobs (0 or 1: one; at most
+	// 64) in claim order, in this one command, each on its own lock and
+	// lease of ttl_ms (each job's visibility timeout runs from this
+	// claim). The first is in QueueClaimResponse's kv/handle/marked, the
+	// others in more. A retry with the same owner returns the jobs still
+	// locked by owner and claims no others.
+	MaxJobs int64 `protobuf:"varint,20,opt,name=max_jobs,json=maxJobs,proto3" json:"max_jobs,omitempty"`
+	// acks (0 to 64, on distinct jobs) are applied first, in this same
+	// command, each exactly as QueueAckBatchRequest's would be, whatever
+	// the claim then finds (paused, nothing visible): a consumer finishes
+	// its last jobs and takes the next ones in one round trip. Their
+	// outcomes are QueueClaimResponse.ack_results.
+	Acks          []*QueueAckRequest `protobuf:"bytes,21,rep,name=acks,proto3" json:"acks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueClaimRequest) Reset() {
 	*x = QueueClaimRequest{}
-	mi := &file_dkv_v1_queue_proto_msgTypes[2]
+	mi := &file_dkv_v1_queue_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +424,7 @@ func (x *QueueClaimRequest) String() string {
 func (*QueueClaimRequest) ProtoMessage() {}
 
 func (x *QueueClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_queue_proto_msgTypes[2]
+	mi := &file_dkv_v1_queue_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +437,7 @@ func (x *QueueClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueClaimRequest.ProtoReflect.Descriptor instead.
 func (*QueueClaimRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{2}
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *QueueClaimRequest) GetQueuePrefix() []byte {
@@ -229,6 +475,20 @@ func (x *QueueClaimRequest) GetMark() bool {
 	return false
 }
 
+func (x *QueueClaimRequest) GetMaxJobs() int64 {
+	if x != nil {
+		return x.MaxJobs
+	}
+	return 0
+}
+
+func (x *QueueClaimRequest) GetAcks() []*QueueAckRequest {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
 type QueueClaimResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -254,14 +514,18 @@ type QueueClaimResponse struct {
 	ClaimedUnixNano int64 `protobuf:"varint,9,opt,name=claimed_unix_nano,json=claimedUnixNano,proto3" json:"claimed_unix_nano,omitempty"`
 	// marked: the attempt was counted and the marker put (see mark); kv is
 	// the job as written back.
-	Marked        bool `protobuf:"varint,10,opt,name=marked,proto3" json:"marked,omitempty"`
+	Marked bool `protobuf:"varint,10,opt,name=marked,proto3" json:"marked,omitempty"`
+	// more: the jobs after the first of a batch claim, in claim order.
+	More []*QueueClaimedJob `protobuf:"bytes,20,rep,name=more,proto3" json:"more,omitempty"`
+	// ack_results[i] is the outcome of QueueClaimRequest.acks[i].
+	AckResults    []*QueueAckResult `protobuf:"bytes,21,rep,name=ack_results,json=ackResults,proto3" json:"ack_results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueClaimResponse) Reset() {
 	*x = QueueClaimResponse{}
-	mi := &file_dkv_v1_queue_proto_msgTypes[3]
+	mi := &file_dkv_v1_queue_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +537,7 @@ func (x *QueueClaimResponse) String() string {
 func (*QueueClaimResponse) ProtoMessage() {}
 
 func (x *QueueClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_queue_proto_msgTypes[3]
+	mi := &file_dkv_v1_queue_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +550,7 @@ func (x *QueueClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueClaimResponse.ProtoReflect.Descriptor instead.
 func (*QueueClaimResponse) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{3}
+	return file_dkv_v1_queue_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *QueueClaimResponse) GetHeader() *ResponseHeader {
@@ -359,11 +623,39 @@ func (x *QueueClaimResponse) GetMarked() bool {
 	return false
 }
 
+func (x *QueueClaimResponse) GetMore() []*QueueClaimedJob {
+	if x != nil {
+		return x.More
+	}
+	return nil
+}
+
+func (x *QueueClaimResponse) GetAckResults() []*QueueAckResult {
+	if x != nil {
+		return x.AckResults
+	}
+	return nil
+}
+
 var File_dkv_v1_queue_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x12dkv/v1/queue.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"\x84\x01\n" +
+	"\x12dkv/v1/queue.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\"C\n" +
+	"\x14QueueAckBatchRequest\x12+\n" +
+	"\x04acks\x18\x01 \x03(\v2\x17.dkv.v1.QueueAckRequestR\x04acks\"l\n" +
+	"\x0eQueueAckResult\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
+	"\aalready\x18\x02 \x01(\bR\aalready\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"y\n" +
+	"\x15QueueAckBatchResponse\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x120\n" +
+	"\aresults\x18\x02 \x03(\v2\x16.dkv.v1.QueueAckResultR\aresults\"w\n" +
+	"\x0fQueueClaimedJob\x12 \n" +
+	"\x02kv\x18\x01 \x01(\v2\x10.dkv.v1.KeyValueR\x02kv\x12*\n" +
+	"\x06handle\x18\x02 \x01(\v2\x12.dkv.v1.LockHandleR\x06handle\x12\x16\n" +
+	"\x06marked\x18\x03 \x01(\bR\x06marked\"\x84\x01\n" +
 	"\x0fQueueAckRequest\x12*\n" +
 	"\x06handle\x18\x01 \x01(\v2\x12.dkv.v1.LockHandleR\x06handle\x12\x1d\n" +
 	"\n" +
@@ -371,13 +663,15 @@ const file_dkv_v1_queue_proto_rawDesc = "" +
 	"\x04puts\x18\x03 \x03(\v2\x12.dkv.v1.PutRequestR\x04puts\"\\\n" +
 	"\x10QueueAckResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x18\n" +
-	"\aalready\x18\x02 \x01(\bR\aalready\"\x92\x01\n" +
+	"\aalready\x18\x02 \x01(\bR\aalready\"\xda\x01\n" +
 	"\x11QueueClaimRequest\x12!\n" +
 	"\fqueue_prefix\x18\x01 \x01(\fR\vqueuePrefix\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
 	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x19\n" +
 	"\bmax_scan\x18\x04 \x01(\x03R\amaxScan\x12\x12\n" +
-	"\x04mark\x18\x05 \x01(\bR\x04mark\"\xf0\x02\n" +
+	"\x04mark\x18\x05 \x01(\bR\x04mark\x12\x19\n" +
+	"\bmax_jobs\x18\x14 \x01(\x03R\amaxJobs\x12+\n" +
+	"\x04acks\x18\x15 \x03(\v2\x17.dkv.v1.QueueAckRequestR\x04acks\"\xd6\x03\n" +
 	"\x12QueueClaimResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12 \n" +
@@ -389,10 +683,14 @@ const file_dkv_v1_queue_proto_rawDesc = "" +
 	"\ttruncated\x18\b \x01(\bR\ttruncated\x12*\n" +
 	"\x11claimed_unix_nano\x18\t \x01(\x03R\x0fclaimedUnixNano\x12\x16\n" +
 	"\x06marked\x18\n" +
-	" \x01(\bR\x06marked2\x81\x01\n" +
+	" \x01(\bR\x06marked\x12+\n" +
+	"\x04more\x18\x14 \x03(\v2\x17.dkv.v1.QueueClaimedJobR\x04more\x127\n" +
+	"\vack_results\x18\x15 \x03(\v2\x16.dkv.v1.QueueAckResultR\n" +
+	"ackResults2\xca\x01\n" +
 	"\x05Queue\x12>\n" +
 	"\x05Claim\x12\x19.dkv.v1.QueueClaimRequest\x1a\x1a.dkv.v1.QueueClaimResponse\x128\n" +
-	"\x03Ack\x12\x17.dkv.v1.QueueAckRequest\x1a\x18.dkv.v1.QueueAckResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
+	"\x03Ack\x12\x17.dkv.v1.QueueAckRequest\x1a\x18.dkv.v1.QueueAckResponse\x12G\n" +
+	"\bAckBatch\x12\x1c.dkv.v1.QueueAckBatchRequest\x1a\x1d.dkv.v1.QueueAckBatchResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
 	file_dkv_v1_queue_proto_rawDescOnce sync.Once
@@ -406,33 +704,47 @@ func file_dkv_v1_queue_proto_rawDescGZIP() []byte {
 	return file_dkv_v1_queue_proto_rawDescData
 }
 
-var file_dkv_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_dkv_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_dkv_v1_queue_proto_goTypes = []any{
-	(*QueueAckRequest)(nil),    // 0: dkv.v1.QueueAckRequest
-	(*QueueAckResponse)(nil),   // 1: dkv.v1.QueueAckResponse
-	(*QueueClaimRequest)(nil),  // 2: dkv.v1.QueueClaimRequest
-	(*QueueClaimResponse)(nil), // 3: dkv.v1.QueueClaimResponse
-	(*LockHandle)(nil),         // 4: dkv.v1.LockHandle
-	(*PutRequest)(nil),         // 5: dkv.v1.PutRequest
-	(*ResponseHeader)(nil),     // 6: dkv.v1.ResponseHeader
-	(*KeyValue)(nil),           // 7: dkv.v1.KeyValue
+	(*QueueAckBatchRequest)(nil),  // 0: dkv.v1.QueueAckBatchRequest
+	(*QueueAckResult)(nil),        // 1: dkv.v1.QueueAckResult
+	(*QueueAckBatchResponse)(nil), // 2: dkv.v1.QueueAckBatchResponse
+	(*QueueClaimedJob)(nil),       // 3: dkv.v1.QueueClaimedJob
+	(*QueueAckRequest)(nil),       // 4: dkv.v1.QueueAckRequest
+	(*QueueAckResponse)(nil),      // 5: dkv.v1.QueueAckResponse
+	(*QueueClaimRequest)(nil),     // 6: dkv.v1.QueueClaimRequest
+	(*QueueClaimResponse)(nil),    // 7: dkv.v1.QueueClaimResponse
+	(*ResponseHeader)(nil),        // 8: dkv.v1.ResponseHeader
+	(*KeyValue)(nil),              // 9: dkv.v1.KeyValue
+	(*LockHandle)(nil),            // 10: dkv.v1.LockHandle
+	(*PutRequest)(nil),            // 11: dkv.v1.PutRequest
 }
 var file_dkv_v1_queue_proto_depIdxs = []int32{
-	4, // 0: dkv.v1.QueueAckRequest.handle:type_name -> dkv.v1.LockHandle
-	5, // 1: dkv.v1.QueueAckRequest.puts:type_name -> dkv.v1.PutRequest
-	6, // 2: dkv.v1.QueueAckResponse.header:type_name -> dkv.v1.ResponseHeader
-	6, // 3: dkv.v1.QueueClaimResponse.header:type_name -> dkv.v1.ResponseHeader
-	7, // 4: dkv.v1.QueueClaimResponse.kv:type_name -> dkv.v1.KeyValue
-	4, // 5: dkv.v1.QueueClaimResponse.handle:type_name -> dkv.v1.LockHandle
-	2, // 6: dkv.v1.Queue.Claim:input_type -> dkv.v1.QueueClaimRequest
-	0, // 7: dkv.v1.Queue.Ack:input_type -> dkv.v1.QueueAckRequest
-	3, // 8: dkv.v1.Queue.Claim:output_type -> dkv.v1.QueueClaimResponse
-	1, // 9: dkv.v1.Queue.Ack:output_type -> dkv.v1.QueueAckResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4,  // 0: dkv.v1.QueueAckBatchRequest.acks:type_name -> dkv.v1.QueueAckRequest
+	8,  // 1: dkv.v1.QueueAckBatchResponse.header:type_name -> dkv.v1.ResponseHeader
+	1,  // 2: dkv.v1.QueueAckBatchResponse.results:type_name -> dkv.v1.QueueAckResult
+	9,  // 3: dkv.v1.QueueClaimedJob.kv:type_name -> dkv.v1.KeyValue
+	10, // 4: dkv.v1.QueueClaimedJob.handle:type_name -> dkv.v1.LockHandle
+	10, // 5: dkv.v1.QueueAckRequest.handle:type_name -> dkv.v1.LockHandle
+	11, // 6: dkv.v1.QueueAckRequest.puts:type_name -> dkv.v1.PutRequest
+	8,  // 7: dkv.v1.QueueAckResponse.header:type_name -> dkv.v1.ResponseHeader
+	4,  // 8: dkv.v1.QueueClaimRequest.acks:type_name -> dkv.v1.QueueAckRequest
+	8,  // 9: dkv.v1.QueueClaimResponse.header:type_name -> dkv.v1.ResponseHeader
+	9,  // 10: dkv.v1.QueueClaimResponse.kv:type_name -> dkv.v1.KeyValue
+	10, // 11: dkv.v1.QueueClaimResponse.handle:type_name -> dkv.v1.LockHandle
+	3,  // 12: dkv.v1.QueueClaimResponse.more:type_name -> dkv.v1.QueueClaimedJob
+	1,  // 13: dkv.v1.QueueClaimResponse.ack_results:type_name -> dkv.v1.QueueAckResult
+	6,  // 14: dkv.v1.Queue.Claim:input_type -> dkv.v1.QueueClaimRequest
+	4,  // 15: dkv.v1.Queue.Ack:input_type -> dkv.v1.QueueAckRequest
+	0,  // 16: dkv.v1.Queue.AckBatch:input_type -> dkv.v1.QueueAckBatchRequest
+	7,  // 17: dkv.v1.Queue.Claim:output_type -> dkv.v1.QueueClaimResponse
+	5,  // 18: dkv.v1.Queue.Ack:output_type -> dkv.v1.QueueAckResponse
+	2,  // 19: dkv.v1.Queue.AckBatch:output_type -> dkv.v1.QueueAckBatchResponse
+	17, // [17:20] is the sub-list for method output_type
+	14, // [14:17] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_queue_proto_init() }
@@ -447,7 +759,7 @@ func file_dkv_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_queue_proto_rawDesc), len(file_dkv_v1_queue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,8 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Queue_Claim_FullMethodName = "/dkv.v1.Queue/Claim"
-	Queue_Ack_FullMethodName   = "/dkv.v1.Queue/Ack"
+	Queue_Claim_FullMethodName    = "/dkv.v1.Queue/Claim"
+	Queue_Ack_FullMethodName      = "/dkv.v1.Queue/Ack"
+	Queue_AckBatch_FullMethodName = "/dkv.v1.Queue/AckBatch"
 )
 
 // QueueClient is the client API for Queue service.
@@ -43,6 +44,10 @@ type QueueClient interface {
 	// of an ack that applied (the lock free, its last token handle's, the
 	// job gone) succeeds again with already=true.
 	Ack(ctx context.Context, in *QueueAckRequest, opts ...grpc.CallOption) (*QueueAckResponse, error)
+	// AckBatch ends several claims in one raft command: each ack is
+	// applied (or refused) exactly as Ack would, independently of the
+	// others, and results[i] is the outcome of acks[i].
+	AckBatch(ctx context.Context, in *QueueAckBatchRequest, opts ...grpc.CallOption) (*QueueAckBatchResponse, error)
 }
 
 type queueClient struct {
@@ -73,6 +78,16 @@ func (c *queueClient) Ack(ctx context.Context, in *QueueAckRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *queueClient) AckBatch(ctx context.Context, in *QueueAckBatchRequest, opts ...grpc.CallOption) (*QueueAckBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueueAckBatchResponse)
+	err := c.cc.Invoke(ctx, Queue_AckBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServer is the server API for Queue service.
 // All implementations must embed UnimplementedQueueServer
 // for forward compatibility.
@@ -93,6 +108,10 @@ type QueueServer interface {
 	// of an ack that applied (the lock free, its last token handle's, the
 	// job gone) succeeds again with already=true.
 	Ack(context.Context, *QueueAckRequest) (*QueueAckResponse, error)
+	// AckBatch ends several claims in one raft command: each ack is
+	// applied (or refused) exactly as Ack would, independently of the
+	// others, and results[i] is the outcome of acks[i].
+	AckBatch(context.Context, *QueueAckBatchRequest) (*QueueAckBatchResponse, error)
 	mustEmbedUnimplementedQueueServer()
 }
 
@@ -108,6 +127,9 @@ func (UnimplementedQueueServer) Claim(context.Context, *QueueClaimRequest) (*Que
 }
 func (UnimplementedQueueServer) Ack(context.Context, *QueueAckRequest) (*QueueAckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ack not implemented")
+}
+func (UnimplementedQueueServer) AckBatch(context.Context, *QueueAckBatchRequest) (*QueueAckBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AckBatch not implemented")
 }
 func (UnimplementedQueueServer) mustEmbedUnimplementedQueueServer() {}
 func (UnimplementedQueueServer) testEmbeddedByValue()               {}
@@ -166,6 +188,24 @@ func _Queue_Ack_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queue_AckBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueueAckBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServer).AckBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queue_AckBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServer).AckBatch(ctx, req.(*QueueAckBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queue_ServiceDesc is the grpc.ServiceDesc for Queue service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -180,6 +220,10 @@ var Queue_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ack",
 			Handler:    _Queue_Ack_Handler,
+		},
+		{
+			MethodName: "AckBatch",
+			Handler:    _Queue_AckBatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

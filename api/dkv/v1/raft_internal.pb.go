@@ -60,6 +60,7 @@ type InternalRequest struct {
 	//	*InternalRequest_RateLimit
 	//	*InternalRequest_QueueClaim
 	//	*InternalRequest_QueueAck
+	//	*InternalRequest_QueueAckBatch
 	//	*InternalRequest_Auth
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
@@ -286,6 +287,15 @@ func (x *InternalRequest) GetQueueAck() *QueueAckRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetQueueAckBatch() *QueueAckBatchRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_QueueAckBatch); ok {
+			return x.QueueAckBatch
+		}
+	}
+	return nil
+}
+
 func (x *InternalRequest) GetAuth() *AuthChange {
 	if x != nil {
 		if x, ok := x.Request.(*InternalRequest_Auth); ok {
@@ -373,6 +383,10 @@ type InternalRequest_QueueAck struct {
 	QueueAck *QueueAckRequest `protobuf:"bytes,91,opt,name=queue_ack,json=queueAck,proto3,oneof"`
 }
 
+type InternalRequest_QueueAckBatch struct {
+	QueueAckBatch *QueueAckBatchRequest `protobuf:"bytes,92,opt,name=queue_ack_batch,json=queueAckBatch,proto3,oneof"`
+}
+
 type InternalRequest_Auth struct {
 	// 60-79: authentication and authorization.
 	Auth *AuthChange `protobuf:"bytes,60,opt,name=auth,proto3,oneof"`
@@ -413,6 +427,8 @@ func (*InternalRequest_RateLimit) isInternalRequest_Request() {}
 func (*InternalRequest_QueueClaim) isInternalRequest_Request() {}
 
 func (*InternalRequest_QueueAck) isInternalRequest_Request() {}
+
+func (*InternalRequest_QueueAckBatch) isInternalRequest_Request() {}
 
 func (*InternalRequest_Auth) isInternalRequest_Request() {}
 
@@ -595,7 +611,8 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\"\xc5\t\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\"\x8d\n" +
+	"\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
@@ -623,7 +640,8 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"rate_limit\x18P \x01(\v2\x18.dkv.v1.RateLimitRequestH\x00R\trateLimit\x12<\n" +
 	"\vqueue_claim\x18Z \x01(\v2\x19.dkv.v1.QueueClaimRequestH\x00R\n" +
 	"queueClaim\x126\n" +
-	"\tqueue_ack\x18[ \x01(\v2\x17.dkv.v1.QueueAckRequestH\x00R\bqueueAck\x12(\n" +
+	"\tqueue_ack\x18[ \x01(\v2\x17.dkv.v1.QueueAckRequestH\x00R\bqueueAck\x12F\n" +
+	"\x0fqueue_ack_batch\x18\\ \x01(\v2\x1c.dkv.v1.QueueAckBatchRequestH\x00R\rqueueAckBatch\x12(\n" +
 	"\x04auth\x18< \x01(\v2\x12.dkv.v1.AuthChangeH\x00R\x04authB\t\n" +
 	"\arequest\"\x84\x01\n" +
 	"\fAlarmRequest\x12\x1b\n" +
@@ -672,9 +690,10 @@ var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*RateLimitRequest)(nil),       // 17: dkv.v1.RateLimitRequest
 	(*QueueClaimRequest)(nil),      // 18: dkv.v1.QueueClaimRequest
 	(*QueueAckRequest)(nil),        // 19: dkv.v1.QueueAckRequest
-	(*AuthChange)(nil),             // 20: dkv.v1.AuthChange
-	(AlarmType)(0),                 // 21: dkv.v1.AlarmType
-	(*Member)(nil),                 // 22: dkv.v1.Member
+	(*QueueAckBatchRequest)(nil),   // 20: dkv.v1.QueueAckBatchRequest
+	(*AuthChange)(nil),             // 21: dkv.v1.AuthChange
+	(AlarmType)(0),                 // 22: dkv.v1.AlarmType
+	(*Member)(nil),                 // 23: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	4,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
@@ -695,14 +714,15 @@ var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	17, // 15: dkv.v1.InternalRequest.rate_limit:type_name -> dkv.v1.RateLimitRequest
 	18, // 16: dkv.v1.InternalRequest.queue_claim:type_name -> dkv.v1.QueueClaimRequest
 	19, // 17: dkv.v1.InternalRequest.queue_ack:type_name -> dkv.v1.QueueAckRequest
-	20, // 18: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
-	21, // 19: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
-	22, // 20: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 18: dkv.v1.InternalRequest.queue_ack_batch:type_name -> dkv.v1.QueueAckBatchRequest
+	21, // 19: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
+	22, // 20: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
+	23, // 21: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -737,6 +757,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 		(*InternalRequest_RateLimit)(nil),
 		(*InternalRequest_QueueClaim)(nil),
 		(*InternalRequest_QueueAck)(nil),
+		(*InternalRequest_QueueAckBatch)(nil),
 		(*InternalRequest_Auth)(nil),
 	}
 	type x struct{}
