@@ -138,7 +138,7 @@ func (sc *scenario) process(ctx context.Context, c *client.Client, name string, 
 	paused := sc.pauseHere(i, name)
 	if paused {
 		log.Printf("invoice %d: %s pauses (a GC pause, a stuck disk) for longer than the lock's %v TTL", i, name, sc.cfg.LockTTL)
-		err := waitFor(ctx, func() (bool, error) {
+		err := exenv.WaitFor(ctx, func() (bool, error) {
 			kv, err := c.Get(ctx, key)
 			return err == nil && string(kv.Value) != "open", err
 		})
@@ -199,19 +199,4 @@ func (sc *scenario) report(ctx context.Context, c *client.Client) (*Report, erro
 	}
 	log.Say("Keys: %s (read them with dkv get %s --prefix)", sc.cfg.Prefix, sc.cfg.Prefix)
 	return &rep, nil
-}
-
-// waitFor polls cond until it holds, fails or ctx ends.
-func waitFor(ctx context.Context, cond func() (bool, error)) error {
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -27,39 +27,27 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/examples/internal/exenv"
 )
 
 func main() {
-	var sf storeFlags
 	var o options
-	fs := flag.NewFlagSet("jobqueue", flag.ExitOnError)
-	sf.register(fs)
-	fs.IntVar(&o.jobs, "jobs", 8, "invoices to enqueue (at least 6: invoices 2, 3, 5 and 6 play the faults)")
-	fs.DurationVar(&o.visibility, "visibility", 2*time.Second, "visibility timeout: how long a claim lasts without renewal")
-	fs.IntVar(&o.maxAttempts, "max-attempts", 3, "attempts before a job goes to the dead-letter list")
-	fs.DurationVar(&o.backoff, "backoff", 300*time.Millisecond, "retry delay after attempt n is n × this")
-	fs.Parse(os.Args[1:])
+	flag.IntVar(&o.jobs, "jobs", 8, "invoices to enqueue (at least 6: invoices 2, 3, 5 and 6 play the faults)")
+	flag.DurationVar(&o.visibility, "visibility", 2*time.Second, "visibility timeout: how long a claim lasts without renewal")
+	flag.IntVar(&o.maxAttempts, "max-attempts", 3, "attempts before a job goes to the dead-letter list")
+	flag.DurationVar(&o.backoff, "backoff", 300*time.Millisecond, "retry delay after attempt n is n × this")
+	exenv.ParseFlags() // to check the script's flags before opening the store
 	if o.jobs < 6 || o.maxAttempts < 3 {
 		fmt.Fprintln(os.Stderr, "jobqueue: --jobs must be at least 6 and --max-attempts at least 3 for the script to play")
 		os.Exit(2)
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, where, cleanup, err := sf.open(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "jobqueue:", err)
-		os.Exit(1)
-	}
-	defer cleanup()
-	fmt.Printf("jobqueue: on %s\n", where)
-	id := runID()
-	o.queue, o.results, o.out = "examples-jobqueue-"+id, "examples/jobqueue/"+id+"/results/", os.Stdout
-	if _, err := run(ctx, c, o); err != nil {
-		fmt.Fprintln(os.Stderr, "jobqueue:", err)
-		cleanup()
-		os.Exit(1)
-	}
+	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		o.queue, o.results, o.out = "examples-jobqueue-"+env.Run, "examples/jobqueue/"+env.Run+"/results/", os.Stdout
+		_, err := run(ctx, env.Client, o)
+		return err
+	})
 }
 
 type options struct {
@@ -112,13 +100,10 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
 	res := &result{acks: map[string]int{}, claimedBy: map[string][]string{}, ackedBy: map[string]string{}}
-	var mu sync.Mutex // guards res and the output
+	var mu sync.Mutex // guards res
 	notify := make(chan struct{}, 1)
-	say := func(format string, args ...any) {
-		fmt.Fprintf(o.out, "[%4.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
-	}
+	log := exenv.NewLog(o.out)
 	var fixed, froze atomic.Bool
 	frozenJobC := make(chan *recipe.Job, 1)
 
@@ -127,7 +112,7 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 			return nil, err
 		}
 	}
-	fmt.Fprintf(o.out, "queue %s: %d invoices; 3 workers; visibility timeout %v, %d attempts, backoff n × %v\n",
+	log.Say("queue %s: %d invoices; 3 workers; visibility timeout %v, %d attempts, backoff n × %v",
 		o.queue, o.jobs, o.visibility, o.maxAttempts, o.backoff)
 
 	wctx, stopWorkers := context.WithCancel(ctx)
@@ -143,9 +128,7 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 				// A leader change, say. A claim whose outcome is unknown
 				// may have taken a job: it is visible again after the
 				// visibility timeout, with that attempt used.
-				mu.Lock()
-				say("%s: claim failed, trying again: %v", me, err)
-				mu.Unlock()
+				log.Printf("%s: claim failed, trying again: %v", me, err)
 				select {
 				case <-time.After(200 * time.Millisecond):
 				case <-wctx.Done():
@@ -160,7 +143,7 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 			if name == frozenJob && froze.CompareAndSwap(false, true) {
 				mu.Lock()
 				res.frozen = me
-				say("%s claimed %s (attempt %d) and freezes holding it: no ack, no renewal", me, name, job.Attempt)
+				log.Printf("%s claimed %s (attempt %d) and freezes holding it: no ack, no renewal", me, name, job.Attempt)
 				mu.Unlock()
 				frozenJobC <- job
 				return // this worker is gone
@@ -171,11 +154,11 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 				mu.Lock()
 				switch {
 				case nerr != nil:
-					say("%s: nack of %s failed: %v", me, name, nerr)
+					log.Printf("%s: nack of %s failed: %v", me, name, nerr)
 				case last:
-					say("%s: %s failed attempt %d (%v): moved to the dead-letter list", me, name, job.Attempt, err)
+					log.Printf("%s: %s failed attempt %d (%v): moved to the dead-letter list", me, name, job.Attempt, err)
 				default:
-					say("%s: %s failed attempt %d (%v): retry in %v", me, name, job.Attempt, err, time.Duration(job.Attempt)*o.backoff)
+					log.Printf("%s: %s failed attempt %d (%v): retry in %v", me, name, job.Attempt, err, time.Duration(job.Attempt)*o.backoff)
 				}
 				mu.Unlock()
 				signal(notify)
@@ -189,11 +172,11 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 			}
 			mu.Lock()
 			if werr != nil {
-				say("%s: %s not completed: %v", me, name, werr)
+				log.Printf("%s: %s not completed: %v", me, name, werr)
 			} else {
 				res.acks[name]++
 				res.ackedBy[name] = me
-				say("%s: %s done on attempt %d", me, name, job.Attempt)
+				log.Printf("%s: %s done on attempt %d", me, name, job.Attempt)
 			}
 			mu.Unlock()
 			signal(notify)
@@ -248,20 +231,18 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 	fj := <-frozenJobC
 	res.lateAckErr = fj.Ack(ctx)
 	mu.Lock()
-	say("%s wakes up and acks %s: %v", res.frozen, fj.Payload, verdict(res.lateAckErr))
+	log.Printf("%s wakes up and acks %s: %v", res.frozen, fj.Payload, verdict(res.lateAckErr))
 	mu.Unlock()
 
 	if res.deadBeforeRequeue, err = q.Dead(ctx, 0); err != nil {
 		return nil, err
 	}
 	for _, in := range res.deadBeforeRequeue {
-		fmt.Fprintf(o.out, "dead-letter list: %s %s after %d attempts (%s)\n", in.ID, in.Payload, in.Attempt, in.LastError)
+		log.Say("dead-letter list: %s %s after %d attempts (%s)", in.ID, in.Payload, in.Attempt, in.LastError)
 	}
 	fixed.Store(true)
 	for _, in := range res.deadBeforeRequeue {
-		mu.Lock()
-		say("the billing address is fixed; requeue %s from the dead-letter list", in.Payload)
-		mu.Unlock()
+		log.Printf("the billing address is fixed; requeue %s from the dead-letter list", in.Payload)
 		if err := q.Requeue(ctx, in.ID); err != nil {
 			return nil, err
 		}

@@ -29,31 +29,19 @@ import (
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/examples/internal/exenv"
 )
 
 func main() {
-	var sf storeFlags
 	var o options
-	fs := flag.NewFlagSet("presence", flag.ExitOnError)
-	sf.register(fs)
-	fs.DurationVar(&o.ttl, "ttl", 3*time.Second, "each node's session TTL: how long a killed node stays listed at most (plus the store's expiry check)")
-	fs.Parse(os.Args[1:])
-
-	ctx, cancel := context.WithTimeout(context.Background(), 4*o.ttl+time.Minute)
-	defer cancel()
-	c, where, cleanup, err := sf.open(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "presence:", err)
-		os.Exit(1)
-	}
-	defer cleanup()
-	fmt.Printf("presence: on %s\n", where)
-	o.group, o.out = "examples-presence-"+runID(), os.Stdout
-	if _, err := run(ctx, c, o); err != nil {
-		fmt.Fprintln(os.Stderr, "presence:", err)
-		cleanup()
-		os.Exit(1)
-	}
+	flag.DurationVar(&o.ttl, "ttl", 3*time.Second, "each node's session TTL: how long a killed node stays listed at most (plus the store's expiry check)")
+	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
+		ctx, cancel := context.WithTimeout(ctx, 4*o.ttl+time.Minute)
+		defer cancel()
+		o.group, o.out = "examples-presence-"+env.Run, os.Stdout
+		_, err := run(ctx, env.Client, o)
+		return err
+	})
 }
 
 type options struct {
@@ -116,14 +104,14 @@ func (n *node) caughtUp(ctx context.Context, want int) []string {
 }
 
 func run(ctx context.Context, c *client.Client, o options) (*result, error) {
-	start := time.Now()
+	log := exenv.NewLog(o.out)
 	res := &result{seen: map[string][]string{}}
 	dash, err := recipe.WatchMembers(ctx, c, o.group)
 	if err != nil {
 		return nil, err
 	}
 	defer dash.Close()
-	fmt.Fprintf(o.out, "dashboard: watching group %s (%d members), nodes' session TTL %v\n", o.group, len(dash.Initial()), o.ttl)
+	log.Say("dashboard: watching group %s (%d members), nodes' session TTL %v", o.group, len(dash.Initial()), o.ttl)
 
 	// next waits for the dashboard's next change and prints it.
 	next := func() (recipe.MemberEvent, error) {
@@ -138,7 +126,7 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 			for _, m := range dash.Members() {
 				ids = append(ids, m.ID)
 			}
-			fmt.Fprintf(o.out, "[%5.1fs] %-12s members: [%s]\n", time.Since(start).Seconds(), line, strings.Join(ids, " "))
+			log.Printf("%-12s members: [%s]", line, strings.Join(ids, " "))
 			return ev, nil
 		case <-ctx.Done():
 			return recipe.MemberEvent{}, fmt.Errorf("waiting for the dashboard: %w", ctx.Err())
@@ -198,7 +186,7 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 		}
 	}
 
-	fmt.Fprintln(o.out, "node-2 leaves cleanly (Deregister)")
+	log.Say("node-2 leaves cleanly (Deregister)")
 	stopWatching(nodes["node-2"])
 	if err := nodes["node-2"].reg.Deregister(ctx); err != nil {
 		return nil, err
@@ -207,7 +195,7 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 		return nil, err
 	}
 
-	fmt.Fprintf(o.out, "node-3 is killed: it stops renewing its lease and says nothing\n")
+	log.Say("node-3 is killed: it stops renewing its lease and says nothing")
 	stopWatching(nodes["node-3"])
 	killed := time.Now()
 	nodes["node-3"].s.Orphan() // what a crash does: no keep-alives, no revoke
@@ -215,12 +203,12 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 		return nil, err
 	}
 	res.killedGone = time.Since(killed)
-	fmt.Fprintf(o.out, "node-3 disappeared %.1fs after it was killed (TTL %v): nobody deregistered it, its lease expired\n", res.killedGone.Seconds(), o.ttl)
+	log.Say("node-3 disappeared %.1fs after it was killed (TTL %v): nobody deregistered it, its lease expired", res.killedGone.Seconds(), o.ttl)
 
 	if err := join("node-4"); err != nil {
 		return nil, err
 	}
-	fmt.Fprintln(o.out, "everyone leaves (closing a session revokes its lease)")
+	log.Say("everyone leaves (closing a session revokes its lease)")
 	for _, id := range []string{"node-1", "node-4"} {
 		stopWatching(nodes[id])
 		if err := nodes[id].s.Close(); err != nil {
@@ -231,7 +219,7 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(res.seen)) {
-		fmt.Fprintf(o.out, "  %s's own watch saw: %s\n", id, strings.Join(res.seen[id], ", "))
+		log.Say("  %s's own watch saw: %s", id, strings.Join(res.seen[id], ", "))
 	}
 	return res, nil
 }

@@ -28,35 +28,22 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/examples/internal/exenv"
 )
 
 func main() {
-	var sf storeFlags
-	o := options{rate: client.RateLimit{Period: time.Second}}
-	fs := flag.NewFlagSet("ratelimit-api", flag.ExitOnError)
-	sf.register(fs)
-	fs.Int64Var(&o.rate.Limit, "limit", 10, "requests per second for one API key, across all instances")
-	fs.Int64Var(&o.rate.Burst, "burst", 5, "requests a key may make at once after a quiet spell")
-	fs.DurationVar(&o.window, "window", 3*time.Second, "how long the callers send requests")
-	fs.IntVar(&o.callers, "callers", 6, "concurrent callers")
-	fs.Parse(os.Args[1:])
-	o.maxRequests = 20000
-
-	ctx, cancel := context.WithTimeout(context.Background(), o.window+time.Minute)
-	defer cancel()
-	c, where, cleanup, err := sf.open(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "ratelimit-api:", err)
-		os.Exit(1)
-	}
-	defer cleanup()
-	fmt.Printf("ratelimit-api: on %s\n", where)
-	o.bucketPrefix, o.out = "examples/ratelimit-api/"+runID()+"/", os.Stdout
-	if _, err := run(ctx, c, o); err != nil {
-		fmt.Fprintln(os.Stderr, "ratelimit-api:", err)
-		cleanup()
-		os.Exit(1)
-	}
+	o := options{rate: client.RateLimit{Period: time.Second}, maxRequests: 20000}
+	flag.Int64Var(&o.rate.Limit, "limit", 10, "requests per second for one API key, across all instances")
+	flag.Int64Var(&o.rate.Burst, "burst", 5, "requests a key may make at once after a quiet spell")
+	flag.DurationVar(&o.window, "window", 3*time.Second, "how long the callers send requests")
+	flag.IntVar(&o.callers, "callers", 6, "concurrent callers")
+	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
+		ctx, cancel := context.WithTimeout(ctx, o.window+time.Minute)
+		defer cancel()
+		o.bucketPrefix, o.out = "examples/ratelimit-api/"+env.Run+"/", os.Stdout
+		_, err := run(ctx, env.Client, o)
+		return err
+	})
 }
 
 type options struct {

@@ -37,35 +37,23 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/examples/internal/exenv"
 )
 
 func main() {
-	var sf storeFlags
 	var o options
-	fs := flag.NewFlagSet("react", flag.ExitOnError)
-	sf.register(fs)
-	fs.IntVar(&o.changes, "changes", 20, "how many changes the writer makes (each takes about --poll)")
-	fs.DurationVar(&o.poll, "poll", time.Second, "the polling loop's interval")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the pauses between changes")
-	fs.IntVar(&o.cutAt, "cut-at", 10, "cut the watches (as a lost connection would) just before this change; 0: never")
-	fs.Parse(os.Args[1:])
-	o.cutAt--
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.changes+5)*(o.poll+5*time.Second))
-	defer cancel()
-	c, where, cleanup, err := sf.open(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "react:", err)
-		os.Exit(1)
-	}
-	defer cleanup()
-	fmt.Printf("react: on %s\n", where)
-	o.prefix, o.out = "examples/react/"+runID()+"/", os.Stdout
-	if _, err := run(ctx, c, o); err != nil {
-		fmt.Fprintln(os.Stderr, "react:", err)
-		cleanup()
-		os.Exit(1)
-	}
+	flag.IntVar(&o.changes, "changes", 20, "how many changes the writer makes (each takes about --poll)")
+	flag.DurationVar(&o.poll, "poll", time.Second, "the polling loop's interval")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the pauses between changes")
+	flag.IntVar(&o.cutAt, "cut-at", 10, "cut the watches (as a lost connection would) just before this change; 0: never")
+	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(o.changes+5)*(o.poll+5*time.Second))
+		defer cancel()
+		o.cutAt--
+		o.prefix, o.out = "examples/react/"+env.Run+"/", os.Stdout
+		_, err := run(ctx, env.Client, o)
+		return err
+	})
 }
 
 type options struct {

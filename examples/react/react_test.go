@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client/embedded"
+	"github.com/dkv-io/dkv/examples/internal/exenv"
 )
 
 // TestWatchReactsToEveryChangeWithFewerReads runs the scenario on an
@@ -31,7 +32,7 @@ func TestWatchReactsToEveryChangeWithFewerReads(t *testing.T) {
 	const changes = 12
 	out := io.Writer(io.Discard)
 	if testing.Verbose() {
-		out = tWriter{t}
+		out = exenv.TestWriter(t.Logf)
 	}
 	res, err := run(ctx, c, options{changes: changes, poll: 50 * time.Millisecond, seed: 7, cutAt: changes / 2, prefix: "t/react/", out: out})
 	if err != nil {
@@ -53,7 +54,3 @@ func TestWatchReactsToEveryChangeWithFewerReads(t *testing.T) {
 	t.Logf("reads: watch %d, poll %d; median latency: watch %v, poll %v",
 		res.reads[watch], res.reads[poll], percentile(res.latency[watch], 50), percentile(res.latency[poll], 50))
 }
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

@@ -110,7 +110,7 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	}
 	// Round 1 ends when actual equals desired and, if a leader was killed,
 	// its late write has been answered.
-	if err := waitFor(ctx, func() (bool, error) {
+	if err := exenv.WaitFor(ctx, func() (bool, error) {
 		same, err := sc.converged(ctx, env.Client)
 		sc.mu.Lock()
 		defer sc.mu.Unlock()
@@ -230,7 +230,7 @@ func (sc *scenario) die(ctx context.Context, ct *controller, what string, act fu
 	defer cancel()
 	ctx = sc.ctx
 	var survivor string
-	err := waitFor(ctx, func() (bool, error) {
+	err := exenv.WaitFor(ctx, func() (bool, error) {
 		sc.mu.Lock()
 		defer sc.mu.Unlock()
 		if sc.leader != ct {
@@ -239,7 +239,7 @@ func (sc *scenario) die(ctx context.Context, ct *controller, what string, act fu
 		return survivor != "" && len(sc.actions) > 1, nil
 	})
 	if err == nil {
-		err = waitFor(ctx, func() (bool, error) { return sc.converged(ctx, ct.c) })
+		err = exenv.WaitFor(ctx, func() (bool, error) { return sc.converged(ctx, ct.c) })
 	}
 	if err != nil {
 		return err
@@ -331,19 +331,4 @@ func slicesKeys(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
-}
-
-// waitFor polls cond until it holds, fails or ctx ends.
-func waitFor(ctx context.Context, cond func() (bool, error)) error {
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

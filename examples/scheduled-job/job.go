@@ -90,7 +90,7 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	}
 	// A leader running late (a loaded machine) still owes the last period.
 	wait, cancel := context.WithTimeout(ctx, 10*cfg.TTL)
-	err := waitFor(wait, func() (bool, error) {
+	err := exenv.WaitFor(wait, func() (bool, error) {
 		_, err := env.Client.Get(wait, sc.runKey(cfg.Periods))
 		if errors.Is(err, client.ErrNotFound) {
 			return false, nil
@@ -235,7 +235,7 @@ func (sc *scenario) freeze(ctx context.Context, c *client.Client, name string, p
 	}
 	took := time.Since(froze)
 	log.Printf("%s took over %.1fs after %s froze (TTL %v)", next, took.Seconds(), name, sc.cfg.TTL)
-	if err := waitFor(ctx, func() (bool, error) {
+	if err := exenv.WaitFor(ctx, func() (bool, error) {
 		_, err := c.Get(ctx, sc.runKey(p))
 		if errors.Is(err, client.ErrNotFound) {
 			return false, nil
@@ -287,21 +287,6 @@ func (sc *scenario) report(ctx context.Context, c *client.Client) (*Report, erro
 	}
 	log.Say("Keys: %s (read them with dkv get %s --prefix)", sc.cfg.Prefix, sc.cfg.Prefix)
 	return &rep, nil
-}
-
-// waitFor polls cond until it holds, fails or ctx ends.
-func waitFor(ctx context.Context, cond func() (bool, error)) error {
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 func ctxOr(ctx context.Context, err error) error {

@@ -12,12 +12,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/embedded"
@@ -34,7 +36,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.CACert, "cacert", os.Getenv("DKV_CACERT"), "connect with TLS, trusting the CA certificates (PEM) in this file (env DKV_CACERT)")
 	fs.StringVar(&f.Cert, "cert", os.Getenv("DKV_CERT"), "client certificate (PEM), with --key (env DKV_CERT)")
 	fs.StringVar(&f.Key, "key", os.Getenv("DKV_KEY"), "key (PEM) of --cert (env DKV_KEY)")
-	fs.StringVar(&f.User, "user", os.Getenv("DKV_USER"), "authenticate as NAME:PASSWORD (or NAME with env DKV_PASSWORD) when the cluster has auth enabled")
+	fs.StringVar(&f.User, "user", os.Getenv("DKV_USER"), "authenticate as NAME[:PASSWORD] when the cluster has auth enabled (env DKV_USER; the password may come from DKV_PASSWORD)")
 }
 
 // Env is an open connection to a store.
@@ -68,7 +70,10 @@ func (f *Flags) Open(ctx context.Context) (*Env, error) {
 		return OpenEmbedded(ctx, run)
 	}
 	cfg := client.Config{Endpoints: strings.Split(f.Endpoints, ",")}
-	if f.CACert != "" || f.Cert != "" {
+	if f.CACert != "" || f.Cert != "" || f.Key != "" {
+		if (f.Cert == "") != (f.Key == "") {
+			return nil, errors.New("--cert and --key go together")
+		}
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.CACert != "" {
 			pem, err := os.ReadFile(f.CACert)
@@ -132,17 +137,29 @@ func OpenEmbedded(ctx context.Context, run string) (*Env, error) {
 	return &Env{Client: c, Where: "an embedded store in " + dir, Run: run, newClient: dial, close: closeAll}, nil
 }
 
-// Main parses the flags, opens the store and runs scenario with it,
-// exiting 1 with the error if it fails.
-func Main(scenario func(ctx context.Context, env *Env) error) {
-	var f Flags
-	f.Register(flag.CommandLine)
+// flags are the connection flags of Main, registered by ParseFlags.
+var flags Flags
+
+// ParseFlags registers the connection flags on the command line and
+// parses it. Main calls it; a program calls it first only to check its
+// own flags before the store is opened.
+func ParseFlags() {
+	if flag.Parsed() {
+		return
+	}
+	flags.Register(flag.CommandLine)
 	flag.Parse()
+}
+
+// Main parses the flags (see ParseFlags), opens the store and runs
+// scenario with it, exiting 1 with the error if it fails.
+func Main(scenario func(ctx context.Context, env *Env) error) {
+	ParseFlags()
 	// Ctrl-C ends the scenario, and Close still removes the embedded
 	// store's directory.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env, err := f.Open(ctx)
+	env, err := flags.Open(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "connecting:", err)
 		os.Exit(1)
@@ -159,5 +176,20 @@ func Main(scenario func(ctx context.Context, env *Env) error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
+	}
+}
+
+// WaitFor polls cond until it holds, fails or ctx ends.
+func WaitFor(ctx context.Context, cond func() (bool, error)) error {
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
