@@ -108,10 +108,9 @@ func (c *clusterServer) MemberAdd(ctx context.Context, r *etcdserverpb.MemberAdd
 	})
 	if err != nil {
 		if de, ok := dkvErr(err); ok && de.Code == dkverr.Conflict {
-			if strings.Contains(de.Msg, "peer URL") {
-				return nil, rpctypes.ErrGRPCPeerURLExist
-			}
-			return nil, rpctypes.ErrGRPCMemberExist
+			// The name is the peer address, so either conflict is one
+			// of peer URLs.
+			return nil, rpctypes.ErrGRPCPeerURLExist
 		}
 		return nil, toEtcdErr(err)
 	}

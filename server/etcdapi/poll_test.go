@@ -1,8 +1,13 @@
 package etcdapi_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/server"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // pollT polls a condition until it holds or a deadline passes.
@@ -17,4 +22,33 @@ func (p *pollT) until(cond func() bool, what string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// startNodeWith is startNode with the config changed by edit.
+func startNodeWith(t *testing.T, edit func(*server.Config)) *node {
+	t.Helper()
+	cfg := server.Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond, NoSync: true}
+	edit(&cfg)
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Ready():
+	case <-ctx.Done():
+		t.Fatal("server not ready")
+	}
+	conn, err := s.DialInProcess(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); s.Stop() })
+	return &node{s: s, conn: conn,
+		kv: etcdserverpb.NewKVClient(conn), w: etcdserverpb.NewWatchClient(conn), l: etcdserverpb.NewLeaseClient(conn),
+		dkv: dkvpb.NewKVClient(conn)}
 }
