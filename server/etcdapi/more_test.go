@@ -8,6 +8,10 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/server"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	_ "go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
+	_ "go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // pollT polls a condition until it holds or a deadline passes.
@@ -51,4 +55,15 @@ func startNodeWith(t *testing.T, edit func(*server.Config)) *node {
 	return &node{s: s, conn: conn,
 		kv: etcdserverpb.NewKVClient(conn), w: etcdserverpb.NewWatchClient(conn), l: etcdserverpb.NewLeaseClient(conn),
 		dkv: dkvpb.NewKVClient(conn)}
+}
+
+// TestLockElectionRegistration: etcd's v3lock and v3election generated
+// files register beside DKV's own lock service and etcd's etcdserverpb
+// (no file or name conflict at init); the other tests call them.
+func TestLockElectionRegistration(t *testing.T) {
+	for _, name := range []protoreflect.FullName{"v3lockpb.Lock", "v3electionpb.Election", "dkv.v1.Lock", "etcdserverpb.Maintenance", "etcdserverpb.Cluster", "etcdserverpb.Auth"} {
+		if _, err := protoregistry.GlobalFiles.FindDescriptorByName(name); err != nil {
+			t.Errorf("%s not registered: %v", name, err)
+		}
+	}
 }
