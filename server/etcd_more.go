@@ -7,7 +7,11 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/server/etcdapi"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
+	electiongw "go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb/gw"
+	lockgw "go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb/gw"
 	"google.golang.org/grpc"
 )
 
@@ -80,4 +84,13 @@ func (s *Server) dialSelfOnce() func(context.Context) (*grpc.ClientConn, error) 
 		})
 		return conn, err
 	}
+}
+
+// etcdGatewayMore are the etcd HTTP/JSON gateway paths of the services
+// RegisterMore serves (/v3/cluster/member/list, /v3/maintenance/status,
+// /v3/auth/..., /v3/lock/lock, /v3/election/campaign, ...); etcdGateway
+// registers them next to KV's, Watch's and Lease's.
+var etcdGatewayMore = []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+	gw.RegisterClusterHandler, gw.RegisterMaintenanceHandler, gw.RegisterAuthHandler,
+	lockgw.RegisterLockHandler, electiongw.RegisterElectionHandler,
 }
