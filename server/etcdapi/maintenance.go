@@ -2,7 +2,9 @@ package etcdapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"hash"
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -186,14 +188,23 @@ func (ms *maintenanceServer) Defragment(ctx context.Context, r *etcdserverpb.Def
 }
 
 // Snapshot streams DKV's snapshot: a tar of a Pebble checkpoint, not
-// etcd's bolt file. etcdctl snapshot save stores it as it comes; etcdutl
-// snapshot status and restore cannot read it (dkv restore can).
+// etcd's bolt file, followed, as etcd's stream is, by the SHA-256 of all
+// of it. etcdctl snapshot save stores it; etcdutl snapshot status and
+// restore cannot read it.
 func (ms *maintenanceServer) Snapshot(r *etcdserverpb.SnapshotRequest, stream etcdserverpb.Maintenance_SnapshotServer) error {
 	if err := ms.d.requireLeader(stream.Context()); err != nil {
 		return err
 	}
 	err := ms.d.Stream(nil, stream, dkvpb.Maintenance_Snapshot_FullMethodName, func(_ any, ss grpc.ServerStream) error {
-		return ms.m.Maintenance.Snapshot(&dkvpb.SnapshotRequest{}, &snapshotStream{ServerStream: ss, out: stream, version: EtcdVersion})
+		out := &snapshotStream{ServerStream: ss, out: stream, version: EtcdVersion, sum: sha256.New()}
+		if err := ms.m.Maintenance.Snapshot(&dkvpb.SnapshotRequest{}, out); err != nil {
+			return err
+		}
+		// etcd's stream ends with the SHA-256 of what came before, and
+		// etcdctl snapshot save refuses a file without it (it checks the
+		// size is 32 past a 512-byte boundary, which a tar stream is on).
+		// A tar reader stops at the archive's end and ignores it.
+		return stream.Send(&etcdserverpb.SnapshotResponse{Header: out.hdr, Blob: out.sum.Sum(nil)})
 	})
 	return toEtcdErr(err)
 }
@@ -204,13 +215,18 @@ type snapshotStream struct {
 	out     etcdserverpb.Maintenance_SnapshotServer
 	version string
 	sent    bool
+	sum     hash.Hash
+	hdr     *etcdserverpb.ResponseHeader
 }
 
 func (s *snapshotStream) Send(r *dkvpb.SnapshotResponse) error {
-	out := &etcdserverpb.SnapshotResponse{Header: toHeader(r.GetHeader()), Blob: r.GetBlob(), RemainingBytes: r.GetRemainingBytes()}
+	s.hdr = toHeader(r.GetHeader())
+	// Still to come: the rest of DKV's stream and the checksum.
+	out := &etcdserverpb.SnapshotResponse{Header: s.hdr, Blob: r.GetBlob(), RemainingBytes: r.GetRemainingBytes() + sha256.Size}
 	if !s.sent {
 		out.Version = s.version // etcd 3.6 sends the storage version first
 		s.sent = true
 	}
+	s.sum.Write(r.GetBlob())
 	return s.out.Send(out)
 }

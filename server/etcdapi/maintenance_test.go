@@ -1,7 +1,9 @@
 package etcdapi_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"strings"
@@ -128,5 +130,28 @@ func TestMaintenance(t *testing.T) {
 	}
 	if last == nil || last.RemainingBytes != 0 || blob.Len() < 512 || string(blob.Bytes()[257:262]) != "ustar" {
 		t.Fatalf("snapshot: %d bytes, last %v", blob.Len(), last)
+	}
+	// As etcd's, the stream ends with the SHA-256 of the rest, where
+	// etcdctl snapshot save looks for it: 32 bytes past a 512-byte block.
+	b := blob.Bytes()
+	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
+	if got := sha256.Sum256(body); blob.Len()%512 != sha256.Size || !bytes.Equal(got[:], sum) {
+		t.Fatalf("snapshot of %d bytes does not end with its SHA-256", blob.Len())
+	}
+	// And it is still a tar archive DKV's backup holds.
+	tr := tar.NewReader(bytes.NewReader(b))
+	files := 0
+	for {
+		_, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read the snapshot as tar: %v", err)
+		}
+		files++
+	}
+	if files == 0 {
+		t.Fatal("snapshot tar holds no file")
 	}
 }
