@@ -21,9 +21,9 @@ func (s *Server) etcdGateway(conn *grpc.ClientConn) (http.Handler, error) {
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 		}))...)
 	bg := context.Background()
-	for _, reg := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+	for _, reg := range append([]func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		gw.RegisterKVHandler, gw.RegisterWatchHandler, gw.RegisterLeaseHandler,
-	} {
+	}, etcdGatewayMore...) { // etcd_more.go
 		if err := reg(bg, mux, conn); err != nil {
 			return nil, err
 		}
