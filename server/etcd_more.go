@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/server/etcdapi"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -25,7 +24,11 @@ func (s *Server) registerEtcdMore(gs grpc.ServiceRegistrar, d etcdapi.Deps) {
 		Auth:        &authService{s: s},
 		Alarms:      s.etcdAlarms,
 		SetAlarm:    s.setAlarm,
-		Defragment:  func(context.Context) error { return s.store.Reclaim() },
+		Defragment: func(ctx context.Context) error {
+			_, err := (&maintenanceService{s: s}).Defragment(ctx, &dkvpb.DefragmentRequest{})
+			return err
+		},
+		DBSizeInUse: s.dbInUse,
 		Dial:        s.dialSelfOnce(),
 		PeerScheme:  "http", ClientScheme: "http",
 	}
@@ -38,17 +41,16 @@ func (s *Server) registerEtcdMore(gs grpc.ServiceRegistrar, d etcdapi.Deps) {
 	etcdapi.RegisterMore(gs, d, m)
 }
 
-// etcdAlarms is the raised NOSPACE alarms, as etcd lists them.
+// etcdAlarms is the raised alarms (NOSPACE and CORRUPT), as etcd lists
+// them.
 func (s *Server) etcdAlarms() []*etcdserverpb.AlarmMember {
-	ms, err := state.Members(s.store.DB())
-	if err != nil {
-		return nil
-	}
 	var out []*etcdserverpb.AlarmMember
-	for _, m := range ms {
-		if s.sm.Alarms().Raised(m.GetId()) {
-			out = append(out, &etcdserverpb.AlarmMember{MemberID: m.GetId(), Alarm: etcdserverpb.AlarmType_NOSPACE})
+	for _, a := range s.sm.Alarms().List() {
+		t := etcdserverpb.AlarmType_NOSPACE
+		if a.GetAlarm() == dkvpb.AlarmType_ALARM_TYPE_CORRUPT {
+			t = etcdserverpb.AlarmType_CORRUPT
 		}
+		out = append(out, &etcdserverpb.AlarmMember{MemberID: a.GetMemberId(), Alarm: t})
 	}
 	return out
 }

@@ -77,5 +77,11 @@ func (m *maintenanceService) Defragment(ctx context.Context, _ *dkvpb.Defragment
 // compactions in progress.
 func (s *Server) dbInUse() int64 {
 	m := s.store.DB().Metrics()
-	return int64(m.WAL.PhysicalSize + m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize)
+	// The WAL's logical size: a fresh WAL's physical size can read 0
+	// while it already holds the writes not yet flushed to tables.
+	inUse := int64(max(m.WAL.PhysicalSize, m.WAL.Size) + m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize)
+	if size := s.dbSize(); size > 0 {
+		inUse = min(inUse, size)
+	}
+	return inUse
 }
