@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -53,6 +55,11 @@ func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := stream.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_CreateRequest{CreateRequest: req}}); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The server ended the stream first (it refused the
+			// caller): its status comes with Recv, not Send.
+			_, err = stream.Recv()
+		}
 		httpError(w, err)
 		return
 	}
