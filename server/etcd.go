@@ -12,7 +12,7 @@ import (
 // server, over the same service implementations as DKV's own API: one
 // keyspace, one set of leases and watches.
 func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, kv *kvService, watch *watchService, lease *leaseService) {
-	etcdapi.Register(gs, etcdapi.Deps{
+	d := etcdapi.Deps{
 		KV: kv, Watch: watch, Lease: lease,
 		Header: func() *dkvpb.ResponseHeader { return s.header(0) },
 		Unary: func(ctx context.Context, method string, req any, h grpc.UnaryHandler) (any, error) {
@@ -23,5 +23,7 @@ func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, kv *kvService, watch *wa
 		},
 		HasLeader: func() bool { return s.node.Status().Lead != 0 },
 		MaxTxnOps: s.limits.MaxTxnOps,
-	})
+	}
+	etcdapi.Register(gs, d)
+	s.registerEtcdMore(gs, d) // etcd_more.go
 }

@@ -79,7 +79,7 @@ func main() {
 	flag.IntVar(&c.keys, "keys", 10000, "key space size")
 	flag.IntVar(&c.valueSize, "value-size", 256, "value size in bytes")
 	flag.StringVar(&workloads, "workloads", strings.Join(defaultWorkloadNames(), ","), "comma-separated workloads to run, in order")
-	flag.StringVar(&systems, "systems", "etcd,dkv", "comma-separated systems to run, in order: etcd, zk, dkv (zk is opt-in; make compare ZK=1 passes etcd,zk,dkv)")
+	flag.StringVar(&systems, "systems", "etcd,dkv", "comma-separated systems to run, in order: etcd, zk, dkv, dkv-etcd (zk is opt-in; make compare ZK=1 passes etcd,zk,dkv; dkv-etcd is DKV driven through its etcd API by the clientv3 harness etcd runs with)")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir; keep it on the disk you mean to measure)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the data directories and logs")
 	flag.StringVar(&c.out, "out", "compare-results.md", "markdown file for the table")
@@ -148,7 +148,7 @@ func (c *config) validate() error {
 	}
 	for _, s := range c.systems {
 		if _, ok := systemLabels[s]; !ok {
-			return fmt.Errorf("unknown system %q (etcd, zk, dkv)", s)
+			return fmt.Errorf("unknown system %q (etcd, zk, dkv, dkv-etcd)", s)
 		}
 	}
 	for _, n := range c.curves {
@@ -189,7 +189,7 @@ func splitList(s string) []string {
 }
 
 // systemLabels names each system's column.
-var systemLabels = map[string]string{"etcd": "etcd", "zk": "ZK", "dkv": "DKV"}
+var systemLabels = map[string]string{"etcd": "etcd", "zk": "ZK", "dkv": "DKV", "dkv-etcd": "DKV etcd-API"}
 
 // workload is one row of the table; every system runs it with the same
 // parameters.
@@ -369,10 +369,23 @@ func run(ctx context.Context, c config) error {
 				if dkvBin, err = buildDKV(ctx, repo, base); err != nil {
 					return err
 				}
+				c.dkvBin = dkvBin // one build for dkv and dkv-etcd
 			}
 			rs, err = runDKV(ctx, c, dkvBin, filepath.Join(base, "dkv"))
 			if err != nil {
 				return fmt.Errorf("dkv: %w", err)
+			}
+		case "dkv-etcd":
+			dkvBin := c.dkvBin
+			if dkvBin == "" {
+				if dkvBin, err = buildDKV(ctx, repo, base); err != nil {
+					return err
+				}
+				c.dkvBin = dkvBin // one build for dkv and dkv-etcd
+			}
+			rs, err = runDKVEtcd(ctx, c, dkvBin, filepath.Join(base, "dkv-etcd"))
+			if err != nil {
+				return fmt.Errorf("dkv-etcd: %w", err)
 			}
 		}
 		results = append(results, rs...)

@@ -74,7 +74,7 @@ type machine struct {
 // idleLine says what the idle clusters used, or "" if not measured.
 func (m machine) idleLine() string {
 	var parts []string
-	for _, s := range []string{"etcd", "zk", "dkv"} {
+	for _, s := range []string{"etcd", "zk", "dkv", "dkv-etcd"} {
 		if v, ok := m.IdleCPU[s]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.1f", systemLabels[s], v))
 		}
@@ -130,7 +130,20 @@ func columns(c config) (shown, baselines []string) {
 	if slices.Contains(c.systems, "zk") {
 		baselines = append(baselines, "zk")
 	}
-	return append(slices.Clone(baselines), "dkv"), baselines
+	shown = append(slices.Clone(baselines), "dkv")
+	if slices.Contains(c.systems, "dkv-etcd") {
+		shown = append(shown, "dkv-etcd")
+	}
+	return shown, baselines
+}
+
+// apiRatios are the extra ratio columns when DKV also ran through its
+// etcd API: DKV etcd-API over etcd (one client, clientv3, for both).
+func apiRatios(c config) []string {
+	if slices.Contains(c.systems, "dkv-etcd") {
+		return []string{"dkv-etcd"}
+	}
+	return nil
 }
 
 func header(c config) []string {
@@ -141,13 +154,17 @@ func header(c config) []string {
 			h = append(h, fmt.Sprintf(format, systemLabels[s]))
 		}
 	}
+	api := apiRatios(c)
 	each(shown, "%s ops/s")
 	each(baselines, "DKV/%s")
+	each(api, "%s/etcd")
 	each(shown, "%s p50")
 	each(shown, "%s p99")
 	each(baselines, "DKV/%s p99")
+	each(api, "%s/etcd p99")
 	each(shown, "%s CPU-ms/1k")
 	each(baselines, "DKV/%s CPU")
+	each(api, "%s/etcd CPU")
 	return append(h, "errors")
 }
 
@@ -193,21 +210,29 @@ func (r row) cells(c config) []string {
 		}
 		return "-"
 	}
-	ratio := func(base string, f func(*runner.Result) float64) string {
+	api := apiRatios(c)
+	ratioOf := func(num, base string, f func(*runner.Result) float64) string {
 		if m := r.bySystem[base]; m != nil && m.NA != "" {
 			return "n/a"
 		}
-		d, b := r.bySystem["dkv"].result(), r.bySystem[base].result()
+		if m := r.bySystem[num]; m != nil && m.NA != "" {
+			return "n/a"
+		}
+		d, b := r.bySystem[num].result(), r.bySystem[base].result()
 		if d == nil || b == nil || f(b) <= 0 {
 			return "-"
 		}
 		return fmt.Sprintf("%.2fx", f(d)/f(b))
 	}
+	ratio := func(base string, f func(*runner.Result) float64) string { return ratioOf("dkv", base, f) }
 	for _, s := range shown {
 		out = append(out, cell(s, func(res *runner.Result) string { return fmt.Sprintf("%.0f", rate(res)) }))
 	}
 	for _, b := range baselines {
 		out = append(out, ratio(b, rate))
+	}
+	for _, a := range api {
+		out = append(out, ratioOf(a, "etcd", rate))
 	}
 	for _, q := range []string{"p50", "p99"} {
 		for _, s := range shown {
@@ -216,6 +241,9 @@ func (r row) cells(c config) []string {
 	}
 	for _, b := range baselines {
 		out = append(out, ratio(b, func(res *runner.Result) float64 { return float64(lat(res, "p99")) }))
+	}
+	for _, a := range api {
+		out = append(out, ratioOf(a, "etcd", func(res *runner.Result) float64 { return float64(lat(res, "p99")) }))
 	}
 	// Server CPU per 1,000 ops (events for watch): "-" where /proc could
 	// not be read.
@@ -232,18 +260,25 @@ func (r row) cells(c config) []string {
 	for _, s := range shown {
 		out = append(out, cpuCell(s))
 	}
-	for _, b := range baselines {
+	cpuRatio := func(num, b string) string {
 		if m := r.bySystem[b]; m != nil && m.NA != "" {
-			out = append(out, "n/a")
-			continue
+			return "n/a"
 		}
-		d, okD := r.bySystem["dkv"].cpuPer1k()
+		if m := r.bySystem[num]; m != nil && m.NA != "" {
+			return "n/a"
+		}
+		d, okD := r.bySystem[num].cpuPer1k()
 		e, okB := r.bySystem[b].cpuPer1k()
 		if !okD || !okB || e <= 0 {
-			out = append(out, "-")
-			continue
+			return "-"
 		}
-		out = append(out, fmt.Sprintf("%.2fx", d/e))
+		return fmt.Sprintf("%.2fx", d/e)
+	}
+	for _, b := range baselines {
+		out = append(out, cpuRatio("dkv", b))
+	}
+	for _, a := range api {
+		out = append(out, cpuRatio(a, "etcd"))
 	}
 	var errs []string
 	for _, s := range shown {
@@ -362,6 +397,9 @@ func renderMarkdown(c config, m machine, t table) string {
 		b.WriteString("\nDKV/etcd, DKV/ZK: throughput ratio (higher is better for DKV); p99 ratio (lower is better for DKV). n/a: no fair equivalent (see below).\n")
 	} else {
 		b.WriteString("\nDKV/etcd: throughput ratio (higher is better for DKV); p99 ratio (lower is better for DKV).\n")
+	}
+	if len(apiRatios(c)) > 0 {
+		b.WriteString("DKV etcd-API: DKV driven through its etcd API (etcdserverpb) by the same clientv3 harness as the etcd column; DKV etcd-API/etcd is its ratio to etcd, one client for both.\n")
 	}
 	fmt.Fprintf(&b, "\n- lock: acquire+release of a random key of %d (uncontended); etcd: one concurrency.Session per client, concurrency.NewMutex Lock+Unlock per op.\n", c.keys)
 	fmt.Fprintf(&b, "- watch: %d watchers on one prefix (multiplexed: one stream per connection/clientv3 client), %d writers; ops/s is delivered events/s, p50/p99 the put→event latency (send time embedded in the value).\n", c.watchers, c.watchW)

@@ -188,6 +188,27 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 		return nil, err
 	}
 	defer cl.stop()
+	return runClientv3(ctx, c, cl, "etcd", c.restart)
+}
+
+// runDKVEtcd starts a DKV cluster and runs each workload through its
+// etcd API with the same clientv3 harness runEtcd drives etcd with: the
+// "DKV etcd API" column. The restart row is left to the dkv column.
+func runDKVEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	cl, err := startDKV(bin, dir, c.nodes)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.stop()
+	return runClientv3(ctx, c, cl, "dkv-etcd", false)
+}
+
+// runClientv3 runs every workload against the started cluster cl through
+// clientv3, as system name; restart adds the restart row.
+func runClientv3(ctx context.Context, c config, cl *cluster, name string, restart bool) ([]measurement, error) {
 	// One client per "connection", each pinned to one member, like DKV's
 	// connections spread round-robin over the endpoints.
 	clients := make([]*clientv3.Client, c.conns)
@@ -209,16 +230,16 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 		}
 		clients[i] = cli
 	}
-	err = cl.waitReady(ctx, func(ctx context.Context, i int) error {
+	err := cl.waitReady(ctx, func(ctx context.Context, i int) error {
 		_, err := clients[i%len(clients)].Put(ctx, "compare/ready", "1")
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "etcd: %d node(s) ready at %s\n", c.nodes, strings.Join(cl.endpoints, ","))
+	fmt.Fprintf(os.Stderr, "%s: %d node(s) ready at %s\n", name, c.nodes, strings.Join(cl.endpoints, ","))
 	out, err := runInProc(ctx, c, inprocSystem{
-		name:      "etcd",
+		name:      name,
 		cluster:   cl,
 		endpoints: cl.endpoints,
 		classify:  classifyEtcd,
@@ -232,13 +253,13 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 			return newEtcdWorkload(ctx, w, c, clients[:nconns], seed)
 		},
 	})
-	if err != nil || !c.restart {
+	if err != nil || !restart {
 		return out, err
 	}
 	if err := etcdPreload(ctx, clients, bigPrefix, c.bigKeys, c.valueSize, uint64(time.Now().UnixNano())); err != nil {
-		return append(out, measurement{Workload: restartWorkload, System: "etcd", Err: "preload: " + err.Error()}), nil
+		return append(out, measurement{Workload: restartWorkload, System: name, Err: "preload: " + err.Error()}), nil
 	}
-	return append(out, measureRestart(ctx, c, cl, "etcd", etcdProbe)), nil
+	return append(out, measureRestart(ctx, c, cl, name, etcdProbe)), nil
 }
 
 // inprocSystem is a system driven from this process through its own Go

@@ -1,0 +1,216 @@
+package etcdapi
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// EtcdVersion is the etcd version DKV's etcd API answers as: the etcd
+// release whose v3 API it serves. Status reports it followed by DKV's
+// own version as semver build metadata ("3.5.0+dkv.0.1.0"), which etcd
+// clients (they read the major and minor numbers) accept.
+const EtcdVersion = "3.5.0"
+
+// The etcd methods with no DKV method of the same meaning; authorized
+// under their own names, which DKV's auth grants to root only.
+const (
+	methodAlarm      = "/etcdserverpb.Maintenance/Alarm"
+	methodDefragment = "/etcdserverpb.Maintenance/Defragment"
+)
+
+// maintenanceServer is etcd's Maintenance service over DKV's Cluster
+// (status, hash, leader transfer) and Maintenance (snapshot) services
+// and its alarm table.
+type maintenanceServer struct {
+	etcdserverpb.UnimplementedMaintenanceServer
+	d Deps
+	m MoreDeps
+}
+
+// versionString is etcd's version with DKV's as build metadata.
+func versionString(dkv string) string {
+	meta := strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '.' || r == '-' {
+			return r
+		}
+		return '-'
+	}, dkv)
+	if meta == "" {
+		return EtcdVersion
+	}
+	return EtcdVersion + "+dkv." + meta
+}
+
+func (ms *maintenanceServer) Status(ctx context.Context, _ *etcdserverpb.StatusRequest) (*etcdserverpb.StatusResponse, error) {
+	req := &dkvpb.StatusRequest{}
+	st, err := call(ctx, ms.d, dkvpb.Cluster_Status_FullMethodName, req, func(ctx context.Context) (*dkvpb.StatusResponse, error) {
+		return ms.m.Cluster.Status(ctx, req)
+	})
+	if err != nil {
+		return nil, toEtcdErr(err)
+	}
+	out := &etcdserverpb.StatusResponse{
+		Header: toHeader(st.GetHeader()), Version: versionString(st.GetVersion()),
+		DbSize: st.GetDbSize(), DbSizeInUse: st.GetDbSize(), Leader: st.GetLeaderId(),
+		RaftIndex: st.GetRaftIndex(), RaftTerm: st.GetRaftTerm(), RaftAppliedIndex: st.GetRaftAppliedIndex(),
+		IsLearner: st.GetIsLearner(),
+	}
+	if ms.m.DBSizeInUse != nil && st.GetDbSize() != 0 {
+		// Status's sizes are root's (a filtered reply has none).
+		out.DbSizeInUse = ms.m.DBSizeInUse()
+	}
+	if ms.m.Alarms != nil {
+		for _, a := range ms.m.Alarms() {
+			out.Errors = append(out.Errors, fmt.Sprintf("memberID:%d alarm:%s", a.MemberID, a.Alarm))
+		}
+	}
+	return out, nil
+}
+
+// HashKV hashes the keyspace at a revision with DKV's hash (64 bits,
+// folded to etcd's 32): equal between DKV members at one revision, not
+// comparable with an etcd member's.
+func (ms *maintenanceServer) HashKV(ctx context.Context, r *etcdserverpb.HashKVRequest) (*etcdserverpb.HashKVResponse, error) {
+	req := &dkvpb.HashKVRequest{Revision: r.Revision}
+	h, err := call(ctx, ms.d, dkvpb.Cluster_HashKV_FullMethodName, req, func(ctx context.Context) (*dkvpb.HashKVResponse, error) {
+		return ms.m.Cluster.HashKV(ctx, req)
+	})
+	if err != nil {
+		return nil, toEtcdErr(err)
+	}
+	return &etcdserverpb.HashKVResponse{
+		Header: toHeader(h.GetHeader()), Hash: uint32(h.GetHash()) ^ uint32(h.GetHash()>>32),
+		CompactRevision: h.GetCompactRevision(), HashRevision: h.GetRevision(),
+	}, nil
+}
+
+// Hash (etcd's hash of its whole bolt file) is answered with HashKV's
+// hash at the current revision, the closest DKV has.
+func (ms *maintenanceServer) Hash(ctx context.Context, _ *etcdserverpb.HashRequest) (*etcdserverpb.HashResponse, error) {
+	h, err := ms.HashKV(ctx, &etcdserverpb.HashKVRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return &etcdserverpb.HashResponse{Header: h.Header, Hash: h.Hash}, nil
+}
+
+// MoveLeader transfers leadership to the voter TargetID. Unlike etcd,
+// any member accepts it (a follower forwards it to the leader).
+func (ms *maintenanceServer) MoveLeader(ctx context.Context, r *etcdserverpb.MoveLeaderRequest) (*etcdserverpb.MoveLeaderResponse, error) {
+	m, err := (&clusterServer{d: ms.d, m: ms.m}).byID(ctx, r.TargetID)
+	if err != nil {
+		if err == rpctypes.ErrGRPCMemberNotFound {
+			return nil, rpctypes.ErrGRPCBadLeaderTransferee
+		}
+		return nil, err
+	}
+	if m.GetIsLearner() {
+		return nil, rpctypes.ErrGRPCBadLeaderTransferee
+	}
+	req := &dkvpb.LeaderTransferRequest{Name: m.GetName()}
+	resp, err := call(ctx, ms.d, dkvpb.Cluster_LeaderTransfer_FullMethodName, req, func(ctx context.Context) (*dkvpb.LeaderTransferResponse, error) {
+		return ms.m.Cluster.LeaderTransfer(ctx, req)
+	})
+	if err != nil {
+		return nil, toEtcdErr(err)
+	}
+	return &etcdserverpb.MoveLeaderResponse{Header: toHeader(resp.GetHeader())}, nil
+}
+
+// Alarm lists, raises or clears alarms. DKV has the NOSPACE alarm; a
+// member measures its own space and raises or clears its alarm itself,
+// so one raised or cleared here holds until that member's next
+// measurement disagrees.
+func (ms *maintenanceServer) Alarm(ctx context.Context, r *etcdserverpb.AlarmRequest) (*etcdserverpb.AlarmResponse, error) {
+	return unary(ctx, ms.d, methodAlarm, r, func(ctx context.Context) (*etcdserverpb.AlarmResponse, error) {
+		var raised []*etcdserverpb.AlarmMember
+		if ms.m.Alarms != nil {
+			raised = ms.m.Alarms()
+		}
+		switch r.Action {
+		case etcdserverpb.AlarmRequest_GET:
+			return &etcdserverpb.AlarmResponse{Header: toHeader(ms.d.Header()), Alarms: raised}, nil
+		case etcdserverpb.AlarmRequest_ACTIVATE, etcdserverpb.AlarmRequest_DEACTIVATE:
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "%salarm action %d is not GET, ACTIVATE or DEACTIVATE", etcdPrefix, r.Action)
+		}
+		active := r.Action == etcdserverpb.AlarmRequest_ACTIVATE
+		if r.Alarm != etcdserverpb.AlarmType_NOSPACE && (active || r.Alarm != etcdserverpb.AlarmType_NONE) {
+			return nil, status.Errorf(codes.InvalidArgument, "%salarm %s cannot be set through the API; DKV's members raise and clear NOSPACE themselves, and only NOSPACE is ACTIVATE/DEACTIVATE-able", etcdPrefix, r.Alarm)
+		}
+		if ms.m.SetAlarm == nil {
+			return nil, status.Errorf(codes.Unimplemented, "%salarms cannot be changed on this server", etcdPrefix)
+		}
+		var was bool
+		for _, a := range raised {
+			if a.MemberID == r.MemberID && a.Alarm == etcdserverpb.AlarmType_NOSPACE {
+				was = true
+			}
+		}
+		out := &etcdserverpb.AlarmResponse{}
+		if active != was {
+			if err := ms.m.SetAlarm(ctx, r.MemberID, active); err != nil {
+				return nil, err
+			}
+		}
+		if active || was {
+			// etcd answers with the alarm activated or deactivated.
+			out.Alarms = []*etcdserverpb.AlarmMember{{MemberID: r.MemberID, Alarm: etcdserverpb.AlarmType_NOSPACE}}
+		}
+		out.Header = toHeader(ms.d.Header())
+		return out, nil
+	})
+}
+
+// Defragment compacts this member's database so that deleted and
+// compacted-away data give their space back, with reads and writes
+// going on (etcd's defragment rewrites its bolt file and blocks them).
+func (ms *maintenanceServer) Defragment(ctx context.Context, r *etcdserverpb.DefragmentRequest) (*etcdserverpb.DefragmentResponse, error) {
+	return unary(ctx, ms.d, methodDefragment, r, func(ctx context.Context) (*etcdserverpb.DefragmentResponse, error) {
+		if ms.m.Defragment == nil {
+			return nil, status.Errorf(codes.Unimplemented, "%sdefragment is not available on this server", etcdPrefix)
+		}
+		if err := ms.m.Defragment(ctx); err != nil {
+			return nil, err
+		}
+		return &etcdserverpb.DefragmentResponse{Header: toHeader(ms.d.Header())}, nil
+	})
+}
+
+// Snapshot streams DKV's snapshot: a tar of a Pebble checkpoint, not
+// etcd's bolt file. etcdctl snapshot save stores it as it comes; etcdutl
+// snapshot status and restore cannot read it (dkv restore can).
+func (ms *maintenanceServer) Snapshot(r *etcdserverpb.SnapshotRequest, stream etcdserverpb.Maintenance_SnapshotServer) error {
+	if err := ms.d.requireLeader(stream.Context()); err != nil {
+		return err
+	}
+	err := ms.d.Stream(nil, stream, dkvpb.Maintenance_Snapshot_FullMethodName, func(_ any, ss grpc.ServerStream) error {
+		return ms.m.Maintenance.Snapshot(&dkvpb.SnapshotRequest{}, &snapshotStream{ServerStream: ss, out: stream, version: EtcdVersion})
+	})
+	return toEtcdErr(err)
+}
+
+// snapshotStream is DKV's snapshot stream sending etcd's messages.
+type snapshotStream struct {
+	grpc.ServerStream
+	out     etcdserverpb.Maintenance_SnapshotServer
+	version string
+	sent    bool
+}
+
+func (s *snapshotStream) Send(r *dkvpb.SnapshotResponse) error {
+	out := &etcdserverpb.SnapshotResponse{Header: toHeader(r.GetHeader()), Blob: r.GetBlob(), RemainingBytes: r.GetRemainingBytes()}
+	if !s.sent {
+		out.Version = s.version // etcd 3.6 sends the storage version first
+		s.sent = true
+	}
+	return s.out.Send(out)
+}
