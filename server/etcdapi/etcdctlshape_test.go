@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -55,4 +56,27 @@ func TestTxnOpHeaders(t *testing.T) {
 		t.Fatalf("%d responses, want 4", len(r.Responses))
 	}
 	check(r.Responses)
+}
+
+// TestAuthEnableRootRole: etcdctl auth enable, on a root user without the
+// root role, expects etcd's "root user does not have root role", then adds
+// the role root, grants it and enables again.
+func TestAuthEnableRootRole(t *testing.T) {
+	n := startNode(t)
+	ctx := ctxT(t)
+	a := etcdserverpb.NewAuthClient(n.conn)
+	if _, err := a.UserAdd(ctx, &etcdserverpb.AuthUserAddRequest{Name: "root", Password: "rootpw"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.AuthEnable(ctx, &etcdserverpb.AuthEnableRequest{})
+	isErr(t, err, rpctypes.ErrGRPCRootRoleNotExist)
+	if _, err := a.RoleAdd(ctx, &etcdserverpb.AuthRoleAddRequest{Name: "root"}); err != nil {
+		t.Fatalf("role add root: %v", err)
+	}
+	if _, err := a.UserGrantRole(ctx, &etcdserverpb.AuthUserGrantRoleRequest{User: "root", Role: "root"}); err != nil {
+		t.Fatalf("grant root: %v", err)
+	}
+	if _, err := a.AuthEnable(ctx, &etcdserverpb.AuthEnableRequest{}); err != nil {
+		t.Fatalf("auth enable: %v", err)
+	}
 }
