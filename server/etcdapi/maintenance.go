@@ -186,7 +186,7 @@ func (ms *maintenanceServer) Defragment(ctx context.Context, r *etcdserverpb.Def
 }
 
 // Snapshot streams DKV's snapshot: a tar of a Pebble checkpoint, not
-// etcd's bolt file. etcdctl snapshot save stores it as it comes; etcdutl
+// etcd's bolt file, followed, as etcd's, by its SHA-256. etcdctl snapshot save stores it as it comes; etcdutl
 // snapshot status and restore cannot read it (dkv restore can).
 func (ms *maintenanceServer) Snapshot(r *etcdserverpb.SnapshotRequest, stream etcdserverpb.Maintenance_SnapshotServer) error {
 	if err := ms.d.requireLeader(stream.Context()); err != nil {
@@ -208,6 +208,12 @@ type snapshotStream struct {
 
 func (s *snapshotStream) Send(r *dkvpb.SnapshotResponse) error {
 	out := &etcdserverpb.SnapshotResponse{Header: toHeader(r.GetHeader()), Blob: r.GetBlob(), RemainingBytes: r.GetRemainingBytes()}
+	if len(r.GetSha256()) > 0 {
+		// etcd appends the SHA-256 of the stream as its last 32 bytes;
+		// etcdctl snapshot save checks that they are there. DKV's tar
+		// is whole 512-byte blocks, so the file is 512*k+32 as etcd's.
+		out.Blob = append(out.Blob, r.GetSha256()...)
+	}
 	if !s.sent {
 		out.Version = s.version // etcd 3.6 sends the storage version first
 		s.sent = true

@@ -2,6 +2,7 @@ package etcdapi_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"strings"
@@ -128,5 +129,16 @@ func TestMaintenance(t *testing.T) {
 	}
 	if last == nil || last.RemainingBytes != 0 || blob.Len() < 512 || string(blob.Bytes()[257:262]) != "ustar" {
 		t.Fatalf("snapshot: %d bytes, last %v", blob.Len(), last)
+	}
+	// As etcd's, the stream ends with the SHA-256 of what came before:
+	// etcdctl snapshot save refuses a file whose size is not a multiple
+	// of 512 plus 32 ("sha256 checksum not found").
+	b := blob.Bytes()
+	if len(b)%512 != sha256.Size {
+		t.Fatalf("snapshot of %d bytes: not 512*k + %d", len(b), sha256.Size)
+	}
+	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
+	if want := sha256.Sum256(body); !bytes.Equal(sum, want[:]) {
+		t.Fatalf("snapshot ends with %x, want the SHA-256 of the rest %x", sum, want)
 	}
 }
