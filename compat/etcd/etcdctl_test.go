@@ -196,7 +196,7 @@ func session() []step {
 		// A learner that is never started: added, updated, refused
 		// promotion (it is not in sync), removed.
 		{args: []string{"member", "add", "n4", "--learner", "--peer-urls=http://{{peer:n4}}"}, capture: "id:n4",
-			captureRE: `Member ([0-9a-f]+) added`, captureID: true, retry: true, fix: sortInitialCluster},
+			captureRE: `Member +([0-9a-f]+) added`, captureID: true, retry: true, fix: sortInitialCluster},
 		{args: []string{"member", "list"}, sortLines: true},
 		{args: []string{"member", "update", "{{id:n4}}", "--peer-urls=http://{{peer:n4b}}"}},
 		{args: []string{"member", "promote", "{{id:n4}}"}},

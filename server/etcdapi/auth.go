@@ -2,9 +2,11 @@ package etcdapi
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"go.etcd.io/etcd/api/v3/authpb"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -92,10 +94,25 @@ func (a *authServer) AuthEnable(ctx context.Context, _ *etcdserverpb.AuthEnableR
 	resp, err := authCall(ctx, a, dkvpb.Auth_AuthEnable_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
 		return a.m.Auth.AuthEnable(ctx, req)
 	})
+	if errors.Is(err, rpctypes.ErrGRPCRootUserNotExist) && a.rootUserExists(ctx) {
+		// etcd tells a root user without the root role apart; etcdctl
+		// auth enable then grants the role and enables again.
+		err = rpctypes.ErrGRPCRootRoleNotExist
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &etcdserverpb.AuthEnableResponse{Header: a.authResp(resp)}, nil
+}
+
+// rootUserExists reports whether DKV has the user root, asked with the
+// caller's credentials (auth enable is root's call, so it may ask).
+func (a *authServer) rootUserExists(ctx context.Context) bool {
+	req := &dkvpb.UserRequest{Name: auth.RootUser}
+	_, err := call(ctx, a.d, dkvpb.Auth_UserGet_FullMethodName, req, func(ctx context.Context) (*dkvpb.UserGetResponse, error) {
+		return a.m.Auth.UserGet(ctx, req)
+	})
+	return err == nil
 }
 
 func (a *authServer) AuthDisable(ctx context.Context, _ *etcdserverpb.AuthDisableRequest) (*etcdserverpb.AuthDisableResponse, error) {
@@ -225,6 +242,11 @@ func (a *authServer) RoleAdd(ctx context.Context, r *etcdserverpb.AuthRoleAddReq
 	h, err := a.authChange(ctx, dkvpb.Auth_RoleAdd_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
 		return a.m.Auth.RoleAdd(ctx, req)
 	})
+	if r.Name == auth.RootRole && errors.Is(err, rpctypes.ErrGRPCRoleAlreadyExist) {
+		// DKV's role root is built in, etcd's is added (etcdctl auth
+		// enable adds it): adding it is a no-op that succeeds.
+		return &etcdserverpb.AuthRoleAddResponse{Header: toHeader(a.d.Header())}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,15 @@ type clusterServer struct {
 	m MoreDeps
 }
 
+// toMember is m as etcd shows it. A member that has not published its
+// client address has not started; etcd gives such a member no name (its
+// name comes with the client URLs when it starts), and etcdctl member list
+// prints it as "unstarted".
 func (c *clusterServer) toMember(m *dkvpb.Member) *etcdserverpb.Member {
 	out := &etcdserverpb.Member{ID: m.GetId(), Name: m.GetName(), IsLearner: m.GetIsLearner()}
+	if m.GetClientUrl() == "" {
+		out.Name = ""
+	}
 	if m.GetPeerUrl() != "" {
 		out.PeerURLs = []string{c.m.PeerScheme + "://" + m.GetPeerUrl()}
 	}

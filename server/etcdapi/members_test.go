@@ -74,6 +74,17 @@ func TestMembers(t *testing.T) {
 	}
 	_, err = cl.MemberAdd(ctx, &etcdserverpb.MemberAddRequest{PeerURLs: []string{"no port"}})
 	isErr(t, err, rpctypes.ErrGRPCMemberBadURLs)
+	// Not started yet, as etcd shows it: no name, no client URL (etcdctl
+	// member list prints "unstarted" for an empty name).
+	l, err = cl.MemberList(ctx, &etcdserverpb.MemberListRequest{Linearizable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range l.Members {
+		if m.ID == add.Member.ID && (m.Name != "" || len(m.ClientURLs) != 0) {
+			t.Fatalf("unstarted learner listed as %v, want no name and no client URL", m)
+		}
+	}
 
 	// Nothing runs at the learner's address: it cannot have caught up.
 	_, err = cl.MemberPromote(ctx, &etcdserverpb.MemberPromoteRequest{ID: add.Member.ID})

@@ -140,10 +140,18 @@ func opsToDKV(ops []*etcdserverpb.RequestOp) ([]*dkvpb.RequestOp, error) {
 }
 
 // txnFromDKV is DKV's txn reply as etcd's, r the request (for the range
-// filters applied here). Every op's header is the txn's.
+// filters applied here). Every op's header, as in etcd, holds only the
+// txn's revision: the cluster, member and term are the outer header's.
 func txnFromDKV(r *etcdserverpb.TxnRequest, resp *dkvpb.TxnResponse) *etcdserverpb.TxnResponse {
-	h := toHeader(resp.GetHeader())
-	out := &etcdserverpb.TxnResponse{Header: h, Succeeded: resp.GetSucceeded()}
+	out := &etcdserverpb.TxnResponse{Header: toHeader(resp.GetHeader()), Succeeded: resp.GetSucceeded()}
+	out.Responses = opsFromDKV(r, resp)
+	return out
+}
+
+func opsFromDKV(r *etcdserverpb.TxnRequest, resp *dkvpb.TxnResponse) []*etcdserverpb.ResponseOp {
+	var out []*etcdserverpb.ResponseOp
+	rev := resp.GetHeader().GetRevision()
+	h := &etcdserverpb.ResponseHeader{Revision: rev}
 	ops := r.Success
 	if !resp.GetSucceeded() {
 		ops = r.Failure
@@ -175,12 +183,12 @@ func txnFromDKV(r *etcdserverpb.TxnRequest, resp *dkvpb.TxnResponse) *etcdserver
 			e = &etcdserverpb.ResponseOp{Response: &etcdserverpb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: d}}
 		case *dkvpb.ResponseOp_ResponseTxn:
 			o.ResponseTxn.Header = resp.GetHeader()
-			t := txnFromDKV(req.GetRequestTxn(), o.ResponseTxn)
+			t := &etcdserverpb.TxnResponse{Header: h, Succeeded: o.ResponseTxn.GetSucceeded(), Responses: opsFromDKV(req.GetRequestTxn(), o.ResponseTxn)}
 			e = &etcdserverpb.ResponseOp{Response: &etcdserverpb.ResponseOp_ResponseTxn{ResponseTxn: t}}
 		default:
 			continue
 		}
-		out.Responses = append(out.Responses, e)
+		out = append(out, e)
 	}
 	return out
 }

@@ -83,7 +83,9 @@ func (s *watchStream) Send(r *dkvpb.WatchResponse) error {
 		if err := s.es.Send(&etcdserverpb.WatchResponse{Header: h, WatchId: r.GetWatchId(), Created: true}); err != nil {
 			return err
 		}
-		return s.es.Send(&etcdserverpb.WatchResponse{Header: h, WatchId: r.GetWatchId(), Canceled: true, CompactRevision: r.GetCompactRevision()})
+		// etcd's cancel is not at a revision: its header has none.
+		ch := &etcdserverpb.ResponseHeader{ClusterId: h.ClusterId, MemberId: h.MemberId, RaftTerm: h.RaftTerm}
+		return s.es.Send(&etcdserverpb.WatchResponse{Header: ch, WatchId: r.GetWatchId(), Canceled: true, CompactRevision: r.GetCompactRevision()})
 	}
 	if raw := r.ProtoReflect().GetUnknown(); len(raw) > 0 {
 		// The hub encodes events once for every watcher and hands them
