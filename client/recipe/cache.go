@@ -86,11 +86,14 @@ type Cache struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu      sync.RWMutex
-	items   map[string]*client.KeyValue
-	rev     int64
+	mu    sync.RWMutex
+	items map[string]*client.KeyValue
+	rev   int64
+	// handled is the revision whose handler calls have all returned;
+	// WaitForRevision waits for it, not for rev.
+	handled int64
 	resyncs int
-	changed chan struct{} // closed and replaced when rev advances
+	changed chan struct{} // closed and replaced when handled advances
 	err     error
 }
 
@@ -174,12 +177,14 @@ func (c *Cache) Resyncs() int {
 // WaitForRevision(ctx, r) then Get sees the put's value (or a later
 // one). A write under the prefix is reached when its event arrives; a
 // revision made elsewhere by the next progress notification. The
-// handlers for rev have been called, or are being called, when it
-// returns.
+// handlers for rev (and every earlier revision) have returned when it
+// returns, so what they did is visible to its caller. A handler must not
+// wait, itself, for the revision it is handling: that wait would never
+// end (handlers run one at a time, on the cache's goroutine).
 func (c *Cache) WaitForRevision(ctx context.Context, rev int64) error {
 	for {
 		c.mu.RLock()
-		cur, ch, err := c.rev, c.changed, c.err
+		cur, ch, err := c.handled, c.changed, c.err
 		c.mu.RUnlock()
 		if cur >= rev {
 			return nil
@@ -265,6 +270,7 @@ func (c *Cache) snapshot() (*client.Watch, error) {
 	for _, f := range calls {
 		f()
 	}
+	c.settle(init.Revision)
 	return wt, nil
 }
 
@@ -273,12 +279,22 @@ func sameKV(a, b *client.KeyValue) bool {
 		a.Version == b.Version && a.Lease == b.Lease && bytes.Equal(a.Value, b.Value)
 }
 
-// advance sets the revision and wakes WaitForRevision; c.mu is held.
+// advance sets the revision Get and List reflect; c.mu is held.
 func (c *Cache) advance(rev int64) {
-	if rev <= c.rev {
+	if rev > c.rev {
+		c.rev = rev
+	}
+}
+
+// settle records that the handler calls for rev have returned and wakes
+// WaitForRevision.
+func (c *Cache) settle(rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev <= c.handled {
 		return
 	}
-	c.rev = rev
+	c.handled = rev
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
@@ -343,6 +359,7 @@ func (c *Cache) apply(b client.WatchBatch) {
 	for _, f := range calls {
 		f()
 	}
+	c.settle(b.Revision)
 }
 
 // run follows the watch and replaces it when it ends: resuming after the
