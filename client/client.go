@@ -39,9 +39,11 @@ type Config struct {
 	// return at once and connect in the background.
 	DialTimeout time.Duration
 	// FailFast makes New give up as soon as every endpoint has failed to
-	// connect once, rather than wait DialTimeout for one to come up: what
-	// a command-line tool wants, unlike a service started along with its
-	// cluster.
+	// connect and then none connected within half a second more (gRPC
+	// retries after ~100ms, so one connection dropped on a loaded machine
+	// is not fatal), rather
+	// than wait DialTimeout for one to come up: what a command-line tool
+	// wants, unlike a service started along with its cluster.
 	FailFast bool
 	// MaxRetries is how many times a retryable failure (see the package
 	// doc) is retried, with backoff, within the call's ctx (default 8).
@@ -273,6 +275,10 @@ func newClient(cfg Config, conn *grpc.ClientConn) *Client {
 	return c
 }
 
+// failFastRetry is how long FailFast waits, after every endpoint failed
+// once, for one to connect on gRPC's next attempt.
+const failFastRetry = 500 * time.Millisecond
+
 // waitConnected waits until some endpoint is connected; with failFast it
 // gives up, with every endpoint's error, once all of them failed to
 // connect.
@@ -280,15 +286,28 @@ func waitConnected(ctx context.Context, conn *grpc.ClientConn, rt *router, timeo
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn.Connect()
+	retried := false
 	for {
 		s := conn.GetState()
 		switch s {
 		case connectivity.Ready:
 			return nil
 		case connectivity.TransientFailure:
-			if failFast {
+			if !failFast {
+				break
+			}
+			if retried {
 				return newError(ErrUnavailable, "no endpoint reachable: %s", rt.failures())
 			}
+			// One more chance: gRPC reconnects after its first backoff
+			// (100ms); the channel stays in TransientFailure until an
+			// endpoint is ready, so wait for Ready for a moment.
+			retried = true
+			rctx, rcancel := context.WithTimeout(ctx, failFastRetry)
+			for conn.WaitForStateChange(rctx, conn.GetState()) && conn.GetState() != connectivity.Ready {
+			}
+			rcancel()
+			continue
 		}
 		if !conn.WaitForStateChange(ctx, s) {
 			if ctx.Err() == context.DeadlineExceeded {

@@ -234,3 +234,43 @@ func TestParseEndpoint(t *testing.T) {
 		t.Errorf("New with a port-less endpoint: %v", err)
 	}
 }
+
+// dropFirst accepts and closes its first connection (a handshake lost on
+// a loaded machine), then hands the rest to the server.
+type dropFirst struct {
+	net.Listener
+	dropped atomic.Bool
+}
+
+func (l *dropFirst) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil || l.dropped.Swap(true) {
+			return c, err
+		}
+		c.Close()
+	}
+}
+
+// With FailFast, one dropped connection is not fatal: New tries again
+// after a short backoff (the CLI's `dkv queue list` failed in CI with "no
+// endpoint reachable" when a single handshake was lost).
+func TestFailFastSurvivesOneDroppedConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeKV{}
+	s := grpc.NewServer()
+	dkvpb.RegisterKVServer(s, f)
+	dkvpb.RegisterClusterServer(s, f)
+	go s.Serve(&dropFirst{Listener: l})
+	t.Cleanup(s.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Endpoints: []string{l.Addr().String()}, DialTimeout: 20 * time.Second, FailFast: true, AutoSyncInterval: -1})
+	if err != nil {
+		t.Fatalf("New after one dropped connection: %v", err)
+	}
+	c.Close()
+}
