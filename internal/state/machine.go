@@ -169,7 +169,7 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 	case *dkvpb.InternalRequest_QueueAck:
 		resp, err = w.QueueAck(r.QueueAck)
 	case *dkvpb.InternalRequest_MemberAttrs:
-		must(SetMemberClientURL(b, r.MemberAttrs.GetId(), r.MemberAttrs.GetClientUrl()))
+		must(SetMemberAttrs(b, r.MemberAttrs.GetId(), r.MemberAttrs.GetClientUrl(), r.MemberAttrs.GetVersion()))
 		return Result{}
 	case *dkvpb.InternalRequest_Alarm:
 		m.applyAlarm(b, r.Alarm)
