@@ -35,9 +35,14 @@ func (s *Server) handOffLeadership() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.handoffTimeout())
 	defer cancel()
 	var to, match uint64
+	voters := 0 // other than this one
 	err := s.node.Inspect(ctx, func(rn *raft.RawNode) {
 		rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if id == s.memberID || pr.IsLearner || !pr.RecentActive {
+			if id == s.memberID || pr.IsLearner {
+				return
+			}
+			voters++
+			if !pr.RecentActive {
 				return
 			}
 			if to == 0 || pr.Match > match {
@@ -46,6 +51,8 @@ func (s *Server) handOffLeadership() {
 		})
 	})
 	switch {
+	case err == nil && voters == 0:
+		return // a single voter: nobody to hand over to
 	case err != nil:
 		s.log.Warn("stopping: leadership not handed over", "err", err)
 		return
