@@ -11,11 +11,12 @@ import (
 	"go.etcd.io/raft/v3/tracker"
 )
 
-// handoffTimeout bounds how long Stop waits for leadership to move: two
-// election timeouts (a transfer that has not finished by then raft
-// abandons anyway), at least a second.
+// handoffTimeout bounds how long Stop waits for leadership to move: one
+// election timeout (raft abandons a transfer that has not finished by
+// then), at least 500ms. A live target takes over in a few round trips;
+// the bound matters when the chosen member is stopping too.
 func (s *Server) handoffTimeout() time.Duration {
-	return max(2*time.Duration(s.cfg.ElectionTicks)*s.cfg.TickInterval, time.Second)
+	return max(time.Duration(s.cfg.ElectionTicks)*s.cfg.TickInterval, 500*time.Millisecond)
 }
 
 // handOffLeadership moves leadership, if this member holds it, to the
@@ -34,22 +35,24 @@ func (s *Server) handOffLeadership() {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.handoffTimeout())
 	defer cancel()
+	// A leader elected a moment ago has not heard from the others yet
+	// (their progress is not recently active): look again every tick
+	// until one answers or the bound passes.
 	var to, match uint64
-	voters := 0 // other than this one
-	err := s.node.Inspect(ctx, func(rn *raft.RawNode) {
-		rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if id == s.memberID || pr.IsLearner {
-				return
-			}
-			voters++
-			if !pr.RecentActive {
-				return
-			}
-			if to == 0 || pr.Match > match {
-				to, match = id, pr.Match
-			}
-		})
-	})
+	var voters int // other than this one
+	var err error
+	for {
+		to, match, voters, err = s.handoffTarget(ctx)
+		if err != nil || to != 0 || voters == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.cfg.TickInterval):
+			continue
+		}
+		break
+	}
 	switch {
 	case err == nil && voters == 0:
 		return // a single voter: nobody to hand over to
@@ -57,7 +60,7 @@ func (s *Server) handOffLeadership() {
 		s.log.Warn("stopping: leadership not handed over", "err", err)
 		return
 	case to == 0:
-		s.log.Warn("stopping: leadership not handed over: no other voter is reachable")
+		s.log.Warn("stopping: leadership not handed over: no other voter is reachable", "waited", time.Since(start).Round(time.Millisecond).String())
 		return
 	}
 	if err := s.node.TransferLeadership(ctx, to); err != nil {
@@ -87,4 +90,25 @@ func (s *Server) memberRecordByID(id uint64) (*dkvpb.Member, error) {
 		}
 	}
 	return nil, nil
+}
+
+// handoffTarget is the reachable voter other than this member that has
+// replicated the most of the log (0 if none), and how many other voters
+// there are.
+func (s *Server) handoffTarget(ctx context.Context) (to, match uint64, voters int, err error) {
+	err = s.node.Inspect(ctx, func(rn *raft.RawNode) {
+		rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id == s.memberID || pr.IsLearner {
+				return
+			}
+			voters++
+			if !pr.RecentActive {
+				return
+			}
+			if to == 0 || pr.Match > match {
+				to, match = id, pr.Match
+			}
+		})
+	})
+	return to, match, voters, err
 }
