@@ -102,6 +102,15 @@ func (s *Server) startNode(ctx context.Context) error {
 		if s.clusterID, err = s.metaUint("cluster_id"); err != nil {
 			return err
 		}
+		// A binary too far from the versions the other members last
+		// published would run the cluster on two incompatible formats.
+		ms, err := state.Members(s.store.DB())
+		if err != nil {
+			return err
+		}
+		if err := checkVersions(Version, s.memberID, ms); err != nil {
+			return fmt.Errorf("refusing to start: %w", err)
+		}
 	case s.cfg.InitialClusterState == "existing":
 		if s.memberID, s.clusterID, initial, joined, err = s.joinCluster(ctx); err != nil {
 			return err

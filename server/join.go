@@ -13,28 +13,26 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// publishClientURL records this member's client URL in the member table
-// if it is missing or changed, so clients can discover every member.
+// publishClientURL records this member's client URL and server version
+// in the member table if either is missing or changed, so clients can
+// discover every member and operators see which version each runs.
 func (s *Server) publishClientURL() {
 	url := s.advClient
-	if url == "" {
-		return
-	}
 	ms, err := state.Members(s.store.DB())
 	if err != nil {
 		return
 	}
 	for _, m := range ms {
-		if m.GetId() == s.memberID && m.GetClientUrl() == url {
+		if m.GetId() == s.memberID && m.GetClientUrl() == url && m.GetVersion() == Version {
 			return
 		}
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_MemberAttrs{MemberAttrs: &dkvpb.MemberAttrsRequest{Id: s.memberID, ClientUrl: url}}}
+		req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_MemberAttrs{MemberAttrs: &dkvpb.MemberAttrsRequest{Id: s.memberID, ClientUrl: url, Version: Version}}}
 		if _, err := s.proposeRequest(ctx, req); err != nil {
-			s.log.Warn("publish client url", "err", err)
+			s.log.Warn("publish client url and version", "err", err)
 		}
 	}()
 }
@@ -85,6 +83,9 @@ func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64, hdr *m
 	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.Header(hdr))
 	if err != nil {
 		return nil, 0, dkverr.FromGRPC(err)
+	}
+	if err := checkVersions(Version, memberID, list.GetMembers()); err != nil {
+		return nil, 0, err
 	}
 	for _, m := range list.GetMembers() {
 		if m.GetId() == memberID {

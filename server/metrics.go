@@ -104,6 +104,7 @@ func newMetrics(s *Server) *metrics {
 	counter("raft_log_divergence_total", "Appends from the leader showing this member's committed log differs from the leader's; the member cannot catch up and must be removed and re-added.", func() float64 { return float64(n.Stats().LogDivergence.Load()) })
 	// The job queues' statistics (issue #17), computed on scrape.
 	m.reg.MustRegister(newQueueCollector(s.kv, s.store.DB))
+	registerOpsMetrics(s, m.reg)
 	if s.transport != nil {
 		m.reg.MustRegister(s.transport.Metrics())
 	}

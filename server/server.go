@@ -24,8 +24,12 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
-// Version is the server's version string.
-const Version = "0.1.0"
+// Version is the server's version, major.minor.patch. A member publishes
+// it in the member table; members whose versions are more than one minor
+// apart refuse to run together (version.go). A var so that a build can set
+// it (-ldflags "-X github.com/dkv-io/dkv/server.Version=0.2.0"), as the
+// upgrade tests do.
+var Version = "0.1.0"
 
 // Server is one DKV node.
 type Server struct {
@@ -226,6 +230,12 @@ func (s *Server) stop() {
 		s.stateMu.Lock()
 		s.stopped = true
 		s.stateMu.Unlock()
+		// While every listener still serves: requests arriving during
+		// the transfer are forwarded to the new leader as on any
+		// follower.
+		if s.running.Load() && s.nodeRunning && !s.hasFailed() {
+			s.handOffLeadership()
+		}
 		close(s.stopc)
 		if s.httpSrv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

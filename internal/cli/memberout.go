@@ -17,6 +17,9 @@ type jsonMember struct {
 	ClientURL string `json:"client_url"`
 	IsLearner bool   `json:"is_learner"`
 	IsLeader  bool   `json:"is_leader"`
+	// Version is the dkv server version the member last published ("" if
+	// it runs one that does not publish it).
+	Version string `json:"version"`
 	// Reachability is how the member named by SeenBy sees this one: self,
 	// reachable, unreachable or unknown (MemberList replies only).
 	Reachability string `json:"reachability,omitempty"`
@@ -75,6 +78,7 @@ func (a *app) printMemberList(ctx context.Context, ml *dkvpb.MemberListResponse)
 		j := jsonMember{
 			ID: memberID(m.GetId()), Name: m.GetName(), PeerURL: m.GetPeerUrl(),
 			ClientURL: m.GetClientUrl(), IsLearner: m.GetIsLearner(), IsLeader: m.GetId() == ml.GetLeaderId(),
+			Version: m.GetVersion(),
 		}
 		if r := m.GetReachability(); r != nil {
 			j.Reachability = reachNames[r.GetState()]
@@ -90,7 +94,7 @@ func (a *app) printMemberList(ctx context.Context, ml *dkvpb.MemberListResponse)
 		return writeJSON(a.stdout, map[string]any{"members": members, "seen_by": seenByName})
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tPEER\tCLIENT\tROLE\tREACHABILITY\tLAST CONTACT")
+	fmt.Fprintln(tw, "ID\tNAME\tPEER\tCLIENT\tVERSION\tROLE\tREACHABILITY\tLAST CONTACT")
 	for _, m := range members {
 		role := "follower"
 		switch {
@@ -112,7 +116,11 @@ func (a *app) printMemberList(ctx context.Context, ml *dkvpb.MemberListResponse)
 				last = (time.Duration(*lc) * time.Millisecond).String() + " ago"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Name, m.PeerURL, m.ClientURL, role, reach, last)
+		ver := m.Version
+		if ver == "" {
+			ver = "-" // not published yet, or an older server
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Name, m.PeerURL, m.ClientURL, ver, role, reach, last)
 	}
 	return tw.Flush()
 }

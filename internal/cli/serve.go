@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,6 +19,7 @@ import (
 func (a *app) serveCmd() *cobra.Command {
 	var cfg server.Config
 	var drift float64
+	var logFormat string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a DKV node until SIGINT or SIGTERM",
@@ -28,8 +28,9 @@ func (a *app) serveCmd() *cobra.Command {
 --peer-addr and the same --initial-cluster n1=host:port,n2=...
 
 An empty address (--http-addr "") disables that listener. Once listening,
-serve prints its addresses on stdout; logs go to stderr. SIGINT or SIGTERM
-stops the node cleanly.
+serve prints its addresses on stdout; logs go to stderr (--log-format text
+or json). SIGINT or SIGTERM stops the node cleanly: a leader first hands
+leadership to the most caught-up voter (docs/operations.md#rolling-restarts).
 
 TLS (docs/security.md): --cert-file/--key-file turn on TLS on the client
 gRPC port and HTTPS on the HTTP port; --client-cert-auth also requires a
@@ -39,8 +40,10 @@ members. Certificate and key files are re-read when they change, and on
 SIGHUP.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
 			var err error
+			if cfg.Logger, err = newServeLogger(a.stderr, logFormat); err != nil {
+				return err
+			}
 			if cfg.LeaseMaxClockDrift, err = leaseMaxClockDrift(drift); err != nil {
 				return err
 			}
@@ -57,6 +60,7 @@ SIGHUP.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&logFormat, "log-format", "text", `log lines on stderr: "text" (key=value) or "json" (one JSON object a line, for log shippers)`)
 	f.StringVar(&cfg.DataDir, "data-dir", "./dkv-data", "directory for the database")
 	f.StringVar(&cfg.ClientAddr, "client-addr", "127.0.0.1:7861", "gRPC listen address for clients")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7863", "HTTP listen address: JSON API, /metrics, /livez, /readyz")

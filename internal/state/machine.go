@@ -171,7 +171,7 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 	case *dkvpb.InternalRequest_QueueAckBatch:
 		resp = w.QueueAckBatch(r.QueueAckBatch)
 	case *dkvpb.InternalRequest_MemberAttrs:
-		must(SetMemberClientURL(b, r.MemberAttrs.GetId(), r.MemberAttrs.GetClientUrl()))
+		must(SetMemberAttrs(b, r.MemberAttrs.GetId(), r.MemberAttrs.GetClientUrl(), r.MemberAttrs.GetVersion()))
 		return Result{}
 	case *dkvpb.InternalRequest_Alarm:
 		m.applyAlarm(b, r.Alarm)

@@ -53,11 +53,20 @@ func ApplyMembership(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctxData []byte) e
 
 // SetMemberClientURL records a member's client URL in the member table.
 func SetMemberClientURL(b *pebble.Batch, id uint64, url string) error {
+	return SetMemberAttrs(b, id, url, "")
+}
+
+// SetMemberAttrs records a member's client URL and, unless version is "",
+// its server version in the member table.
+func SetMemberAttrs(b *pebble.Batch, id uint64, url, version string) error {
 	m, err := memberRecord(b, id)
 	if err != nil || m == nil {
 		return err
 	}
 	m.ClientUrl = url
+	if version != "" {
+		m.Version = version
+	}
 	data, err := proto.Marshal(m)
 	if err != nil {
 		return err

@@ -409,7 +409,11 @@ type Member struct {
 	IsLearner bool                   `protobuf:"varint,5,opt,name=is_learner,json=isLearner,proto3" json:"is_learner,omitempty"`
 	// How the member that answered (header.member_id) sees this one. Set in
 	// MemberList replies only.
-	Reachability  *Reachability `protobuf:"bytes,6,opt,name=reachability,proto3" json:"reachability,omitempty"`
+	Reachability *Reachability `protobuf:"bytes,6,opt,name=reachability,proto3" json:"reachability,omitempty"`
+	// The dkv server version the member last published (server.Version,
+	// e.g. "0.1.0"), through raft like client_url; "" until a member that
+	// records versions has started. 40-49: operations (issue #21).
+	Version       string `protobuf:"bytes,40,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,6 +488,13 @@ func (x *Member) GetReachability() *Reachability {
 		return x.Reachability
 	}
 	return nil
+}
+
+func (x *Member) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 // Reachability is one member's view of another, from the raft messages it
@@ -1088,7 +1099,7 @@ const file_dkv_v1_cluster_proto_rawDesc = "" +
 	"\x10compact_revision\x18\x04 \x01(\x03R\x0fcompactRevision\x12#\n" +
 	"\rapplied_index\x18\x1e \x01(\x04R\fappliedIndex\x12\x1d\n" +
 	"\n" +
-	"state_hash\x18\x1f \x01(\x04R\tstateHash\"\xbf\x01\n" +
+	"state_hash\x18\x1f \x01(\x04R\tstateHash\"\xd9\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
@@ -1097,7 +1108,8 @@ const file_dkv_v1_cluster_proto_rawDesc = "" +
 	"client_url\x18\x04 \x01(\tR\tclientUrl\x12\x1d\n" +
 	"\n" +
 	"is_learner\x18\x05 \x01(\bR\tisLearner\x128\n" +
-	"\freachability\x18\x06 \x01(\v2\x14.dkv.v1.ReachabilityR\freachability\"\xc0\x01\n" +
+	"\freachability\x18\x06 \x01(\v2\x14.dkv.v1.ReachabilityR\freachability\x12\x18\n" +
+	"\aversion\x18( \x01(\tR\aversion\"\xc0\x01\n" +
 	"\fReachability\x120\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1a.dkv.v1.Reachability.StateR\x05state\x12&\n" +
 	"\x0flast_contact_ms\x18\x02 \x01(\x03R\rlastContactMs\"V\n" +

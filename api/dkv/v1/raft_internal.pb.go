@@ -511,9 +511,11 @@ func (x *AlarmRequest) GetAlarm() AlarmType {
 // MemberAttrsRequest publishes a member's client URL so clients and other
 // members can find it (raft conf changes only carry peer URLs).
 type MemberAttrsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	ClientUrl     string                 `protobuf:"bytes,2,opt,name=client_url,json=clientUrl,proto3" json:"client_url,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	ClientUrl string                 `protobuf:"bytes,2,opt,name=client_url,json=clientUrl,proto3" json:"client_url,omitempty"`
+	// The member's server version; "" leaves the recorded one as is.
+	Version       string `protobuf:"bytes,40,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -558,6 +560,13 @@ func (x *MemberAttrsRequest) GetId() uint64 {
 func (x *MemberAttrsRequest) GetClientUrl() string {
 	if x != nil {
 		return x.ClientUrl
+	}
+	return ""
+}
+
+func (x *MemberAttrsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
 	}
 	return ""
 }
@@ -648,11 +657,12 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12\x16\n" +
 	"\x06active\x18\x02 \x01(\bR\x06active\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12'\n" +
-	"\x05alarm\x18\x04 \x01(\x0e2\x11.dkv.v1.AlarmTypeR\x05alarm\"C\n" +
+	"\x05alarm\x18\x04 \x01(\x0e2\x11.dkv.v1.AlarmTypeR\x05alarm\"]\n" +
 	"\x12MemberAttrsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
 	"\n" +
-	"client_url\x18\x02 \x01(\tR\tclientUrl\";\n" +
+	"client_url\x18\x02 \x01(\tR\tclientUrl\x12\x18\n" +
+	"\aversion\x18( \x01(\tR\aversion\";\n" +
 	"\x11ConfChangeContext\x12&\n" +
 	"\x06member\x18\x01 \x01(\v2\x0e.dkv.v1.MemberR\x06memberB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
