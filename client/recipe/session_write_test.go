@@ -1,0 +1,90 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/client/embedded"
+)
+
+// TestSessionWriteResolve: after an unknown outcome, resolve tells a
+// write that applied from one that lost its condition to another and
+// from one that can still apply, even once a later Update has deleted
+// the marker (it then reads the history), and says it cannot know once
+// that history is compacted.
+func TestSessionWriteResolve(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := embedded.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := NewSessionStore(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(v string) func([]byte) ([]byte, error) {
+		return func([]byte) ([]byte, error) { return []byte(v), nil }
+	}
+	if _, err := s.Update(ctx, "t", set("1")); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := c.Get(ctx, "dkv.session/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.markerDir + "t/"
+	mine := &sessionWrite{key: kv.Key, dir: dir, data: []byte("2"), cond: kv.ModRevision, lease: kv.Lease, id: newWriteID()}
+	theirs := *mine
+	theirs.id = newWriteID()
+	// mine applies, but (say) its reply is lost.
+	if err := s.commit(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	check := func(w *sessionWrite, want writeOutcome, what string) {
+		t.Helper()
+		got, err := s.resolve(ctx, w)
+		if err != nil || got != want {
+			t.Fatalf("%s: resolve = %v, %v; want %v", what, got, err, want)
+		}
+	}
+	check(mine, writeApplied, "marker present")
+	check(&theirs, writeLost, "marker names another write")
+	// A later Update deletes mine's marker; the history still tells.
+	if _, err := s.Update(ctx, "t", set("3")); err != nil {
+		t.Fatal(err)
+	}
+	if rr, _ := c.List(ctx, dir); len(rr.KVs) != 1 {
+		t.Fatalf("%d markers for one session, want only the latest", len(rr.KVs))
+	}
+	check(mine, writeApplied, "marker deleted by a later Update")
+	check(&theirs, writeLost, "marker deleted, another write won")
+	now, err := c.Get(ctx, "dkv.session/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := &sessionWrite{key: now.Key, dir: dir, data: []byte("4"), cond: now.ModRevision, lease: now.Lease, id: newWriteID()}
+	check(pending, writePending, "condition still holds")
+
+	// A plain Put (no marker) moves the session on: lost, not applied.
+	if _, err := c.Put(ctx, now.Key, []byte("5"), client.WithLease(now.Lease)); err != nil {
+		t.Fatal(err)
+	}
+	check(pending, writeLost, "a plain Put came first")
+
+	// With the history compacted, the outcome cannot be known.
+	last, err := c.Put(ctx, "other", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Compact(ctx, last.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.resolve(ctx, mine); !errors.Is(err, client.ErrUnknownOutcome) {
+		t.Fatalf("resolve after compaction = %v, want ErrUnknownOutcome", err)
+	}
+}
