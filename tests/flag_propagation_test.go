@@ -3,8 +3,8 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"flag"
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
