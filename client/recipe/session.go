@@ -289,8 +289,10 @@ func (s *SessionStore) applyBatch(ctx context.Context, key string, batch []*sess
 	}
 	var lease int64 // granted for a new session, kept across attempts
 	defer func() {
-		if lease != 0 { // granted but not used: the session exists already
-			_ = s.c.Revoke(context.WithoutCancel(ctx), lease)
+		if lease != 0 { // granted but not used: another write created the session
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = s.c.Revoke(rctx, lease)
+			cancel()
 		}
 	}()
 	for attempt := 0; ; attempt++ {
@@ -342,6 +344,9 @@ func (s *SessionStore) applyBatch(ctx context.Context, key string, batch []*sess
 		// Another write came first, or the session's lease expired under
 		// us (the key went with it): read again.
 		if !errors.Is(err, errWriteLost) {
+			if w.create && errors.Is(err, client.ErrUnknownOutcome) {
+				lease = 0 // the session may live on it: keep it
+			}
 			finish(err)
 			return
 		}

@@ -76,6 +76,34 @@ func TestSessionWriteResolve(t *testing.T) {
 	}
 	check(pending, writeLost, "a plain Put came first")
 
+	// A create: the condition is the session's absence at the read's
+	// revision.
+	rr, err := c.Range(ctx, "dkv.session/new")
+	if err != nil || len(rr.KVs) != 0 {
+		t.Fatalf("range: %v, %v", rr, err)
+	}
+	g, err := c.Grant(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdir := s.markerDir + "new/"
+	created := &sessionWrite{key: "dkv.session/new", dir: cdir, data: []byte("1"), create: true, cond: rr.Revision, lease: g.ID, id: newWriteID()}
+	other := *created
+	other.id = newWriteID()
+	check(created, writePending, "create not sent yet")
+	if err := s.commit(ctx, created); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.commit(ctx, &other); !errors.Is(err, errWriteLost) {
+		t.Fatalf("a second create: %v, want errWriteLost", err)
+	}
+	check(created, writeApplied, "create, marker present")
+	check(&other, writeLost, "create, another write won")
+	if _, err := s.Update(ctx, "new", set("2")); err != nil {
+		t.Fatal(err)
+	}
+	check(created, writeApplied, "create, marker deleted by a later Update")
+
 	// With the history compacted, the outcome cannot be known.
 	last, err := c.Put(ctx, "other", []byte("x"))
 	if err != nil {
