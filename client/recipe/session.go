@@ -189,9 +189,9 @@ func (s *SessionStore) List(ctx context.Context) (map[string][]byte, error) {
 // unknown (the leader died after committing it, before replying) is
 // neither returned as a failure nor recomputed. Each write carries a
 // unique id, stored in a marker key written in the same transaction
-// (under "dkv.session-update/"+PREFIX+TOKEN+"/", on the session's lease;
-// each Update deletes the older markers). Update reads the marker back
-// to learn whether its write applied, and otherwise resends the very
+// ("dkv.session-update/"+PREFIX+TOKEN, on the session's lease, holding
+// the condition the write won and its id). Update reads the marker (or
+// its history) back to learn whether its write applied, and otherwise resends the very
 // same write, which the compare-and-swap on the session's mod revision
 // lets apply at most once. So when Update returns nil, fn's result was
 // applied exactly once; when it returns another error, it was not
@@ -319,7 +319,7 @@ func (s *SessionStore) applyBatch(ctx context.Context, key string, batch []*sess
 			finish(nil)
 			return
 		}
-		w := &sessionWrite{key: key, dir: s.markerDir + strings.TrimPrefix(key, s.prefix) + "/", data: cur, id: newWriteID()}
+		w := &sessionWrite{key: key, marker: s.markerDir + strings.TrimPrefix(key, s.prefix), data: cur, id: newWriteID()}
 		if kv == nil {
 			if lease == 0 {
 				g, err := s.c.Grant(ctx, s.ttl)

@@ -7,15 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
 )
 
 // sessionMarkerRoot is where Update keeps its write markers: one key
-// per session, MARKERROOT+PREFIX+TOKEN+"/"+COND, naming the last
-// Update that won the condition COND. It is outside every sensible
-// session prefix so that List and the adapters never see a marker.
+// per session, MARKERROOT+PREFIX+TOKEN, whose value "COND/ID" names the
+// last Update that wrote the session: the condition it won and its
+// write id. It is outside every sensible session prefix so that List and
+// the adapters never see a marker.
 const sessionMarkerRoot = "dkv.session-update/"
 
 // sessionWrite is one conditional write of a batch's result. Every
@@ -24,7 +26,7 @@ const sessionMarkerRoot = "dkv.session-update/"
 // one applies: the condition is gone once one has.
 type sessionWrite struct {
 	key    string
-	dir    string // the session's marker directory, ending in "/"
+	marker string // the session's marker key
 	data   []byte
 	create bool  // the session did not exist: the condition is its absence
 	cond   int64 // the version read's mod revision; for a create, the read's revision
@@ -32,10 +34,15 @@ type sessionWrite struct {
 	id     string // unique to this write
 }
 
-// marker is the key naming the write that won w's condition.
-func (w *sessionWrite) marker() string { return markerName(w.dir, w.cond) }
+// mark is the marker's value when w is the write that won its
+// condition.
+func (w *sessionWrite) mark() string { return fmt.Sprintf("%020d/%s", w.cond, w.id) }
 
-func markerName(dir string, cond int64) string { return fmt.Sprintf("%s%020d", dir, cond) }
+// wonBy reports whether marker value v names a write that won w's
+// condition.
+func (w *sessionWrite) wonBy(v []byte) bool {
+	return strings.HasPrefix(string(v), fmt.Sprintf("%020d/", w.cond))
+}
 
 func newWriteID() string {
 	b := make([]byte, 16)
@@ -48,9 +55,8 @@ func newWriteID() string {
 var errWriteLost = errors.New("session write lost the race")
 
 // commit sends w once: if the condition holds it writes the data and
-// the marker (naming w.id, on the session's lease, so it expires with
-// the session) and deletes the session's older markers, in one
-// transaction.
+// the marker (naming w's condition and id, on the session's lease, so it
+// expires with the session) in one transaction.
 func (s *SessionStore) commit(ctx context.Context, w *sessionWrite) error {
 	cmp := client.ModRevision(w.key).Equal(w.cond)
 	if w.create {
@@ -58,8 +64,7 @@ func (s *SessionStore) commit(ctx context.Context, w *sessionWrite) error {
 	}
 	r, err := s.c.Txn(ctx).If(cmp).Then(
 		client.OpPut(w.key, w.data, client.WithLease(w.lease)),
-		client.OpPut(w.marker(), []byte(w.id), client.WithLease(w.lease)),
-		client.OpDelete(w.dir, client.WithRange(w.marker())),
+		client.OpPut(w.marker, []byte(w.mark()), client.WithLease(w.lease)),
 	).Commit()
 	if err != nil {
 		return err
@@ -81,19 +86,19 @@ const (
 )
 
 // resolve finds out whether a write whose outcome was unknown applied,
-// with linearizable reads. The marker of w's condition names the write
-// that won it; if a later Update already deleted that marker, the
-// history tells: the first change of the session after w.cond is the
-// winner's, and the marker existed at that revision.
+// with linearizable reads. Only one write can win w's condition; if the
+// marker names it, that settles it. If a later write has replaced the
+// marker since, the history tells: the first change of the session after
+// w.cond is the winner's (or a plain Put's, with no marker of that
+// condition), and the marker as of that revision names it.
 func (s *SessionStore) resolve(ctx context.Context, w *sessionWrite) (writeOutcome, error) {
-	m, err := s.c.Get(ctx, w.marker())
+	m, err := s.c.Get(ctx, w.marker)
 	switch {
-	case err == nil:
-		if string(m.Value) == w.id {
-			return writeApplied, nil
-		}
+	case err == nil && string(m.Value) == w.mark():
+		return writeApplied, nil
+	case err == nil && w.wonBy(m.Value):
 		return writeLost, nil
-	case !errors.Is(err, client.ErrNotFound):
+	case err != nil && !errors.Is(err, client.ErrNotFound):
 		return 0, err
 	}
 	rr, err := s.c.Range(ctx, w.key)
@@ -103,8 +108,9 @@ func (s *SessionStore) resolve(ctx context.Context, w *sessionWrite) (writeOutco
 	if !s.changed(rr.KVs, w) {
 		return writePending, nil
 	}
-	// The session changed after the condition and the marker is gone:
-	// find the first revision at which it had changed.
+	// The session changed after the condition and the marker names a
+	// later write (or none): find the first revision at which it had
+	// changed.
 	lo, hi := w.cond, rr.Revision // unchanged at lo, changed at hi
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
@@ -118,9 +124,9 @@ func (s *SessionStore) resolve(ctx context.Context, w *sessionWrite) (writeOutco
 			lo = mid
 		}
 	}
-	m, err = s.c.Get(ctx, w.marker(), client.WithRev(hi))
+	m, err = s.c.Get(ctx, w.marker, client.WithRev(hi))
 	switch {
-	case err == nil && string(m.Value) == w.id:
+	case err == nil && string(m.Value) == w.mark():
 		return writeApplied, nil
 	case err == nil || errors.Is(err, client.ErrNotFound):
 		// Someone else's write, or a plain Put or Delete, came first.

@@ -37,8 +37,8 @@ func TestSessionWriteResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := s.markerDir + "t/"
-	mine := &sessionWrite{key: kv.Key, dir: dir, data: []byte("2"), cond: kv.ModRevision, lease: kv.Lease, id: newWriteID()}
+	marker := s.markerDir + "t"
+	mine := &sessionWrite{key: kv.Key, marker: marker, data: []byte("2"), cond: kv.ModRevision, lease: kv.Lease, id: newWriteID()}
 	theirs := *mine
 	theirs.id = newWriteID()
 	// mine applies, but (say) its reply is lost.
@@ -54,20 +54,20 @@ func TestSessionWriteResolve(t *testing.T) {
 	}
 	check(mine, writeApplied, "marker present")
 	check(&theirs, writeLost, "marker names another write")
-	// A later Update deletes mine's marker; the history still tells.
+	// A later Update replaces mine's marker; the history still tells.
 	if _, err := s.Update(ctx, "t", set("3")); err != nil {
 		t.Fatal(err)
 	}
-	if rr, _ := c.List(ctx, dir); len(rr.KVs) != 1 {
-		t.Fatalf("%d markers for one session, want only the latest", len(rr.KVs))
+	if rr, _ := c.List(ctx, s.markerDir); len(rr.KVs) != 1 {
+		t.Fatalf("%d markers for one session, want one", len(rr.KVs))
 	}
-	check(mine, writeApplied, "marker deleted by a later Update")
-	check(&theirs, writeLost, "marker deleted, another write won")
+	check(mine, writeApplied, "marker replaced by a later Update")
+	check(&theirs, writeLost, "marker replaced, another write won")
 	now, err := c.Get(ctx, "dkv.session/t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending := &sessionWrite{key: now.Key, dir: dir, data: []byte("4"), cond: now.ModRevision, lease: now.Lease, id: newWriteID()}
+	pending := &sessionWrite{key: now.Key, marker: marker, data: []byte("4"), cond: now.ModRevision, lease: now.Lease, id: newWriteID()}
 	check(pending, writePending, "condition still holds")
 
 	// A plain Put (no marker) moves the session on: lost, not applied.
@@ -86,8 +86,7 @@ func TestSessionWriteResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cdir := s.markerDir + "new/"
-	created := &sessionWrite{key: "dkv.session/new", dir: cdir, data: []byte("1"), create: true, cond: rr.Revision, lease: g.ID, id: newWriteID()}
+	created := &sessionWrite{key: "dkv.session/new", marker: s.markerDir + "new", data: []byte("1"), create: true, cond: rr.Revision, lease: g.ID, id: newWriteID()}
 	other := *created
 	other.id = newWriteID()
 	check(created, writePending, "create not sent yet")
@@ -102,7 +101,7 @@ func TestSessionWriteResolve(t *testing.T) {
 	if _, err := s.Update(ctx, "new", set("2")); err != nil {
 		t.Fatal(err)
 	}
-	check(created, writeApplied, "create, marker deleted by a later Update")
+	check(created, writeApplied, "create, marker replaced by a later Update")
 
 	// With the history compacted, the outcome cannot be known.
 	last, err := c.Put(ctx, "other", []byte("x"))
