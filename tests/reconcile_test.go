@@ -172,8 +172,25 @@ func TestReconcilerScriptLeaderKilled(t *testing.T) {
 	c3.Stop(l)
 	t.Logf("killed %s (raft leader, and the first controller's node)", l.Name)
 
-	if err := r2.Sync(ctx); err != nil {
-		t.Fatal(err)
+	sctx, scancel := context.WithTimeout(ctx, 45*time.Second)
+	err = r2.Sync(sctx)
+	scancel()
+	if err != nil {
+		// Say what the election looked like, to tell a stuck election
+		// from a stuck pass.
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		rr, lerr := cl2.List(dctx, "ctl/deployer")
+		var keys []string
+		if rr != nil {
+			for _, kv := range rr.KVs {
+				keys = append(keys, fmt.Sprintf("%s lease %x", kv.Key, kv.Lease))
+			}
+		}
+		ttl, terr := cl2.TimeToLive(dctx, s1.Lease())
+		li, derr := cl2.DescribeLock(dctx, "ctl/deployer")
+		t.Fatalf("second controller's Sync: %v; election keys %v (%v); first session's lease %x: %+v (%v); second's %x; lock %+v (%v)",
+			err, keys, lerr, s1.Lease(), ttl, terr, s2.Lease(), li, derr)
 	}
 	done2 := d2.take()
 	sameActions(t, "second controller's first pass", done2, []string{"start web-3 v2"})
