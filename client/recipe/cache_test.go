@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
@@ -32,6 +33,30 @@ func (l *cacheLog) handler() recipe.CacheHandler {
 		},
 		OnDelete: func(old *client.KeyValue) { add(fmt.Sprintf("delete %s", old.Key), 0) },
 	}
+}
+
+// takeAfterWait is take for after WaitForRevision, which may return
+// while the handlers of its last batch are still being called: it waits
+// (up to 10s) for the want lines to be there, so a slow handler
+// goroutine does not fail the test, and a missing call still does.
+func (l *cacheLog) takeAfterWait(t *testing.T, want []string) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.mu.Lock()
+		n := len(l.lines)
+		l.mu.Unlock()
+		if n >= len(want) || time.Now().After(deadline) {
+			return l.take()
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sameLinesAfterWait is sameLines over log.takeAfterWait.
+func sameLinesAfterWait(t *testing.T, what string, log *cacheLog, want []string) {
+	t.Helper()
+	sameLines(t, what, log.takeAfterWait(t, want), want)
 }
 
 func (l *cacheLog) take() []string {
@@ -115,7 +140,7 @@ func TestCacheHandlersSeeEveryChangeOnce(t *testing.T) {
 	if err := cache.WaitForRevision(ctx, tr.Revision); err != nil {
 		t.Fatal(err)
 	}
-	sameLines(t, "changes", log.take(), []string{
+	sameLinesAfterWait(t, "changes", &log, []string{
 		"add app/c=1", "update app/a 1->2", "delete app/b", "add app/d=1", "update app/c 1->2",
 	})
 	if kv, ok := cache.Get("app/c"); !ok || string(kv.Value) != "2" {
@@ -163,6 +188,8 @@ func TestCacheConcurrentWriters(t *testing.T) {
 	if err := cache.WaitForRevision(ctx, last); err != nil {
 		t.Fatal(err)
 	}
+	// WaitForRevision may return while the last batch's handlers run.
+	log.takeAfterWait(t, make([]string, writers*puts))
 	log.mu.Lock()
 	revs := append([]int64(nil), log.revs...)
 	log.mu.Unlock()
@@ -286,7 +313,7 @@ func TestCacheResyncAfterCompaction(t *testing.T) {
 	if err := cache.WaitForRevision(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
-	sameLines(t, "before the cut", log.take(), []string{"add r/a=1", "add r/b=1", "add r/keep=1", "add r/same=1", "update r/a 1->2"})
+	sameLinesAfterWait(t, "before the cut", &log, []string{"add r/a=1", "add r/b=1", "add r/keep=1", "add r/same=1", "update r/a 1->2"})
 
 	release := w.cut()
 	mustPut(t, c, "r/a", "3")
@@ -303,7 +330,7 @@ func TestCacheResyncAfterCompaction(t *testing.T) {
 	if err := cache.WaitForRevision(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
-	sameLines(t, "resync", log.take(), []string{"update r/a 2->4", "delete r/b", "add r/c=1", "update r/keep 1->1"})
+	sameLinesAfterWait(t, "resync", &log, []string{"update r/a 2->4", "delete r/b", "add r/c=1", "update r/keep 1->1"})
 	if n := cache.Resyncs(); n != 1 {
 		t.Fatalf("Resyncs() = %d, want 1", n)
 	}
@@ -314,7 +341,7 @@ func TestCacheResyncAfterCompaction(t *testing.T) {
 	if err := cache.WaitForRevision(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
-	sameLines(t, "after the resync", log.take(), []string{"update r/c 1->2"})
+	sameLinesAfterWait(t, "after the resync", &log, []string{"update r/c 1->2"})
 }
 
 // TestCacheResumeWithoutCompaction: a lost watch whose history is still
@@ -342,7 +369,7 @@ func TestCacheResumeWithoutCompaction(t *testing.T) {
 	if err := cache.WaitForRevision(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
-	sameLines(t, "resumed", log.take(), []string{"add s/a=1", "update s/a 1->2", "update s/a 2->3", "delete s/a"})
+	sameLinesAfterWait(t, "resumed", &log, []string{"add s/a=1", "update s/a 1->2", "update s/a 2->3", "delete s/a"})
 	if n := cache.Resyncs(); n != 0 {
 		t.Fatalf("Resyncs() = %d, want 0 (history was there)", n)
 	}

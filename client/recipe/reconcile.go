@@ -195,6 +195,7 @@ func (r *Reconciler) Enqueue(key string) {
 // losing the leadership, until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) error {
 	e := concurrency.NewElection(r.s, r.cfg.Election)
+	backoff := 50 * time.Millisecond
 	for {
 		l, err := e.Campaign(ctx, nil)
 		if err != nil {
@@ -206,8 +207,23 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				return r.s.Err()
 			default:
 			}
-			return err
+			if !campaignRetryable(err) {
+				return err
+			}
+			// A campaign's wait lost with its member (the raft leader
+			// died while we queued): campaign again, or this instance
+			// would stand by silently for ever.
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-r.s.Done():
+				return r.s.Err()
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			continue
 		}
+		backoff = 50 * time.Millisecond
 		r.lead(ctx, l)
 		// Give the leadership up whatever ended the loop (ctx, a cache
 		// that failed to start): campaigning again while still holding
@@ -225,6 +241,17 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		default:
 		}
 	}
+}
+
+// campaignRetryable: a campaign that failed for a reason other than bad
+// input or missing rights may succeed when tried again.
+func campaignRetryable(err error) bool {
+	for _, fatal := range []error{client.ErrInvalidInput, client.ErrPermissionDenied, client.ErrUnauthenticated} {
+		if errors.Is(err, fatal) {
+			return false
+		}
+	}
+	return true
 }
 
 // lead runs the loop until leadership is lost or ctx ends.

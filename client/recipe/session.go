@@ -3,6 +3,7 @@ package recipe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ type SessionStore struct {
 	prefix string
 	ttl    time.Duration
 
+	// markerDir holds Update's write markers (session_write.go).
+	markerDir string
+
 	mu    sync.Mutex
 	turns map[string]*sessionTurn
 }
@@ -87,6 +91,10 @@ func NewSessionStore(c SessionStoreClient, opts ...SessionStoreOption) (*Session
 	}
 	if s.prefix == "" || s.ttl < time.Second {
 		return nil, &client.Error{Kind: client.ErrInvalidInput, Msg: "session store: the prefix must not be empty and the TTL must be at least 1s"}
+	}
+	s.markerDir = sessionMarkerRoot + s.prefix
+	if strings.HasPrefix(s.markerDir, s.prefix) {
+		return nil, &client.Error{Kind: client.ErrInvalidInput, Msg: fmt.Sprintf("session store: the prefix %q would contain Update's markers under %q; choose a longer one", s.prefix, sessionMarkerRoot)}
 	}
 	return s, nil
 }
@@ -177,10 +185,19 @@ func (s *SessionStore) List(ctx context.Context) (map[string][]byte, error) {
 // store's TTL. fn must have no side effects (it may run several times);
 // an error from it aborts the update. Update returns the data written.
 //
-// A write whose outcome is unknown (ErrUnknownOutcome: the connection or
-// the leader was lost before the reply) is returned, not retried: it may
-// have been applied, and applying fn twice would be the very lost or
-// doubled update Update exists to prevent.
+// Update is exact across a leader change: a write whose outcome is
+// unknown (the leader died after committing it, before replying) is
+// neither returned as a failure nor recomputed. Each write carries a
+// unique id, stored in a marker key written in the same transaction
+// ("dkv.session-update/"+PREFIX+TOKEN, on the session's lease, holding
+// the condition the write won and its id). Update reads the marker (or
+// its history) back to learn whether its write applied, and otherwise resends the very
+// same write, which the compare-and-swap on the session's mod revision
+// lets apply at most once. So when Update returns nil, fn's result was
+// applied exactly once; when it returns another error, it was not
+// applied, except for ErrUnknownOutcome, which it returns only when ctx
+// ends before the outcome can be learnt or the history that would tell
+// has been compacted.
 func (s *SessionStore) Update(ctx context.Context, token string, fn func(old []byte) ([]byte, error)) ([]byte, error) {
 	key, err := s.key(token)
 	if err != nil {
@@ -270,16 +287,24 @@ func (s *SessionStore) applyBatch(ctx context.Context, key string, batch []*sess
 			close(r.done)
 		}
 	}
+	var lease int64 // granted for a new session, kept across attempts
+	defer func() {
+		if lease != 0 { // granted but not used: another write created the session
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = s.c.Revoke(rctx, lease)
+			cancel()
+		}
+	}()
 	for attempt := 0; ; attempt++ {
-		kv, err := s.c.Get(ctx, key)
-		var cur []byte
-		switch {
-		case errors.Is(err, client.ErrNotFound):
-			kv = nil
-		case err != nil:
+		rr, err := s.c.Range(ctx, key)
+		if err != nil {
 			finish(err)
 			return
-		default:
+		}
+		var kv *client.KeyValue
+		var cur []byte
+		if len(rr.KVs) > 0 {
+			kv = rr.KVs[0]
 			cur = kv.Value
 		}
 		changed := false
@@ -294,18 +319,34 @@ func (s *SessionStore) applyBatch(ctx context.Context, key string, batch []*sess
 			finish(nil)
 			return
 		}
+		w := &sessionWrite{key: key, marker: s.markerDir + strings.TrimPrefix(key, s.prefix), data: cur, id: newWriteID()}
 		if kv == nil {
-			_, err = s.c.Put(ctx, key, cur, client.IfAbsent(), client.WithTTL(s.ttl))
+			if lease == 0 {
+				g, err := s.c.Grant(ctx, s.ttl)
+				if err != nil {
+					finish(err)
+					return
+				}
+				lease = g.ID
+			}
+			w.create, w.cond, w.lease = true, rr.Revision, lease
 		} else {
-			_, err = s.c.Put(ctx, key, cur, client.WithLease(kv.Lease), client.IfModRevision(kv.ModRevision))
+			w.cond, w.lease = kv.ModRevision, kv.Lease
 		}
+		err = s.write(ctx, w)
 		if err == nil {
+			if w.create {
+				lease = 0
+			}
 			finish(nil)
 			return
 		}
-		// A conflict, or the session's lease expired under us (the key
-		// went with it): read again.
-		if !errors.Is(err, client.ErrConflict) && !errors.Is(err, client.ErrLeaseNotFound) {
+		// Another write came first, or the session's lease expired under
+		// us (the key went with it): read again.
+		if !errors.Is(err, errWriteLost) {
+			if w.create && errors.Is(err, client.ErrUnknownOutcome) {
+				lease = 0 // the session may live on it: keep it
+			}
 			finish(err)
 			return
 		}

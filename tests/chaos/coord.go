@@ -38,12 +38,14 @@ func CoordWorkloads(cls []*client.Client, seed int64, d, opTimeout time.Duration
 		&RateLimitWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, OpTimeout: opTimeout},
 		&SemaphoreWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, OpTimeout: opTimeout},
 		&QueueWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, Seed: seed, OpTimeout: opTimeout},
+		&CacheWorkload{Caches: []*client.Client{pick(0), pick(1), pick(2)}, Writers: []*client.Client{pick(1), pick(2)}, Seed: seed, OpTimeout: opTimeout},
+		&SessionWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, OpTimeout: opTimeout},
 	}
 }
 
 // CoordCheckers are the checkers of the coordination workloads.
 func CoordCheckers() []Checker {
-	return []Checker{LockSafety{}, WatchCompleteness{}, LeaseSafety{}, RateLimitBound{}, SemaphoreBound{}, QueueSafety{}}
+	return []Checker{LockSafety{}, WatchCompleteness{}, LeaseSafety{}, RateLimitBound{}, SemaphoreBound{}, QueueSafety{}, CacheConsistency{}, SessionExact{}}
 }
 
 func asClients(kvs []client.KV) []*client.Client {
