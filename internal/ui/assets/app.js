@@ -10,12 +10,18 @@ function h(tag, attrs, ...kids) {
     if (v === undefined || v === null || v === false) continue;
     if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
     else if (k === 'class') el.className = v;
+    else if (k === 'style') el.style.cssText = v; // CSSOM: allowed by the page's CSP, a style attribute is not
     else el.setAttribute(k, v === true ? '' : v);
   }
   for (const c of kids.flat()) if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
   return el;
 }
 const $ = (sel, root = document) => root.querySelector(sel);
+const kept = (kids) => kids.flat().filter((k) => k !== null && k !== undefined && k !== false);
+// fill and add are replaceChildren and append without the null children
+// (which the DOM would show as the text "null").
+const fill = (el, ...kids) => el.replaceChildren(...kept(kids));
+const add = (el, ...kids) => el.append(...kept(kids));
 
 function toast(msg) {
   const d = h('div', {}, msg);
@@ -88,29 +94,29 @@ function loginPage(main, why) {
   const out = h('div');
   const form = h('form', { class: 'card login', onsubmit: async (ev) => {
     ev.preventDefault();
-    out.replaceChildren();
+    fill(out, );
     try {
       const r = await api.post('/v1/auth/authenticate', { name: name.value, password: pw.value });
       api.setToken(r.token);
       await loadPerms(name.value);
       renderWho();
       route();
-    } catch (e) { out.append(errBox(e)); }
+    } catch (e) { add(out, errBox(e)); }
   } },
   h('h2', {}, 'Sign in'),
   h('p', { class: 'muted' }, why || 'Authentication is enabled on this cluster. The token is kept in this page\'s memory only: reloading signs you out.'),
   h('label', { for: 'login-user' }, 'User'), name, h('label', { for: 'login-password' }, 'Password'), pw,
   h('button', { class: 'primary', type: 'submit' }, 'Sign in'), out);
-  main.replaceChildren(form);
+  fill(main, form);
   name.focus();
 }
 
 function renderWho() {
   const who = $('#who');
-  who.replaceChildren();
-  if (!session.enabled) { who.append('auth off'); return; }
+  fill(who, );
+  if (!session.enabled) { add(who, 'auth off'); return; }
   if (!api.loggedIn()) return;
-  who.append(`${session.user}${session.root ? ' (root)' : ''} `, h('button', { onclick: () => { api.setToken(null); route(); } }, 'Sign out'));
+  add(who, `${session.user}${session.root ? ' (root)' : ''} `, h('button', { onclick: () => { api.setToken(null); route(); } }, 'Sign out'));
 }
 
 // ---- router -----------------------------------------------------------
@@ -137,7 +143,7 @@ function route() {
   for (const a of document.querySelectorAll('nav a')) {
     if (a.dataset.page === page) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
-  main.replaceChildren();
+  fill(main, );
   const stops = [];
   const ctx = {
     main, q,
@@ -145,7 +151,7 @@ function route() {
     onStop(f) { stops.push(f); },
   };
   cleanup = () => stops.forEach((f) => f());
-  fn(ctx).catch((e) => { if (e instanceof api.ApiError && e.status === 401) { api.setToken(null); loginPage(main, 'Your session ended: ' + e.message); } else main.append(errBox(e)); });
+  fn(ctx).catch((e) => { if (e instanceof api.ApiError && e.status === 401) { api.setToken(null); loginPage(main, 'Your session ended: ' + e.message); } else add(main, errBox(e)); });
 }
 
 // ---- cluster ------------------------------------------------------------
@@ -169,7 +175,7 @@ async function clusterPage(ctx) {
   const canvas = h('canvas', { id: 'rate-chart', role: 'img', 'aria-label': 'Writes and reads per second over the last five minutes' });
   const chart = new Chart(canvas, [{ name: 'writes/s', color: '#d7482a' }, { name: 'reads/s', color: '#2a5bd7' }]);
   const rateNow = h('span', { class: 'muted', id: 'rate-now' });
-  main.append(h('h2', {}, 'Cluster'), summary, members,
+  add(main, h('h2', {}, 'Cluster'), summary, members,
     h('div', { class: 'card' }, h('h3', {}, 'Requests on this member ', rateNow),
       h('div', { class: 'legend' }, h('span', {}, h('i', { style: 'background:#d7482a' }), 'writes/s'), h('span', {}, h('i', { style: 'background:#2a5bd7' }), 'reads/s')), canvas));
   let last = null;
@@ -189,14 +195,14 @@ async function clusterPage(ctx) {
   });
   ctx.every(2000, async () => {
     let st, ml = null, pr = null;
-    try { st = await api.get('/v1/cluster/status'); } catch (e) { summary.replaceChildren(errBox(e)); return; }
+    try { st = await api.get('/v1/cluster/status'); } catch (e) { fill(summary, errBox(e)); return; }
     try { ml = await api.get('/v1/cluster/members'); } catch (e) { /* root only with auth */ }
     try { pr = await api.get('/v1/cluster/progress'); } catch (e) { /* root only with auth */ }
     const leaderId = (ml && ml.leader_id) || st.leader_id;
     const ms = (ml && ml.members) || [{ id: st.member_id, name: st.name, is_learner: st.is_learner, reachability: { state: 'STATE_SELF' } }];
     const leader = ms.find((m) => m.id === leaderId);
     const quota = ctx.quota || 0;
-    summary.replaceChildren(
+    fill(summary, 
       h('div', { class: 'row' },
         h('span', {}, 'Leader: ', h('strong', { id: 'leader-name' }, leader ? leader.name : (leaderId ? leaderId : 'none'))),
         h('span', {}, 'Term ', h('strong', { id: 'raft-term' }, st.raft_term || '0')),
@@ -228,7 +234,7 @@ async function clusterPage(ctx) {
         h('td', {}, alarms ? h('span', { class: 'badge bad' }, alarms) : h('span', { class: 'muted' }, 'none')),
         h('td', { class: 'mono' }, m.client_url || ''));
     });
-    members.replaceChildren(h('h3', {}, 'Members'), ml ? null : h('p', { class: 'muted' }, 'The member list needs the root role; showing this member only.'),
+    fill(members, h('h3', {}, 'Members'), ml ? null : h('p', { class: 'muted' }, 'The member list needs the root role; showing this member only.'),
       h('table', {}, h('thead', {}, h('tr', {}, ['Member', 'Role', 'Health', 'Term', 'Applied index', 'Lag (entries)', 'DB size', 'Alarms', 'Client URL'].map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows)));
   });
 }
@@ -280,15 +286,15 @@ async function keysPage(ctx) {
   const more = h('button', { id: 'more-keys', hidden: true }, 'Load more');
   const count = h('span', { class: 'muted', id: 'key-count' });
   const crumbs = h('div', { class: 'row', 'aria-label': 'Path' });
-  crumbs.append(h('a', { href: '#/keys' }, '(root)'));
+  add(crumbs, h('a', { href: '#/keys' }, '(root)'));
   let acc = '';
   for (const seg of prefix.split('/').slice(0, -1)) {
     acc += seg + '/';
-    crumbs.append(' / ', h('a', { href: '#/keys?' + new URLSearchParams({ p: acc }) }, seg));
+    add(crumbs, ' / ', h('a', { href: '#/keys?' + new URLSearchParams({ p: acc }) }, seg));
   }
   const jump = h('input', { id: 'key-jump', placeholder: 'go to key…', 'aria-label': 'Go to key' });
   const viewer = h('div', { class: 'card', id: 'key-viewer' });
-  main.append(h('h2', {}, 'Keys'),
+  add(main, h('h2', {}, 'Keys'),
     h('div', { class: 'split' },
       h('div', { class: 'card' }, crumbs,
         h('form', { class: 'row', onsubmit: (ev) => { ev.preventDefault(); const k = jump.value; if (k) go('keys', { p: k.includes('/') ? k.slice(0, k.lastIndexOf('/') + 1) : '', k }); } }, jump, h('button', { type: 'submit' }, 'Open')),
@@ -304,18 +310,18 @@ async function keysPage(ctx) {
     for (const e of entries) {
       const label = e.key.slice(prefix.length) || '(this key)';
       const params = e.dir ? { p: e.key } : { p: prefix, k: e.key };
-      tree.append(h('li', {}, h('a', { href: '#/keys?' + new URLSearchParams(params), class: e.dir ? 'dir' : 'key', 'data-key': e.key, 'aria-current': e.key === sel ? 'true' : null }, label)));
+      add(tree, h('li', {}, h('a', { href: '#/keys?' + new URLSearchParams(params), class: e.dir ? 'dir' : 'key', 'data-key': e.key, 'aria-current': e.key === sel ? 'true' : null }, label)));
     }
     more.hidden = !next;
     more.disabled = false;
   }
-  more.addEventListener('click', () => load().catch((e) => viewer.append(errBox(e))));
+  more.addEventListener('click', () => load().catch((e) => add(viewer, errBox(e))));
   await load();
   const total = await api.range({ key: api.b64(prefix || '\0'), range_end: api.prefixEnd(prefix), count_only: true });
   count.textContent = `${total.count || 0} keys under ${prefix || '/'} (listed in ${Math.round(performance.now() - t0)} ms)`;
   document.body.dataset.keysLoadedMs = String(Math.round(performance.now() - t0));
   if (sel !== null) await showKey(viewer, sel);
-  else viewer.append(h('p', { class: 'muted' }, 'Select a key.'));
+  else add(viewer, h('p', { class: 'muted' }, 'Select a key.'));
 }
 
 function valueViews(bytes) {
@@ -327,9 +333,9 @@ function valueViews(bytes) {
 }
 
 async function showKey(viewer, key) {
-  viewer.replaceChildren(h('p', {}, 'Loading…'));
+  fill(viewer, h('p', {}, 'Loading…'));
   const kv = await api.getKey(key);
-  if (!kv) { viewer.replaceChildren(h('h3', {}, key), h('p', { class: 'muted', id: 'key-missing' }, 'This key does not exist (now).')); return; }
+  if (!kv) { fill(viewer, h('h3', {}, key), h('p', { class: 'muted', id: 'key-missing' }, 'This key does not exist (now).')); return; }
   const bytes = api.unb64(kv.value);
   const v = valueViews(bytes);
   const pre = h('pre', { id: 'key-value', tabindex: '0' });
@@ -337,12 +343,12 @@ async function showKey(viewer, key) {
   const show = (m) => { pre.textContent = m === 'json' ? v.json : m === 'hex' ? v.hex : v.text; for (const b of modes.children) b.setAttribute('aria-pressed', String(b.dataset.mode === m)); };
   for (const [m, label] of [['text', 'Text'], ['json', 'JSON'], ['hex', 'Hex']]) {
     if (m === 'json' && v.json === null) continue;
-    modes.append(h('button', { 'data-mode': m, onclick: () => show(m) }, label));
+    add(modes, h('button', { 'data-mode': m, onclick: () => show(m) }, label));
   }
   show(v.json !== null ? 'json' : 'text');
   const lease = kv.lease && kv.lease !== '0' ? kv.lease : null;
   const leaseInfo = h('span', { id: 'key-lease' }, lease ? h('a', { href: '#/leases?' + new URLSearchParams({ id: lease }) }, lease) : 'none');
-  if (lease) api.post('/v1/lease/timetolive', { id: lease }).then((t) => leaseInfo.append(` (${fmtMs(num(t.remaining_ms))} left of ${fmtMs(num(t.granted_ttl_ms))})`)).catch(() => {});
+  if (lease) api.post('/v1/lease/timetolive', { id: lease }).then((t) => add(leaseInfo, ` (${fmtMs(num(t.remaining_ms))} left of ${fmtMs(num(t.granted_ttl_ms))})`)).catch(() => {});
   const lockInfo = h('span', { id: 'key-lock' }, '…');
   api.post('/v1/lock/describe', { key: api.b64(key) }).then((d) => {
     lockInfo.textContent = d.held ? `held by ${d.holder.owner} (token ${d.holder.token}, ${fmtMs(num(d.remaining_ms))} left, ${d.queue_length || 0} waiting)` : 'not locked';
@@ -350,21 +356,21 @@ async function showKey(viewer, key) {
   const actions = h('div', { class: 'row' });
   const confirmBox = h('div');
   if (may('write', key)) {
-    actions.append(h('button', { id: 'edit-key', class: 'primary', onclick: () => editor(viewer, { key, kv, text: v.text }) }, 'Edit'),
+    add(actions, h('button', { id: 'edit-key', class: 'primary', onclick: () => editor(viewer, { key, kv, text: v.text }) }, 'Edit'),
       h('button', { id: 'delete-key', class: 'danger', onclick: () => {
-        confirmBox.replaceChildren(h('div', { class: 'msg error', role: 'alertdialog', 'aria-label': 'Confirm delete' }, `Delete ${key} (version ${kv.version})? `,
+        fill(confirmBox, h('div', { class: 'msg error', role: 'alertdialog', 'aria-label': 'Confirm delete' }, `Delete ${key} (version ${kv.version})? `,
           h('button', { id: 'confirm-delete', class: 'danger', onclick: async () => {
             try {
               await api.post('/v1/kv/deleterange', { key: api.b64(key), if_version: kv.version });
               toast(`Deleted ${key}`);
               go('keys', { p: key.slice(0, key.lastIndexOf('/') + 1) });
-            } catch (e) { confirmBox.replaceChildren(conflictBox(e, key)); }
-          } }, 'Delete'), ' ', h('button', { onclick: () => confirmBox.replaceChildren() }, 'Cancel')));
+            } catch (e) { fill(confirmBox, conflictBox(e, key)); }
+          } }, 'Delete'), ' ', h('button', { onclick: () => fill(confirmBox, ) }, 'Cancel')));
         $('#confirm-delete', confirmBox).focus();
       } }, 'Delete'));
   }
   const history = h('div', { id: 'key-history' });
-  viewer.replaceChildren(h('h3', { id: 'key-name', class: 'mono' }, key),
+  fill(viewer, h('h3', { id: 'key-name', class: 'mono' }, key),
     h('table', {}, h('tbody', {},
       h('tr', {}, h('th', {}, 'Version'), h('td', { id: 'key-version' }, kv.version)),
       h('tr', {}, h('th', {}, 'Modified at revision'), h('td', {}, kv.mod_revision)),
@@ -373,7 +379,7 @@ async function showKey(viewer, key) {
       h('tr', {}, h('th', {}, 'Lease'), h('td', {}, leaseInfo)),
       h('tr', {}, h('th', {}, 'Lock'), h('td', {}, lockInfo)))),
     modes, pre, actions, confirmBox, history);
-  loadHistory(history, key, kv).catch((e) => history.append(errBox(e)));
+  loadHistory(history, key, kv).catch((e) => add(history, errBox(e)));
 }
 
 function conflictBox(e, key) {
@@ -389,11 +395,11 @@ function editor(viewer, { key, kv, text, fresh }) {
   const ta = h('textarea', { id: 'edit-value', 'aria-label': 'Value' });
   ta.value = text || '';
   const out = h('div');
-  viewer.replaceChildren(h('h3', {}, fresh ? 'New key' : `Edit ${key}`),
+  fill(viewer, h('h3', {}, fresh ? 'New key' : `Edit ${key}`),
     h('form', { onsubmit: async (ev) => {
       ev.preventDefault();
       const k = name.value;
-      if (!k) { out.replaceChildren(errBox('The key must not be empty.')); return; }
+      if (!k) { fill(out, errBox('The key must not be empty.')); return; }
       // Compare-and-set on the version shown: a write made since fails.
       const req = { key: api.b64(k), value: api.b64(ta.value) };
       if (fresh) req.if_absent = true; else { req.if_version = kv.version; if (kv.lease && kv.lease !== '0') req.ignore_lease = true; }
@@ -403,8 +409,8 @@ function editor(viewer, { key, kv, text, fresh }) {
         const p = k.slice(0, k.lastIndexOf('/') + 1);
         if (parseHash().q.get('k') === k) route(); else go('keys', { p, k });
       } catch (e) {
-        if (fresh && e instanceof api.ApiError && e.status === 409) out.replaceChildren(errBox(`${k} already exists: open it to edit it.`));
-        else out.replaceChildren(conflictBox(e, k));
+        if (fresh && e instanceof api.ApiError && e.status === 409) fill(out, errBox(`${k} already exists: open it to edit it.`));
+        else fill(out, conflictBox(e, k));
       }
     } },
     h('div', { class: 'row' }, h('label', { for: 'edit-name' }, 'Key'), name),
@@ -426,9 +432,9 @@ async function loadHistory(box, key, kv) {
   const a = h('select', { id: 'diff-a', 'aria-label': 'Older revision' }), b = h('select', { id: 'diff-b', 'aria-label': 'Newer revision' });
   versions.forEach((v, i) => { a.append(h('option', { value: i, selected: i === 1 }, `rev ${v.rev} (v${v.version})`)); b.append(h('option', { value: i, selected: i === 0 }, `rev ${v.rev} (v${v.version})`)); });
   const out = h('pre', { class: 'diff', id: 'diff-out' });
-  const diff = () => out.replaceChildren(...lineDiff(api.bytesText(versions[a.value].value), api.bytesText(versions[b.value].value)));
+  const diff = () => fill(out, ...lineDiff(api.bytesText(versions[a.value].value), api.bytesText(versions[b.value].value)));
   a.addEventListener('change', diff); b.addEventListener('change', diff);
-  box.append(h('h3', {}, 'History'),
+  add(box, h('h3', {}, 'History'),
     h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Revision'), h('th', {}, 'Version'), h('th', {}, 'Value'))),
       h('tbody', {}, versions.map((v) => h('tr', {}, h('td', {}, v.rev), h('td', {}, v.version), h('td', { class: 'mono' }, preview(v.value)))))),
     note ? h('p', { class: 'muted' }, note) : null,
@@ -468,7 +474,7 @@ async function watchPage(ctx) {
   const pauseBtn = h('button', { id: 'watch-pause', type: 'button', disabled: true }, 'Pause');
   const status = h('span', { class: 'muted', id: 'watch-status' }, 'not watching');
   const tbody = h('tbody', { id: 'watch-events' });
-  main.append(h('h2', {}, 'Live watch'),
+  add(main, h('h2', {}, 'Live watch'),
     h('form', { class: 'card row', onsubmit: (ev) => { ev.preventDefault(); start(); } },
       key, h('label', {}, pre, 'prefix'), h('label', {}, 'from revision', rev), startBtn, pauseBtn, filter, status),
     h('div', { class: 'card events' }, h('table', {}, h('thead', {}, h('tr', {}, ['Type', 'Key', 'Revision', 'Version', 'Value'].map((t) => h('th', { scope: 'col' }, t)))), tbody)));
@@ -495,7 +501,7 @@ async function watchPage(ctx) {
   function start() {
     if (stop) stop();
     n = 0; held = []; paused = false; pauseBtn.textContent = 'Pause';
-    tbody.replaceChildren();
+    fill(tbody, );
     const params = { key: key.value || '\0' };
     if (pre.checked) params.prefix = 'true';
     if (!key.value) { params.range_end = '\0'; delete params.prefix; }
@@ -521,14 +527,14 @@ async function leasesPage(ctx) {
   const { main, q } = ctx;
   const tbody = h('tbody', { id: 'lease-rows' });
   const info = h('p', { class: 'muted' });
-  main.append(h('h2', {}, 'Leases'), h('div', { class: 'card' }, info,
+  add(main, h('h2', {}, 'Leases'), h('div', { class: 'card' }, info,
     h('table', {}, h('thead', {}, h('tr', {}, ['Lease', 'TTL', 'Remaining', 'Attached keys', ''].map((t) => h('th', { scope: 'col' }, t)))), tbody)));
   let rows = [];
   async function refresh() {
     const ls = (await api.get('/v1/lease/leases')).leases || [];
     const got = await Promise.all(ls.map((l) => api.post('/v1/lease/timetolive', { id: l.id, keys: true }).then((t) => ({ t, at: performance.now() })).catch(() => null)));
     rows = [];
-    tbody.replaceChildren();
+    fill(tbody, );
     got.forEach((g) => {
       if (!g || num(g.t.granted_ttl_ms) === 0 && num(g.t.remaining_ms) <= 0 && !g.t.id) return;
       const id = g.t.id;
@@ -536,13 +542,13 @@ async function leasesPage(ctx) {
       const keys = (g.t.keys || []).map(api.str);
       const confirmCell = h('td');
       const revoke = h('button', { class: 'danger', 'data-revoke': id, onclick: () => {
-        confirmCell.replaceChildren(`Revoke ${id} and delete its ${keys.length} keys? `,
+        fill(confirmCell, `Revoke ${id} and delete its ${keys.length} keys? `,
           h('button', { class: 'danger', 'data-confirm-revoke': id, onclick: async () => {
-            try { await api.post('/v1/lease/revoke', { id }); toast(`Revoked lease ${id}`); await refresh(); } catch (e) { confirmCell.replaceChildren(errBox(e)); }
-          } }, 'Revoke'), ' ', h('button', { onclick: () => confirmCell.replaceChildren(revoke) }, 'Cancel'));
+            try { await api.post('/v1/lease/revoke', { id }); toast(`Revoked lease ${id}`); await refresh(); } catch (e) { fill(confirmCell, errBox(e)); }
+          } }, 'Revoke'), ' ', h('button', { onclick: () => fill(confirmCell, revoke) }, 'Cancel'));
         confirmCell.querySelector('button').focus();
       } }, 'Revoke');
-      confirmCell.append(keys.every((k) => may('write', k)) ? revoke : '');
+      add(confirmCell, keys.every((k) => may('write', k)) ? revoke : '');
       const tr = h('tr', { 'data-lease': id, class: q.get('id') === id ? 'selected' : null },
         h('td', { class: 'mono' }, id), h('td', { class: 'num' }, fmtMs(num(g.t.granted_ttl_ms))), remaining,
         h('td', { class: 'mono' }, keys.length ? keys.slice(0, 20).map((k) => h('div', {}, h('a', { href: '#/keys?' + new URLSearchParams({ p: k.slice(0, k.lastIndexOf('/') + 1), k }), 'data-lease-key': k }, k))) : h('span', { class: 'muted' }, 'none'), keys.length > 20 ? h('div', { class: 'muted' }, `and ${keys.length - 20} more`) : null),
@@ -558,7 +564,7 @@ async function leasesPage(ctx) {
     for (const r of rows) r.remaining.textContent = fmtMs(r.ms - (now - r.at));
   }
   ctx.every(250, tick);
-  ctx.every(5000, () => refresh().catch((e) => { info.replaceChildren(errBox(e)); }));
+  ctx.every(5000, () => refresh().catch((e) => { fill(info, errBox(e)); }));
 }
 
 // ---- locks and elections ------------------------------------------------------
@@ -567,16 +573,16 @@ async function locksPage(ctx) {
   const locks = h('tbody', { id: 'lock-rows' });
   const elections = h('tbody', { id: 'election-rows' });
   const info = h('p', { class: 'muted' });
-  main.append(h('h2', {}, 'Locks'), h('div', { class: 'card' }, info,
+  add(main, h('h2', {}, 'Locks'), h('div', { class: 'card' }, info,
     h('table', {}, h('thead', {}, h('tr', {}, ['Key', 'Holder', 'Fencing token', 'Lease', 'Expires in', 'Waiters (FIFO)'].map((t) => h('th', { scope: 'col' }, t)))), locks)),
   h('h2', {}, 'Elections'), h('div', { class: 'card' }, h('p', { class: 'muted' }, 'An election is a lock whose candidates store their values under NAME/candidates/; its term is the lock\'s fencing token.'),
     h('table', {}, h('thead', {}, h('tr', {}, ['Election', 'Leader', 'Term', 'Candidates'].map((t) => h('th', { scope: 'col' }, t)))), elections)));
   ctx.every(2000, async () => {
     let r;
-    try { r = await api.get('/v1/locks'); } catch (e) { info.replaceChildren(errBox(e)); return; }
+    try { r = await api.get('/v1/locks'); } catch (e) { fill(info, errBox(e)); return; }
     const at = Date.now();
     info.textContent = `${r.locks.length} held locks${r.more ? ' (more not shown)' : ''}, at revision ${r.revision}`;
-    locks.replaceChildren(...r.locks.map((l) => h('tr', { 'data-lock': l.key },
+    fill(locks, ...r.locks.map((l) => h('tr', { 'data-lock': l.key },
       h('td', { class: 'mono' }, l.key), h('td', { 'data-holder': l.key }, l.owner), h('td', { class: 'num' }, l.token),
       h('td', { class: 'mono' }, h('a', { href: '#/leases?' + new URLSearchParams({ id: String(l.lease) }) }, String(l.lease))),
       h('td', { class: 'num' }, l.remaining_ms ? fmtMs(l.remaining_ms - (Date.now() - at)) : '—'),
@@ -592,7 +598,7 @@ async function locksPage(ctx) {
         h('td', {}, leader ? `${leader.value} (${leader.id})` : l.owner), h('td', { class: 'num' }, l.token),
         h('td', {}, h('ul', {}, cands.map((x) => h('li', {}, `${x.id}: ${x.value}`, x.id === l.owner ? ' (leader)' : ''))))));
     }
-    elections.replaceChildren(...(rowsE.length ? rowsE : [h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No elections.'))]));
+    fill(elections, ...(rowsE.length ? rowsE : [h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No elections.'))]));
   });
 }
 
@@ -602,7 +608,7 @@ async function recipesPage(ctx) {
   const queues = h('div', { class: 'card', id: 'queues' });
   const flags = h('div', { class: 'card', id: 'flags' });
   const presence = h('div', { class: 'card', id: 'presence' });
-  main.append(h('h2', {}, 'Recipes'), queues, h('div', { class: 'grid2' }, flags, presence));
+  add(main, h('h2', {}, 'Recipes'), queues, h('div', { class: 'grid2' }, flags, presence));
   ctx.every(3000, async () => {
     try {
       const s = await api.metrics();
@@ -612,17 +618,17 @@ async function recipesPage(ctx) {
         if (m.name === 'dkv_queue_oldest_age_seconds') (byQ[m.labels.queue] ||= {}).age = m.value;
       }
       const names = Object.keys(byQ).sort();
-      queues.replaceChildren(h('h3', {}, 'Queues'), names.length ? h('table', {}, h('thead', {}, h('tr', {}, ['Queue', 'Visible', 'Claimed', 'Scheduled', 'Dead letters', 'Oldest visible'].map((t) => h('th', { scope: 'col' }, t)))),
+      fill(queues, h('h3', {}, 'Queues'), names.length ? h('table', {}, h('thead', {}, h('tr', {}, ['Queue', 'Visible', 'Claimed', 'Scheduled', 'Dead letters', 'Oldest visible'].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, names.map((n) => { const x = byQ[n]; return h('tr', { 'data-queue': n }, h('td', { class: 'mono' }, n), h('td', { class: 'num' }, x.visible || 0), h('td', { class: 'num' }, x.claimed || 0), h('td', { class: 'num' }, x.scheduled || 0), h('td', { class: 'num' }, x.dead ? h('span', { class: 'badge bad' }, x.dead) : 0), h('td', { class: 'num' }, fmtMs((x.age || 0) * 1000))); })))
         : h('p', { class: 'muted' }, 'No queues.'), h('p', { class: 'muted' }, 'Counts from this member\'s /metrics; requeue dead letters with dkv queue requeue QUEUE.'));
-    } catch (e) { queues.replaceChildren(h('h3', {}, 'Queues'), errBox(e)); }
+    } catch (e) { fill(queues, h('h3', {}, 'Queues'), errBox(e)); }
     try {
       const r = await api.range({ key: api.b64('dkv.flags/'), range_end: api.prefixEnd('dkv.flags/'), limit: '200' });
-      flags.replaceChildren(h('h3', {}, 'Feature flags'), (r.kvs || []).length ? h('table', {}, h('tbody', {}, (r.kvs || []).map((kv) => {
+      fill(flags, h('h3', {}, 'Feature flags'), (r.kvs || []).length ? h('table', {}, h('tbody', {}, (r.kvs || []).map((kv) => {
         const k = api.str(kv.key);
         return h('tr', {}, h('td', { class: 'mono' }, h('a', { href: '#/keys?' + new URLSearchParams({ p: 'dkv.flags/', k }) }, k.slice('dkv.flags/'.length))), h('td', {}, h('pre', {}, valueViews(api.unb64(kv.value)).json || api.str(kv.value))));
       }))) : h('p', { class: 'muted' }, 'No flags under dkv.flags/.'), h('p', { class: 'muted' }, 'Edit a flag\'s JSON from the Keys page (compare-and-set).'));
-    } catch (e) { flags.replaceChildren(h('h3', {}, 'Feature flags'), errBox(e)); }
+    } catch (e) { fill(flags, h('h3', {}, 'Feature flags'), errBox(e)); }
     try {
       const r = await api.range({ key: api.b64('dkv.presence/'), range_end: api.prefixEnd('dkv.presence/'), limit: '500' });
       const groups = {};
@@ -631,8 +637,8 @@ async function recipesPage(ctx) {
         const i = rest.indexOf('/');
         (groups[rest.slice(0, i)] ||= []).push({ id: rest.slice(i + 1), meta: api.str(kv.value), lease: kv.lease });
       }
-      presence.replaceChildren(h('h3', {}, 'Presence groups'), Object.keys(groups).length ? h('table', {}, h('tbody', {}, Object.entries(groups).map(([g, ms]) => h('tr', {}, h('td', { class: 'mono' }, g), h('td', {}, ms.map((m) => h('div', {}, h('strong', {}, m.id), ' ', h('span', { class: 'muted' }, preview(api.toBytes(m.meta), 40)), ' lease ', h('a', { href: '#/leases?' + new URLSearchParams({ id: m.lease || '0' }) }, m.lease || '0')))))))) : h('p', { class: 'muted' }, 'No presence groups under dkv.presence/.'));
-    } catch (e) { presence.replaceChildren(h('h3', {}, 'Presence groups'), errBox(e)); }
+      fill(presence, h('h3', {}, 'Presence groups'), Object.keys(groups).length ? h('table', {}, h('tbody', {}, Object.entries(groups).map(([g, ms]) => h('tr', {}, h('td', { class: 'mono' }, g), h('td', {}, ms.map((m) => h('div', {}, h('strong', {}, m.id), ' ', h('span', { class: 'muted' }, preview(api.toBytes(m.meta), 40)), ' lease ', h('a', { href: '#/leases?' + new URLSearchParams({ id: m.lease || '0' }) }, m.lease || '0')))))))) : h('p', { class: 'muted' }, 'No presence groups under dkv.presence/.'));
+    } catch (e) { fill(presence, h('h3', {}, 'Presence groups'), errBox(e)); }
   });
 }
 
