@@ -76,6 +76,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	mux.HandleFunc("POST /v1/watch", s.handleWatchPost(gw))
 	mux.HandleFunc("GET /v1/locks", s.handleLocksHTTP)
 	mux.HandleFunc("GET /v1/cluster/progress", s.handleProgressHTTP)
+	mux.HandleFunc("GET /v1/auth/whoami", s.handleWhoamiHTTP)
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))

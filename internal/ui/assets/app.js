@@ -77,14 +77,13 @@ async function loadPerms(name) {
   session.root = false;
   session.perms = null;
   try {
-    const u = await api.post('/v1/auth/user/get', { name });
-    const roles = u.roles || [];
-    if (roles.includes('root')) { session.root = true; return; }
-    const perms = [];
-    for (const r of roles) perms.push(...((await api.post('/v1/auth/role/get', { name: r })).permissions || []));
-    session.perms = perms;
+    // The caller's own roles and permissions (GET /v1/auth/whoami).
+    const me = await api.get('/v1/auth/whoami');
+    session.user = me.user || name;
+    session.root = !!me.root;
+    session.perms = me.permissions || [];
   } catch (_) {
-    session.perms = null; // not allowed to read its own roles: show every action
+    session.perms = null; // unknown: show every action, the server decides
   }
 }
 
