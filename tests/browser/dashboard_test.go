@@ -127,7 +127,15 @@ func get[T any](b *browser, ctx context.Context, step string, a chromedp.Action[
 
 // until waits for a JavaScript expression to be true.
 func until(expr string) chromedp.Action[chromedp.Void] {
-	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))
+	poll := chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		v, err := poll(ctx, t)
+		if err != nil {
+			page, _ := chromedp.Evaluate[string](`document.querySelector('main').innerText.slice(0, 600)`)(ctx, t)
+			return v, fmt.Errorf("waiting for %s: %w\npage shows: %s", expr, err, page)
+		}
+		return v, nil
+	}
 }
 
 // screenshot saves the viewport as docs/ui/NAME.png.
@@ -223,9 +231,9 @@ func TestDashboard(t *testing.T) {
 	// Browse to app/config through the tree and edit it.
 	br.run(br.ctx, "browse to app/config",
 		chromedp.Navigate(ui+"#/keys"),
-		until(`!!document.querySelector('#key-tree a[data-key="app/"]')`),
+		until(`!!document.querySelector('#key-tree a[data-key="app/"]') && document.querySelector('#key-count').textContent.includes('keys under')`),
 		chromedp.Click(css(`#key-tree a[data-key="app/"]`)),
-		until(`!!document.querySelector('#key-tree a[data-key="app/config"]')`),
+		until(`!!document.querySelector('#key-tree a[data-key="app/config"]') && document.querySelector('#key-count').textContent.includes('keys under app/')`),
 		chromedp.Click(css(`#key-tree a[data-key="app/config"]`)),
 		until(`(document.querySelector('#key-value')||{}).textContent?.includes('"blue"')`),
 		until(`document.querySelectorAll('#key-history tbody tr').length === 1`),

@@ -52,6 +52,11 @@ function headers(json) {
 }
 
 async function failure(r) {
+  if (r.status === 401 && token) {
+    // The token expired or was revoked: forget it; the page asks again.
+    token = null;
+    window.dispatchEvent(new Event('dkv-signed-out'));
+  }
   const t = await r.text();
   let msg = t.trim();
   let reason = r.headers.get('X-Dkv-Status') || '';

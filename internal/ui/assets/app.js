@@ -132,7 +132,9 @@ export function go(page, params) {
   location.hash = `#/${page}${q ? '?' + q : ''}`;
 }
 
+let routeGen = 0;
 function route() {
+  const gen = ++routeGen;
   cleanup();
   cleanup = () => {};
   const main = $('#page');
@@ -150,7 +152,7 @@ function route() {
     onStop(f) { stops.push(f); },
   };
   cleanup = () => stops.forEach((f) => f());
-  fn(ctx).catch((e) => { if (e instanceof api.ApiError && e.status === 401) { api.setToken(null); loginPage(main, 'Your session ended: ' + e.message); } else add(main, errBox(e)); });
+  fn(ctx).catch((e) => { if (gen !== routeGen) return; /* a page left behind */ if (e instanceof api.ApiError && e.status === 401) { api.setToken(null); loginPage(main, 'Your session ended: ' + e.message); } else add(main, errBox(e)); });
 }
 
 // ---- cluster ------------------------------------------------------------
@@ -283,7 +285,7 @@ async function keysPage(ctx) {
   const sel = q.get('k');
   const tree = h('ul', { class: 'tree', id: 'key-tree', 'aria-label': 'Keys under ' + (prefix || '/') });
   const more = h('button', { id: 'more-keys', hidden: true }, 'Load more');
-  const count = h('span', { class: 'muted', id: 'key-count' });
+  const count = h('div', { class: 'muted', id: 'key-count' }, 'Counting…'); // text from the start: no layout shift when the count arrives
   const crumbs = h('div', { class: 'row', 'aria-label': 'Path' });
   add(crumbs, h('a', { href: '#/keys' }, '(root)'));
   let acc = '';
@@ -527,10 +529,18 @@ async function leasesPage(ctx) {
   const tbody = h('tbody', { id: 'lease-rows' });
   const info = h('p', { class: 'muted' });
   add(main, h('h2', {}, 'Leases'), h('div', { class: 'card' }, info,
-    h('table', {}, h('thead', {}, h('tr', {}, ['Lease', 'TTL', 'Remaining', 'Attached keys', ''].map((t) => h('th', { scope: 'col' }, t)))), tbody)));
+    h('table', {}, h('thead', {}, h('tr', {}, ['Lease', 'TTL', 'Remaining', 'Attached keys and locks', ''].map((t) => h('th', { scope: 'col' }, t)))), tbody)));
   let rows = [];
   async function refresh() {
     const ls = (await api.get('/v1/lease/leases')).leases || [];
+    // Locks a lease holds or waits for (a lock's own lease holds no key).
+    const lockOf = {};
+    try {
+      for (const l of (await api.get('/v1/locks')).locks) {
+        (lockOf[String(l.lease)] ||= []).push(`holds lock ${l.key}`);
+        for (const w of l.waiters) (lockOf[String(w.lease)] ||= []).push(`waits for lock ${l.key}`);
+      }
+    } catch (_) { /* not allowed: keys only */ }
     const got = await Promise.all(ls.map((l) => api.post('/v1/lease/timetolive', { id: l.id, keys: true }).then((t) => ({ t, at: performance.now() })).catch(() => null)));
     rows = [];
     fill(tbody, );
@@ -550,7 +560,8 @@ async function leasesPage(ctx) {
       add(confirmCell, keys.every((k) => may('write', k)) ? revoke : '');
       const tr = h('tr', { 'data-lease': id, class: q.get('id') === id ? 'selected' : null },
         h('td', { class: 'mono' }, id), h('td', { class: 'num' }, fmtMs(num(g.t.granted_ttl_ms))), remaining,
-        h('td', { class: 'mono' }, keys.length ? keys.slice(0, 20).map((k) => h('div', {}, h('a', { href: '#/keys?' + new URLSearchParams({ p: k.slice(0, k.lastIndexOf('/') + 1), k }), 'data-lease-key': k }, k))) : h('span', { class: 'muted' }, 'none'), keys.length > 20 ? h('div', { class: 'muted' }, `and ${keys.length - 20} more`) : null),
+        h('td', { class: 'mono' }, keys.length ? keys.slice(0, 20).map((k) => h('div', {}, h('a', { href: '#/keys?' + new URLSearchParams({ p: k.slice(0, k.lastIndexOf('/') + 1), k }), 'data-lease-key': k }, k))) : (lockOf[id] ? null : h('span', { class: 'muted' }, 'none')), keys.length > 20 ? h('div', { class: 'muted' }, `and ${keys.length - 20} more`) : null,
+          (lockOf[id] || []).map((x) => h('div', { class: 'muted', 'data-lease-lock': id }, x))),
         confirmCell);
       rows.push({ remaining, ms: num(g.t.remaining_ms), at: g.at });
       tbody.append(tr);
@@ -649,6 +660,7 @@ async function main() {
   } catch (e) { session.enabled = false; }
   renderWho();
   window.addEventListener('hashchange', route);
+  window.addEventListener('dkv-signed-out', () => { renderWho(); route(); });
   route();
 }
 main();
