@@ -153,6 +153,17 @@ func screenshot(name string) chromedp.Action[chromedp.Void] {
 	}
 }
 
+// fullScreenshot saves the whole page, beyond the viewport.
+func fullScreenshot(name string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		buf, err := chromedp.FullScreenshot(100)(ctx, t)
+		if err != nil {
+			return chromedp.Void{}, err
+		}
+		return chromedp.Void{}, os.WriteFile(filepath.Join("..", "..", "docs", "ui", name+".png"), buf, 0o644)
+	}
+}
+
 func css(s string) chromedp.CSS { return chromedp.CSS(s) }
 
 func jsString(s string) string { return fmt.Sprintf("%q", s) }
@@ -204,12 +215,28 @@ func TestDashboard(t *testing.T) {
 	}
 	ui := "http://" + n1 + "/ui/"
 
-	// Cluster page: the leader, every member with its role.
+	// Cluster page: the leader, every member with its role. Some writes
+	// and reads on n1 meanwhile, for its charts.
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		for i := range 400 {
+			k := b64(fmt.Sprintf("load/k%03d", i%50))
+			if call(ctx, n1, "POST", "/v1/kv/put", map[string]any{"key": k, "value": b64("x")}, nil) != nil ||
+				call(ctx, n1, "POST", "/v1/kv/range", map[string]any{"key": k}, nil) != nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // pacing the load over a few scrapes, not a synchronisation
+		}
+	}()
 	br.run(br.ctx, "cluster page",
 		chromedp.Navigate(ui+"#/cluster"),
 		until(`document.querySelectorAll('#members tr[data-member]').length === 3 && document.querySelector('#leader-name').textContent !== 'none'`),
 		until(`document.querySelector('#rate-now').textContent.includes('writes/s')`), // two scrapes of /metrics
-		screenshot("cluster"))
+		until(`document.querySelector('#latency-now').textContent.includes('proposal')`),
+		until(`Number(document.querySelector('#rate-chart').dataset.points) >= 4`),
+		fullScreenshot("cluster"))
+	<-loadDone
 	shown := get(br, br.ctx, "leader name", chromedp.Text(css("#leader-name")))
 	if shown != leader {
 		t.Errorf("cluster page names %q the leader; the members agree on %q", shown, leader)

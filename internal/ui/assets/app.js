@@ -169,6 +169,24 @@ function rates(samples) {
   return { reads, writes };
 }
 
+// buckets reads a histogram's cumulative buckets: {le: count}.
+function buckets(samples, name) {
+  const b = {};
+  for (const s of samples) if (s.name === name + '_bucket') b[s.labels.le] = s.value;
+  return b;
+}
+
+// p99 over the interval between two scrapes of a histogram: the upper
+// bound of the first bucket holding 99% of the observations made in it
+// (in ms; null without observations).
+function p99(prev, cur) {
+  const total = (cur['+Inf'] || 0) - (prev['+Inf'] || 0);
+  if (total <= 0) return null;
+  const les = Object.keys(cur).filter((le) => le !== '+Inf').sort((x, y) => Number(x) - Number(y));
+  for (const le of les) if ((cur[le] || 0) - (prev[le] || 0) >= 0.99 * total) return Number(le) * 1000;
+  return les.length ? Number(les[les.length - 1]) * 1000 : null;
+}
+
 async function clusterPage(ctx) {
   const { main } = ctx;
   const summary = h('div', { class: 'card', id: 'cluster-summary' }, 'Loading…');
@@ -176,9 +194,14 @@ async function clusterPage(ctx) {
   const canvas = h('canvas', { id: 'rate-chart', role: 'img', 'aria-label': 'Writes and reads per second over the last five minutes' });
   const chart = new Chart(canvas, [{ name: 'writes/s', color: '#d7482a' }, { name: 'reads/s', color: '#2a5bd7' }]);
   const rateNow = h('span', { class: 'muted', id: 'rate-now' });
+  const latCanvas = h('canvas', { id: 'latency-chart', role: 'img', 'aria-label': 'Proposal and fsync latency p99 over the last five minutes' });
+  const latChart = new Chart(latCanvas, [{ name: 'proposal p99', color: '#7a2ad7' }, { name: 'fsync p99', color: '#1d7a3a' }]);
+  const latNow = h('span', { class: 'muted', id: 'latency-now' });
   add(main, h('h2', {}, 'Cluster'), summary, members,
     h('div', { class: 'card' }, h('h3', {}, 'Requests on this member ', rateNow),
-      h('div', { class: 'legend' }, h('span', {}, h('i', { style: 'background:#d7482a' }), 'writes/s'), h('span', {}, h('i', { style: 'background:#2a5bd7' }), 'reads/s')), canvas));
+      h('div', { class: 'legend' }, h('span', {}, h('i', { style: 'background:#d7482a' }), 'writes/s'), h('span', {}, h('i', { style: 'background:#2a5bd7' }), 'reads/s')), canvas),
+    h('div', { class: 'card' }, h('h3', {}, 'Latency on this member, p99 in ms ', latNow),
+      h('div', { class: 'legend' }, h('span', {}, h('i', { style: 'background:#7a2ad7' }), 'proposal (hand-off to applied)'), h('span', {}, h('i', { style: 'background:#1d7a3a' }), 'fsync (raft log write)')), latCanvas));
   let last = null;
   ctx.every(2000, async () => {
     try {
@@ -189,8 +212,12 @@ async function clusterPage(ctx) {
         const w = Math.max(0, (r.writes - last.r.writes) / dt), rd = Math.max(0, (r.reads - last.r.reads) / dt);
         chart.add(t, [w, rd]);
         rateNow.textContent = `— now ${w.toFixed(1)} writes/s, ${rd.toFixed(1)} reads/s`;
+        const pp = p99(last.prop, buckets(samples, 'dkv_proposal_seconds'));
+        const fp = p99(last.fsync, buckets(samples, 'dkv_raft_persist_seconds'));
+        latChart.add(t, [pp || 0, fp || 0]);
+        latNow.textContent = `— last 2 s: proposal ${pp === null ? 'none' : '≤ ' + pp.toFixed(2)}, fsync ${fp === null ? 'none' : '≤ ' + fp.toFixed(2)}`;
       }
-      last = { t, r };
+      last = { t, r, prop: buckets(samples, 'dkv_proposal_seconds'), fsync: buckets(samples, 'dkv_raft_persist_seconds') };
       ctx.quota = (samples.find((s) => s.name === 'dkv_quota_bytes') || {}).value || 0;
     } catch (e) { rateNow.textContent = '— metrics unavailable: ' + describe(e); }
   });
@@ -219,7 +246,7 @@ async function clusterPage(ctx) {
       const reach = (m.reachability || {}).state || 'STATE_UNKNOWN';
       const health = reach === 'STATE_SELF' || reach === 'STATE_REACHABLE'
         ? h('span', { class: 'badge ok' }, reach === 'STATE_SELF' ? 'this member' : `reachable${m.reachability.last_contact_ms ? ', ' + fmtMs(num(m.reachability.last_contact_ms)) + ' ago' : ''}`)
-        : reach === 'STATE_UNREACHABLE' ? h('span', { class: 'badge bad' }, `unreachable${m.reachability.last_contact_ms ? ', last ' + fmtMs(num(m.reachability.last_contact_ms)) + ' ago' : ''}`) : h('span', { class: 'badge warn' }, 'unknown');
+        : reach === 'STATE_UNREACHABLE' ? h('span', { class: 'badge bad' }, `unreachable${m.reachability.last_contact_ms ? ', last ' + fmtMs(num(m.reachability.last_contact_ms)) + ' ago' : ''}`) : h('span', { class: 'badge warn', title: 'A follower hears only from the leader: ask the leader\'s /ui/' }, 'unknown to this member');
       const p = prog[m.id];
       const alarms = (st.alarms || []).filter((a) => a.member_id === m.id).map((a) => a.alarm).join(', ');
       const size = self ? h('div', {}, `${fmtBytes(st.db_size)} (in use ${fmtBytes(st.db_size_in_use)})${quota ? ' of ' + fmtBytes(quota) : ', no quota'}`,

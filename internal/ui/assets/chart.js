@@ -10,6 +10,7 @@ export class Chart {
   add(t, values) {
     this.points.push({ t, values });
     while (this.points.length && this.points[0].t < t - this.windowMs) this.points.shift();
+    this.canvas.dataset.points = String(this.points.length);
     this.draw();
   }
   draw() {
@@ -33,7 +34,7 @@ export class Chart {
       g.beginPath(); g.moveTo(padL, y(v)); g.lineTo(w - 4, y(v)); g.stroke();
       g.fillText(fmt(v), 2, y(v) + 4);
     }
-    for (let m = 0; m <= 5; m++) g.fillText(m === 0 ? 'now' : `-${m}m`, x(now - m * 60000) - 10, h - 4);
+    for (let m = 0; m <= 5; m++) g.fillText(m === 0 ? 'now' : `-${m}m`, Math.min(w - 26, Math.max(padL - 10, x(now - m * 60000) - 10)), h - 4);
     this.series.forEach((s, i) => {
       g.strokeStyle = s.color; g.lineWidth = 2; g.beginPath();
       this.points.forEach((p, j) => { const f = j ? 'lineTo' : 'moveTo'; g[f](x(p.t), y(p.values[i])); });
@@ -47,4 +48,4 @@ function niceMax(v) {
   for (const m of [1, 2, 5, 10]) if (v <= m * e) return m * e;
   return 10 * e;
 }
-function fmt(v) { return v >= 1000 ? (v / 1000).toFixed(1) + 'k' : v % 1 ? v.toFixed(1) : String(v); }
+function fmt(v) { return v >= 1000 ? (v / 1000).toFixed(1) + 'k' : v === 0 ? '0' : v < 1 ? v.toPrecision(2) : v % 1 ? v.toFixed(1) : String(v); }
