@@ -164,6 +164,17 @@ func fullScreenshot(name string) chromedp.Action[chromedp.Void] {
 	}
 }
 
+// fill sets a form field's value as typing would (with an input event).
+func fill(sel, value string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		ok, err := chromedp.Evaluate[bool](fmt.Sprintf(`(e => { if (!e) return false; e.value = %q; e.dispatchEvent(new Event('input', {bubbles: true})); return true })(document.querySelector(%q))`, value, sel))(ctx, t)
+		if err == nil && !ok {
+			err = fmt.Errorf("no %s on the page", sel)
+		}
+		return chromedp.Void{}, err
+	}
+}
+
 func css(s string) chromedp.CSS { return chromedp.CSS(s) }
 
 func jsString(s string) string { return fmt.Sprintf("%q", s) }
@@ -276,6 +287,22 @@ func TestDashboard(t *testing.T) {
 	br.run(watchTab, "see the edit in the watch",
 		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('app/config') && r.textContent.includes('green'))`),
 		screenshot("watch"))
+
+	// Pause holds events back until Resume; a watch from a past revision
+	// replays history (the first put of app/config, still blue).
+	br.run(watchTab, "pause", chromedp.Click(css("#watch-pause")), until(`document.querySelector('#watch-status').textContent.startsWith('paused')`))
+	put("app/feature/beta", "paused-write")
+	br.run(watchTab, "held while paused",
+		until(`document.querySelector('#watch-status').textContent === 'paused, 1 events held'`),
+		until(`![...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('paused-write'))`),
+		chromedp.Click(css("#watch-pause")),
+		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('paused-write'))`),
+		fill("#watch-filter", "beta"),
+		until(`[...document.querySelectorAll('#watch-events tr')].filter(r => !r.hidden).every(r => r.textContent.includes('beta'))`),
+		fill("#watch-filter", ""),
+		fill("#watch-rev", "1"),
+		chromedp.Click(css("#watch-start")),
+		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('app/config') && r.textContent.includes('"blue"'))`))
 
 	// A stale edit: someone writes while the form is open; saving says so.
 	br.run(br.ctx, "open the editor", chromedp.Click(css("#edit-key")), chromedp.WaitVisible(css("#edit-value")))
