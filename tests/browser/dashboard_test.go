@@ -201,6 +201,8 @@ func TestDashboard(t *testing.T) {
 	put("app/feature/dark-mode", "off")
 	put("jobs/invoice:101", "pending")
 	put("dkv.flags/checkout", `{"enabled":true,"rollout":25}`)
+	// A dead-lettered job, as client/recipe's Queue stores one.
+	put("dkv.queue/emails/d/0000018f2b3c4d5e6a7b8c9d", `{"id":"0000018f2b3c4d5e6a7b8c9d","payload":"`+b64("welcome mail to ann")+`","run_at_ms":1764600000000,"enqueued_ms":1764600000000,"attempt":3,"max_attempts":3,"last_error":"smtp: connection timed out","dead_ms":1764600300000}`)
 	var lease struct{ ID string }
 	if err := call(ctx, n1, "POST", "/v1/lease/grant", map[string]any{"ttl_ms": 300000}, &lease); err != nil {
 		t.Fatal(err)
@@ -345,6 +347,7 @@ func TestDashboard(t *testing.T) {
 	br.run(br.ctx, "recipes page",
 		chromedp.Navigate(ui+"#/recipes"),
 		until(`document.querySelector('#flags')?.textContent.includes('checkout')`),
+		until(`document.querySelector('[data-queue="emails"]')?.textContent.includes('1') && document.querySelector('[data-dead="emails"]')?.textContent.includes('smtp: connection timed out')`),
 		screenshot("recipes"))
 
 	// Phone width: nothing wider than the screen, the menu still there.

@@ -657,7 +657,20 @@ async function recipesPage(ctx) {
       const names = Object.keys(byQ).sort();
       fill(queues, h('h3', {}, 'Queues'), names.length ? h('table', {}, h('thead', {}, h('tr', {}, ['Queue', 'Visible', 'Claimed', 'Scheduled', 'Dead letters', 'Oldest visible'].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, names.map((n) => { const x = byQ[n]; return h('tr', { 'data-queue': n }, h('td', { class: 'mono' }, n), h('td', { class: 'num' }, x.visible || 0), h('td', { class: 'num' }, x.claimed || 0), h('td', { class: 'num' }, x.scheduled || 0), h('td', { class: 'num' }, x.dead ? h('span', { class: 'badge bad' }, x.dead) : 0), h('td', { class: 'num' }, fmtMs((x.age || 0) * 1000))); })))
-        : h('p', { class: 'muted' }, 'No queues.'), h('p', { class: 'muted' }, 'Counts from this member\'s /metrics; requeue dead letters with dkv queue requeue QUEUE.'));
+        : h('p', { class: 'muted' }, 'No queues.'), h('p', { class: 'muted' }, 'Counts from this member\'s /metrics.'));
+      // The oldest dead letters of each queue that has some (job records
+      // are JSON under dkv.queue/NAME/d/ID).
+      for (const n of names.filter((q) => byQ[q].dead)) {
+        const p = `dkv.queue/${n}/d/`;
+        let r;
+        try { r = await api.range({ key: api.b64(p), range_end: api.prefixEnd(p), limit: '20' }); } catch (_) { continue; }
+        const jobs = (r.kvs || []).map((kv) => { try { return JSON.parse(api.str(kv.value)); } catch (_) { return null; } }).filter(Boolean);
+        add(queues, h('h3', {}, `Dead letters of ${n}`), h('table', { 'data-dead': n }, h('thead', {}, h('tr', {}, ['Job', 'Attempts', 'Last error', 'Dead since', 'Payload', 'Requeue with'].map((t) => h('th', { scope: 'col' }, t)))),
+          h('tbody', {}, jobs.map((j) => h('tr', {}, h('td', { class: 'mono' }, j.id), h('td', { class: 'num' }, `${j.attempt || 0} of ${j.max_attempts || '?'}`), h('td', {}, j.last_error || ''),
+            h('td', {}, j.dead_ms ? new Date(j.dead_ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC' : ''), h('td', { class: 'mono' }, preview(api.unb64(j.payload || ''), 40)),
+            h('td', { class: 'mono' }, `dkv queue requeue ${n} ${j.id}`))))),
+          r.more ? h('p', { class: 'muted' }, 'Showing the oldest 20.') : null);
+      }
     } catch (e) { fill(queues, h('h3', {}, 'Queues'), errBox(e)); }
     try {
       const r = await api.range({ key: api.b64('dkv.flags/'), range_end: api.prefixEnd('dkv.flags/'), limit: '200' });
