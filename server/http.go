@@ -13,6 +13,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/ui"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/metadata"
@@ -20,8 +21,8 @@ import (
 )
 
 // startHTTP serves the HTTP/JSON gateway (/v1/...), the plain-value key
-// endpoint (/v1/keys/KEY), /metrics, /livez, /readyz and, with Pprof,
-// /debug/pprof. The gateway reaches the gRPC services in-process.
+// endpoint (/v1/keys/KEY), the dashboard (/ui/, internal/ui), /metrics,
+// /livez, /readyz and, with Pprof, /debug/pprof. The gateway reaches the gRPC services in-process.
 func (s *Server) startHTTP(ctx context.Context) error {
 	if s.httpLis == nil {
 		return nil
@@ -73,6 +74,11 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	mux.HandleFunc("/v1/keys/", s.handleKey)
 	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
 	mux.HandleFunc("POST /v1/watch", s.handleWatchPost(gw))
+	mux.HandleFunc("GET /v1/locks", s.handleLocksHTTP)
+	mux.HandleFunc("GET /v1/cluster/progress", s.handleProgressHTTP)
+	mux.HandleFunc("GET /v1/auth/whoami", s.handleWhoamiHTTP)
+	mux.Handle("/ui/", ui.Handler())
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/lock"
+	"github.com/dkv-io/dkv/internal/mvcc"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// maxLocksListed bounds one GET /v1/locks answer.
+const maxLocksListed = 1000
+
+// lockListEntry is one held lock in GET /v1/locks. Keys are strings
+// (JSON-escaped), as in the plain /v1/keys/ endpoint.
+type lockListEntry struct {
+	Key         string           `json:"key"`
+	Owner       string           `json:"owner"`
+	Lease       int64            `json:"lease"`
+	Token       int64            `json:"token"`
+	RemainingMs int64            `json:"remaining_ms"`
+	LastToken   int64            `json:"last_token"`
+	Waiters     []lockListWaiter `json:"waiters"`
+}
+
+type lockListWaiter struct {
+	Owner string `json:"owner"`
+	Lease int64  `json:"lease"`
+}
+
+type lockListResponse struct {
+	Revision int64           `json:"revision"`
+	Locks    []lockListEntry `json:"locks"`
+	More     bool            `json:"more"`
+}
+
+// handleLocksHTTP serves GET /v1/locks[?prefix=P][&limit=N]: the held
+// locks whose key starts with P, in key order, each with its holder,
+// fencing token, remaining time and FIFO queue of waiters. Lock.Describe
+// answers for one known key; this lists them (the dashboard's locks and
+// elections pages). With auth on, only locks the caller may Describe are
+// listed.
+func (s *Server) handleLocksHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	prefix := []byte(q.Get("prefix"))
+	limit := maxLocksListed
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLocksListed {
+			httpError(w, dkverr.New(dkverr.InvalidInput, "limit %q must be an integer from 1 to %d", v, maxLocksListed))
+			return
+		}
+		limit = n
+	}
+	ctx := httpAuthContext(r)
+	if err := s.node.WaitLinearizable(ctx); err != nil {
+		httpError(w, wireError(err))
+		return
+	}
+	snap := s.store.DB().NewSnapshot()
+	defer snap.Close()
+	var keys [][]byte
+	err := lock.HeldKeys(snap, func(k []byte) {
+		if bytes.HasPrefix(k, prefix) {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+	})
+	if err != nil {
+		httpError(w, dkverr.New(dkverr.Internal, "%v", err))
+		return
+	}
+	resp := lockListResponse{Locks: []lockListEntry{}}
+	for _, k := range keys {
+		if _, err := s.checkCall(ctx, dkvpb.Lock_Describe_FullMethodName, &dkvpb.LockDescribeRequest{Key: k}); err != nil {
+			if c := dkverr.CodeOf(err); c == dkverr.Unauthenticated {
+				httpError(w, wireError(err))
+				return
+			}
+			continue // not the caller's to see
+		}
+		if len(resp.Locks) == limit {
+			resp.More = true
+			break
+		}
+		st, err := mvcc.DescribeLock(snap, k)
+		if err != nil {
+			httpError(w, dkverr.New(dkverr.Internal, "%v", err))
+			return
+		}
+		if st.Holder == nil {
+			continue
+		}
+		e := lockListEntry{Key: string(k), Owner: st.Holder.Owner, Lease: st.Holder.Lease, Token: st.Holder.Token,
+			LastToken: st.LastToken, Waiters: []lockListWaiter{}}
+		if _, rem, ok := s.lessor.Remaining(st.Holder.Lease); ok {
+			e.RemainingMs = rem.Milliseconds()
+		}
+		err = lock.Waiters(snap, k, func(wt lock.Waiter) bool {
+			e.Waiters = append(e.Waiters, lockListWaiter{Owner: wt.Owner, Lease: wt.Lease})
+			return len(e.Waiters) < maxLocksListed
+		})
+		if err != nil {
+			httpError(w, dkverr.New(dkverr.Internal, "%v", err))
+			return
+		}
+		resp.Locks = append(resp.Locks, e)
+	}
+	resp.Revision = s.header(0).GetRevision()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}
+
+// progressEntry is one member's replication progress as the leader sees it.
+type progressEntry struct {
+	ID        string `json:"id"` // decimal, as uint64 does not fit a JavaScript number
+	Match     uint64 `json:"match"`
+	Lag       uint64 `json:"lag"`
+	Learner   bool   `json:"learner"`
+	Active    bool   `json:"recent_active"`
+	Replicate bool   `json:"replicating"`
+}
+
+type progressResponse struct {
+	MemberID string          `json:"member_id"`
+	IsLeader bool            `json:"is_leader"`
+	Progress []progressEntry `json:"progress"`
+}
+
+// handleProgressHTTP serves GET /v1/cluster/progress: on the leader, each
+// member's replicated (match) index and its lag behind the leader's last
+// index; on another member, is_leader false and no progress (only the
+// leader tracks it: ask the leader's HTTP port). With auth on it needs what MemberList needs.
+func (s *Server) handleProgressHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.checkCall(httpAuthContext(r), dkvpb.Cluster_MemberList_FullMethodName, &dkvpb.MemberListRequest{}); err != nil {
+		httpError(w, wireError(err))
+		return
+	}
+	resp := progressResponse{MemberID: strconv.FormatUint(s.memberID, 10), Progress: []progressEntry{}}
+	err := s.node.Inspect(r.Context(), func(rn *raft.RawNode) {
+		if rn.BasicStatus().RaftState != raft.StateLeader {
+			return
+		}
+		resp.IsLeader = true
+		var last uint64
+		rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id == s.memberID {
+				last = pr.Match
+			}
+		})
+		rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			resp.Progress = append(resp.Progress, progressEntry{ID: strconv.FormatUint(id, 10), Match: pr.Match,
+				Lag: last - min(last, pr.Match), Learner: pr.IsLearner, Active: pr.RecentActive || id == s.memberID,
+				Replicate: pr.State == tracker.StateReplicate})
+		})
+	})
+	if err != nil {
+		httpError(w, wireError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}

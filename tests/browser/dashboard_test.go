@@ -1,0 +1,375 @@
+package browser
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium finds the browser: $DKV_CHROMIUM, else Debian's chromium. It
+// skips the test when there is none, or fails it under CI=true (CI must
+// run it: .ci/run installs chromium).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("DKV_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	msg := "no chromium found (install Debian's chromium: apt-get install -y chromium, or set DKV_CHROMIUM)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + "; CI=true, so the browser test must run")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// browser is a headless Chromium whose tabs fail the test on any
+// JavaScript console error, uncaught exception or error log entry.
+type browser struct {
+	t      *testing.T
+	ctx    context.Context
+	mu     sync.Mutex
+	errors []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // root in CI containers
+		chromedp.WindowSize(1280, 800),
+	)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	b := &browser{t: t}
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	b.ctx = ctx
+	b.watch(ctx)
+	return b
+}
+
+// watch records the tab's console errors and exceptions.
+func (b *browser) watch(ctx context.Context) {
+	if err := chromedp.Do(ctx); err != nil { // start the browser and open the tab
+		b.t.Fatalf("start chromium: %v", err)
+	}
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			// An API answer the page handles (a 409 conflict shown to the
+			// user) is logged by the browser's network layer; that is not a
+			// JavaScript error. A failed asset or any script error is.
+			apiAnswer := m.Source == "network" && strings.Contains(m.URL, "/v1/")
+			if (m.Type == chromedp.ConsoleError && !apiAnswer) || m.IsException() {
+				b.mu.Lock()
+				b.errors = append(b.errors, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line))
+				b.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// tab opens another tab in the same browser.
+func (b *browser) tab() context.Context {
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	b.t.Cleanup(cancel)
+	b.watch(ctx)
+	return ctx
+}
+
+func (b *browser) checkErrors() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.errors) > 0 {
+		b.t.Fatalf("JavaScript errors in the dashboard:\n  %s", strings.Join(b.errors, "\n  "))
+	}
+}
+
+// run runs steps in the tab ctx with a deadline, failing the test with
+// the step that failed.
+func (b *browser) run(ctx context.Context, step string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(c, steps...); err != nil {
+		b.t.Fatalf("%s: %v", step, err)
+	}
+	b.checkErrors()
+}
+
+// get runs one action that returns a value.
+func get[T any](b *browser, ctx context.Context, step string, a chromedp.Action[T]) T {
+	b.t.Helper()
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(c, a)
+	if err != nil {
+		b.t.Fatalf("%s: %v", step, err)
+	}
+	return v
+}
+
+// until waits for a JavaScript expression to be true.
+func until(expr string) chromedp.Action[chromedp.Void] {
+	poll := chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		v, err := poll(ctx, t)
+		if err != nil {
+			page, _ := chromedp.Evaluate[string](`document.querySelector('main').innerText.slice(0, 600)`)(ctx, t)
+			return v, fmt.Errorf("waiting for %s: %w\npage shows: %s", expr, err, page)
+		}
+		return v, nil
+	}
+}
+
+// screenshot saves the viewport as docs/ui/NAME.png.
+func screenshot(name string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		buf, err := chromedp.CaptureScreenshot()(ctx, t)
+		if err != nil {
+			return chromedp.Void{}, err
+		}
+		dir := filepath.Join("..", "..", "docs", "ui")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return chromedp.Void{}, err
+		}
+		return chromedp.Void{}, os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644)
+	}
+}
+
+// fullScreenshot saves the whole page, beyond the viewport.
+func fullScreenshot(name string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		buf, err := chromedp.FullScreenshot(100)(ctx, t)
+		if err != nil {
+			return chromedp.Void{}, err
+		}
+		return chromedp.Void{}, os.WriteFile(filepath.Join("..", "..", "docs", "ui", name+".png"), buf, 0o644)
+	}
+}
+
+// fill sets a form field's value as typing would (with an input event).
+func fill(sel, value string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		ok, err := chromedp.Evaluate[bool](fmt.Sprintf(`(e => { if (!e) return false; e.value = %q; e.dispatchEvent(new Event('input', {bubbles: true})); return true })(document.querySelector(%q))`, value, sel))(ctx, t)
+		if err == nil && !ok {
+			err = fmt.Errorf("no %s on the page", sel)
+		}
+		return chromedp.Void{}, err
+	}
+}
+
+func css(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+func jsString(s string) string { return fmt.Sprintf("%q", s) }
+
+// TestDashboard drives the dashboard as a user would, against a 3-member
+// cluster: the cluster page names the leader, a key is browsed to and
+// edited (and a stale edit is refused as a conflict), the edit streams
+// into a live watch in another tab, a lock's holder and waiter are
+// shown, and revoking a lease makes its key vanish.
+func TestDashboard(t *testing.T) {
+	br := newBrowser(t)
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n1 := c.members[0].http
+	put := func(k, v string) {
+		t.Helper()
+		if err := call(ctx, n1, "POST", "/v1/kv/put", map[string]any{"key": b64(k), "value": b64(v)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("app/config", `{"color":"blue","replicas":3}`)
+	put("app/feature/beta", "on")
+	put("app/feature/dark-mode", "off")
+	put("jobs/invoice:101", "pending")
+	put("dkv.flags/checkout", `{"enabled":true,"rollout":25}`)
+	// A dead-lettered job, as client/recipe's Queue stores one.
+	put("dkv.queue/emails/d/0000018f2b3c4d5e6a7b8c9d", `{"id":"0000018f2b3c4d5e6a7b8c9d","payload":"`+b64("welcome mail to ann")+`","run_at_ms":1764600000000,"enqueued_ms":1764600000000,"attempt":3,"max_attempts":3,"last_error":"smtp: connection timed out","dead_ms":1764600300000}`)
+	var lease struct{ ID string }
+	if err := call(ctx, n1, "POST", "/v1/lease/grant", map[string]any{"ttl_ms": 300000}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(ctx, n1, "POST", "/v1/kv/put", map[string]any{"key": b64("dkv.presence/web/web-2"), "value": b64(`{"zone":"a"}`), "lease": lease.ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A lock with a holder and a waiter (the waiter's request blocks).
+	if err := call(ctx, n1, "POST", "/v1/lock/acquire", map[string]any{"key": b64("invoice:101"), "owner": "worker-a", "ttl_ms": 300000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go call(wctx, c.members[1].http, "POST", "/v1/lock/acquire", map[string]any{"key": b64("invoice:101"), "owner": "worker-b", "ttl_ms": 300000, "wait": true}, nil)
+	// An election: the lock "scheduler" and its candidates' values.
+	if err := call(ctx, n1, "POST", "/v1/lock/acquire", map[string]any{"key": b64("scheduler"), "owner": "node-1", "ttl_ms": 300000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	put("scheduler/candidates/node-1", "10.0.0.1:8080")
+	leader, err := c.leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui := "http://" + n1 + "/ui/"
+
+	// Cluster page: the leader, every member with its role. Some writes
+	// and reads on n1 meanwhile, for its charts.
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		for i := range 400 {
+			k := b64(fmt.Sprintf("load/k%03d", i%50))
+			if call(ctx, n1, "POST", "/v1/kv/put", map[string]any{"key": k, "value": b64("x")}, nil) != nil ||
+				call(ctx, n1, "POST", "/v1/kv/range", map[string]any{"key": k}, nil) != nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // pacing the load over a few scrapes, not a synchronisation
+		}
+	}()
+	br.run(br.ctx, "cluster page",
+		chromedp.Navigate(ui+"#/cluster"),
+		until(`document.querySelectorAll('#members tr[data-member]').length === 3 && document.querySelector('#leader-name').textContent !== 'none'`),
+		until(`document.querySelector('#rate-now').textContent.includes('writes/s')`), // two scrapes of /metrics
+		until(`document.querySelector('#latency-now').textContent.includes('proposal')`),
+		until(`Number(document.querySelector('#rate-chart').dataset.points) >= 4`),
+		fullScreenshot("cluster"))
+	<-loadDone
+	shown := get(br, br.ctx, "leader name", chromedp.Text(css("#leader-name")))
+	if shown != leader {
+		t.Errorf("cluster page names %q the leader; the members agree on %q", shown, leader)
+	}
+	role := get(br, br.ctx, "leader's role", chromedp.Text(css(fmt.Sprintf(`#members tr[data-member=%q] [data-role]`, leader))))
+	if role != "leader" {
+		t.Errorf("the leader's row says %q", role)
+	}
+
+	// A live watch on app/ in a second tab.
+	watchTab := br.tab()
+	br.run(watchTab, "start a watch",
+		chromedp.Navigate(ui+"#/watch"),
+		chromedp.WaitVisible(css("#watch-key")),
+		chromedp.SendKeys(css("#watch-key"), "app/"),
+		chromedp.Click(css("#watch-start")),
+		until(`document.querySelector('#watch-status').dataset.state === 'watching'`))
+
+	// Browse to app/config through the tree and edit it.
+	br.run(br.ctx, "browse to app/config",
+		chromedp.Navigate(ui+"#/keys"),
+		until(`!!document.querySelector('#key-tree a[data-key="app/"]') && document.querySelector('#key-count').textContent.includes('keys under')`),
+		chromedp.Click(css(`#key-tree a[data-key="app/"]`)),
+		until(`!!document.querySelector('#key-tree a[data-key="app/config"]') && document.querySelector('#key-count').textContent.includes('keys under app/')`),
+		chromedp.Click(css(`#key-tree a[data-key="app/config"]`)),
+		until(`(document.querySelector('#key-value')||{}).textContent?.includes('"blue"')`),
+		until(`document.querySelectorAll('#key-history tbody tr').length === 1`),
+		screenshot("keys"),
+		chromedp.Click(css("#edit-key")),
+		chromedp.WaitVisible(css("#edit-value")),
+		chromedp.SetValue(css("#edit-value"), `{"color":"green","replicas":3}`),
+		chromedp.Click(css("#save-key")),
+		until(`document.querySelector('#key-version')?.textContent === '2' && document.querySelector('#key-value').textContent.includes('"green"')`),
+		until(`document.querySelectorAll('#key-history tbody tr').length === 2 && document.querySelector('#diff-out ins')?.textContent.includes('green')`))
+
+	// The edit arrives in the other tab's watch.
+	br.run(watchTab, "see the edit in the watch",
+		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('app/config') && r.textContent.includes('green'))`),
+		screenshot("watch"))
+
+	// Pause holds events back until Resume; a watch from a past revision
+	// replays history (the first put of app/config, still blue).
+	br.run(watchTab, "pause", chromedp.Click(css("#watch-pause")), until(`document.querySelector('#watch-status').textContent.startsWith('paused')`))
+	put("app/feature/beta", "paused-write")
+	br.run(watchTab, "held while paused",
+		until(`document.querySelector('#watch-status').textContent === 'paused, 1 events held'`),
+		until(`![...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('paused-write'))`),
+		chromedp.Click(css("#watch-pause")),
+		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('paused-write'))`),
+		fill("#watch-filter", "beta"),
+		until(`[...document.querySelectorAll('#watch-events tr')].filter(r => !r.hidden).every(r => r.textContent.includes('beta'))`),
+		fill("#watch-filter", ""),
+		fill("#watch-rev", "1"),
+		chromedp.Click(css("#watch-start")),
+		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('app/config') && r.textContent.includes('"blue"'))`))
+
+	// A stale edit: someone writes while the form is open; saving says so.
+	br.run(br.ctx, "open the editor", chromedp.Click(css("#edit-key")), chromedp.WaitVisible(css("#edit-value")))
+	put("app/config", `{"color":"red"}`)
+	br.run(br.ctx, "stale save is a conflict",
+		chromedp.SetValue(css("#edit-value"), `{"color":"purple"}`),
+		chromedp.Click(css("#save-key")),
+		until(`document.querySelector('#conflict')?.textContent.includes('changed by someone else')`))
+	var kv struct {
+		Kvs []struct{ Value string }
+	}
+	if err := call(ctx, n1, "POST", "/v1/kv/range", map[string]any{"key": b64("app/config")}, &kv); err != nil || len(kv.Kvs) != 1 || kv.Kvs[0].Value != b64(`{"color":"red"}`) {
+		t.Errorf("after the refused save app/config is %+v (%v), want the other writer's value", kv, err)
+	}
+
+	// Locks: the holder and the waiter behind it; the election's leader.
+	br.run(br.ctx, "locks page",
+		chromedp.Navigate(ui+"#/locks"),
+		until(`document.querySelector('[data-holder="invoice:101"]')?.textContent === 'worker-a'`),
+		until(`document.querySelector('[data-waiters="invoice:101"]')?.textContent.includes('worker-b')`),
+		until(`document.querySelector('[data-election="scheduler"]')?.textContent.includes('10.0.0.1:8080')`),
+		screenshot("locks"))
+
+	// Leases: revoke the presence lease; its key vanishes.
+	id := jsString(lease.ID)
+	br.run(br.ctx, "leases page",
+		chromedp.Navigate(ui+"#/leases"),
+		until(`document.querySelector('[data-lease=`+id+`]')?.textContent.includes('dkv.presence/web/web-2')`),
+		screenshot("leases"),
+		chromedp.Click(css(`[data-revoke=`+id+`]`)),
+		chromedp.Click(css(`[data-confirm-revoke=`+id+`]`)),
+		until(`!document.querySelector('[data-lease=`+id+`]')`),
+		chromedp.Navigate(ui+"#/keys?p=dkv.presence%2Fweb%2F"),
+		until(`document.querySelector('#key-count')?.textContent.startsWith('0 keys')`))
+	var gone struct{ Kvs []any }
+	if err := call(ctx, n1, "POST", "/v1/kv/range", map[string]any{"key": b64("dkv.presence/web/web-2")}, &gone); err != nil || len(gone.Kvs) != 0 {
+		t.Errorf("after the revoke the leased key reads %+v (%v), want it gone", gone, err)
+	}
+
+	br.run(br.ctx, "recipes page",
+		chromedp.Navigate(ui+"#/recipes"),
+		until(`document.querySelector('#flags')?.textContent.includes('checkout')`),
+		until(`document.querySelector('[data-queue="emails"]')?.textContent.includes('1') && document.querySelector('[data-dead="emails"]')?.textContent.includes('smtp: connection timed out')`),
+		screenshot("recipes"))
+
+	// Phone width: nothing wider than the screen, the menu still there.
+	for _, page := range []string{"cluster", "keys?p=app%2F&k=app%2Fconfig"} {
+		br.run(br.ctx, "phone width "+page,
+			chromedp.EmulateViewport(390, 844),
+			chromedp.Navigate(ui+"#/"+page),
+			until(`!!document.querySelector('#members tr[data-member], #key-value')`))
+		overflow := get(br, br.ctx, "overflow", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+		if overflow {
+			t.Errorf("page %s is wider than a 390 px screen", page)
+		}
+	}
+	br.run(br.ctx, "phone screenshot", screenshot("phone"))
+	// Keyboard: the first Tab reaches the skip link, the next the menu.
+	br.run(br.ctx, "keyboard", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ui+"#/cluster"),
+		until(`!!document.querySelector('#leader-name')`),
+		chromedp.KeyEvent("\t"), chromedp.KeyEvent("\t"))
+	focused := get(br, br.ctx, "focus", chromedp.Evaluate[string](`document.activeElement.textContent`))
+	if focused != "Cluster" {
+		t.Errorf("after two Tabs the focus is on %q, want the Cluster menu entry", focused)
+	}
+	wcancel()
+	br.checkErrors()
+}
