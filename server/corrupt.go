@@ -162,8 +162,8 @@ func (s *Server) checkCorruption(ctx context.Context) error {
 			continue
 		}
 		if st.GetRevision() <= 0 {
-			// Nothing written yet, or a reply without details (a
-			// caller without root when auth is on): nothing to compare.
+			// A reply without details (a caller without root when auth
+			// is on; an empty store is at revision 1): nothing to compare.
 			continue
 		}
 		rev = min(rev, st.GetRevision())

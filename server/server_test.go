@@ -38,7 +38,7 @@ func TestPutGetSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	s, kv := startTestServer(t, dir)
 	ctx := context.Background()
-	var lastRev int64
+	lastRev := int64(1) // an empty store is at revision 1, as etcd's
 	for i := 0; i < 100; i++ {
 		resp, err := kv.Put(ctx, &dkvpb.PutRequest{Key: []byte("k"), Value: []byte{byte(i)}})
 		if err != nil {
@@ -56,15 +56,15 @@ func TestPutGetSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Kvs) != 1 || got.Kvs[0].Value[0] != 99 || got.Kvs[0].Version != 100 || got.Header.Revision != 100 {
+	if len(got.Kvs) != 1 || got.Kvs[0].Value[0] != 99 || got.Kvs[0].Version != 100 || got.Header.Revision != 101 {
 		t.Fatalf("after restart got %v", got)
 	}
-	old, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: []byte("k"), Revision: 10})
+	old, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: []byte("k"), Revision: 11})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if old.Kvs[0].Value[0] != 9 {
-		t.Fatalf("history at rev 10: %v", old.Kvs)
+		t.Fatalf("history at rev 11: %v", old.Kvs)
 	}
 }
 

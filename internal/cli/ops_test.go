@@ -56,11 +56,11 @@ func TestCLIOperations(t *testing.T) {
 		if strings.Contains(got, "\r") {
 			t.Errorf("save drew a progress bar into a pipe: %q", got)
 		}
-		if !regexp.MustCompile(`^saved .*b\.snap: revision 3, 3 keys, .* from member default \([0-9]+\) of cluster [0-9]+, verified sha256 [0-9a-f]{64}\n$`).MatchString(got) {
+		if !regexp.MustCompile(`^saved .*b\.snap: revision 4, 3 keys, .* from member default \([0-9]+\) of cluster [0-9]+, verified sha256 [0-9a-f]{64}\n$`).MatchString(got) {
 			t.Errorf("save printed %q", got)
 		}
 		st := n.ok("", "snapshot", "status", file)
-		for _, want := range []string{`(?m)^revision: +3$`, `(?m)^key count: +3$`, `(?m)^checksum: +sha256 [0-9a-f]{64} \(verified\)$`, `(?m)^cluster id: +[0-9]+$`, `(?m)^size: +[0-9.]+ KiB`} {
+		for _, want := range []string{`(?m)^revision: +4$`, `(?m)^key count: +3$`, `(?m)^checksum: +sha256 [0-9a-f]{64} \(verified\)$`, `(?m)^cluster id: +[0-9]+$`, `(?m)^size: +[0-9.]+ KiB`} {
 			if !regexp.MustCompile(want).MatchString(st) {
 				t.Errorf("snapshot status lacks %s:\n%s", want, st)
 			}
@@ -70,7 +70,7 @@ func TestCLIOperations(t *testing.T) {
 		data := filepath.Join(dir, "restored")
 		ic := "r1=127.0.0.1:1"
 		out := n.ok("", "snapshot", "restore", file, "--data-dir", data, "--name", "r1", "--initial-cluster", ic)
-		if !strings.HasPrefix(out, "restored revision 3 (3 keys) into "+data+" as member r1 of new cluster ") {
+		if !strings.HasPrefix(out, "restored revision 4 (3 keys) into "+data+" as member r1 of new cluster ") {
 			t.Errorf("restore printed %q", out)
 		}
 		n.fails(1, "Error: data dir "+data+" is not empty", "snapshot", "restore", file, "--data-dir", data, "--name", "r1", "--initial-cluster", ic)
@@ -122,7 +122,7 @@ func TestCLIOperations(t *testing.T) {
 		if !bar.MatchString(got) {
 			t.Errorf("no progress bar (percent, bar, bytes of total, rate, ETA) on the terminal: %q", got)
 		}
-		if !strings.Contains(got, "saved "+file+": revision 3") {
+		if !strings.Contains(got, "saved "+file+": revision 4") {
 			t.Errorf("no summary after the bar: %q", got)
 		}
 		for _, line := range strings.Split(got, "\r") {

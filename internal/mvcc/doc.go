@@ -31,7 +31,7 @@
 //	                                uvarint create, version; varint lease; value
 //	s/mr/<rev>                      change log: the keys written at rev, in order
 //	                                (uvarint n; n × kind, uvarint len, key); see DecodeChanges
-//	s/mm/rev                        current revision, 8 bytes big-endian
+//	s/mm/rev                        current revision, 8 bytes big-endian (absent: 1)
 //	s/mm/compact                    compact revision, 8 bytes big-endian
 //
 // Lease records live under s/l (package lease) and the lock table under
@@ -53,7 +53,9 @@
 //     node configuration (size limits are enforced before proposing, not at
 //     apply, so nodes with different flags cannot diverge). Replicas fed
 //     the same commands hold byte-identical s/m keyspaces.
-//   - An empty store has revision 0; the first write is revision 1. Each
+//   - An empty store has revision 1, as etcd's (FirstRevision: s/mm/rev
+//     is absent until the first write, and an absent one reads as 1); the
+//     first write is revision 2. Each
 //     command that changes at least one key advances the revision by
 //     exactly one, and all its writes share it. Refused commands, failed
 //     conditions, deletes that delete nothing and read-only txns write

@@ -37,7 +37,9 @@ type model struct {
 	compact int64
 }
 
-func newModel() *model { return &model{states: []map[string]*dkvpb.KeyValue{{}}} }
+// newModel is an empty store: at revision 1 (as etcd's), so states[0]
+// and states[1] are both empty and the first write is revision 2.
+func newModel() *model { return &model{states: []map[string]*dkvpb.KeyValue{{}, {}}} }
 
 func (m *model) rev() int64                          { return int64(len(m.states) - 1) }
 func (m *model) cur() map[string]*dkvpb.KeyValue     { return m.states[m.rev()] }

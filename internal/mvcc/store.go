@@ -166,9 +166,18 @@ func (s *Store) Revision() int64 { return s.rev.Load() }
 // CompactRevision is the compact revision as of the last Apply.
 func (s *Store) CompactRevision() int64 { return s.compact.Load() }
 
+// FirstRevision is the revision of an empty store, as in etcd: the
+// first write is revision FirstRevision+1. A store with no revision
+// recorded (nothing ever written) reads as FirstRevision; a recorded
+// revision is kept as it is.
+const FirstRevision = 1
+
 func readCounters(r pebble.Reader) (rev, comp int64, err error) {
 	if rev, err = readInt(r, keyRevision); err != nil {
 		return 0, 0, err
+	}
+	if rev == 0 {
+		rev = FirstRevision
 	}
 	if comp, err = readInt(r, keyCompact); err != nil {
 		return 0, 0, err

@@ -13,14 +13,15 @@ import (
 
 func TestEmptyStore(t *testing.T) {
 	h := newHarness(t)
-	if h.s.Revision() != 0 || h.s.CompactRevision() != 0 {
-		t.Fatalf("revision %d compact %d, want 0 0", h.s.Revision(), h.s.CompactRevision())
+	// As in etcd: an empty store is at revision 1.
+	if h.s.Revision() != 1 || h.s.CompactRevision() != 0 {
+		t.Fatalf("revision %d compact %d, want 1 0", h.s.Revision(), h.s.CompactRevision())
 	}
 	resp, err := h.rng(&dkvpb.RangeRequest{Prefix: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Header.Revision != 0 || resp.Count != 0 || len(resp.Kvs) != 0 {
+	if resp.Header.Revision != 1 || resp.Count != 0 || len(resp.Kvs) != 0 {
 		t.Fatalf("empty store range: %v", resp)
 	}
 }
@@ -28,10 +29,10 @@ func TestEmptyStore(t *testing.T) {
 func TestPutBasics(t *testing.T) {
 	h := newHarness(t)
 	res := h.mustApply(putReq("a", "1", func(p *dkvpb.PutRequest) { p.Lease = 7 }))
-	if res.Revision != 1 || res.Resp.(*dkvpb.PutResponse).Header.Revision != 1 {
-		t.Fatalf("first put revision %d, want 1", res.Revision)
+	if res.Revision != 2 || res.Resp.(*dkvpb.PutResponse).Header.Revision != 2 {
+		t.Fatalf("first put revision %d, want 2", res.Revision)
 	}
-	want := &dkvpb.KeyValue{Key: []byte("a"), Value: []byte("1"), CreateRevision: 1, ModRevision: 1, Version: 1, Lease: 7}
+	want := &dkvpb.KeyValue{Key: []byte("a"), Value: []byte("1"), CreateRevision: 2, ModRevision: 2, Version: 1, Lease: 7}
 	if got := h.get("a"); !proto.Equal(got, want) {
 		t.Fatalf("get a = %v, want %v", got, want)
 	}
@@ -44,7 +45,7 @@ func TestPutBasics(t *testing.T) {
 	if !proto.Equal(pr.PrevKv, want) {
 		t.Fatalf("prev_kv %v, want %v", pr.PrevKv, want)
 	}
-	want2 := &dkvpb.KeyValue{Key: []byte("a"), Value: []byte("2"), CreateRevision: 1, ModRevision: 2, Version: 2}
+	want2 := &dkvpb.KeyValue{Key: []byte("a"), Value: []byte("2"), CreateRevision: 2, ModRevision: 3, Version: 2}
 	if got := h.get("a"); !proto.Equal(got, want2) {
 		t.Fatalf("get a = %v, want %v", got, want2)
 	}
@@ -60,8 +61,8 @@ func TestPutBasics(t *testing.T) {
 
 func TestPutConditions(t *testing.T) {
 	h := newHarness(t)
-	h.mustApply(putReq("k", "v1")) // rev 1
-	h.mustApply(putReq("k", "v2")) // rev 2, version 2
+	h.mustApply(putReq("k", "v1")) // rev 2
+	h.mustApply(putReq("k", "v2")) // rev 3, version 2
 	tests := []struct {
 		name string
 		req  *dkvpb.InternalRequest
@@ -72,8 +73,8 @@ func TestPutConditions(t *testing.T) {
 		{"if_version wrong", putReq("k", "x", func(p *dkvpb.PutRequest) { p.IfVersion = 1 }), dkverr.Conflict},
 		{"if_version on missing", putReq("nope", "x", func(p *dkvpb.PutRequest) { p.IfVersion = 1 }), dkverr.Conflict},
 		{"if_version right", putReq("k", "v3", func(p *dkvpb.PutRequest) { p.IfVersion = 2 }), dkverr.OK},
-		{"if_mod_revision wrong", putReq("k", "x", func(p *dkvpb.PutRequest) { p.IfModRevision = 2 }), dkverr.Conflict},
-		{"if_mod_revision right", putReq("k", "v4", func(p *dkvpb.PutRequest) { p.IfModRevision = 4 }), dkverr.OK},
+		{"if_mod_revision wrong", putReq("k", "x", func(p *dkvpb.PutRequest) { p.IfModRevision = 3 }), dkverr.Conflict},
+		{"if_mod_revision right", putReq("k", "v4", func(p *dkvpb.PutRequest) { p.IfModRevision = 5 }), dkverr.OK},
 		{"ignore_value on missing", putReq("nope", "", func(p *dkvpb.PutRequest) { p.IgnoreValue = true }), dkverr.InvalidInput},
 		{"ignore_value with value", putReq("k", "x", func(p *dkvpb.PutRequest) { p.IgnoreValue = true }), dkverr.InvalidInput},
 	}
@@ -104,11 +105,11 @@ func TestDeleteAndRecreate(t *testing.T) {
 	h.mustApply(putReq("a", "2"))
 	res := h.mustApply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("a"), PrevKv: true}))
 	dr := res.Resp.(*dkvpb.DeleteRangeResponse)
-	if dr.Deleted != 1 || len(dr.PrevKvs) != 1 || string(dr.PrevKvs[0].Value) != "2" || res.Revision != 3 {
+	if dr.Deleted != 1 || len(dr.PrevKvs) != 1 || string(dr.PrevKvs[0].Value) != "2" || res.Revision != 4 {
 		t.Fatalf("delete: %v rev %d", dr, res.Revision)
 	}
 	ev := res.Events[0]
-	if ev.Type != EventDelete || string(ev.KV.Key) != "a" || ev.KV.ModRevision != 3 || ev.PrevKV.Version != 2 {
+	if ev.Type != EventDelete || string(ev.KV.Key) != "a" || ev.KV.ModRevision != 4 || ev.PrevKV.Version != 2 {
 		t.Fatalf("delete event %+v", ev)
 	}
 	if h.get("a") != nil {
@@ -116,13 +117,13 @@ func TestDeleteAndRecreate(t *testing.T) {
 	}
 	// Deleting nothing is not a write.
 	res = h.mustApply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("a")}))
-	if res.Revision != 3 || res.Resp.(*dkvpb.DeleteRangeResponse).Deleted != 0 || res.Resp.(*dkvpb.DeleteRangeResponse).Header.Revision != 3 {
+	if res.Revision != 4 || res.Resp.(*dkvpb.DeleteRangeResponse).Deleted != 0 || res.Resp.(*dkvpb.DeleteRangeResponse).Header.Revision != 4 {
 		t.Fatalf("no-op delete: %v rev %d", res.Resp, res.Revision)
 	}
 	h.mustApply(putReq("a", "new"))
 	kv := h.get("a")
-	if kv.Version != 1 || kv.CreateRevision != 4 || kv.ModRevision != 4 {
-		t.Fatalf("recreated key %v, want version 1 create 4", kv)
+	if kv.Version != 1 || kv.CreateRevision != 5 || kv.ModRevision != 5 {
+		t.Fatalf("recreated key %v, want version 1 create 5", kv)
 	}
 }
 
@@ -145,8 +146,8 @@ func TestDeleteRangeForms(t *testing.T) {
 				h.mustApply(putReq(k, "v"))
 			}
 			res := h.mustApply(delReq(tc.req))
-			if res.Revision != 6 {
-				t.Fatalf("revision %d, want 6 (one per delete request)", res.Revision)
+			if res.Revision != 7 {
+				t.Fatalf("revision %d, want 7 (one per delete request)", res.Revision)
 			}
 			all, _ := h.rng(&dkvpb.RangeRequest{Prefix: true})
 			if got := keyNames(all.Kvs); !reflect.DeepEqual(got, tc.left) {
@@ -166,7 +167,7 @@ func TestDeleteIfVersion(t *testing.T) {
 	wantCode(t, h.apply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("a"), IfVersion: 1})).Err, dkverr.Conflict)
 	wantCode(t, h.apply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("zz"), IfVersion: 1})).Err, dkverr.Conflict)
 	wantCode(t, h.apply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("a"), Prefix: true, IfVersion: 2})).Err, dkverr.InvalidInput)
-	if h.s.Revision() != 2 {
+	if h.s.Revision() != 3 {
 		t.Fatal("refused deletes advanced the revision")
 	}
 	h.mustApply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("a"), IfVersion: 2}))
@@ -199,7 +200,7 @@ func TestRangeForms(t *testing.T) {
 		{"empty range", &dkvpb.RangeRequest{Key: []byte("b"), RangeEnd: []byte("b")}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, rev := range []int64{0, 7, 6} {
+			for _, rev := range []int64{0, 8, 7} {
 				req := proto.Clone(tc.req).(*dkvpb.RangeRequest)
 				req.Revision = rev
 				resp, err := h.rng(req)
@@ -207,7 +208,7 @@ func TestRangeForms(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := tc.want
-				if rev == 6 { // "c" was written at revision 7
+				if rev == 7 { // "c" was written at revision 8
 					want = without(want, "c")
 				}
 				if got := keyNames(resp.Kvs); !reflect.DeepEqual(got, want) || resp.Count != int64(len(want)) {
@@ -215,7 +216,7 @@ func TestRangeForms(t *testing.T) {
 				}
 				wantRev := rev
 				if rev == 0 {
-					wantRev = 7
+					wantRev = 8
 				}
 				if resp.Header.Revision != wantRev {
 					t.Fatalf("header revision %d, want %d", resp.Header.Revision, wantRev)
@@ -237,12 +238,12 @@ func without(ss []string, x string) []string {
 
 func TestRangeOptions(t *testing.T) {
 	h := newHarness(t)
-	// key: value, written in this order (revisions 1..4), then "b" again.
+	// key: value, written in this order (revisions 2..5), then "b" again.
 	h.mustApply(putReq("a", "3"))
 	h.mustApply(putReq("b", "1"))
 	h.mustApply(putReq("c", "2"))
 	h.mustApply(putReq("d", "1"))
-	h.mustApply(putReq("b", "9")) // b: version 2, mod 5
+	h.mustApply(putReq("b", "9")) // b: version 2, mod 6
 	base := func() *dkvpb.RangeRequest { return &dkvpb.RangeRequest{Prefix: true} }
 	for _, tc := range []struct {
 		name  string
@@ -275,7 +276,7 @@ func TestRangeOptions(t *testing.T) {
 		{"ascend create", func(r *dkvpb.RangeRequest) {
 			r.SortOrder = dkvpb.RangeRequest_ASCEND
 			r.SortTarget = dkvpb.RangeRequest_CREATE
-			r.Revision = 4
+			r.Revision = 5
 		}, []string{"a", "b", "c", "d"}, false, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -305,18 +306,18 @@ func TestRangeRevisionErrors(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		h.mustApply(putReq("k", fmt.Sprint(i)))
 	}
-	_, err := h.rng(&dkvpb.RangeRequest{Key: []byte("k"), Revision: 6})
+	_, err := h.rng(&dkvpb.RangeRequest{Key: []byte("k"), Revision: 7})
 	wantCode(t, err, dkverr.InvalidInput)
-	if !strings.Contains(err.Error(), "revision 6 is in the future (current 5)") {
+	if !strings.Contains(err.Error(), "revision 7 is in the future (current 6)") {
 		t.Fatalf("message %q", err)
 	}
-	h.mustApply(compactReq(3))
-	_, err = h.rng(&dkvpb.RangeRequest{Key: []byte("k"), Revision: 2})
+	h.mustApply(compactReq(4))
+	_, err = h.rng(&dkvpb.RangeRequest{Key: []byte("k"), Revision: 3})
 	wantCode(t, err, dkverr.Compacted)
-	if err.(*dkverr.Error).Metadata["compact_revision"] != "3" {
+	if err.(*dkverr.Error).Metadata["compact_revision"] != "4" {
 		t.Fatalf("metadata %v", err.(*dkverr.Error).Metadata)
 	}
-	resp, err := h.rng(&dkvpb.RangeRequest{Key: []byte("k"), Revision: 3})
+	resp, err := h.rng(&dkvpb.RangeRequest{Key: []byte("k"), Revision: 4})
 	if err != nil || string(resp.Kvs[0].Value) != "2" {
 		t.Fatalf("read at compact revision: %v %v", resp, err)
 	}
@@ -326,23 +327,24 @@ func TestRangeRevisionErrors(t *testing.T) {
 
 func TestHistoryReads(t *testing.T) {
 	h := newHarness(t)
-	h.mustApply(putReq("a", "a1"))                                   // 1
-	h.mustApply(putReq("b", "b1"))                                   // 2
-	h.mustApply(putReq("a", "a2"))                                   // 3
-	h.mustApply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("b")})) // 4
-	h.mustApply(putReq("b", "b2"))                                   // 5
-	h.mustApply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("a")})) // 6
+	h.mustApply(putReq("a", "a1"))                                   // 2
+	h.mustApply(putReq("b", "b1"))                                   // 3
+	h.mustApply(putReq("a", "a2"))                                   // 4
+	h.mustApply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("b")})) // 5
+	h.mustApply(putReq("b", "b2"))                                   // 6
+	h.mustApply(delReq(&dkvpb.DeleteRangeRequest{Key: []byte("a")})) // 7
 	want := map[int64]string{
-		1: "a=a1/1/1/1",
-		2: "a=a1/1/1/1 b=b1/2/2/1",
-		3: "a=a2/1/3/2 b=b1/2/2/1",
-		4: "a=a2/1/3/2",
-		5: "a=a2/1/3/2 b=b2/5/5/1",
-		6: "b=b2/5/5/1",
+		1: "", // the empty store
+		2: "a=a1/2/2/1",
+		3: "a=a1/2/2/1 b=b1/3/3/1",
+		4: "a=a2/2/4/2 b=b1/3/3/1",
+		5: "a=a2/2/4/2",
+		6: "a=a2/2/4/2 b=b2/6/6/1",
+		7: "b=b2/6/6/1",
 	}
 	check := func(from int64) {
 		t.Helper()
-		for rev := from; rev <= 6; rev++ {
+		for rev := from; rev <= 7; rev++ {
 			resp, err := h.rng(&dkvpb.RangeRequest{Prefix: true, Revision: rev})
 			if err != nil {
 				t.Fatal(err)
@@ -353,12 +355,12 @@ func TestHistoryReads(t *testing.T) {
 		}
 	}
 	check(1)
-	h.mustApply(compactReq(4))
-	if err := h.s.PurgeHistory(h.db, 4); err != nil {
+	h.mustApply(compactReq(5))
+	if err := h.s.PurgeHistory(h.db, 5); err != nil {
 		t.Fatal(err)
 	}
-	check(4)
-	// Only the versions visible at >= 4 remain: a@3 (live at 4), b@5, a@6 tombstone.
+	check(5)
+	// Only the versions visible at >= 5 remain: a@4 (live at 5), b@6, a@7 tombstone.
 	var n int
 	it, _ := h.db.NewIter(nil)
 	for it.First(); it.Valid(); it.Next() {
@@ -384,17 +386,17 @@ func TestCompact(t *testing.T) {
 	h := newHarness(t)
 	h.mustApply(putReq("a", "1"))
 	h.mustApply(putReq("a", "2"))
-	wantCode(t, h.apply(compactReq(3)).Err, dkverr.InvalidInput)
+	wantCode(t, h.apply(compactReq(4)).Err, dkverr.InvalidInput)
 	wantCode(t, h.apply(compactReq(0)).Err, dkverr.InvalidInput)
-	res := h.mustApply(compactReq(2))
-	if res.Revision != 2 || h.s.Revision() != 2 || h.s.CompactRevision() != 2 {
+	res := h.mustApply(compactReq(3))
+	if res.Revision != 3 || h.s.Revision() != 3 || h.s.CompactRevision() != 3 {
 		t.Fatalf("compact changed revision: %d %d", res.Revision, h.s.CompactRevision())
 	}
+	wantCode(t, h.apply(compactReq(3)).Err, dkverr.Compacted)
 	wantCode(t, h.apply(compactReq(2)).Err, dkverr.Compacted)
-	wantCode(t, h.apply(compactReq(1)).Err, dkverr.Compacted)
 	// The compact revision survives a reopen.
 	s2, err := Open(h.db, Limits{})
-	if err != nil || s2.CompactRevision() != 2 || s2.Revision() != 2 {
+	if err != nil || s2.CompactRevision() != 3 || s2.Revision() != 3 {
 		t.Fatalf("reopen: %v %d %d", err, s2.CompactRevision(), s2.Revision())
 	}
 }
@@ -405,7 +407,7 @@ func TestCounter(t *testing.T) {
 		return h.apply(counterReq(&dkvpb.CounterRequest{Key: []byte("n"), Delta: delta, Min: min, Max: max}))
 	}
 	res := ctr(5, nil, nil)
-	if res.Err != nil || res.Resp.(*dkvpb.CounterResponse).Value != 5 || res.Revision != 1 {
+	if res.Err != nil || res.Resp.(*dkvpb.CounterResponse).Value != 5 || res.Revision != 2 {
 		t.Fatalf("first add: %v", res)
 	}
 	if kv := h.get("n"); string(kv.Value) != "5" || kv.Version != 1 {
@@ -421,7 +423,7 @@ func TestCounter(t *testing.T) {
 		t.Fatalf("message %q", res.Err)
 	}
 	wantCode(t, ctr(9, nil, i64(10)).Err, dkverr.Conflict)
-	if h.s.Revision() != 2 || string(h.get("n").Value) != "2" {
+	if h.s.Revision() != 3 || string(h.get("n").Value) != "2" {
 		t.Fatal("refused counter changed state")
 	}
 	h.mustApply(putReq("n", "9223372036854775806"))
@@ -443,8 +445,8 @@ func TestCounter(t *testing.T) {
 
 func TestTxn(t *testing.T) {
 	h := newHarness(t)
-	h.mustApply(putReq("a", "1")) // 1
-	h.mustApply(putReq("b", "x")) // 2
+	h.mustApply(putReq("a", "1")) // 2
+	h.mustApply(putReq("b", "x")) // 3
 	cmp := func(key string, target dkvpb.Compare_CompareTarget, result dkvpb.Compare_CompareResult, u any) *dkvpb.Compare {
 		c := &dkvpb.Compare{Key: []byte(key), Target: target, Result: result}
 		switch v := u.(type) {
@@ -473,9 +475,9 @@ func TestTxn(t *testing.T) {
 		{cmp("a", dkvpb.Compare_VALUE, G, "0"), true},
 		{cmp("a", dkvpb.Compare_VALUE, L, "0"), false},
 		{cmp("a", dkvpb.Compare_VERSION, E, int64(1)), true},
-		{cmp("a", dkvpb.Compare_CREATE, E, int64(1)), true},
-		{cmp("b", dkvpb.Compare_MOD, G, int64(1)), true},
-		{cmp("b", dkvpb.Compare_MOD, NE, int64(2)), false},
+		{cmp("a", dkvpb.Compare_CREATE, E, int64(2)), true},
+		{cmp("b", dkvpb.Compare_MOD, G, int64(2)), true},
+		{cmp("b", dkvpb.Compare_MOD, NE, int64(3)), false},
 		{cmp("zz", dkvpb.Compare_VERSION, E, int64(0)), true},
 		{cmp("zz", dkvpb.Compare_CREATE, E, nil), true},
 		{cmp("zz", dkvpb.Compare_VALUE, E, ""), true},
@@ -487,7 +489,7 @@ func TestTxn(t *testing.T) {
 		if got := res.Resp.(*dkvpb.TxnResponse).Succeeded; got != tc.want {
 			t.Fatalf("compare %v: succeeded %v, want %v", tc.c, got, tc.want)
 		}
-		if res.Revision != 2 {
+		if res.Revision != 3 {
 			t.Fatal("read-only txn advanced the revision")
 		}
 	}
@@ -499,16 +501,16 @@ func TestTxn(t *testing.T) {
 		Failure: []*dkvpb.RequestOp{opPut("never", "x")},
 	}))
 	tr := res.Resp.(*dkvpb.TxnResponse)
-	if !tr.Succeeded || res.Revision != 3 || h.s.Revision() != 3 || len(res.Events) != 3 {
+	if !tr.Succeeded || res.Revision != 4 || h.s.Revision() != 4 || len(res.Events) != 3 {
 		t.Fatalf("txn: %v rev %d events %d", tr, res.Revision, len(res.Events))
 	}
 	got := tr.Responses[1].GetResponseRange()
-	if len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "3" || got.Kvs[0].ModRevision != 3 || got.Header.Revision != 3 {
+	if len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "3" || got.Kvs[0].ModRevision != 4 || got.Header.Revision != 4 {
 		t.Fatalf("read inside txn: %v", got)
 	}
 	for _, k := range []string{"a", "c"} {
-		if kv := h.get(k); kv.ModRevision != 3 {
-			t.Fatalf("%s mod %d, want 3", k, kv.ModRevision)
+		if kv := h.get(k); kv.ModRevision != 4 {
+			t.Fatalf("%s mod %d, want 4", k, kv.ModRevision)
 		}
 	}
 	if h.get("b") != nil || h.get("never") != nil {
@@ -521,7 +523,7 @@ func TestTxn(t *testing.T) {
 		Success: []*dkvpb.RequestOp{opPut("never", "x")},
 		Failure: []*dkvpb.RequestOp{opGet("a")},
 	}))
-	if tr := res.Resp.(*dkvpb.TxnResponse); tr.Succeeded || string(tr.Responses[0].GetResponseRange().Kvs[0].Value) != "2" || res.Revision != 3 {
+	if tr := res.Resp.(*dkvpb.TxnResponse); tr.Succeeded || string(tr.Responses[0].GetResponseRange().Kvs[0].Value) != "2" || res.Revision != 4 {
 		t.Fatalf("failure branch: %v", tr)
 	}
 }
@@ -556,7 +558,7 @@ func TestTxnAtomicity(t *testing.T) {
 		if codeOf(res.Err) != tc.code {
 			t.Fatalf("%s: got %v, want %v", tc.name, res.Err, tc.code)
 		}
-		if res.Revision != 1 || h.s.Revision() != 1 || res.Events != nil || snapshot() != before {
+		if res.Revision != 2 || h.s.Revision() != 2 || res.Events != nil || snapshot() != before {
 			t.Fatalf("%s: refused txn left a trace", tc.name)
 		}
 	}
@@ -566,7 +568,7 @@ func TestTxnAtomicity(t *testing.T) {
 	r1 := h.s.Apply(b, putReq("x", "1"))
 	r2 := h.s.Apply(b, txnReq(&dkvpb.TxnRequest{Success: []*dkvpb.RequestOp{opPut("y", "1"), condPut}}))
 	r3 := h.s.Apply(b, putReq("x", "2", func(p *dkvpb.PutRequest) { p.IfVersion = 1 }))
-	if r1.Err != nil || r2.Err == nil || r3.Err != nil || r3.Revision != 3 {
+	if r1.Err != nil || r2.Err == nil || r3.Err != nil || r3.Revision != 4 {
 		t.Fatalf("batch: %v / %v / %v", r1, r2.Err, r3)
 	}
 	if err := b.Commit(nil); err != nil {
@@ -584,17 +586,17 @@ func TestReadThroughBatchAndReload(t *testing.T) {
 	h.s.Apply(b, putReq("a", "2"))
 	// The batch sees its own writes and revision; the DB does not yet.
 	resp, err := h.s.Range(b, &dkvpb.RangeRequest{Key: []byte("a")})
-	if err != nil || string(resp.Kvs[0].Value) != "2" || resp.Header.Revision != 2 {
+	if err != nil || string(resp.Kvs[0].Value) != "2" || resp.Header.Revision != 3 {
 		t.Fatalf("through batch: %v %v", resp, err)
 	}
-	if resp, _ := h.rng(&dkvpb.RangeRequest{Key: []byte("a")}); string(resp.Kvs[0].Value) != "1" || resp.Header.Revision != 1 {
+	if resp, _ := h.rng(&dkvpb.RangeRequest{Key: []byte("a")}); string(resp.Kvs[0].Value) != "1" || resp.Header.Revision != 2 {
 		t.Fatalf("through db: %v", resp)
 	}
 	b.Close() // dropped, e.g. a crash before commit
-	if err := h.s.Reload(h.db); err != nil || h.s.Revision() != 1 {
+	if err := h.s.Reload(h.db); err != nil || h.s.Revision() != 2 {
 		t.Fatalf("reload: %v %d", err, h.s.Revision())
 	}
-	if res := h.mustApply(putReq("a", "3")); res.Revision != 2 || h.get("a").Version != 2 {
+	if res := h.mustApply(putReq("a", "3")); res.Revision != 3 || h.get("a").Version != 2 {
 		t.Fatalf("after reload: %v", res)
 	}
 }
@@ -604,7 +606,7 @@ func TestHashKV(t *testing.T) {
 	h.mustApply(putReq("a", "1"))
 	h.mustApply(putReq("b", "2"))
 	h1, rev, _, err := h.s.HashKV(h.db, 0)
-	if err != nil || rev != 2 {
+	if err != nil || rev != 3 {
 		t.Fatal(err, rev)
 	}
 	h.mustApply(putReq("a", "1"))
@@ -612,8 +614,8 @@ func TestHashKV(t *testing.T) {
 	if h1 == h2 {
 		t.Fatal("hash ignores mod revision")
 	}
-	hAt2, rev, _, _ := h.s.HashKV(h.db, 2)
-	if hAt2 != h1 || rev != 2 {
+	hAt2, rev, _, _ := h.s.HashKV(h.db, 3)
+	if hAt2 != h1 || rev != 3 {
 		t.Fatal("hash at past revision differs from hash taken then")
 	}
 	if _, _, _, err := h.s.HashKV(h.db, 9); codeOf(err) != dkverr.InvalidInput {

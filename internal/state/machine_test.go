@@ -155,8 +155,8 @@ func TestDispatchEveryCommand(t *testing.T) {
 		t.Fatalf("grant effects: %+v", res.Effects)
 	}
 
-	res = h.ok(put("a", "1", 7))
-	if _, ok := res.Resp.(*dkvpb.PutResponse); !ok || res.Revision != 1 || revOf(res) != 1 {
+	res = h.ok(put("a", "1", 7)) // an empty store is at revision 1: the first write is 2
+	if _, ok := res.Resp.(*dkvpb.PutResponse); !ok || res.Revision != 2 || revOf(res) != 2 {
 		t.Fatalf("put: %#v rev %d", res.Resp, res.Revision)
 	}
 	if ev := res.Effects.Events; len(ev) != 1 || ev[0].Type != mvcc.EventPut || string(ev[0].KV.Key) != "a" || ev[0].KV.Lease != 7 {
@@ -171,7 +171,7 @@ func TestDispatchEveryCommand(t *testing.T) {
 	res = h.ok(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Txn{Txn: &dkvpb.TxnRequest{
 		Success: []*dkvpb.RequestOp{{Request: &dkvpb.RequestOp_RequestPut{RequestPut: &dkvpb.PutRequest{Key: []byte("b"), Value: []byte("2")}}}},
 	}}})
-	if r, ok := res.Resp.(*dkvpb.TxnResponse); !ok || !r.Succeeded || len(res.Effects.Events) != 1 || revOf(res) != 3 {
+	if r, ok := res.Resp.(*dkvpb.TxnResponse); !ok || !r.Succeeded || len(res.Effects.Events) != 1 || revOf(res) != 4 {
 		t.Fatalf("txn: %#v effects %+v", res.Resp, res.Effects)
 	}
 

@@ -34,9 +34,9 @@ func TestGateway(t *testing.T) {
 		code       int
 		has        []string
 	}{
-		{"/v3/kv/put", `{"key":"Zm9v","value":"YmFy"}`, 200, []string{`"revision":"1"`}},
-		{"/v3/kv/range", `{"key":"Zm9v"}`, 200, []string{`"key":"Zm9v"`, `"value":"YmFy"`, `"mod_revision":"1"`, `"count":"1"`}},
-		{"/v3/kv/txn", `{"compare":[{"key":"Zm9v","target":"VALUE","value":"YmFy"}],"success":[{"request_put":{"key":"Zm9v","value":"YmF6"}}]}`, 200, []string{`"succeeded":true`, `"revision":"2"`}},
+		{"/v3/kv/put", `{"key":"Zm9v","value":"YmFy"}`, 200, []string{`"revision":"2"`}},
+		{"/v3/kv/range", `{"key":"Zm9v"}`, 200, []string{`"key":"Zm9v"`, `"value":"YmFy"`, `"mod_revision":"2"`, `"count":"1"`}},
+		{"/v3/kv/txn", `{"compare":[{"key":"Zm9v","target":"VALUE","value":"YmFy"}],"success":[{"request_put":{"key":"Zm9v","value":"YmF6"}}]}`, 200, []string{`"succeeded":true`, `"revision":"3"`}},
 		{"/v3/kv/range", `{"key":"Zm9v","revision":"99"}`, 400, []string{"etcdserver: mvcc: required revision is a future revision"}},
 		{"/v3/lease/grant", `{"TTL":"30"}`, 200, []string{`"TTL":"30"`}},
 		{"/v3/kv/deleterange", `{"key":"Zm9v","prev_kv":true}`, 200, []string{`"deleted":"1"`, `"value":"YmF6"`}},
@@ -58,10 +58,10 @@ func TestMetricsCodes(t *testing.T) {
 	n := startNode(t)
 	seed(t, n)
 	ctx := ctxT(t)
-	if _, err := n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 3}); err != nil {
+	if _, err := n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 4}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := n.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("a"), Revision: 2})
+	_, err := n.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("a"), Revision: 3})
 	isErr(t, err, rpctypes.ErrGRPCCompacted)
 	_, err = n.kv.Range(ctx, &etcdserverpb.RangeRequest{})
 	isErr(t, err, rpctypes.ErrGRPCEmptyKey)

@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// seed writes a=1 (rev 1), b=2 (2), c=3 (3), a=11 (4), d=4 (5).
+// seed writes a=1 (rev 2), b=2 (3), c=3 (4), a=11 (5), d=4 (6): a fresh
+// node is at revision 1, as etcd is.
 func seed(t *testing.T, n *node) {
 	t.Helper()
 	ctx := ctxT(t)
@@ -22,7 +23,7 @@ func seed(t *testing.T, n *node) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Header.Revision != int64(i+1) {
+		if resp.Header.Revision != int64(i+2) {
 			t.Fatalf("put %d: revision %d", i, resp.Header.Revision)
 		}
 	}
@@ -49,26 +50,26 @@ func TestRange(t *testing.T) {
 		count int64
 		more  bool
 	}{
-		{"one key", &etcdserverpb.RangeRequest{Key: []byte("a")}, "a=11@1/4/2", 1, false},
+		{"one key", &etcdserverpb.RangeRequest{Key: []byte("a")}, "a=11@2/5/2", 1, false},
 		{"missing key", &etcdserverpb.RangeRequest{Key: []byte("zz")}, "", 0, false},
-		{"range", &etcdserverpb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")}, "a=11@1/4/2 b=2@2/2/1", 2, false},
-		{"from key", &etcdserverpb.RangeRequest{Key: []byte("b"), RangeEnd: all}, "b=2@2/2/1 c=3@3/3/1 d=4@5/5/1", 3, false},
-		{"all keys", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all}, "a=11@1/4/2 b=2@2/2/1 c=3@3/3/1 d=4@5/5/1", 4, false},
-		{"limit", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, Limit: 2}, "a=11@1/4/2 b=2@2/2/1", 4, true},
-		{"limit exact", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, Limit: 4}, "a=11@1/4/2 b=2@2/2/1 c=3@3/3/1 d=4@5/5/1", 4, false},
-		{"past revision", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, Revision: 3}, "a=1@1/1/1 b=2@2/2/1 c=3@3/3/1", 3, false},
-		{"sort mod descend", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, SortOrder: etcdserverpb.RangeRequest_DESCEND, SortTarget: etcdserverpb.RangeRequest_MOD}, "d=4@5/5/1 a=11@1/4/2 c=3@3/3/1 b=2@2/2/1", 4, false},
-		{"sort key descend limit", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, Limit: 2, SortOrder: etcdserverpb.RangeRequest_DESCEND}, "d=4@5/5/1 c=3@3/3/1", 4, true},
-		{"sort target without order ascends", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, SortTarget: etcdserverpb.RangeRequest_VALUE}, "a=11@1/4/2 b=2@2/2/1 c=3@3/3/1 d=4@5/5/1", 4, false},
-		{"keys only", &etcdserverpb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c"), KeysOnly: true}, "a=@1/4/2 b=@2/2/1", 2, false},
+		{"range", &etcdserverpb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c")}, "a=11@2/5/2 b=2@3/3/1", 2, false},
+		{"from key", &etcdserverpb.RangeRequest{Key: []byte("b"), RangeEnd: all}, "b=2@3/3/1 c=3@4/4/1 d=4@6/6/1", 3, false},
+		{"all keys", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all}, "a=11@2/5/2 b=2@3/3/1 c=3@4/4/1 d=4@6/6/1", 4, false},
+		{"limit", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, Limit: 2}, "a=11@2/5/2 b=2@3/3/1", 4, true},
+		{"limit exact", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, Limit: 4}, "a=11@2/5/2 b=2@3/3/1 c=3@4/4/1 d=4@6/6/1", 4, false},
+		{"past revision", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, Revision: 4}, "a=1@2/2/1 b=2@3/3/1 c=3@4/4/1", 3, false},
+		{"sort mod descend", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, SortOrder: etcdserverpb.RangeRequest_DESCEND, SortTarget: etcdserverpb.RangeRequest_MOD}, "d=4@6/6/1 a=11@2/5/2 c=3@4/4/1 b=2@3/3/1", 4, false},
+		{"sort key descend limit", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, Limit: 2, SortOrder: etcdserverpb.RangeRequest_DESCEND}, "d=4@6/6/1 c=3@4/4/1", 4, true},
+		{"sort target without order ascends", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, SortTarget: etcdserverpb.RangeRequest_VALUE}, "a=11@2/5/2 b=2@3/3/1 c=3@4/4/1 d=4@6/6/1", 4, false},
+		{"keys only", &etcdserverpb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c"), KeysOnly: true}, "a=@2/5/2 b=@3/3/1", 2, false},
 		{"count only", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, CountOnly: true}, "", 4, false},
-		{"serializable", &etcdserverpb.RangeRequest{Key: []byte("b"), Serializable: true}, "b=2@2/2/1", 1, false},
-		{"min mod", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MinModRevision: 4}, "a=11@1/4/2 d=4@5/5/1", 4, false},
-		{"min mod limit after filter", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MinModRevision: 4, Limit: 1}, "a=11@1/4/2", 4, true},
-		{"max mod", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MaxModRevision: 3}, "b=2@2/2/1 c=3@3/3/1", 4, false},
-		{"min create", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MinCreateRevision: 3}, "c=3@3/3/1 d=4@5/5/1", 4, false},
-		{"max create", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MaxCreateRevision: 2}, "a=11@1/4/2 b=2@2/2/1", 4, false},
-		{"filters sorted", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MinCreateRevision: 2, SortOrder: etcdserverpb.RangeRequest_DESCEND, SortTarget: etcdserverpb.RangeRequest_CREATE, Limit: 2}, "d=4@5/5/1 c=3@3/3/1", 4, true},
+		{"serializable", &etcdserverpb.RangeRequest{Key: []byte("b"), Serializable: true}, "b=2@3/3/1", 1, false},
+		{"min mod", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MinModRevision: 5}, "a=11@2/5/2 d=4@6/6/1", 4, false},
+		{"min mod limit after filter", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MinModRevision: 5, Limit: 1}, "a=11@2/5/2", 4, true},
+		{"max mod", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MaxModRevision: 4}, "b=2@3/3/1 c=3@4/4/1", 4, false},
+		{"min create", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MinCreateRevision: 4}, "c=3@4/4/1 d=4@6/6/1", 4, false},
+		{"max create", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MaxCreateRevision: 3}, "a=11@2/5/2 b=2@3/3/1", 4, false},
+		{"filters sorted", &etcdserverpb.RangeRequest{Key: all, RangeEnd: all, MinCreateRevision: 3, SortOrder: etcdserverpb.RangeRequest_DESCEND, SortTarget: etcdserverpb.RangeRequest_CREATE, Limit: 2}, "d=4@6/6/1 c=3@4/4/1", 4, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := n.kv.Range(ctx, tc.req)
@@ -79,7 +80,7 @@ func TestRange(t *testing.T) {
 				t.Fatalf("got %q count %d more %v, want %q count %d more %v", got, resp.Count, resp.More, tc.kvs, tc.count, tc.more)
 			}
 			h := resp.Header
-			wantRev := int64(5)
+			wantRev := int64(6)
 			if h.Revision != wantRev || h.ClusterId == 0 || h.MemberId == 0 || h.RaftTerm == 0 {
 				t.Fatalf("header %v", h)
 			}
@@ -105,17 +106,17 @@ func TestKVErrors(t *testing.T) {
 	isErr(t, err, rpctypes.ErrGRPCEmptyKey)
 	_, err = n.kv.Put(ctx, &etcdserverpb.PutRequest{Key: []byte("x"), Lease: 12345})
 	isErr(t, err, rpctypes.ErrGRPCLeaseNotFound)
-	if _, err := n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 3, Physical: true}); err != nil {
+	if _, err := n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 4, Physical: true}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = n.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("a"), Revision: 2})
+	_, err = n.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("a"), Revision: 3})
 	isErr(t, err, rpctypes.ErrGRPCCompacted)
-	_, err = n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 2})
+	_, err = n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 3})
 	isErr(t, err, rpctypes.ErrGRPCCompacted)
 	_, err = n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 99})
 	isErr(t, err, rpctypes.ErrGRPCFutureRev)
 	// The compacted revision itself is still readable, as in etcd.
-	if r, err := n.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("a"), Revision: 3}); err != nil || show(r.Kvs) != "a=1@1/1/1" {
+	if r, err := n.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("a"), Revision: 4}); err != nil || show(r.Kvs) != "a=1@2/2/1" {
 		t.Fatalf("range at the compacted revision: %v %v", r, err)
 	}
 }
@@ -129,7 +130,7 @@ func TestPutDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := n.kv.Put(ctx, &etcdserverpb.PutRequest{Key: []byte("a"), Value: []byte("12"), Lease: g.ID, PrevKv: true})
-	if err != nil || show([]*mvccpb.KeyValue{p.PrevKv}) != "a=11@1/4/2" || p.Header.Revision != 6 {
+	if err != nil || show([]*mvccpb.KeyValue{p.PrevKv}) != "a=11@2/5/2" || p.Header.Revision != 7 {
 		t.Fatalf("put prev_kv: %v %v", p, err)
 	}
 	// ignore_value keeps the value; the lease is replaced (here: none).
@@ -137,7 +138,7 @@ func TestPutDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := n.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("a")})
-	if show(r.Kvs) != "a=12@1/7/4" || r.Kvs[0].Lease != 0 {
+	if show(r.Kvs) != "a=12@2/8/4" || r.Kvs[0].Lease != 0 {
 		t.Fatalf("after ignore_value: %v", r.Kvs)
 	}
 	// ignore_lease keeps the lease.
@@ -148,7 +149,7 @@ func TestPutDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ = n.kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("b")})
-	if show(r.Kvs) != "b=y@2/9/3" || r.Kvs[0].Lease != g.ID {
+	if show(r.Kvs) != "b=y@3/10/3" || r.Kvs[0].Lease != g.ID {
 		t.Fatalf("after ignore_lease: %v", r.Kvs)
 	}
 	for _, tc := range []struct {
@@ -165,11 +166,11 @@ func TestPutDelete(t *testing.T) {
 		isErr(t, err, tc.want)
 	}
 	d, err := n.kv.DeleteRange(ctx, &etcdserverpb.DeleteRangeRequest{Key: []byte("b"), RangeEnd: []byte("d"), PrevKv: true})
-	if err != nil || d.Deleted != 2 || show(d.PrevKvs) != "b=y@2/9/3 c=3@3/3/1" || d.Header.Revision != 10 {
+	if err != nil || d.Deleted != 2 || show(d.PrevKvs) != "b=y@3/10/3 c=3@4/4/1" || d.Header.Revision != 11 {
 		t.Fatalf("delete range: %v %v", d, err)
 	}
 	d, err = n.kv.DeleteRange(ctx, &etcdserverpb.DeleteRangeRequest{Key: []byte("b")})
-	if err != nil || d.Deleted != 0 || d.Header.Revision != 10 {
+	if err != nil || d.Deleted != 0 || d.Header.Revision != 11 {
 		t.Fatalf("delete of a missing key: %v %v", d, err)
 	}
 }

@@ -118,8 +118,9 @@ func firstCreate(prefix []byte) *etcdserverpb.RangeRequest {
 // waitDeletes waits until no key under prefix with a create revision at
 // most maxRev is left: the keys queued ahead of the caller's. It waits
 // on the newest of them each time, as clientv3 concurrency does.
-// A nil header: nothing can be ahead (maxRev < 1; DKV's first write
-// has revision 1, etcd's 2, and a max_create_revision of 0 is no bound).
+// A nil header: nothing can be ahead (maxRev < 1: a max_create_revision
+// of 0 is no bound in etcd's Range; the first write of an empty store
+// is revision 2, as in etcd, so a candidate's maxRev is at least 1).
 func (c *selfConn) waitDeletes(ctx context.Context, prefix []byte, maxRev int64) (*etcdserverpb.ResponseHeader, error) {
 	if maxRev < 1 {
 		return nil, nil

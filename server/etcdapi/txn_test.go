@@ -85,25 +85,25 @@ func TestTxn(t *testing.T) {
 		name string
 		txn  *etcdserverpb.TxnRequest
 		want string
-		// rev is the revision after the txn (5 before it).
+		// rev is the revision after the txn (6 before it).
 		rev int64
 	}{
-		{"value equal", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", value, eq, "11")}, Success: ok}, "SUCCESS get[b=2@2/2/1]", 5},
-		{"value greater", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", value, gt, "2")}, Success: ok}, "FAILURE", 5},
-		{"version greater", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", version, gt, 1)}, Success: ok}, "SUCCESS get[b=2@2/2/1]", 5},
-		{"missing key version 0", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("zz", "", version, eq, 0)}, Success: ok}, "SUCCESS get[b=2@2/2/1]", 5},
-		{"create equal", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("b", "", create, eq, 2)}, Success: ok}, "SUCCESS get[b=2@2/2/1]", 5},
-		{"mod less fails to failure", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("c", "", mod, lt, 3)}, Success: ok, Failure: []*etcdserverpb.RequestOp{getOp("c")}}, "FAILURE get[c=3@3/3/1]", 5},
-		{"lease equal none", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", lease, eq, 0)}, Success: ok}, "SUCCESS get[b=2@2/2/1]", 5},
-		{"lease not equal", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", lease, ne, 0)}, Success: ok}, "FAILURE", 5},
-		{"range version all 1 fails (a is 2)", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "e", version, eq, 1)}, Success: ok}, "FAILURE", 5},
-		{"range version all 1 holds from b", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("b", "\x00", version, eq, 1)}, Success: ok}, "SUCCESS get[b=2@2/2/1]", 5},
-		{"range mod greater", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "e", mod, gt, 1)}, Success: ok}, "SUCCESS get[b=2@2/2/1]", 5},
-		{"empty range value fails", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("x", "y", value, eq, "")}, Success: ok}, "FAILURE", 5},
-		{"empty range create 0 holds", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("x", "y", create, eq, 0)}, Success: ok}, "SUCCESS get[b=2@2/2/1]", 5},
+		{"value equal", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", value, eq, "11")}, Success: ok}, "SUCCESS get[b=2@3/3/1]", 6},
+		{"value greater", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", value, gt, "2")}, Success: ok}, "FAILURE", 6},
+		{"version greater", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", version, gt, 1)}, Success: ok}, "SUCCESS get[b=2@3/3/1]", 6},
+		{"missing key version 0", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("zz", "", version, eq, 0)}, Success: ok}, "SUCCESS get[b=2@3/3/1]", 6},
+		{"create equal", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("b", "", create, eq, 3)}, Success: ok}, "SUCCESS get[b=2@3/3/1]", 6},
+		{"mod less fails to failure", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("c", "", mod, lt, 4)}, Success: ok, Failure: []*etcdserverpb.RequestOp{getOp("c")}}, "FAILURE get[c=3@4/4/1]", 6},
+		{"lease equal none", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", lease, eq, 0)}, Success: ok}, "SUCCESS get[b=2@3/3/1]", 6},
+		{"lease not equal", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", lease, ne, 0)}, Success: ok}, "FAILURE", 6},
+		{"range version all 1 fails (a is 2)", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "e", version, eq, 1)}, Success: ok}, "FAILURE", 6},
+		{"range version all 1 holds from b", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("b", "\x00", version, eq, 1)}, Success: ok}, "SUCCESS get[b=2@3/3/1]", 6},
+		{"range mod greater", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "e", mod, gt, 2)}, Success: ok}, "SUCCESS get[b=2@3/3/1]", 6},
+		{"empty range value fails", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("x", "y", value, eq, "")}, Success: ok}, "FAILURE", 6},
+		{"empty range create 0 holds", &etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("x", "y", create, eq, 0)}, Success: ok}, "SUCCESS get[b=2@3/3/1]", 6},
 		{"no compares runs success, one revision for all writes",
 			&etcdserverpb.TxnRequest{Success: []*etcdserverpb.RequestOp{putOp("p", "1"), putOp("q", "2"), getOp("p"), delOp("c")}},
-			"SUCCESS put put get[p=1@6/6/1] del1", 6},
+			"SUCCESS put put get[p=1@7/7/1] del1", 7},
 		{"nested txn",
 			&etcdserverpb.TxnRequest{
 				Compare: []*etcdserverpb.Compare{cmpOf("a", "", value, eq, "11")},
@@ -115,13 +115,13 @@ func TestTxn(t *testing.T) {
 						Failure: []*etcdserverpb.RequestOp{putOp("n1", "f"), getOp("n0"), txnOp(&etcdserverpb.TxnRequest{Success: []*etcdserverpb.RequestOp{getOp("n1")}})},
 					}),
 				}},
-			"SUCCESS put txn[FAILURE put get[n0=x@6/6/1] txn[SUCCESS get[n1=f@6/6/1]]]", 6},
+			"SUCCESS put txn[FAILURE put get[n0=x@7/7/1] txn[SUCCESS get[n1=f@7/7/1]]]", 7},
 		{"nested compares see the state before the txn",
 			&etcdserverpb.TxnRequest{Success: []*etcdserverpb.RequestOp{
 				putOp("a", "new"),
 				txnOp(&etcdserverpb.TxnRequest{Compare: []*etcdserverpb.Compare{cmpOf("a", "", value, eq, "11")}, Success: []*etcdserverpb.RequestOp{getOp("a")}}),
 			}},
-			"SUCCESS put txn[SUCCESS get[a=new@1/6/3]]", 6},
+			"SUCCESS put txn[SUCCESS get[a=new@2/7/3]]", 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := startNode(t)

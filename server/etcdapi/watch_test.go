@@ -54,16 +54,16 @@ func TestWatch(t *testing.T) {
 	}{
 		{
 			name:   "from a past revision, one response per revision, prev_kv",
-			create: &etcdserverpb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("z"), StartRevision: 2, PrevKv: true, WatchId: 7},
+			create: &etcdserverpb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("z"), StartRevision: 3, PrevKv: true, WatchId: 7},
 			then: func(t *testing.T, n *node) {
 				if _, err := n.kv.Txn(ctxT(t), &etcdserverpb.TxnRequest{Success: []*etcdserverpb.RequestOp{putOp("e", "5"), delOp("b")}}); err != nil {
 					t.Fatal(err)
 				}
 			},
 			want: []string{
-				"created rev=1",
-				"PUT b=2@2", "PUT c=3@3", "PUT a=11@4[1]", "PUT d=4@5",
-				"PUT e=5@6", "DELETE b=@6[2]",
+				"created rev=2",
+				"PUT b=2@3", "PUT c=3@4", "PUT a=11@5[1]", "PUT d=4@6",
+				"PUT e=5@7", "DELETE b=@7[2]",
 			},
 		},
 		{
@@ -74,18 +74,18 @@ func TestWatch(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: []string{"created rev=0", "DELETE c=@6"},
+			want: []string{"created rev=0", "DELETE c=@7"},
 		},
 		{
 			// etcd's cancel carries no revision in its header (etcdctl
 			// watch -w json prints that header).
 			name:   "compacted start revision: created, then canceled with compact_revision",
-			create: &etcdserverpb.WatchCreateRequest{Key: []byte("a"), StartRevision: 2},
-			want:   []string{"created rev=5", "canceled compact=3 rev=0"},
+			create: &etcdserverpb.WatchCreateRequest{Key: []byte("a"), StartRevision: 3},
+			want:   []string{"created rev=6", "canceled compact=4 rev=0"},
 		},
 		{
 			name:   "future start revision waits for it",
-			create: &etcdserverpb.WatchCreateRequest{Key: []byte("f"), StartRevision: 7},
+			create: &etcdserverpb.WatchCreateRequest{Key: []byte("f"), StartRevision: 8},
 			then: func(t *testing.T, n *node) {
 				for _, v := range []string{"6", "7"} {
 					if _, err := n.kv.Put(ctxT(t), &etcdserverpb.PutRequest{Key: []byte("f"), Value: []byte(v)}); err != nil {
@@ -93,7 +93,7 @@ func TestWatch(t *testing.T) {
 					}
 				}
 			},
-			want: []string{"created rev=5", "PUT f=7@7"},
+			want: []string{"created rev=6", "PUT f=7@8"},
 		},
 		{
 			name:   "now, then writes through DKV's own API",
@@ -103,7 +103,7 @@ func TestWatch(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: []string{"created rev=5", "PUT jobs/1=x@6"},
+			want: []string{"created rev=6", "PUT jobs/1=x@7"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,7 +111,7 @@ func TestWatch(t *testing.T) {
 			seed(t, n)
 			ctx := ctxT(t)
 			if strings.HasPrefix(tc.name, "compacted") {
-				if _, err := n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 3}); err != nil {
+				if _, err := n.kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: 4}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -175,7 +175,7 @@ func TestWatchProgressCancel(t *testing.T) {
 	}
 	r, err = ws.Recv()
 	var last int64
-	if err != nil || r.WatchId != id || strings.Join(watchLines(t, r, &last), "") != "progress rev=5" {
+	if err != nil || r.WatchId != id || strings.Join(watchLines(t, r, &last), "") != "progress rev=6" {
 		t.Fatalf("progress: %v %v", r, err)
 	}
 	if err := ws.Send(&etcdserverpb.WatchRequest{RequestUnion: &etcdserverpb.WatchRequest_CancelRequest{CancelRequest: &etcdserverpb.WatchCancelRequest{WatchId: id}}}); err != nil {
