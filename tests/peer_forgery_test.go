@@ -335,8 +335,17 @@ func onlyOneWriteSince(t *testing.T, c *Cluster, before map[string]memberView) {
 			t.Errorf("forged key committed on %s", nd.Name)
 		}
 	}
-	// The log itself: nothing was appended but the one write.
-	c.StopAll()
+	// The log itself: nothing was appended but the one write. The
+	// leader stops last: a leader stopped while its followers run hands
+	// its leadership over (server.Stop), and the new leader's term starts
+	// with an entry of its own.
+	leader := c.WaitLeader()
+	for _, nd := range c.Nodes {
+		if nd != leader {
+			c.Stop(nd)
+		}
+	}
+	c.Stop(leader)
 	for _, nd := range c.Nodes {
 		st, err := storage.Open(nd.Dir, storage.Options{NoSync: true})
 		if err != nil {
