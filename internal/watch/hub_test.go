@@ -567,7 +567,7 @@ func TestEncodeOnce(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		st := e.h.NewStream()
 		defer st.Close()
-		st.Add(Spec{Key: []byte("e/"), Prefix: true}, 1, nil)
+		st.Add(Spec{Key: []byte("e/"), Prefix: true}, 2, nil) // from the first write (an empty store is at revision 1)
 		sts = append(sts, st)
 	}
 	before := encodes.Load()
