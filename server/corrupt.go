@@ -209,7 +209,7 @@ func (s *Server) checkCorruption(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	for id, why := range diverged(hashes) {
+	for id, why := range diverged(hashes, len(ms)) {
 		if _, raised := s.sm.Alarms().Corrupt(id); raised {
 			continue
 		}
@@ -234,12 +234,16 @@ func sameApplied(hs []peerHash) bool {
 	return true
 }
 
-// diverged decides, from the answers, which members diverged and why: a
-// member outside a strict majority of equal hashes, or every member when
-// there is no majority. The KV hashes are compared at one revision; the
+// diverged decides, from the answers of a cluster of members members,
+// which members diverged and why: a member outside a strict majority of
+// equal hashes, or every member when all answered and there is no
+// majority. Without a majority among fewer answers it decides nothing (a
+// member that did not answer in time may hold the majority's hash; the
+// next check asks again), so a healthy member is not taken out of
+// service by a split it cannot be blamed for. The KV hashes are compared at one revision; the
 // lease and lock hashes among the members at the most common applied
 // index, if at least two are.
-func diverged(hs []peerHash) map[uint64]string {
+func diverged(hs []peerHash, members int) map[uint64]string {
 	out := map[uint64]string{}
 	vote := func(what string, group []peerHash, key func(peerHash) uint64) {
 		if len(group) < 2 {
@@ -264,6 +268,9 @@ func diverged(hs []peerHash) map[uint64]string {
 			if 2*n > len(group) {
 				majority, found = k, true
 			}
+		}
+		if !found && len(group) < members {
+			return
 		}
 		for _, h := range group {
 			if !found || key(h) != majority {

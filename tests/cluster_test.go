@@ -403,9 +403,10 @@ func TestConcurrentWritesThroughFollowersAllApplyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Exactly one revision per acknowledged write: nothing applied twice.
-		if resp.Count != writers*each || resp.Header.Revision != writers*each {
-			t.Fatalf("%s: %d keys at revision %d, want %d and %d", nd.Name, resp.Count, resp.Header.Revision, writers*each, writers*each)
+		// Exactly one revision per acknowledged write: nothing applied
+		// twice. An empty store is at revision 1.
+		if resp.Count != writers*each || resp.Header.Revision != writers*each+1 {
+			t.Fatalf("%s: %d keys at revision %d, want %d and %d", nd.Name, resp.Count, resp.Header.Revision, writers*each, writers*each+1)
 		}
 	}
 }

@@ -272,9 +272,9 @@ func TestOrderingKeyPrefixRange(t *testing.T) {
 	st := e.h.NewStream()
 	defer st.Close()
 	rd := startReader(t, st)
-	key, _ := st.Add(Spec{Key: []byte("a/1")}, 1, nil)
-	pre, _ := st.Add(Spec{Key: []byte("a/"), Prefix: true, PrevKV: true}, 1, nil)
-	rng, _ := st.Add(Spec{Key: []byte("a/2"), RangeEnd: []byte("b")}, 1, nil)
+	key, _ := st.Add(Spec{Key: []byte("a/1")}, 2, nil)
+	pre, _ := st.Add(Spec{Key: []byte("a/"), Prefix: true, PrevKV: true}, 2, nil)
+	rng, _ := st.Add(Spec{Key: []byte("a/2"), RangeEnd: []byte("b")}, 2, nil)
 
 	e.apply(put("a/1", "x"), put("b", "y"))
 	e.apply(txnPuts("a/1", "x2", "a/2", "z", "c", "w"))
@@ -302,9 +302,9 @@ func TestFiltersAndFragment(t *testing.T) {
 	st := e.h.NewStream()
 	defer st.Close()
 	rd := startReader(t, st)
-	noPuts, _ := st.Add(Spec{Key: []byte("k"), Prefix: true, FilterPuts: true}, 1, nil)
-	noDels, _ := st.Add(Spec{Key: []byte("k"), Prefix: true, FilterDeletes: true}, 1, nil)
-	frag, _ := st.Add(Spec{Key: []byte("k"), Prefix: true, Fragment: 3}, 1, nil)
+	noPuts, _ := st.Add(Spec{Key: []byte("k"), Prefix: true, FilterPuts: true}, 2, nil)
+	noDels, _ := st.Add(Spec{Key: []byte("k"), Prefix: true, FilterDeletes: true}, 2, nil)
+	frag, _ := st.Add(Spec{Key: []byte("k"), Prefix: true, Fragment: 3}, 2, nil)
 
 	var kvs []string
 	for i := 0; i < 10; i++ {
@@ -368,8 +368,8 @@ func TestSlowConsumerCatchUpFromHistory(t *testing.T) {
 	fastSt := e.h.NewStream()
 	defer fastSt.Close()
 	fastRd := startReader(t, fastSt)
-	slow, _ := slowSt.Add(Spec{Key: []byte("s/"), Prefix: true}, 1, nil)
-	fast, _ := fastSt.Add(Spec{Key: []byte("s/"), Prefix: true}, 1, nil)
+	slow, _ := slowSt.Add(Spec{Key: []byte("s/"), Prefix: true}, 2, nil)
+	fast, _ := fastSt.Add(Spec{Key: []byte("s/"), Prefix: true}, 2, nil)
 
 	val := string(bytes.Repeat([]byte("v"), 200))
 	var last int64
@@ -406,7 +406,7 @@ func TestSlowConsumerCancelledOnCompaction(t *testing.T) {
 	e := newEnv(t, Config{MaxQueueBytes: 2 << 10})
 	st := e.h.NewStream()
 	defer st.Close()
-	w, _ := st.Add(Spec{Key: []byte("c/"), Prefix: true}, 1, nil)
+	w, _ := st.Add(Spec{Key: []byte("c/"), Prefix: true}, 2, nil)
 	val := string(bytes.Repeat([]byte("v"), 300))
 	var last int64
 	for i := 0; i < 200; i++ {
@@ -531,8 +531,8 @@ func TestProgressAndCancel(t *testing.T) {
 	st := e.h.NewStream()
 	defer st.Close()
 	rd := startReader(t, st)
-	w, _ := st.Add(Spec{ID: 42, Key: []byte("x"), ProgressNotify: true, ProgressInterval: time.Millisecond}, 1, nil)
-	if _, err := st.Add(Spec{ID: 42, Key: []byte("y")}, 1, nil); err != ErrDuplicateID {
+	w, _ := st.Add(Spec{ID: 42, Key: []byte("x"), ProgressNotify: true, ProgressInterval: time.Millisecond}, 2, nil)
+	if _, err := st.Add(Spec{ID: 42, Key: []byte("y")}, 2, nil); err != ErrDuplicateID {
 		t.Fatalf("duplicate id: %v", err)
 	}
 	e.apply(put("y", "1"))
