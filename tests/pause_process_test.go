@@ -202,13 +202,15 @@ func testPausedMember(t *testing.T, which string) {
 		which, window, wBefore, rBefore, wDuring, rDuring, uDuring)
 
 	// A paused follower should barely matter; a paused leader costs an
-	// election. Either way the client must keep going for most of the
-	// pause: a quarter of the earlier rate is far above what a client
-	// stuck on the paused member manages (a few writes a second).
-	if wDuring < wBefore/4 {
+	// election. Either way the client
+	// must keep going for most of the pause: an eighth of the earlier
+	// rate (~150 writes/s here) is far above what a client stuck on the
+	// paused member manages (a few writes a second). This detects a
+	// stall; it is not a throughput measurement.
+	if wDuring < wBefore/8 {
 		t.Errorf("%d writes acknowledged while the %s was paused, %d in the same time before: the client stalled", wDuring, which, wBefore)
 	}
-	if rDuring < rBefore/4 {
+	if rDuring < rBefore/8 {
 		t.Errorf("%d reads while the %s was paused, %d in the same time before: the client stalled", rDuring, which, rBefore)
 	}
 	t.Logf("events per watch during the pause: %v", evDuring)
