@@ -26,9 +26,16 @@ type node struct {
 
 func startNode(t *testing.T) *node { return startNodeB(t) }
 
-func startNodeB(t testing.TB) *node {
+func startNodeB(t testing.TB) *node { return startNodeWith(t, nil) }
+
+// startNodeWith is startNode with the config changed by edit (nil: none).
+func startNodeWith(t testing.TB, edit func(*server.Config)) *node {
 	t.Helper()
-	s, err := server.New(server.Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond, NoSync: true})
+	cfg := server.Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond, NoSync: true}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
