@@ -270,15 +270,21 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 // later) when the answer is 507 Insufficient Storage.
 func httpError(w http.ResponseWriter, err error) {
 	code := dkverr.CodeOf(err)
-	st := map[dkverr.Code]int{
-		dkverr.NotFound: 404, dkverr.Conflict: 409, dkverr.InvalidInput: 400,
-		dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
-		dkverr.Compacted: 410, dkverr.NoSpace: 507,
-		dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
-	}[code]
+	st := httpStatus[code]
 	if st == 0 {
 		st = http.StatusInternalServerError
 	}
 	w.Header().Set("X-Dkv-Status", code.Reason())
 	http.Error(w, err.Error(), st)
+}
+
+// httpStatus is the HTTP status of each DKV outcome, on every HTTP path
+// (the plain /v1/keys/ endpoint and the JSON gateway alike): gRPC's own
+// mapping would answer Conflict and Locked, both FailedPrecondition on the
+// wire, with 400, which tells a client its request was malformed.
+var httpStatus = map[dkverr.Code]int{
+	dkverr.NotFound: 404, dkverr.Conflict: 409, dkverr.InvalidInput: 400,
+	dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
+	dkverr.Compacted: 410, dkverr.NoSpace: 507,
+	dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
 }

@@ -109,8 +109,8 @@ func (s *Server) gatewayError(ctx context.Context, mux *runtime.ServeMux, m runt
 		err = status.Error(codes.ResourceExhausted, fmt.Sprintf("request is larger than the limit of %d bytes (--max-value-bytes %d plus %d): %s",
 			s.maxRequestBytes(), s.cfg.MaxValueBytes, requestEnvelopeBytes, st.Message()))
 		w = statusWriter{w, http.StatusRequestEntityTooLarge}
-	} else if dkverr.CodeOf(err) == dkverr.NoSpace {
-		w = statusWriter{w, http.StatusInsufficientStorage}
+	} else if st := httpStatus[dkverr.CodeOf(err)]; st != 0 {
+		w = statusWriter{w, st}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
 }
