@@ -42,6 +42,7 @@ type browser struct {
 	ctx    context.Context
 	mu     sync.Mutex
 	errors []string
+	shots  string // where screenshots go (screenshotDir)
 }
 
 func newBrowser(t *testing.T) *browser {
@@ -52,7 +53,7 @@ func newBrowser(t *testing.T) *browser {
 	)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
-	b := &browser{t: t}
+	b := &browser{t: t, shots: screenshotDir(t)}
 	ctx, cancel2 := chromedp.NewContext(actx)
 	t.Cleanup(cancel2)
 	b.ctx = ctx
@@ -138,29 +139,38 @@ func until(expr string) chromedp.Action[chromedp.Void] {
 	}
 }
 
-// screenshot saves the viewport as docs/ui/NAME.png.
-func screenshot(name string) chromedp.Action[chromedp.Void] {
+// screenshotDir is where the screenshots go: docs/ui/ when
+// DKV_UI_SCREENSHOTS=1 (to regenerate the ones in the docs), else a
+// temporary directory, so a plain run leaves the work tree clean.
+func screenshotDir(t testing.TB) string {
+	if os.Getenv("DKV_UI_SCREENSHOTS") == "1" {
+		return filepath.Join("..", "..", "docs", "ui")
+	}
+	return t.TempDir()
+}
+
+// screenshot saves the viewport as NAME.png in the test's screenshot
+// directory (screenshotDir).
+func (b *browser) screenshot(name string) chromedp.Action[chromedp.Void] {
+	return b.shoot(name, chromedp.CaptureScreenshot())
+}
+
+// fullScreenshot saves the whole page, beyond the viewport.
+func (b *browser) fullScreenshot(name string) chromedp.Action[chromedp.Void] {
+	return b.shoot(name, chromedp.FullScreenshot(100))
+}
+
+func (b *browser) shoot(name string, capture chromedp.Action[[]byte]) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		buf, err := chromedp.CaptureScreenshot()(ctx, t)
+		buf, err := capture(ctx, t)
 		if err != nil {
 			return chromedp.Void{}, err
 		}
-		dir := filepath.Join("..", "..", "docs", "ui")
+		dir := b.shots
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return chromedp.Void{}, err
 		}
 		return chromedp.Void{}, os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644)
-	}
-}
-
-// fullScreenshot saves the whole page, beyond the viewport.
-func fullScreenshot(name string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		buf, err := chromedp.FullScreenshot(100)(ctx, t)
-		if err != nil {
-			return chromedp.Void{}, err
-		}
-		return chromedp.Void{}, os.WriteFile(filepath.Join("..", "..", "docs", "ui", name+".png"), buf, 0o644)
 	}
 }
 
@@ -248,7 +258,7 @@ func TestDashboard(t *testing.T) {
 		until(`document.querySelector('#rate-now').textContent.includes('writes/s')`), // two scrapes of /metrics
 		until(`document.querySelector('#latency-now').textContent.includes('proposal')`),
 		until(`Number(document.querySelector('#rate-chart').dataset.points) >= 4`),
-		fullScreenshot("cluster"))
+		br.fullScreenshot("cluster"))
 	<-loadDone
 	shown := get(br, br.ctx, "leader name", chromedp.Text(css("#leader-name")))
 	if shown != leader {
@@ -277,7 +287,7 @@ func TestDashboard(t *testing.T) {
 		chromedp.Click(css(`#key-tree a[data-key="app/config"]`)),
 		until(`(document.querySelector('#key-value')||{}).textContent?.includes('"blue"')`),
 		until(`document.querySelectorAll('#key-history tbody tr').length === 1`),
-		screenshot("keys"),
+		br.screenshot("keys"),
 		chromedp.Click(css("#edit-key")),
 		chromedp.WaitVisible(css("#edit-value")),
 		chromedp.SetValue(css("#edit-value"), `{"color":"green","replicas":3}`),
@@ -288,7 +298,7 @@ func TestDashboard(t *testing.T) {
 	// The edit arrives in the other tab's watch.
 	br.run(watchTab, "see the edit in the watch",
 		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('app/config') && r.textContent.includes('green'))`),
-		screenshot("watch"))
+		br.screenshot("watch"))
 
 	// Pause holds events back until Resume; a watch from a past revision
 	// replays history (the first put of app/config, still blue).
@@ -326,14 +336,14 @@ func TestDashboard(t *testing.T) {
 		until(`document.querySelector('[data-holder="invoice:101"]')?.textContent === 'worker-a'`),
 		until(`document.querySelector('[data-waiters="invoice:101"]')?.textContent.includes('worker-b')`),
 		until(`document.querySelector('[data-election="scheduler"]')?.textContent.includes('10.0.0.1:8080')`),
-		screenshot("locks"))
+		br.screenshot("locks"))
 
 	// Leases: revoke the presence lease; its key vanishes.
 	id := jsString(lease.ID)
 	br.run(br.ctx, "leases page",
 		chromedp.Navigate(ui+"#/leases"),
 		until(`document.querySelector('[data-lease=`+id+`]')?.textContent.includes('dkv.presence/web/web-2')`),
-		screenshot("leases"),
+		br.screenshot("leases"),
 		chromedp.Click(css(`[data-revoke=`+id+`]`)),
 		chromedp.Click(css(`[data-confirm-revoke=`+id+`]`)),
 		until(`!document.querySelector('[data-lease=`+id+`]')`),
@@ -348,7 +358,7 @@ func TestDashboard(t *testing.T) {
 		chromedp.Navigate(ui+"#/recipes"),
 		until(`document.querySelector('#flags')?.textContent.includes('checkout')`),
 		until(`document.querySelector('[data-queue="emails"]')?.textContent.includes('1') && document.querySelector('[data-dead="emails"]')?.textContent.includes('smtp: connection timed out')`),
-		screenshot("recipes"))
+		br.screenshot("recipes"))
 
 	// Phone width: nothing wider than the screen, the menu still there.
 	for _, page := range []string{"cluster", "keys?p=app%2F&k=app%2Fconfig"} {
@@ -361,7 +371,7 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("page %s is wider than a 390 px screen", page)
 		}
 	}
-	br.run(br.ctx, "phone screenshot", screenshot("phone"))
+	br.run(br.ctx, "phone screenshot", br.screenshot("phone"))
 	// Keyboard: the first Tab reaches the skip link, the next the menu.
 	br.run(br.ctx, "keyboard", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ui+"#/cluster"),
 		until(`!!document.querySelector('#leader-name')`),
