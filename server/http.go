@@ -75,6 +75,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
 	mux.HandleFunc("POST /v1/watch", s.handleWatchPost(gw))
 	mux.HandleFunc("GET /v1/locks", s.handleLocksHTTP)
+	mux.HandleFunc("GET /v1/ratelimits", s.handleRateLimitsHTTP)
 	mux.HandleFunc("GET /v1/cluster/progress", s.handleProgressHTTP)
 	mux.HandleFunc("GET /v1/auth/whoami", s.handleWhoamiHTTP)
 	mux.Handle("/ui/", ui.Handler())

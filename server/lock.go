@@ -111,7 +111,9 @@ func (l *lockService) Acquire(ctx context.Context, req *dkvpb.LockAcquireRequest
 	// (the interceptor exempts waits from it); only the wait for the
 	// grant lasts as long as the caller's ctx.
 	pctx, pcancel := context.WithTimeout(ctx, l.s.cfg.RequestTimeout)
-	resp, err := propose[*dkvpb.LockAcquireResponse](pctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
+	// The entry carries this member's clock: a grant records it as its
+	// time (GET /v1/locks' granted_unix_ms); apply never reads a clock.
+	resp, err := propose[*dkvpb.LockAcquireResponse](pctx, l.s, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
 	pcancel()
 	if err != nil {
 		if r.Wait && ctx.Err() != nil {
@@ -215,7 +217,9 @@ func (l *lockService) cancelWait(key []byte, owner string) {
 }
 
 func (l *lockService) Release(ctx context.Context, req *dkvpb.LockReleaseRequest) (*dkvpb.LockReleaseResponse, error) {
-	return propose[*dkvpb.LockReleaseResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockRelease{LockRelease: req}})
+	// Stamped: a release hands the lock to the next waiter, whose grant
+	// records the entry's time.
+	return propose[*dkvpb.LockReleaseResponse](ctx, l.s, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockRelease{LockRelease: req}})
 }
 
 func (l *lockService) Cancel(ctx context.Context, req *dkvpb.LockCancelRequest) (*dkvpb.LockCancelResponse, error) {
