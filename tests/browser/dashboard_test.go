@@ -210,7 +210,12 @@ func TestDashboard(t *testing.T) {
 	put("app/feature/beta", "on")
 	put("app/feature/dark-mode", "off")
 	put("jobs/invoice:101", "pending")
-	put("dkv.flags/checkout", `{"enabled":true,"rollout":25}`)
+	// A feature flag as client/recipe's SetFlag writes it.
+	put("dkv.flags/checkout", `{"key":"checkout","type":"bool","variants":{"off":false,"on":true},"defaultVariant":"off","offVariant":"off","enabled":true,"rules":[{"attribute":"plan","op":"eq","values":["beta"],"variant":"on"}],"rollout":{"variant":"on","percent":25}}`)
+	// A rate limiter bucket (1 token a minute, burst 5; 2 taken).
+	if err := call(ctx, n1, "POST", "/v1/ratelimit/allow", map[string]any{"key": b64("api/ann"), "limit": 1, "period_ms": 60000, "burst": 5, "n": 2}, nil); err != nil {
+		t.Fatal(err)
+	}
 	// A dead-lettered job, as client/recipe's Queue stores one.
 	put("dkv.queue/emails/d/0000018f2b3c4d5e6a7b8c9d", `{"id":"0000018f2b3c4d5e6a7b8c9d","payload":"`+b64("welcome mail to ann")+`","run_at_ms":1764600000000,"enqueued_ms":1764600000000,"attempt":3,"max_attempts":3,"last_error":"smtp: connection timed out","dead_ms":1764600300000}`)
 	var lease struct{ ID string }
@@ -336,6 +341,8 @@ func TestDashboard(t *testing.T) {
 		until(`document.querySelector('[data-holder="invoice:101"]')?.textContent === 'worker-a'`),
 		until(`document.querySelector('[data-waiters="invoice:101"]')?.textContent.includes('worker-b')`),
 		until(`document.querySelector('[data-election="scheduler"]')?.textContent.includes('10.0.0.1:8080')`),
+		// Granted at: the grant's time (the raft entry's) and revision.
+		until(`/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/.test(document.querySelector('[data-granted="invoice:101"]')?.textContent) && /at revision \d+/.test(document.querySelector('[data-granted="invoice:101"]').textContent)`),
 		br.screenshot("locks"))
 
 	// Leases: revoke the presence lease; its key vanishes.
@@ -358,7 +365,64 @@ func TestDashboard(t *testing.T) {
 		chromedp.Navigate(ui+"#/recipes"),
 		until(`document.querySelector('#flags')?.textContent.includes('checkout')`),
 		until(`document.querySelector('[data-queue="emails"]')?.textContent.includes('1') && document.querySelector('[data-dead="emails"]')?.textContent.includes('smtp: connection timed out')`),
-		br.screenshot("recipes"))
+		until(`document.querySelector('[data-ratelimit="api/ann"]')?.textContent.includes('full in')`),
+		until(`document.querySelector('[data-flag-rollout="checkout"]')?.textContent.includes('25% get on')`),
+		br.fullScreenshot("recipes"))
+
+	// Edit the flag's rollout in its form: saved with compare-and-set.
+	br.run(br.ctx, "edit a flag's rollout",
+		chromedp.Click(css(`[data-edit-flag="checkout"]`)),
+		chromedp.WaitVisible(css("#flag-rollout-percent")),
+		fill("#flag-rollout-percent", "60"),
+		chromedp.Click(css("#flag-add-rule")),
+		fill(`#flag-rules tr:last-child [data-f="attribute"]`, "country"),
+		chromedp.SetValue(css(`#flag-rules tr:last-child [data-f="op"]`), "in"),
+		fill(`#flag-rules tr:last-child [data-f="values"]`, "NL, BE"),
+		br.fullScreenshot("flag-form"),
+		chromedp.Click(css("#flag-save")),
+		until(`document.querySelector('[data-flag-rollout="checkout"]')?.textContent.includes('60% get on') && document.querySelector('[data-flag="checkout"]').textContent.includes('country in NL, BE')`))
+	var flag struct {
+		Kvs []struct {
+			Value   []byte
+			Version string
+		}
+	}
+	if err := call(ctx, n1, "POST", "/v1/kv/range", map[string]any{"key": b64("dkv.flags/checkout")}, &flag); err != nil || len(flag.Kvs) != 1 {
+		t.Fatalf("read the flag: %+v %v", flag, err)
+	}
+	want := `{"key":"checkout","type":"bool","variants":{"off":false,"on":true},"defaultVariant":"off","offVariant":"off","enabled":true,"rules":[{"attribute":"plan","op":"eq","values":["beta"],"variant":"on"},{"attribute":"country","op":"in","values":["NL","BE"],"variant":"off"}],"rollout":{"variant":"on","percent":60}}`
+	if string(flag.Kvs[0].Value) != want {
+		t.Errorf("the saved flag is\n  %s\nwant\n  %s", flag.Kvs[0].Value, want)
+	}
+	// A stale form: someone else writes the flag while it is open.
+	br.run(br.ctx, "open the flag form", chromedp.Click(css(`[data-edit-flag="checkout"]`)), chromedp.WaitVisible(css("#flag-rollout-percent")))
+	put("dkv.flags/checkout", want)
+	br.run(br.ctx, "stale flag save is a conflict",
+		fill("#flag-rollout-percent", "90"),
+		chromedp.Click(css("#flag-save")),
+		until(`document.querySelector('#flag-conflict')?.textContent.includes('changed by someone else')`),
+		chromedp.Click(css("#flag-conflict button")),
+		until(`!document.querySelector('#flag-conflict') && document.querySelector('[data-flag-rollout="checkout"]')?.textContent.includes('60% get on')`))
+
+	// Requeue the dead letter: it leaves the dead letters and is visible
+	// again, attempts reset.
+	br.run(br.ctx, "requeue a dead job",
+		chromedp.Click(css(`[data-requeue="0000018f2b3c4d5e6a7b8c9d"]`)),
+		until(`!!document.querySelector('[data-requeued="0000018f2b3c4d5e6a7b8c9d"]') || !document.querySelector('[data-dead="emails"]')`),
+		until(`(r => r && r.children[1].textContent === '1' && r.children[4].textContent === '0')(document.querySelector('[data-queue="emails"]'))`),
+		until(`!document.querySelector('[data-dead="emails"]')`))
+	var jobs struct {
+		Kvs []struct {
+			Key, Value []byte
+		}
+	}
+	if err := call(ctx, n1, "POST", "/v1/kv/range", map[string]any{"key": b64("dkv.queue/emails/"), "range_end": b64("dkv.queue/emails0")}, &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Kvs) != 1 || !strings.HasPrefix(string(jobs.Kvs[0].Key), "dkv.queue/emails/j/7fffffff") || !strings.HasSuffix(string(jobs.Kvs[0].Key), "0000018f2b3c4d5e6a7b8c9d") ||
+		strings.Contains(string(jobs.Kvs[0].Value), `"attempt"`) || strings.Contains(string(jobs.Kvs[0].Value), `"dead_ms"`) {
+		t.Errorf("after the requeue the queue holds %q, want one visible job 0000018f2b3c4d5e6a7b8c9d with its attempts reset", jobs.Kvs)
+	}
 
 	// Phone width: nothing wider than the screen, the menu still there.
 	for _, page := range []string{"cluster", "keys?p=app%2F&k=app%2Fconfig"} {
