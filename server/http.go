@@ -77,6 +77,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	mux.HandleFunc("GET /v1/locks", s.handleLocksHTTP)
 	mux.HandleFunc("GET /v1/ratelimits", s.handleRateLimitsHTTP)
 	mux.HandleFunc("GET /v1/cluster/progress", s.handleProgressHTTP)
+	mux.HandleFunc("GET /v1/cluster/statuses", s.handleStatusesHTTP)
 	mux.HandleFunc("GET /v1/auth/whoami", s.handleWhoamiHTTP)
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))

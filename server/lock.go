@@ -209,7 +209,7 @@ func (l *lockService) cancelWait(key []byte, owner string) {
 			case <-ctx.Done():
 			}
 		}()
-		if _, err := propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockCancel{
+		if _, err := propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockCancel{
 			LockCancel: &dkvpb.LockCancelRequest{Key: key, Owner: owner}}}); err != nil {
 			l.s.log.Debug("lock cancel failed; the waiter's lease will clear it", "key", string(key), "err", err)
 		}
@@ -223,7 +223,7 @@ func (l *lockService) Release(ctx context.Context, req *dkvpb.LockReleaseRequest
 }
 
 func (l *lockService) Cancel(ctx context.Context, req *dkvpb.LockCancelRequest) (*dkvpb.LockCancelResponse, error) {
-	return propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockCancel{LockCancel: req}})
+	return propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockCancel{LockCancel: req}})
 }
 
 func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeRequest) (*dkvpb.LockDescribeResponse, error) {

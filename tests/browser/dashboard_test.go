@@ -274,6 +274,25 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("the leader's row says %q", role)
 	}
 
+	// The cluster page served by a follower: every member's row still
+	// has its term, applied index, lag and db size.
+	var follower *member
+	for _, m := range c.members {
+		if m.name != leader {
+			follower = m
+			break
+		}
+	}
+	br.run(br.ctx, "cluster page on a follower",
+		chromedp.Navigate("http://"+follower.http+"/ui/#/cluster"),
+		until(`document.querySelectorAll('#members tr[data-member]').length === 3`),
+		until(`[...document.querySelectorAll('#members tr[data-member]')].every(r => { const n = r.dataset.member, q = (a) => r.querySelector('[data-' + a + '="' + n + '"]')?.textContent || '';
+			return /^[1-9]\d*$/.test(q('term')) && /^[1-9]\d*$/.test(q('applied')) && /^\d+$/.test(q('lag')) && /\d (B|KiB|MiB|GiB)/.test(q('size')) })`),
+		br.fullScreenshot("cluster-follower"))
+	if got := get(br, br.ctx, "follower's leader name", chromedp.Text(css("#leader-name"))); got != leader {
+		t.Errorf("the follower's cluster page names %q the leader, want %q", got, leader)
+	}
+
 	// A live watch on app/ in a second tab.
 	watchTab := br.tab()
 	br.run(watchTab, "start a watch",

@@ -226,6 +226,10 @@ async function clusterPage(ctx) {
     try { st = await api.get('/v1/cluster/status'); } catch (e) { fill(summary, errBox(e)); return; }
     try { ml = await api.get('/v1/cluster/members'); } catch (e) { /* root only with auth */ }
     try { pr = await api.get('/v1/cluster/progress'); } catch (e) { /* root only with auth */ }
+    // Every member's own status, asked by the serving member, so a
+    // follower's page shows every row too.
+    const stOf = {};
+    try { for (const x of (await api.get('/v1/cluster/statuses')).members) stOf[x.id] = x; } catch (e) { /* root only with auth */ }
     const leaderId = (ml && ml.leader_id) || st.leader_id;
     const ms = (ml && ml.members) || [{ id: st.member_id, name: st.name, is_learner: st.is_learner, reachability: { state: 'STATE_SELF' } }];
     const leader = ms.find((m) => m.id === leaderId);
@@ -249,16 +253,25 @@ async function clusterPage(ctx) {
         : reach === 'STATE_UNREACHABLE' ? h('span', { class: 'badge bad' }, `unreachable${m.reachability.last_contact_ms ? ', last ' + fmtMs(num(m.reachability.last_contact_ms)) + ' ago' : ''}`) : h('span', { class: 'badge warn', title: 'A follower hears only from the leader: ask the leader\'s /ui/' }, 'unknown to this member');
       const p = prog[m.id];
       const alarms = (st.alarms || []).filter((a) => a.member_id === m.id).map((a) => a.alarm).join(', ');
-      const size = self ? h('div', {}, `${fmtBytes(st.db_size)} (in use ${fmtBytes(st.db_size_in_use)})${quota ? ' of ' + fmtBytes(quota) : ', no quota'}`,
-        quota ? h('div', { class: 'bar', title: 'db size vs quota' }, h('div', { style: `width:${Math.min(100, (100 * num(st.db_size)) / quota).toFixed(1)}%` })) : null) : h('span', { class: 'muted' }, 'on its own /ui/');
+      const ms_ = self ? st : (stOf[m.id] || {}).status; // the member's own status
+      const why = self ? '' : (stOf[m.id] || {}).error;
+      const lst = (stOf[leaderId] || {}).status;
+      const size = ms_ ? h('div', {}, `${fmtBytes(ms_.db_size)} (in use ${fmtBytes(ms_.db_size_in_use)})`, self ? (quota ? ' of ' + fmtBytes(quota) : ', no quota') : h('span', { class: 'muted', title: 'Each member has its own --quota-bytes, on its /metrics (dkv_quota_bytes)' }, ' (quota on its /metrics)'),
+        self && quota ? h('div', { class: 'bar', title: 'db size vs quota' }, h('div', { style: `width:${Math.min(100, (100 * num(st.db_size)) / quota).toFixed(1)}%` })) : null) : h('span', { class: 'muted', title: why || '' }, why ? 'no answer' : '—');
+      // Lag: the leader's view of the member's replication when this is
+      // the leader; else the leader's commit index minus the member's
+      // applied index, from their own statuses.
+      const lag = p ? String(p.lag) : self && role === 'leader' ? '0'
+        : ms_ && lst ? h('span', { title: "the leader's commit index minus this member's applied index" }, String(Math.max(0, num(lst.raft_index) - num(ms_.raft_applied_index))))
+          : h('span', { class: 'muted' }, pr ? 'known on the leader' : '—');
       return h('tr', { 'data-member': m.name },
         h('td', {}, h('strong', {}, m.name), h('div', { class: 'muted mono' }, m.id)),
         h('td', {}, h('span', { class: 'badge ' + (role === 'leader' ? 'leader' : ''), 'data-role': role }, role)),
         h('td', {}, health),
-        h('td', { class: 'num' }, self ? st.raft_term : '—'),
-        h('td', { class: 'num' }, self ? st.raft_applied_index : p ? `${p.match} (replicated)` : '—'),
-        h('td', { class: 'num' }, p ? String(p.lag) : self && role === 'leader' ? '0' : h('span', { class: 'muted' }, pr ? 'known on the leader' : '—')),
-        h('td', {}, size),
+        h('td', { class: 'num', 'data-term': m.name }, ms_ ? ms_.raft_term : '—'),
+        h('td', { class: 'num', 'data-applied': m.name }, ms_ ? ms_.raft_applied_index : p ? `${p.match} (replicated)` : '—'),
+        h('td', { class: 'num', 'data-lag': m.name }, lag),
+        h('td', { 'data-size': m.name }, size),
         h('td', {}, alarms ? h('span', { class: 'badge bad' }, alarms) : h('span', { class: 'muted' }, 'none')),
         h('td', { class: 'mono' }, m.client_url || ''));
     });
