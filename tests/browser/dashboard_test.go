@@ -444,17 +444,22 @@ func TestDashboard(t *testing.T) {
 	}
 
 	// Phone width: nothing wider than the screen, the menu still there.
-	for _, page := range []string{"cluster", "keys?p=app%2F&k=app%2Fconfig"} {
+	for _, page := range []string{"cluster", "keys?p=app%2F&k=app%2Fconfig", "recipes"} {
 		br.run(br.ctx, "phone width "+page,
 			chromedp.EmulateViewport(390, 844),
 			chromedp.Navigate(ui+"#/"+page),
-			until(`!!document.querySelector('#members tr[data-member], #key-value')`))
+			until(`!!document.querySelector('#members tr[data-member], #key-value, #ratelimits tr[data-ratelimit]')`))
+		if page == "keys?p=app%2F&k=app%2Fconfig" {
+			br.run(br.ctx, "phone screenshot", br.screenshot("phone"))
+		}
+		if page == "recipes" {
+			br.run(br.ctx, "phone width flag form", chromedp.Click(css(`[data-edit-flag="checkout"]`)), chromedp.WaitVisible(css("#flag-rollout-percent")), br.screenshot("phone-flag-form"))
+		}
 		overflow := get(br, br.ctx, "overflow", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
 		if overflow {
 			t.Errorf("page %s is wider than a 390 px screen", page)
 		}
 	}
-	br.run(br.ctx, "phone screenshot", br.screenshot("phone"))
 	// Keyboard: the first Tab reaches the skip link, the next the menu.
 	br.run(br.ctx, "keyboard", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ui+"#/cluster"),
 		until(`!!document.querySelector('#leader-name')`),

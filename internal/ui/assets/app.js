@@ -811,23 +811,24 @@ async function recipesPage(ctx) {
     try {
       const r = await api.range({ key: api.b64('dkv.flags/'), range_end: api.prefixEnd('dkv.flags/'), limit: '200' });
       if (editingFlag) return;
+      // The form opens below the table, full width (a phone's too).
+      const formHost = h('div', { id: 'flag-form-host' });
       fill(flags, h('h3', {}, 'Feature flags'), (r.kvs || []).length ? h('table', {}, h('tbody', {}, (r.kvs || []).map((kv) => {
         const k = api.str(kv.key);
         let f = null;
         try { f = JSON.parse(api.str(kv.value)); } catch (_) { /* not a flag document */ }
         const ok = f && typeof f === 'object' && f.variants && typeof f.variants === 'object';
-        const formBox = h('td', { colspan: 3 });
         const tr = h('tr', { 'data-flag': k.slice('dkv.flags/'.length) },
           h('td', { class: 'mono' }, h('a', { href: '#/keys?' + new URLSearchParams({ p: 'dkv.flags/', k }) }, k.slice('dkv.flags/'.length))),
           h('td', {}, ok ? flagSummary(f) : h('pre', {}, valueViews(api.unb64(kv.value)).json || api.str(kv.value))),
           h('td', {}, ok && may('write', k) ? h('button', { 'data-edit-flag': f.key, onclick: () => {
             editingFlag = true;
-            const formRow = h('tr', { class: 'selected' }, formBox);
-            tr.after(formRow);
-            flagForm(formBox, kv, f, (changed) => { editingFlag = false; formRow.remove(); if (changed) refreshFlags(); });
+            for (const x of flags.querySelectorAll('tr.selected')) x.classList.remove('selected');
+            tr.classList.add('selected');
+            flagForm(formHost, kv, f, (changed) => { editingFlag = false; tr.classList.remove('selected'); fill(formHost); if (changed) refreshFlags(); });
           } }, 'Edit') : null));
         return tr;
-      }))) : h('p', { class: 'muted' }, 'No flags under dkv.flags/.'), h('p', { class: 'muted' }, 'Rules and rollout are edited here with compare-and-set; the whole document from the Keys page.'));
+      }))) : h('p', { class: 'muted' }, 'No flags under dkv.flags/.'), formHost, h('p', { class: 'muted' }, 'Rules and rollout are edited here with compare-and-set; the whole document from the Keys page.'));
     } catch (e) { fill(flags, h('h3', {}, 'Feature flags'), errBox(e)); }
   }
   async function refreshRateLimits() {
