@@ -20,13 +20,19 @@ const maxLocksListed = 1000
 // lockListEntry is one held lock in GET /v1/locks. Keys are strings
 // (JSON-escaped), as in the plain /v1/keys/ endpoint.
 type lockListEntry struct {
-	Key         string           `json:"key"`
-	Owner       string           `json:"owner"`
-	Lease       int64            `json:"lease"`
-	Token       int64            `json:"token"`
-	RemainingMs int64            `json:"remaining_ms"`
-	LastToken   int64            `json:"last_token"`
-	Waiters     []lockListWaiter `json:"waiters"`
+	Key         string `json:"key"`
+	Owner       string `json:"owner"`
+	Lease       int64  `json:"lease"`
+	Token       int64  `json:"token"`
+	RemainingMs int64  `json:"remaining_ms"`
+	LastToken   int64  `json:"last_token"`
+	// GrantedRevision is the store revision when the holder was granted
+	// the lock, GrantedUnixMs the time the granting raft entry carried
+	// (its proposer's clock); 0 when not recorded (a grant made before
+	// this was, or by an entry without a time).
+	GrantedRevision int64            `json:"granted_revision"`
+	GrantedUnixMs   int64            `json:"granted_unix_ms"`
+	Waiters         []lockListWaiter `json:"waiters"`
 }
 
 type lockListWaiter struct {
@@ -98,6 +104,14 @@ func (s *Server) handleLocksHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		e := lockListEntry{Key: string(k), Owner: st.Holder.Owner, Lease: st.Holder.Lease, Token: st.Holder.Token,
 			LastToken: st.LastToken, Waiters: []lockListWaiter{}}
+		grev, gns, ok, err := lock.GetGrant(snap, k)
+		if err != nil {
+			httpError(w, dkverr.New(dkverr.Internal, "%v", err))
+			return
+		}
+		if ok {
+			e.GrantedRevision, e.GrantedUnixMs = grev, gns/1e6
+		}
 		if _, rem, ok := s.lessor.Remaining(st.Holder.Lease); ok {
 			e.RemainingMs = rem.Milliseconds()
 		}

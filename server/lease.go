@@ -47,7 +47,8 @@ func (l *leaseService) Grant(ctx context.Context, req *dkvpb.LeaseGrantRequest) 
 
 func (l *leaseService) Revoke(ctx context.Context, req *dkvpb.LeaseRevokeRequest) (*dkvpb.LeaseRevokeResponse, error) {
 	return propose[*dkvpb.LeaseRevokeResponse](ctx, l.s, &dkvpb.InternalRequest{
-		Request: &dkvpb.InternalRequest_LeaseRevoke{LeaseRevoke: req},
+		TimeUnixNano: time.Now().UnixNano(), // a lock handed to a waiter records it
+		Request:      &dkvpb.InternalRequest_LeaseRevoke{LeaseRevoke: req},
 	})
 }
 

@@ -55,7 +55,8 @@ func (s *Server) leaseLoop() {
 				ctx, cancel := s.leaseCtx()
 				defer cancel()
 				_, err := propose[*dkvpb.LeaseExpireResponse](ctx, s, &dkvpb.InternalRequest{
-					Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: ex.ID, Epoch: ex.Epoch}},
+					TimeUnixNano: time.Now().UnixNano(), // a lock handed to a waiter records it
+					Request:      &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: ex.ID, Epoch: ex.Epoch}},
 				})
 				if err != nil {
 					s.lessor.ExpireFailed(ex.ID)

@@ -111,7 +111,9 @@ func (l *lockService) Acquire(ctx context.Context, req *dkvpb.LockAcquireRequest
 	// (the interceptor exempts waits from it); only the wait for the
 	// grant lasts as long as the caller's ctx.
 	pctx, pcancel := context.WithTimeout(ctx, l.s.cfg.RequestTimeout)
-	resp, err := propose[*dkvpb.LockAcquireResponse](pctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
+	// The entry carries this member's clock: a grant records it as its
+	// time (GET /v1/locks' granted_unix_ms); apply never reads a clock.
+	resp, err := propose[*dkvpb.LockAcquireResponse](pctx, l.s, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
 	pcancel()
 	if err != nil {
 		if r.Wait && ctx.Err() != nil {
@@ -207,7 +209,7 @@ func (l *lockService) cancelWait(key []byte, owner string) {
 			case <-ctx.Done():
 			}
 		}()
-		if _, err := propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockCancel{
+		if _, err := propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockCancel{
 			LockCancel: &dkvpb.LockCancelRequest{Key: key, Owner: owner}}}); err != nil {
 			l.s.log.Debug("lock cancel failed; the waiter's lease will clear it", "key", string(key), "err", err)
 		}
@@ -215,11 +217,13 @@ func (l *lockService) cancelWait(key []byte, owner string) {
 }
 
 func (l *lockService) Release(ctx context.Context, req *dkvpb.LockReleaseRequest) (*dkvpb.LockReleaseResponse, error) {
-	return propose[*dkvpb.LockReleaseResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockRelease{LockRelease: req}})
+	// Stamped: a release hands the lock to the next waiter, whose grant
+	// records the entry's time.
+	return propose[*dkvpb.LockReleaseResponse](ctx, l.s, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockRelease{LockRelease: req}})
 }
 
 func (l *lockService) Cancel(ctx context.Context, req *dkvpb.LockCancelRequest) (*dkvpb.LockCancelResponse, error) {
-	return propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LockCancel{LockCancel: req}})
+	return propose[*dkvpb.LockCancelResponse](ctx, l.s, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockCancel{LockCancel: req}})
 }
 
 func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeRequest) (*dkvpb.LockDescribeResponse, error) {

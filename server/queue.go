@@ -27,7 +27,8 @@ func (q *queueService) Claim(ctx context.Context, req *dkvpb.QueueClaimRequest) 
 // Ack ends a claim in one raft command (mvcc.Writer.QueueAck).
 func (q *queueService) Ack(ctx context.Context, req *dkvpb.QueueAckRequest) (*dkvpb.QueueAckResponse, error) {
 	return propose[*dkvpb.QueueAckResponse](ctx, q.s, &dkvpb.InternalRequest{
-		Request: &dkvpb.InternalRequest_QueueAck{QueueAck: req},
+		TimeUnixNano: time.Now().UnixNano(), // a claim lock handed to a waiter records it
+		Request:      &dkvpb.InternalRequest_QueueAck{QueueAck: req},
 	})
 }
 
@@ -35,6 +36,7 @@ func (q *queueService) Ack(ctx context.Context, req *dkvpb.QueueAckRequest) (*dk
 // (mvcc.Writer.QueueAckBatch).
 func (q *queueService) AckBatch(ctx context.Context, req *dkvpb.QueueAckBatchRequest) (*dkvpb.QueueAckBatchResponse, error) {
 	return propose[*dkvpb.QueueAckBatchResponse](ctx, q.s, &dkvpb.InternalRequest{
-		Request: &dkvpb.InternalRequest_QueueAckBatch{QueueAckBatch: req},
+		TimeUnixNano: time.Now().UnixNano(), // a claim lock handed to a waiter records it
+		Request:      &dkvpb.InternalRequest_QueueAckBatch{QueueAckBatch: req},
 	})
 }

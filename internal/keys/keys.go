@@ -106,6 +106,11 @@ var (
 	// LockLeasePrefix: s/kl/<lease, 8 bytes BE><key> -> how many of the
 	// key's locks and waits the lease holds.
 	LockLeasePrefix = []byte("s/kl/")
+	// LockGrantPrefix: s/kg/<key> -> when the current holder was granted
+	// the lock: the store revision at the grant and the raft entry's time
+	// (uvarints; the time is 0 when the entry carried none). Kept apart
+	// from the holder record so that record's format is unchanged.
+	LockGrantPrefix = []byte("s/kg/")
 	// LockSeq is the last allocated queue sequence number.
 	LockSeq = []byte("s/km/seq")
 )

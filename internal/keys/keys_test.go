@@ -24,6 +24,7 @@ func TestLayoutIsStable(t *testing.T) {
 		{LeaseRecordPrefix, "s/ll/"}, {LeaseKeysPrefix, "s/lk/"}, {LeaseSeq, "s/lm/seq"},
 		{LockHolderPrefix, "s/kh/"}, {LockTokenPrefix, "s/kt/"}, {LockQueuePrefix, "s/kq/"},
 		{LockOwnerPrefix, "s/ko/"}, {LockLeasePrefix, "s/kl/"}, {LockSeq, "s/km/seq"},
+		{LockGrantPrefix, "s/kg/"},
 		{RateLimitPrefix, "s/bt/"},
 	} {
 		if string(c.got) != c.want {
@@ -39,7 +40,7 @@ func TestReplicatedKeysInStateSpan(t *testing.T) {
 	for _, k := range [][]byte{AppliedIndex, ConfState, MemberPrefix, AlarmPrefix, MVCCLatestPrefix, MVCCHistoryPrefix,
 		MVCCChangesPrefix, MVCCRevision, MVCCCompact, LeaseRecordPrefix, LeaseKeysPrefix, LeaseSeq,
 		LockHolderPrefix, LockTokenPrefix, LockQueuePrefix, LockOwnerPrefix, LockLeasePrefix, LockSeq,
-		RateLimitPrefix} {
+		LockGrantPrefix, RateLimitPrefix} {
 		if !in(k) {
 			t.Errorf("%q is replicated but outside the state span", k)
 		}

@@ -17,6 +17,8 @@
 //	s/kl/<lease8><key>     uvarint count of holder+waiter entries of the
 //	                       lease on key
 //	s/km/seq               last waiter seq
+//	s/kg/<k>               the current grant's store revision and raft
+//	                       entry time (uvarints; time 0 if the entry had none)
 //
 // # Invariants
 //

@@ -16,6 +16,7 @@ var (
 	prefixQueue  = keys.LockQueuePrefix
 	prefixOwner  = keys.LockOwnerPrefix
 	prefixLease  = keys.LockLeasePrefix
+	prefixGrant  = keys.LockGrantPrefix
 	keySeq       = keys.LockSeq
 )
 
@@ -169,12 +170,41 @@ func DeleteHolder(b *pebble.Batch, h *Holder) error {
 	if err := b.Delete(keyed(prefixHolder, h.Key, 0), nil); err != nil {
 		return err
 	}
+	if err := b.Delete(keyed(prefixGrant, h.Key, 0), nil); err != nil {
+		return err
+	}
 	if h.NoWaiters {
 		// The holder was its lease's only entry on the key: the count is
 		// 1, so drop it without reading it.
 		return b.Delete(indexKey(h.Lease, h.Key), nil)
 	}
 	return indexAdd(b, h.Lease, h.Key, -1)
+}
+
+// SetGrant records when key's current holder was granted the lock: the
+// store revision and the raft entry's time (GetGrant reads them).
+func SetGrant(b *pebble.Batch, key []byte, rev, unixNano int64) error {
+	v := binary.AppendUvarint(nil, uint64(rev))
+	v = binary.AppendUvarint(v, uint64(unixNano))
+	return b.Set(keyed(prefixGrant, key, 0), v, nil)
+}
+
+// GetGrant reads what SetGrant recorded for key's current holder; ok is
+// false when nothing was (a grant made before grants were recorded).
+func GetGrant(r pebble.Reader, key []byte) (rev, unixNano int64, ok bool, err error) {
+	v, ok, err := get(r, keyed(prefixGrant, key, 0))
+	if !ok || err != nil {
+		return 0, 0, false, err
+	}
+	a, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, 0, false, errCorrupt
+	}
+	t, m := binary.Uvarint(v[n:])
+	if m <= 0 || n+m != len(v) {
+		return 0, 0, false, errCorrupt
+	}
+	return int64(a), int64(t), true, nil
 }
 
 // LastToken is the token of key's latest grant, 0 if it was never locked.

@@ -146,6 +146,7 @@ func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own, noWaite
 	tok := max(w.rev, last+1)
 	h := lock.Holder{Key: bytes.Clone(key), Owner: owner, Lease: leaseID, Token: tok, OwnLease: own, NoWaiters: noWaiters}
 	must(lock.SetHolder(w.b, &h))
+	must(lock.SetGrant(w.b, h.Key, w.cur, w.now))
 	w.s.held[string(h.Key)] = struct{}{}
 	g := handleOf(&h)
 	w.locks = append(w.locks, g)

@@ -253,6 +253,7 @@ type Writer struct {
 	cur     int64 // revision before the command
 	comp    int64
 	rev     int64 // revision of the command's writes
+	now     int64 // the raft entry's time in Unix ns (SetTime); 0 if none
 	changes []change
 	events  []Event
 	leases  []lease.Change
@@ -266,6 +267,11 @@ func (s *Store) Begin(b *pebble.Batch) *Writer {
 	s.w = Writer{s: s, b: b, cur: cur, comp: s.compact.Load(), rev: cur + 1, changes: s.w.changes[:0]}
 	return &s.w
 }
+
+// SetTime gives the command the time its proposer stamped into the raft
+// entry (InternalRequest.time_unix_nano; 0 when it stamped none). It is
+// replicated, never this member's clock: a lock grant records it.
+func (w *Writer) SetTime(unixNano int64) { w.now = unixNano }
 
 func (w *Writer) get(key []byte) (record, bool) {
 	rec, ok, err := getLatest(w.b, w.s.kbuf[:0], key)

@@ -127,6 +127,7 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		return m.refused(err)
 	}
 	w := m.kv.Begin(b)
+	w.SetTime(req.GetTimeUnixNano())
 	var (
 		resp  proto.Message
 		err   error

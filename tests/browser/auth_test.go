@@ -47,7 +47,7 @@ func TestDashboardAuth(t *testing.T) {
 		chromedp.SendKeys(css("#login-password"), "wrong"),
 		chromedp.Click(css(".login button[type=submit]")),
 		until(`document.querySelector('.login .msg.error')?.textContent.length > 0`),
-		screenshot("login"),
+		br.screenshot("login"),
 		chromedp.SetValue(css("#login-password"), "alicepw"),
 		chromedp.Click(css(".login button[type=submit]")),
 		until(`document.querySelector('#key-name')?.textContent === 'app/config'`))

@@ -42,6 +42,7 @@ type browser struct {
 	ctx    context.Context
 	mu     sync.Mutex
 	errors []string
+	shots  string // where screenshots go (screenshotDir)
 }
 
 func newBrowser(t *testing.T) *browser {
@@ -52,7 +53,7 @@ func newBrowser(t *testing.T) *browser {
 	)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
-	b := &browser{t: t}
+	b := &browser{t: t, shots: screenshotDir(t)}
 	ctx, cancel2 := chromedp.NewContext(actx)
 	t.Cleanup(cancel2)
 	b.ctx = ctx
@@ -138,29 +139,38 @@ func until(expr string) chromedp.Action[chromedp.Void] {
 	}
 }
 
-// screenshot saves the viewport as docs/ui/NAME.png.
-func screenshot(name string) chromedp.Action[chromedp.Void] {
+// screenshotDir is where the screenshots go: docs/ui/ when
+// DKV_UI_SCREENSHOTS=1 (to regenerate the ones in the docs), else a
+// temporary directory, so a plain run leaves the work tree clean.
+func screenshotDir(t testing.TB) string {
+	if os.Getenv("DKV_UI_SCREENSHOTS") == "1" {
+		return filepath.Join("..", "..", "docs", "ui")
+	}
+	return t.TempDir()
+}
+
+// screenshot saves the viewport as NAME.png in the test's screenshot
+// directory (screenshotDir).
+func (b *browser) screenshot(name string) chromedp.Action[chromedp.Void] {
+	return b.shoot(name, chromedp.CaptureScreenshot())
+}
+
+// fullScreenshot saves the whole page, beyond the viewport.
+func (b *browser) fullScreenshot(name string) chromedp.Action[chromedp.Void] {
+	return b.shoot(name, chromedp.FullScreenshot(100))
+}
+
+func (b *browser) shoot(name string, capture chromedp.Action[[]byte]) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		buf, err := chromedp.CaptureScreenshot()(ctx, t)
+		buf, err := capture(ctx, t)
 		if err != nil {
 			return chromedp.Void{}, err
 		}
-		dir := filepath.Join("..", "..", "docs", "ui")
+		dir := b.shots
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return chromedp.Void{}, err
 		}
 		return chromedp.Void{}, os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644)
-	}
-}
-
-// fullScreenshot saves the whole page, beyond the viewport.
-func fullScreenshot(name string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		buf, err := chromedp.FullScreenshot(100)(ctx, t)
-		if err != nil {
-			return chromedp.Void{}, err
-		}
-		return chromedp.Void{}, os.WriteFile(filepath.Join("..", "..", "docs", "ui", name+".png"), buf, 0o644)
 	}
 }
 
@@ -200,7 +210,12 @@ func TestDashboard(t *testing.T) {
 	put("app/feature/beta", "on")
 	put("app/feature/dark-mode", "off")
 	put("jobs/invoice:101", "pending")
-	put("dkv.flags/checkout", `{"enabled":true,"rollout":25}`)
+	// A feature flag as client/recipe's SetFlag writes it.
+	put("dkv.flags/checkout", `{"key":"checkout","type":"bool","variants":{"off":false,"on":true},"defaultVariant":"off","offVariant":"off","enabled":true,"rules":[{"attribute":"plan","op":"eq","values":["beta"],"variant":"on"}],"rollout":{"variant":"on","percent":25}}`)
+	// A rate limiter bucket (1 token a minute, burst 5; 2 taken).
+	if err := call(ctx, n1, "POST", "/v1/ratelimit/allow", map[string]any{"key": b64("api/ann"), "limit": 1, "period_ms": 60000, "burst": 5, "n": 2}, nil); err != nil {
+		t.Fatal(err)
+	}
 	// A dead-lettered job, as client/recipe's Queue stores one.
 	put("dkv.queue/emails/d/0000018f2b3c4d5e6a7b8c9d", `{"id":"0000018f2b3c4d5e6a7b8c9d","payload":"`+b64("welcome mail to ann")+`","run_at_ms":1764600000000,"enqueued_ms":1764600000000,"attempt":3,"max_attempts":3,"last_error":"smtp: connection timed out","dead_ms":1764600300000}`)
 	var lease struct{ ID string }
@@ -248,7 +263,7 @@ func TestDashboard(t *testing.T) {
 		until(`document.querySelector('#rate-now').textContent.includes('writes/s')`), // two scrapes of /metrics
 		until(`document.querySelector('#latency-now').textContent.includes('proposal')`),
 		until(`Number(document.querySelector('#rate-chart').dataset.points) >= 4`),
-		fullScreenshot("cluster"))
+		br.fullScreenshot("cluster"))
 	<-loadDone
 	shown := get(br, br.ctx, "leader name", chromedp.Text(css("#leader-name")))
 	if shown != leader {
@@ -257,6 +272,25 @@ func TestDashboard(t *testing.T) {
 	role := get(br, br.ctx, "leader's role", chromedp.Text(css(fmt.Sprintf(`#members tr[data-member=%q] [data-role]`, leader))))
 	if role != "leader" {
 		t.Errorf("the leader's row says %q", role)
+	}
+
+	// The cluster page served by a follower: every member's row still
+	// has its term, applied index, lag and db size.
+	var follower *member
+	for _, m := range c.members {
+		if m.name != leader {
+			follower = m
+			break
+		}
+	}
+	br.run(br.ctx, "cluster page on a follower",
+		chromedp.Navigate("http://"+follower.http+"/ui/#/cluster"),
+		until(`document.querySelectorAll('#members tr[data-member]').length === 3`),
+		until(`[...document.querySelectorAll('#members tr[data-member]')].every(r => { const n = r.dataset.member, q = (a) => r.querySelector('[data-' + a + '="' + n + '"]')?.textContent || '';
+			return /^[1-9]\d*$/.test(q('term')) && /^[1-9]\d*$/.test(q('applied')) && /^\d+$/.test(q('lag')) && /\d (B|KiB|MiB|GiB)/.test(q('size')) })`),
+		br.fullScreenshot("cluster-follower"))
+	if got := get(br, br.ctx, "follower's leader name", chromedp.Text(css("#leader-name"))); got != leader {
+		t.Errorf("the follower's cluster page names %q the leader, want %q", got, leader)
 	}
 
 	// A live watch on app/ in a second tab.
@@ -277,7 +311,7 @@ func TestDashboard(t *testing.T) {
 		chromedp.Click(css(`#key-tree a[data-key="app/config"]`)),
 		until(`(document.querySelector('#key-value')||{}).textContent?.includes('"blue"')`),
 		until(`document.querySelectorAll('#key-history tbody tr').length === 1`),
-		screenshot("keys"),
+		br.screenshot("keys"),
 		chromedp.Click(css("#edit-key")),
 		chromedp.WaitVisible(css("#edit-value")),
 		chromedp.SetValue(css("#edit-value"), `{"color":"green","replicas":3}`),
@@ -288,7 +322,7 @@ func TestDashboard(t *testing.T) {
 	// The edit arrives in the other tab's watch.
 	br.run(watchTab, "see the edit in the watch",
 		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('app/config') && r.textContent.includes('green'))`),
-		screenshot("watch"))
+		br.screenshot("watch"))
 
 	// Pause holds events back until Resume; a watch from a past revision
 	// replays history (the first put of app/config, still blue).
@@ -326,14 +360,16 @@ func TestDashboard(t *testing.T) {
 		until(`document.querySelector('[data-holder="invoice:101"]')?.textContent === 'worker-a'`),
 		until(`document.querySelector('[data-waiters="invoice:101"]')?.textContent.includes('worker-b')`),
 		until(`document.querySelector('[data-election="scheduler"]')?.textContent.includes('10.0.0.1:8080')`),
-		screenshot("locks"))
+		// Granted at: the grant's time (the raft entry's) and revision.
+		until(`/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/.test(document.querySelector('[data-granted="invoice:101"]')?.textContent) && /at revision \d+/.test(document.querySelector('[data-granted="invoice:101"]').textContent)`),
+		br.screenshot("locks"))
 
 	// Leases: revoke the presence lease; its key vanishes.
 	id := jsString(lease.ID)
 	br.run(br.ctx, "leases page",
 		chromedp.Navigate(ui+"#/leases"),
 		until(`document.querySelector('[data-lease=`+id+`]')?.textContent.includes('dkv.presence/web/web-2')`),
-		screenshot("leases"),
+		br.screenshot("leases"),
 		chromedp.Click(css(`[data-revoke=`+id+`]`)),
 		chromedp.Click(css(`[data-confirm-revoke=`+id+`]`)),
 		until(`!document.querySelector('[data-lease=`+id+`]')`),
@@ -348,20 +384,82 @@ func TestDashboard(t *testing.T) {
 		chromedp.Navigate(ui+"#/recipes"),
 		until(`document.querySelector('#flags')?.textContent.includes('checkout')`),
 		until(`document.querySelector('[data-queue="emails"]')?.textContent.includes('1') && document.querySelector('[data-dead="emails"]')?.textContent.includes('smtp: connection timed out')`),
-		screenshot("recipes"))
+		until(`document.querySelector('[data-ratelimit="api/ann"]')?.textContent.includes('full in')`),
+		until(`document.querySelector('[data-flag-rollout="checkout"]')?.textContent.includes('25% get on')`),
+		br.fullScreenshot("recipes"))
+
+	// Edit the flag's rollout in its form: saved with compare-and-set.
+	br.run(br.ctx, "edit a flag's rollout",
+		chromedp.Click(css(`[data-edit-flag="checkout"]`)),
+		chromedp.WaitVisible(css("#flag-rollout-percent")),
+		fill("#flag-rollout-percent", "60"),
+		chromedp.Click(css("#flag-add-rule")),
+		fill(`#flag-rules tr:last-child [data-f="attribute"]`, "country"),
+		chromedp.SetValue(css(`#flag-rules tr:last-child [data-f="op"]`), "in"),
+		fill(`#flag-rules tr:last-child [data-f="values"]`, "NL, BE"),
+		br.fullScreenshot("flag-form"),
+		chromedp.Click(css("#flag-save")),
+		until(`document.querySelector('[data-flag-rollout="checkout"]')?.textContent.includes('60% get on') && document.querySelector('[data-flag="checkout"]').textContent.includes('country in NL, BE')`))
+	var flag struct {
+		Kvs []struct {
+			Value   []byte
+			Version string
+		}
+	}
+	if err := call(ctx, n1, "POST", "/v1/kv/range", map[string]any{"key": b64("dkv.flags/checkout")}, &flag); err != nil || len(flag.Kvs) != 1 {
+		t.Fatalf("read the flag: %+v %v", flag, err)
+	}
+	want := `{"key":"checkout","type":"bool","variants":{"off":false,"on":true},"defaultVariant":"off","offVariant":"off","enabled":true,"rules":[{"attribute":"plan","op":"eq","values":["beta"],"variant":"on"},{"attribute":"country","op":"in","values":["NL","BE"],"variant":"off"}],"rollout":{"variant":"on","percent":60}}`
+	if string(flag.Kvs[0].Value) != want {
+		t.Errorf("the saved flag is\n  %s\nwant\n  %s", flag.Kvs[0].Value, want)
+	}
+	// A stale form: someone else writes the flag while it is open.
+	br.run(br.ctx, "open the flag form", chromedp.Click(css(`[data-edit-flag="checkout"]`)), chromedp.WaitVisible(css("#flag-rollout-percent")))
+	put("dkv.flags/checkout", want)
+	br.run(br.ctx, "stale flag save is a conflict",
+		fill("#flag-rollout-percent", "90"),
+		chromedp.Click(css("#flag-save")),
+		until(`document.querySelector('#flag-conflict')?.textContent.includes('changed by someone else')`),
+		chromedp.Click(css("#flag-conflict button")),
+		until(`!document.querySelector('#flag-conflict') && document.querySelector('[data-flag-rollout="checkout"]')?.textContent.includes('60% get on')`))
+
+	// Requeue the dead letter: it leaves the dead letters and is visible
+	// again, attempts reset.
+	br.run(br.ctx, "requeue a dead job",
+		chromedp.Click(css(`[data-requeue="0000018f2b3c4d5e6a7b8c9d"]`)),
+		until(`!!document.querySelector('[data-requeued="0000018f2b3c4d5e6a7b8c9d"]') || !document.querySelector('[data-dead="emails"]')`),
+		until(`(r => r && r.children[1].textContent === '1' && r.children[4].textContent === '0')(document.querySelector('[data-queue="emails"]'))`),
+		until(`!document.querySelector('[data-dead="emails"]')`))
+	var jobs struct {
+		Kvs []struct {
+			Key, Value []byte
+		}
+	}
+	if err := call(ctx, n1, "POST", "/v1/kv/range", map[string]any{"key": b64("dkv.queue/emails/"), "range_end": b64("dkv.queue/emails0")}, &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Kvs) != 1 || !strings.HasPrefix(string(jobs.Kvs[0].Key), "dkv.queue/emails/j/7fffffff") || !strings.HasSuffix(string(jobs.Kvs[0].Key), "0000018f2b3c4d5e6a7b8c9d") ||
+		strings.Contains(string(jobs.Kvs[0].Value), `"attempt"`) || strings.Contains(string(jobs.Kvs[0].Value), `"dead_ms"`) {
+		t.Errorf("after the requeue the queue holds %q, want one visible job 0000018f2b3c4d5e6a7b8c9d with its attempts reset", jobs.Kvs)
+	}
 
 	// Phone width: nothing wider than the screen, the menu still there.
-	for _, page := range []string{"cluster", "keys?p=app%2F&k=app%2Fconfig"} {
+	for _, page := range []string{"cluster", "keys?p=app%2F&k=app%2Fconfig", "recipes"} {
 		br.run(br.ctx, "phone width "+page,
 			chromedp.EmulateViewport(390, 844),
 			chromedp.Navigate(ui+"#/"+page),
-			until(`!!document.querySelector('#members tr[data-member], #key-value')`))
+			until(`!!document.querySelector('#members tr[data-member], #key-value, #ratelimits tr[data-ratelimit]')`))
+		if page == "keys?p=app%2F&k=app%2Fconfig" {
+			br.run(br.ctx, "phone screenshot", br.screenshot("phone"))
+		}
+		if page == "recipes" {
+			br.run(br.ctx, "phone width flag form", chromedp.Click(css(`[data-edit-flag="checkout"]`)), chromedp.WaitVisible(css("#flag-rollout-percent")), br.screenshot("phone-flag-form"))
+		}
 		overflow := get(br, br.ctx, "overflow", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
 		if overflow {
 			t.Errorf("page %s is wider than a 390 px screen", page)
 		}
 	}
-	br.run(br.ctx, "phone screenshot", screenshot("phone"))
 	// Keyboard: the first Tab reaches the skip link, the next the menu.
 	br.run(br.ctx, "keyboard", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ui+"#/cluster"),
 		until(`!!document.querySelector('#leader-name')`),

@@ -226,6 +226,10 @@ async function clusterPage(ctx) {
     try { st = await api.get('/v1/cluster/status'); } catch (e) { fill(summary, errBox(e)); return; }
     try { ml = await api.get('/v1/cluster/members'); } catch (e) { /* root only with auth */ }
     try { pr = await api.get('/v1/cluster/progress'); } catch (e) { /* root only with auth */ }
+    // Every member's own status, asked by the serving member, so a
+    // follower's page shows every row too.
+    const stOf = {};
+    try { for (const x of (await api.get('/v1/cluster/statuses')).members) stOf[x.id] = x; } catch (e) { /* root only with auth */ }
     const leaderId = (ml && ml.leader_id) || st.leader_id;
     const ms = (ml && ml.members) || [{ id: st.member_id, name: st.name, is_learner: st.is_learner, reachability: { state: 'STATE_SELF' } }];
     const leader = ms.find((m) => m.id === leaderId);
@@ -249,16 +253,25 @@ async function clusterPage(ctx) {
         : reach === 'STATE_UNREACHABLE' ? h('span', { class: 'badge bad' }, `unreachable${m.reachability.last_contact_ms ? ', last ' + fmtMs(num(m.reachability.last_contact_ms)) + ' ago' : ''}`) : h('span', { class: 'badge warn', title: 'A follower hears only from the leader: ask the leader\'s /ui/' }, 'unknown to this member');
       const p = prog[m.id];
       const alarms = (st.alarms || []).filter((a) => a.member_id === m.id).map((a) => a.alarm).join(', ');
-      const size = self ? h('div', {}, `${fmtBytes(st.db_size)} (in use ${fmtBytes(st.db_size_in_use)})${quota ? ' of ' + fmtBytes(quota) : ', no quota'}`,
-        quota ? h('div', { class: 'bar', title: 'db size vs quota' }, h('div', { style: `width:${Math.min(100, (100 * num(st.db_size)) / quota).toFixed(1)}%` })) : null) : h('span', { class: 'muted' }, 'on its own /ui/');
+      const ms_ = self ? st : (stOf[m.id] || {}).status; // the member's own status
+      const why = self ? '' : (stOf[m.id] || {}).error;
+      const lst = (stOf[leaderId] || {}).status;
+      const size = ms_ ? h('div', {}, `${fmtBytes(ms_.db_size)} (in use ${fmtBytes(ms_.db_size_in_use)})`, self ? (quota ? ' of ' + fmtBytes(quota) : ', no quota') : h('span', { class: 'muted', title: 'Each member has its own --quota-bytes, on its /metrics (dkv_quota_bytes)' }, ' (quota on its /metrics)'),
+        self && quota ? h('div', { class: 'bar', title: 'db size vs quota' }, h('div', { style: `width:${Math.min(100, (100 * num(st.db_size)) / quota).toFixed(1)}%` })) : null) : h('span', { class: 'muted', title: why || '' }, why ? 'no answer' : '—');
+      // Lag: the leader's view of the member's replication when this is
+      // the leader; else the leader's commit index minus the member's
+      // applied index, from their own statuses.
+      const lag = p ? String(p.lag) : self && role === 'leader' ? '0'
+        : ms_ && lst ? h('span', { title: "the leader's commit index minus this member's applied index" }, String(Math.max(0, num(lst.raft_index) - num(ms_.raft_applied_index))))
+          : h('span', { class: 'muted' }, pr ? 'known on the leader' : '—');
       return h('tr', { 'data-member': m.name },
         h('td', {}, h('strong', {}, m.name), h('div', { class: 'muted mono' }, m.id)),
         h('td', {}, h('span', { class: 'badge ' + (role === 'leader' ? 'leader' : ''), 'data-role': role }, role)),
         h('td', {}, health),
-        h('td', { class: 'num' }, self ? st.raft_term : '—'),
-        h('td', { class: 'num' }, self ? st.raft_applied_index : p ? `${p.match} (replicated)` : '—'),
-        h('td', { class: 'num' }, p ? String(p.lag) : self && role === 'leader' ? '0' : h('span', { class: 'muted' }, pr ? 'known on the leader' : '—')),
-        h('td', {}, size),
+        h('td', { class: 'num', 'data-term': m.name }, ms_ ? ms_.raft_term : '—'),
+        h('td', { class: 'num', 'data-applied': m.name }, ms_ ? ms_.raft_applied_index : p ? `${p.match} (replicated)` : '—'),
+        h('td', { class: 'num', 'data-lag': m.name }, lag),
+        h('td', { 'data-size': m.name }, size),
         h('td', {}, alarms ? h('span', { class: 'badge bad' }, alarms) : h('span', { class: 'muted' }, 'none')),
         h('td', { class: 'mono' }, m.client_url || ''));
     });
@@ -605,13 +618,25 @@ async function leasesPage(ctx) {
 }
 
 // ---- locks and elections ------------------------------------------------------
+function fmtTime(ms) { return new Date(ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC'; }
+
+// grantedAt: when the holder got the lock: the time the granting raft
+// entry carried and the store revision then (either may be unknown: 0).
+function grantedAt(l, now) {
+  const t = num(l.granted_unix_ms), rev = num(l.granted_revision);
+  if (!t && !rev) return h('span', { class: 'muted' }, 'not recorded');
+  return h('span', {}, t ? h('time', { datetime: new Date(t).toISOString() }, fmtTime(t)) : null,
+    t ? h('span', { class: 'muted' }, ` (${fmtMs(now - t)} ago)`) : null,
+    rev ? h('div', { class: 'muted' }, `at revision ${rev}`) : null);
+}
+
 async function locksPage(ctx) {
   const { main } = ctx;
   const locks = h('tbody', { id: 'lock-rows' });
   const elections = h('tbody', { id: 'election-rows' });
   const info = h('p', { class: 'muted' });
   add(main, h('h2', {}, 'Locks'), h('div', { class: 'card' }, info,
-    h('table', {}, h('thead', {}, h('tr', {}, ['Key', 'Holder', 'Fencing token', 'Lease', 'Expires in', 'Waiters (FIFO)'].map((t) => h('th', { scope: 'col' }, t)))), locks)),
+    h('table', {}, h('thead', {}, h('tr', {}, ['Key', 'Holder', 'Fencing token', 'Granted', 'Lease', 'Expires in', 'Waiters (FIFO)'].map((t) => h('th', { scope: 'col' }, t)))), locks)),
   h('h2', {}, 'Elections'), h('div', { class: 'card' }, h('p', { class: 'muted' }, 'An election is a lock whose candidates store their values under NAME/candidates/; its term is the lock\'s fencing token.'),
     h('table', {}, h('thead', {}, h('tr', {}, ['Election', 'Leader', 'Term', 'Candidates'].map((t) => h('th', { scope: 'col' }, t)))), elections)));
   ctx.every(2000, async () => {
@@ -621,6 +646,7 @@ async function locksPage(ctx) {
     info.textContent = `${r.locks.length} held locks${r.more ? ' (more not shown)' : ''}, at revision ${r.revision}`;
     fill(locks, ...r.locks.map((l) => h('tr', { 'data-lock': l.key },
       h('td', { class: 'mono' }, l.key), h('td', { 'data-holder': l.key }, l.owner), h('td', { class: 'num' }, l.token),
+      h('td', { 'data-granted': l.key }, grantedAt(l, at)),
       h('td', { class: 'mono' }, h('a', { href: '#/leases?' + new URLSearchParams({ id: String(l.lease) }) }, String(l.lease))),
       h('td', { class: 'num' }, l.remaining_ms ? fmtMs(l.remaining_ms - (Date.now() - at)) : '—'),
       h('td', { 'data-waiters': l.key }, l.waiters.length ? h('ol', {}, l.waiters.map((w) => h('li', {}, w.owner))) : h('span', { class: 'muted' }, 'none')))));
@@ -640,12 +666,184 @@ async function locksPage(ctx) {
 }
 
 // ---- recipes -------------------------------------------------------------------
+// queueOrder is a job's key under dkv.queue/NAME/j/, as internal/queuekeys
+// writes it: the priority (sign bit flipped, then inverted so higher
+// sorts first), run-at in ms and the id, in hex.
+function queueOrder(priority, runAtMs, id) {
+  const p = (~((priority | 0) ^ 0x80000000)) >>> 0;
+  return p.toString(16).padStart(8, '0') + Math.max(0, Math.floor(runAtMs)).toString(16).padStart(16, '0') + id;
+}
+
+// requeue moves a dead-lettered job back to the queue, visible now with
+// its attempts reset, in one transaction as client/recipe's
+// Queue.Requeue does: only if the dead letter is still the one shown.
+async function requeue(queue, j) {
+  const kv = j._kv;
+  const rec = JSON.parse(api.str(kv.value));
+  delete rec.attempt; // 0, omitted as the Go record omits it
+  delete rec.dead_ms;
+  rec.run_at_ms = Date.now();
+  const jobKey = `dkv.queue/${queue}/j/` + queueOrder(rec.priority || 0, rec.run_at_ms, rec.id);
+  const r = await api.post('/v1/kv/txn', {
+    compare: [{ key: kv.key, target: 'MOD', result: 'EQUAL', mod_revision: kv.mod_revision }],
+    success: [{ request_delete_range: { key: kv.key } }, { request_put: { key: api.b64(jobKey), value: api.b64(JSON.stringify(rec)) } }],
+  });
+  if (!r.succeeded) throw new Error(`Job ${rec.id} left the dead-letter list meanwhile (requeued, purged or changed by someone else): nothing was written.`);
+}
+
+function requeueCell(queue, j) {
+  const cell = h('div');
+  const key = api.str(j._kv.key);
+  if (!may('write', key) || !may('write', `dkv.queue/${queue}/j/`)) {
+    add(cell, h('span', { class: 'muted mono' }, `dkv queue requeue ${queue} ${j.id}`));
+    return cell;
+  }
+  const btn = h('button', { 'data-requeue': j.id, title: `Move job ${j.id} back to ${queue}, visible now, attempts reset`, onclick: async () => {
+    btn.disabled = true;
+    try {
+      await requeue(queue, j);
+      toast(`Requeued job ${j.id} on ${queue}`);
+      fill(cell, h('span', { class: 'badge ok', 'data-requeued': j.id }, 'requeued'));
+    } catch (e) { btn.disabled = false; fill(cell, btn, errBox(e)); }
+  } }, 'Requeue');
+  add(cell, btn);
+  return cell;
+}
+
+// ---- feature flags: the document client/recipe's flag.go reads
+// (dkv.flags/KEY -> {key, type, variants, defaultVariant, offVariant,
+// enabled, rules, rollout}); it refuses unknown fields, so the form
+// writes only those.
+const FLAG_OPS = ['eq', 'in', 'not_in'];
+
+function flagProblem(f) {
+  const vs = Object.keys(f.variants || {});
+  for (const [i, r] of (f.rules || []).entries()) {
+    if (!r.attribute) return `Rule ${i + 1}: the attribute is empty.`;
+    if (!FLAG_OPS.includes(r.op)) return `Rule ${i + 1}: the operator must be eq, in or not_in.`;
+    if (r.op === 'eq' && r.values.length !== 1) return `Rule ${i + 1}: eq takes exactly one value.`;
+    if (!r.values.length || r.values.length > 1024) return `Rule ${i + 1}: ${r.op} takes 1 to 1024 values.`;
+    if (!vs.includes(r.variant)) return `Rule ${i + 1}: "${r.variant}" is not a variant.`;
+  }
+  if (f.rules && f.rules.length > 64) return 'At most 64 rules.';
+  if (f.rollout) {
+    if (!vs.includes(f.rollout.variant)) return `The rollout variant "${f.rollout.variant}" is not a variant.`;
+    if (!(f.rollout.percent >= 0 && f.rollout.percent <= 100)) return `The rollout percentage ${f.rollout.percent} must be from 0 to 100.`;
+  }
+  return '';
+}
+
+function flagSummary(f) {
+  const parts = [h('span', { class: 'badge ' + (f.enabled ? 'ok' : 'bad') }, f.enabled ? 'on' : 'off (' + f.offVariant + ')'), ' default ', h('strong', {}, f.defaultVariant || '?')];
+  if (f.rollout) parts.push(h('div', { 'data-flag-rollout': f.key }, `rollout: ${f.rollout.percent}% get ${f.rollout.variant}`));
+  for (const r of f.rules || []) parts.push(h('div', { class: 'muted' }, `if ${r.attribute} ${r.op} ${r.values.join(', ')} → ${r.variant}`));
+  return parts;
+}
+
+function flagForm(box, kv, f, done) {
+  const key = api.str(kv.key);
+  const variants = Object.keys(f.variants || {}).sort();
+  const opt = (sel) => variants.map((v) => h('option', { value: v, selected: v === sel }, v));
+  const id = (x) => `flag-${x}`;
+  const enabled = h('input', { type: 'checkbox', id: id('enabled'), checked: !!f.enabled });
+  const rolloutOn = h('input', { type: 'checkbox', id: id('rollout-on'), checked: !!f.rollout });
+  const rolloutVariant = h('select', { id: id('rollout-variant'), 'aria-label': 'Rollout variant' }, opt(f.rollout ? f.rollout.variant : variants[0]));
+  const percent = h('input', { type: 'number', id: id('rollout-percent'), min: '0', max: '100', step: '0.01', value: f.rollout ? String(f.rollout.percent) : '0', 'aria-label': 'Rollout percentage', style: 'width:7em' });
+  const rules = h('tbody', { id: id('rules') });
+  const ruleRow = (r) => {
+    const tr = h('tr', {},
+      h('td', {}, h('input', { value: r.attribute || '', 'aria-label': 'Attribute', 'data-f': 'attribute', size: 8 })),
+      h('td', {}, h('select', { 'aria-label': 'Operator', 'data-f': 'op' }, FLAG_OPS.map((o) => h('option', { value: o, selected: o === r.op }, o)))),
+      h('td', {}, h('input', { value: (r.values || []).join(', '), 'aria-label': 'Values, comma-separated', 'data-f': 'values', size: 12 })),
+      h('td', {}, h('select', { 'aria-label': 'Variant', 'data-f': 'variant' }, opt(r.variant))),
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Remove this rule', onclick: () => tr.remove() }, 'Remove')));
+    return tr;
+  };
+  for (const r of f.rules || []) rules.append(ruleRow(r));
+  const out = h('div');
+  const form = h('form', { class: 'flag-form', 'data-flag-form': f.key, onsubmit: async (ev) => {
+    ev.preventDefault();
+    const next = JSON.parse(api.str(kv.value)); // keep every field as stored
+    next.enabled = enabled.checked;
+    const rs = [...rules.children].map((tr) => {
+      const v = (n) => tr.querySelector(`[data-f="${n}"]`).value;
+      return { attribute: v('attribute').trim(), op: v('op'), values: v('values').split(',').map((x) => x.trim()).filter((x) => x !== ''), variant: v('variant') };
+    });
+    if (rs.length) next.rules = rs; else delete next.rules;
+    if (rolloutOn.checked) next.rollout = { variant: rolloutVariant.value, percent: Number(percent.value) };
+    else delete next.rollout;
+    const why = flagProblem(next);
+    if (why) { fill(out, errBox(why)); return; }
+    try {
+      // Compare-and-set on the version shown.
+      await api.post('/v1/kv/put', { key: kv.key, value: api.b64(JSON.stringify(next)), if_version: kv.version });
+      toast(`Saved flag ${f.key}`);
+      done(true);
+    } catch (e) {
+      if (e instanceof api.ApiError && (e.status === 409 || /CONFLICT/.test(e.reason))) {
+        fill(out, h('div', { class: 'msg error', role: 'alert', id: 'flag-conflict' }, `Conflict: flag ${f.key} was changed by someone else since you opened it (version ${kv.version}), so nothing was written. `,
+          h('button', { type: 'button', onclick: () => done(true) }, 'Reload the flag'), h('div', { class: 'muted' }, e.message)));
+      } else fill(out, errBox(e));
+    }
+  } },
+  h('h4', {}, `Edit ${f.key}`),
+  h('div', { class: 'row' }, h('label', {}, enabled, ' enabled (off serves ', f.offVariant, ')')),
+  h('fieldset', {}, h('legend', {}, 'Rollout'),
+    h('div', { class: 'row' }, h('label', {}, rolloutOn, ' roll out'), rolloutVariant, h('label', { for: id('rollout-percent') }, 'to'), percent, '% of keys')),
+  h('fieldset', {}, h('legend', {}, 'Rules (first match wins)'),
+    h('div', { class: 'scroll' }, h('table', {}, h('thead', {}, h('tr', {}, ['Attribute', 'Op', 'Values', 'Variant', ''].map((t) => h('th', { scope: 'col' }, t)))), rules)),
+    h('button', { type: 'button', id: id('add-rule'), onclick: () => rules.append(ruleRow({ op: 'eq', variant: variants[0] })) }, 'Add rule')),
+  h('p', { class: 'muted' }, `Saving writes ${key} only if it is still at version ${kv.version}.`),
+  h('div', { class: 'row' }, h('button', { class: 'primary', type: 'submit', id: id('save') }, 'Save'), h('button', { type: 'button', onclick: () => done(false) }, 'Cancel')), out);
+  fill(box, form);
+  enabled.focus();
+}
+
 async function recipesPage(ctx) {
   const { main } = ctx;
   const queues = h('div', { class: 'card', id: 'queues' });
   const flags = h('div', { class: 'card', id: 'flags' });
   const presence = h('div', { class: 'card', id: 'presence' });
-  add(main, h('h2', {}, 'Recipes'), queues, h('div', { class: 'grid2' }, flags, presence));
+  const limiters = h('div', { class: 'card', id: 'ratelimits' });
+  add(main, h('h2', {}, 'Recipes'), queues, h('div', { class: 'grid2' }, flags, presence), limiters);
+  let editingFlag = false;
+  async function refreshFlags() {
+    try {
+      const r = await api.range({ key: api.b64('dkv.flags/'), range_end: api.prefixEnd('dkv.flags/'), limit: '200' });
+      if (editingFlag) return;
+      // The form opens below the table, full width (a phone's too).
+      const formHost = h('div', { id: 'flag-form-host' });
+      fill(flags, h('h3', {}, 'Feature flags'), (r.kvs || []).length ? h('table', {}, h('tbody', {}, (r.kvs || []).map((kv) => {
+        const k = api.str(kv.key);
+        let f = null;
+        try { f = JSON.parse(api.str(kv.value)); } catch (_) { /* not a flag document */ }
+        const ok = f && typeof f === 'object' && f.variants && typeof f.variants === 'object';
+        const tr = h('tr', { 'data-flag': k.slice('dkv.flags/'.length) },
+          h('td', { class: 'mono' }, h('a', { href: '#/keys?' + new URLSearchParams({ p: 'dkv.flags/', k }) }, k.slice('dkv.flags/'.length))),
+          h('td', {}, ok ? flagSummary(f) : h('pre', {}, valueViews(api.unb64(kv.value)).json || api.str(kv.value))),
+          h('td', {}, ok && may('write', k) ? h('button', { 'data-edit-flag': f.key, onclick: () => {
+            editingFlag = true;
+            for (const x of flags.querySelectorAll('tr.selected')) x.classList.remove('selected');
+            tr.classList.add('selected');
+            flagForm(formHost, kv, f, (changed) => { editingFlag = false; tr.classList.remove('selected'); fill(formHost); if (changed) refreshFlags(); });
+          } }, 'Edit') : null));
+        return tr;
+      }))) : h('p', { class: 'muted' }, 'No flags under dkv.flags/.'), formHost, h('p', { class: 'muted' }, 'Rules and rollout are edited here with compare-and-set; the whole document from the Keys page.'));
+    } catch (e) { fill(flags, h('h3', {}, 'Feature flags'), errBox(e)); }
+  }
+  async function refreshRateLimits() {
+    try {
+      const r = await api.get('/v1/ratelimits');
+      const now = r.now_unix_ms;
+      fill(limiters, h('h3', {}, 'Rate limiters'), r.buckets.length ? h('div', { class: 'scroll' }, h('table', {},
+        h('thead', {}, h('tr', {}, ['Bucket', 'Last decision', 'State'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, r.buckets.map((b) => h('tr', { 'data-ratelimit': b.key }, h('td', { class: 'mono' }, b.key),
+          h('td', {}, fmtTime(b.last_unix_ms), h('span', { class: 'muted' }, ` (${fmtMs(now - b.last_unix_ms)} ago)`)),
+          h('td', {}, b.full_in_ms > 0 ? h('span', { class: 'badge warn' }, `refilling: full in ${fmtMs(b.full_in_ms)}`) : h('span', { class: 'badge ok' }, 'full'))))))) : h('p', { class: 'muted' }, 'No rate limiter buckets.'),
+        r.more ? h('p', { class: 'muted' }, 'Showing the first 1,000.') : null,
+        h('p', { class: 'muted' }, 'From GET /v1/ratelimits. A bucket keeps only its GCRA state; its rate and burst come with each request, so token counts are the callers\' to know.'));
+    } catch (e) { fill(limiters, h('h3', {}, 'Rate limiters'), errBox(e)); }
+  }
   ctx.every(3000, async () => {
     try {
       const s = await api.metrics();
@@ -664,21 +862,16 @@ async function recipesPage(ctx) {
         const p = `dkv.queue/${n}/d/`;
         let r;
         try { r = await api.range({ key: api.b64(p), range_end: api.prefixEnd(p), limit: '20' }); } catch (_) { continue; }
-        const jobs = (r.kvs || []).map((kv) => { try { return JSON.parse(api.str(kv.value)); } catch (_) { return null; } }).filter(Boolean);
-        add(queues, h('h3', {}, `Dead letters of ${n}`), h('table', { 'data-dead': n }, h('thead', {}, h('tr', {}, ['Job', 'Attempts', 'Last error', 'Dead since', 'Payload', 'Requeue with'].map((t) => h('th', { scope: 'col' }, t)))),
+        const jobs = (r.kvs || []).map((kv) => { try { return Object.assign(JSON.parse(api.str(kv.value)), { _kv: kv }); } catch (_) { return null; } }).filter(Boolean);
+        add(queues, h('h3', {}, `Dead letters of ${n}`), h('table', { 'data-dead': n }, h('thead', {}, h('tr', {}, ['Job', 'Attempts', 'Last error', 'Dead since', 'Payload', 'Requeue'].map((t) => h('th', { scope: 'col' }, t)))),
           h('tbody', {}, jobs.map((j) => h('tr', {}, h('td', { class: 'mono' }, j.id), h('td', { class: 'num' }, `${j.attempt || 0} of ${j.max_attempts || '?'}`), h('td', {}, j.last_error || ''),
             h('td', {}, j.dead_ms ? new Date(j.dead_ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC' : ''), h('td', { class: 'mono' }, preview(api.unb64(j.payload || ''), 40)),
-            h('td', { class: 'mono' }, `dkv queue requeue ${n} ${j.id}`))))),
+            h('td', {}, requeueCell(n, j)))))),
           r.more ? h('p', { class: 'muted' }, 'Showing the oldest 20.') : null);
       }
     } catch (e) { fill(queues, h('h3', {}, 'Queues'), errBox(e)); }
-    try {
-      const r = await api.range({ key: api.b64('dkv.flags/'), range_end: api.prefixEnd('dkv.flags/'), limit: '200' });
-      fill(flags, h('h3', {}, 'Feature flags'), (r.kvs || []).length ? h('table', {}, h('tbody', {}, (r.kvs || []).map((kv) => {
-        const k = api.str(kv.key);
-        return h('tr', {}, h('td', { class: 'mono' }, h('a', { href: '#/keys?' + new URLSearchParams({ p: 'dkv.flags/', k }) }, k.slice('dkv.flags/'.length))), h('td', {}, h('pre', {}, valueViews(api.unb64(kv.value)).json || api.str(kv.value))));
-      }))) : h('p', { class: 'muted' }, 'No flags under dkv.flags/.'), h('p', { class: 'muted' }, 'Edit a flag\'s JSON from the Keys page (compare-and-set).'));
-    } catch (e) { fill(flags, h('h3', {}, 'Feature flags'), errBox(e)); }
+    if (!editingFlag) await refreshFlags();
+    await refreshRateLimits();
     try {
       const r = await api.range({ key: api.b64('dkv.presence/'), range_end: api.prefixEnd('dkv.presence/'), limit: '500' });
       const groups = {};
