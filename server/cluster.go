@@ -67,7 +67,7 @@ func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRe
 	return &dkvpb.MemberListResponse{Header: c.s.header(0), Members: c.s.withReachability(ms), LeaderId: c.s.node.Status().Lead}, nil
 }
 
+// dbSize is what the quota compares and status reports (storage.DBSize).
 func (s *Server) dbSize() int64 {
-	m := s.store.DB().Metrics()
-	return int64(m.DiskSpaceUsage())
+	return int64(s.store.DBSize())
 }

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -123,6 +124,53 @@ type peerHash struct {
 	h    *dkvpb.HashKVResponse
 }
 
+// hashPeer is a member the check asks.
+type hashPeer struct {
+	m  *dkvpb.Member
+	cc dkvpb.ClusterClient
+}
+
+// hashAll asks this member and every peer for HashKV at rev, all at once.
+// A Compacted error (from anyone) is returned; other failures of a peer
+// are listed in errs and leave it out.
+func (s *Server) hashAll(ctx context.Context, rev int64, peers []hashPeer) ([]peerHash, []string, error) {
+	type answer struct {
+		h   *dkvpb.HashKVResponse
+		err error
+	}
+	answers := make([]answer, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := p.cc.HashKV(s.withMemberProof(ctx, dkvpb.Cluster_HashKV_FullMethodName), &dkvpb.HashKVRequest{Revision: rev})
+			if err != nil {
+				err = dkverr.FromGRPC(err)
+			}
+			answers[i] = answer{h, err}
+		}()
+	}
+	own, ownErr := s.hashKV(rev)
+	wg.Wait()
+	if ownErr != nil {
+		return nil, nil, ownErr
+	}
+	hashes := []peerHash{{s.memberID, s.cfg.Name, own}}
+	var errs []string
+	for i, a := range answers {
+		switch {
+		case a.err == nil:
+			hashes = append(hashes, peerHash{peers[i].m.GetId(), peers[i].m.GetName(), a.h})
+		case dkverr.CodeOf(a.err) == dkverr.Compacted:
+			return nil, nil, a.err
+		default:
+			errs = append(errs, fmt.Sprintf("%s: %v", peers[i].m.GetName(), a.err))
+		}
+	}
+	return hashes, errs, nil
+}
+
 // checkCorruption runs one comparison. An error means it could not
 // compare with some member (down, refused); the members that answered
 // are still compared.
@@ -131,11 +179,7 @@ func (s *Server) checkCorruption(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	type peer struct {
-		m  *dkvpb.Member
-		cc dkvpb.ClusterClient
-	}
-	var peers []peer
+	var peers []hashPeer
 	var errs []string
 	for _, m := range ms {
 		if m.GetId() == s.memberID || m.GetClientUrl() == "" {
@@ -147,14 +191,14 @@ func (s *Server) checkCorruption(ctx context.Context) error {
 			continue
 		}
 		defer conn.Close()
-		peers = append(peers, peer{m, dkvpb.NewClusterClient(conn)})
+		peers = append(peers, hashPeer{m, dkvpb.NewClusterClient(conn)})
 	}
 	if len(peers) == 0 {
 		return joinErrs(errs)
 	}
 	// A revision every member has: the lowest current one.
 	rev := s.kv.Revision()
-	var live []peer
+	var live []hashPeer
 	for _, p := range peers {
 		st, err := p.cc.Status(s.withMemberProof(ctx, dkvpb.Cluster_Status_FullMethodName), &dkvpb.StatusRequest{})
 		if err != nil {
@@ -175,30 +219,22 @@ func (s *Server) checkCorruption(ctx context.Context) error {
 	if rev <= 0 {
 		return joinErrs(errs)
 	}
-	// Up to three tries to find the members at one applied index, which
-	// the lease and lock hash needs; the KV hash compares at rev anyway.
+	// The lease and lock hash needs the members at one applied index,
+	// which under writes moves all the time. Each try asks every member
+	// at once, so each takes its snapshot within a round trip of the
+	// others' (asked one after the other, on a large store the snapshots
+	// were a whole HashKV apart and never lined up under writes). Up to
+	// three tries: each reads every key on every member. The KV hash
+	// compares at rev anyway.
 	var hashes []peerHash
 	for try := 0; try < 3; try++ {
-		hashes, errs = hashes[:0], errs[:0]
-		own, err := s.hashKV(rev)
+		var err error
+		hashes, errs, err = s.hashAll(ctx, rev, live)
 		if err != nil {
 			if dkverr.CodeOf(err) == dkverr.Compacted {
 				return nil // compacted meanwhile: next time
 			}
 			return err
-		}
-		hashes = append(hashes, peerHash{s.memberID, s.cfg.Name, own})
-		for _, p := range live {
-			h, err := p.cc.HashKV(s.withMemberProof(ctx, dkvpb.Cluster_HashKV_FullMethodName), &dkvpb.HashKVRequest{Revision: rev})
-			if err != nil {
-				err = dkverr.FromGRPC(err)
-				if dkverr.CodeOf(err) == dkverr.Compacted {
-					return nil
-				}
-				errs = append(errs, fmt.Sprintf("%s: %v", p.m.GetName(), err))
-				continue
-			}
-			hashes = append(hashes, peerHash{p.m.GetId(), p.m.GetName(), h})
 		}
 		if sameApplied(hashes) {
 			break

@@ -78,8 +78,10 @@ func (m *maintenanceService) Defragment(ctx context.Context, _ *dkvpb.Defragment
 func (s *Server) dbInUse() int64 {
 	m := s.store.DB().Metrics()
 	// The WAL's logical size: a fresh WAL's physical size can read 0
-	// while it already holds the writes not yet flushed to tables.
-	inUse := int64(max(m.WAL.PhysicalSize, m.WAL.Size) + m.Table.Local.LiveSize + m.BlobFiles.Local.LiveSize)
+	// while it already holds the writes not yet flushed to tables. The
+	// blob files' size comes from the current version: the local
+	// counter starts at 0 when the database is reopened.
+	inUse := int64(max(m.WAL.PhysicalSize, m.WAL.Size) + m.Table.Local.LiveSize + m.BlobFiles.LiveSize)
 	if size := s.dbSize(); size > 0 {
 		inUse = min(inUse, size)
 	}

@@ -149,6 +149,12 @@ func (ws *watchService) Watch(stream dkvpb.Watch_WatchServer) error {
 				return err
 			}
 		case <-st.Ready():
+			// A member whose state diverged sends nothing more: it ends
+			// the stream like a request it refuses (Unavailable, naming
+			// the CORRUPT alarm), and the client resumes elsewhere.
+			if err := s.corruptRefusal(); err != nil {
+				return err
+			}
 			if err := authOK(); err != nil {
 				return err
 			}
@@ -165,6 +171,9 @@ func (ws *watchService) Watch(stream dkvpb.Watch_WatchServer) error {
 				tick.Reset(tickEvery)
 			}
 		case now := <-tick.C:
+			if err := s.corruptRefusal(); err != nil {
+				return err // an idle stream too, within a tick
+			}
 			st.NotifyIdle(now)
 			if s.node.Status().Lead == 0 {
 				if noLeaderSince.IsZero() {

@@ -56,8 +56,8 @@ type DiskUsage struct {
 	AvailBytes uint64
 	// TotalBytes is the filesystem's size.
 	TotalBytes uint64
-	// DBBytes is Pebble's own disk use: WAL, tables, manifests, and
-	// obsolete files not yet deleted.
+	// DBBytes is Pebble's own disk use: WAL, tables, blob files,
+	// manifests, and obsolete files not yet deleted (DBSize).
 	DBBytes uint64
 	// UnflushedBytes is the live data in the write-ahead log: flushing it
 	// (at the latest when the database is next opened) needs about that
@@ -76,7 +76,7 @@ func (s *Storage) DiskUsage() (DiskUsage, error) {
 	return DiskUsage{
 		AvailBytes:     du.AvailBytes,
 		TotalBytes:     du.TotalBytes,
-		DBBytes:        m.DiskSpaceUsage(),
+		DBBytes:        s.DBSize(),
 		UnflushedBytes: m.WAL.Size,
 	}, nil
 }

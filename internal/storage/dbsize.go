@@ -1,0 +1,37 @@
+package storage
+
+import "strings"
+
+// DBSize is the bytes Pebble's files take in the data dir: tables, blob
+// files, write-ahead logs, manifests and options files, live or waiting to
+// be deleted. It is measured on the filesystem, not taken from Pebble's
+// metrics: after a reopen those count neither the blob files (where value
+// separation puts every large value, so most of a store's bytes) nor the
+// logs replayed at open, and a 345 MiB store read as 29.5 MiB, under any
+// quota. The ballast, the witness and the snapshot staging dir are not
+// Pebble's and are not counted.
+func (s *Storage) DBSize() uint64 {
+	names, err := s.rawFS.List(s.dir)
+	if err != nil {
+		return s.db.Metrics().DiskSpaceUsage()
+	}
+	var n uint64
+	for _, name := range names {
+		if !isPebbleFile(name) {
+			continue
+		}
+		if fi, err := s.rawFS.Stat(s.rawFS.PathJoin(s.dir, name)); err == nil && !fi.IsDir() {
+			n += uint64(fi.Size())
+		}
+	}
+	return n
+}
+
+func isPebbleFile(name string) bool {
+	for _, suffix := range []string{".sst", ".blob", ".log"} {
+		if strings.HasSuffix(name, suffix) {
+			return true
+		}
+	}
+	return strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "OPTIONS-")
+}
