@@ -8,6 +8,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/lograte"
+	"github.com/dkv-io/dkv/internal/transport"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
@@ -79,7 +80,9 @@ func (s *Server) clientGRPCOptions() []grpc.ServerOption {
 
 // peerGRPCOptions are the options of the peer gRPC server.
 func peerGRPCOptions() []grpc.ServerOption {
-	return append(keepaliveOptions(), grpc.MaxRecvMsgSize(256<<20))
+	return append(keepaliveOptions(), grpc.MaxRecvMsgSize(256<<20),
+		grpc.InitialWindowSize(transport.StreamWindowBytes),
+		grpc.InitialConnWindowSize(transport.ConnWindowBytes))
 }
 
 // fdBudget raises the open-file soft limit to the hard limit and checks

@@ -68,6 +68,9 @@ type Lessor struct {
 	checkpointEvery time.Duration
 	leases          map[int64]*entry
 	primary         bool
+	// added gets a value (without blocking) whenever a lease is added, so
+	// a loop that sleeps while the table is empty knows to look again.
+	added chan struct{}
 }
 
 // NewLessor returns an empty, non-primary Lessor. A lease is checkpointed
@@ -84,7 +87,19 @@ func NewLessor(clock Clock, maxDrift float64, checkpointEvery time.Duration) *Le
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &Lessor{clock: boundDrift(clock, maxDrift), checkpointEvery: checkpointEvery, leases: map[int64]*entry{}}
+	return &Lessor{clock: boundDrift(clock, maxDrift), checkpointEvery: checkpointEvery, leases: map[int64]*entry{}, added: make(chan struct{}, 1)}
+}
+
+// Added returns a channel that receives a value after a lease is added to
+// the table (Granted, or Reset with leases). A value may be stale: after
+// receiving, look at Len again.
+func (l *Lessor) Added() <-chan struct{} { return l.added }
+
+func (l *Lessor) notifyAdded() {
+	select {
+	case l.added <- struct{}{}:
+	default:
+	}
 }
 
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
@@ -102,6 +117,9 @@ func (l *Lessor) Reset(recs []Record) {
 		e.deadline = now.Add(e.remaining)
 		l.leases[r.ID] = e
 	}
+	if len(recs) > 0 {
+		l.notifyAdded()
+	}
 }
 
 // Apply updates the table with the changes of one applied command.
@@ -116,6 +134,7 @@ func (l *Lessor) Apply(chs []Change) {
 				ttl: ms(c.TTLMs), remaining: ms(c.TTLMs), epoch: c.Epoch,
 				durableAt: now, deadline: now.Add(ms(c.TTLMs)),
 			}
+			l.notifyAdded()
 		case Renewed:
 			e := l.leases[c.ID]
 			if e == nil {

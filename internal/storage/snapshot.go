@@ -162,6 +162,7 @@ func (s *Storage) InstallSnapshot(snap *raftpb.Snapshot) error {
 		return err
 	}
 	s.lastIndex = index
+	s.kickWitness()
 	return nil
 }
 

@@ -97,7 +97,11 @@ type Storage struct {
 	haveWitness  bool
 	witnessStop  chan struct{}
 	witnessDone  chan struct{}
-	closeOnce    sync.Once
+	// witnessKick gets a value (without blocking) whenever the raft state
+	// the witness records may have moved on, so the witness loop sleeps
+	// while nothing changes.
+	witnessKick chan struct{}
+	closeOnce   sync.Once
 
 	damage   atomic.Pointer[DamageError]
 	onDamage func(error)
@@ -234,6 +238,8 @@ func Open(dir string, opts Options) (*Storage, error) {
 		every = DefaultWitnessInterval
 	}
 	s.witnessStop, s.witnessDone = make(chan struct{}), make(chan struct{})
+	s.witnessKick = make(chan struct{}, 1)
+	s.kickWitness() // the state as loaded, once
 	go s.witnessLoop(every)
 	return s, nil
 }
@@ -458,6 +464,7 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 		}
 		s.hardState = hs
 	}
+	s.kickWitness()
 	if mustSync && s.sync {
 		// Everything Pebble held is durable now.
 		s.gen++

@@ -209,17 +209,40 @@ func (s *Storage) refreshWitness(clean bool) error {
 	return s.writeWitness(w, gen)
 }
 
+// kickWitness tells the witness loop that the raft state may have moved
+// on (s.mu need not be held).
+func (s *Storage) kickWitness() {
+	select {
+	case s.witnessKick <- struct{}{}:
+	default:
+	}
+}
+
+// witnessLoop refreshes the witness after the raft state moved on, at
+// most once per every: a change is recorded within every of when it was
+// made, as with a ticker, but an idle member does not wake up. A failed
+// refresh is retried every interval until one succeeds.
 func (s *Storage) witnessLoop(every time.Duration) {
 	defer close(s.witnessDone)
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
+	last := time.Now()
 	failing := false
 	for {
 		select {
 		case <-s.witnessStop:
 			return
-		case <-t.C:
+		case <-s.witnessKick:
 		}
+		if wait := every - time.Since(last); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-s.witnessStop:
+				return
+			case <-t.C:
+			}
+		}
+		last = time.Now()
 		if s.damage.Load() != nil {
 			continue // the node is stopping; vouch for nothing more
 		}
@@ -232,6 +255,9 @@ func (s *Storage) witnessLoop(every time.Duration) {
 		case err == nil && failing:
 			s.logf("durability witness %s is being updated again", s.witnessPath())
 			failing = false
+		}
+		if err != nil {
+			s.kickWitness()
 		}
 	}
 }

@@ -242,6 +242,19 @@ func (p *peer) kick() {
 	}
 }
 
+// StreamWindowBytes and ConnWindowBytes are the HTTP/2 flow-control
+// windows of peer connections, on both ends (the peer server sets them
+// too). Fixed windows turn off gRPC's bandwidth estimation, which sends a
+// ping for about every message received while the link is quiet: on an
+// idle cluster, heartbeats that cost two more writes and reads each. A
+// raft message stream never has more in flight than the raft inflight
+// limit, and snapshots are sent in chunks, so these bound nothing that
+// the estimator would have grown past on a LAN.
+const (
+	StreamWindowBytes = 4 << 20
+	ConnWindowBytes   = 8 << 20
+)
+
 func (p *peer) client() (transportpb.PeerClient, error) {
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
@@ -258,6 +271,8 @@ func (p *peer) client() (transportpb.PeerClient, error) {
 			grpc.WithTransportCredentials(creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(256<<20)),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
+			grpc.WithInitialWindowSize(StreamWindowBytes),
+			grpc.WithInitialConnWindowSize(ConnWindowBytes),
 		)
 		if err != nil {
 			return nil, err
