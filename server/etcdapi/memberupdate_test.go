@@ -12,8 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
-// TestMemberUpdateMovesAFollower: etcd's MemberUpdate moves a follower of
-// a three-member cluster to another peer address through raft. It keeps
+// TestMemberUpdateMovesAFollower: etcd's MemberUpdate, asked of the
+// follower it moves, moves it to another peer address through raft. It keeps
 // its id; restarted with the new --peer-addr and its data dir it rejoins,
 // writes made after the move replicate to it, and MemberList (what
 // etcdctl member list shows) gives the new URL on every member.
@@ -24,11 +24,13 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 	id := f.Srv.MemberID()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn, err := leader.Srv.DialInProcess(ctx)
+	// Asked of the member being moved: a follower forwards the change to
+	// the leader, and must not wait for a read index it cannot get once
+	// the others dial its new address.
+	conn, err := f.Srv.DialInProcess(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
 	cl := etcdserverpb.NewClusterClient(conn)
 	c.Eventually(10*time.Second, "every member to publish its client URL", func() bool {
 		l, err := cl.MemberList(ctx, &etcdserverpb.MemberListRequest{Linearizable: true})
@@ -48,6 +50,7 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 	if err != nil {
 		t.Fatalf("member update: %v", err)
 	}
+	conn.Close()
 	if got := peerOf(up.Members, id); got != "http://"+newPeer {
 		t.Fatalf("update answered peer URL %q for the member, want http://%s", got, newPeer)
 	}
