@@ -22,6 +22,7 @@ func (s *Server) registerEtcdMore(gs grpc.ServiceRegistrar, d etcdapi.Deps) {
 		Cluster:     &clusterService{s: s},
 		Maintenance: &maintenanceService{s: s},
 		Auth:        &authService{s: s},
+		UpdatePeer:  s.UpdateMemberPeer,
 		Alarms:      s.etcdAlarms,
 		SetAlarm:    s.setAlarm,
 		Defragment: func(ctx context.Context) error {

@@ -20,6 +20,16 @@ import (
 // The membership calls need leader-only knowledge (progress, who is
 // active); a follower forwards them to the leader's client URL.
 func (s *Server) leaderClient(ctx context.Context) (dkvpb.ClusterClient, func(), error) {
+	conn, err := s.leaderConn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dkvpb.NewClusterClient(conn), func() { conn.Close() }, nil
+}
+
+// leaderConn is a connection to the leader's client URL that passes the
+// caller's credentials on.
+func (s *Server) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 	// Right after a cluster forms, the leader may not have published its
 	// client URL yet: poll the member table until it has, or ctx ends.
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -28,23 +38,19 @@ func (s *Server) leaderClient(ctx context.Context) (dkvpb.ClusterClient, func(),
 		if lead := s.node.Status().Lead; lead != 0 {
 			ms, err := state.Members(s.store.DB())
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			for _, m := range ms {
 				if m.GetId() == lead && m.GetClientUrl() != "" {
-					conn, err := grpc.NewClient("passthrough:///"+m.GetClientUrl(), s.memberDialCreds(),
+					return grpc.NewClient("passthrough:///"+m.GetClientUrl(), s.memberDialCreds(),
 						grpc.WithUnaryInterceptor(forwardCredentials))
-					if err != nil {
-						return nil, nil, err
-					}
-					return dkvpb.NewClusterClient(conn), func() { conn.Close() }, nil
 				}
 			}
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return nil, nil, dkverr.New(dkverr.Unavailable, "no leader with a known client URL before the deadline")
+			return nil, dkverr.New(dkverr.Unavailable, "no leader with a known client URL before the deadline")
 		}
 	}
 }

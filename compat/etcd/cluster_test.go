@@ -56,6 +56,8 @@ type member struct {
 	client   string // host:port
 	peer     string // host:port
 	log      string
+	bin      string
+	args     []string
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	waitErr  error
@@ -220,29 +222,52 @@ func startCluster(t testing.TB, kind string) *cluster {
 				"--initial-cluster-token", token,
 			}
 		}
-		lf, err := os.Create(m.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.cmd = exec.Command(bin, args...)
-		m.cmd.Stdout, m.cmd.Stderr = lf, lf
-		m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := m.cmd.Start(); err != nil {
-			lf.Close()
-			t.Fatalf("start %s %s: %v", kind, m.name, err)
-		}
-		m.exited = make(chan struct{})
-		go func(m *member, lf *os.File) {
-			m.waitErr = m.cmd.Wait()
-			lf.Close()
-			close(m.exited)
-		}(m, lf)
+		m.bin, m.args = bin, args
+		c.launch(t, m)
 	}
 	t.Cleanup(c.stop)
 	if err := c.waitReady(60 * time.Second); err != nil {
 		t.Fatalf("%s cluster did not become ready: %v%s", kind, err, c.logs())
 	}
 	return c
+}
+
+// launch starts m's process with m.bin and m.args, its output appended to
+// m.log.
+func (c *cluster) launch(t testing.TB, m *member) {
+	t.Helper()
+	lf, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cmd = exec.Command(m.bin, m.args...)
+	m.cmd.Stdout, m.cmd.Stderr = lf, lf
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := m.cmd.Start(); err != nil {
+		lf.Close()
+		t.Fatalf("start %s %s: %v", c.kind, m.name, err)
+	}
+	exited := make(chan struct{})
+	m.exited = exited
+	go func(cmd *exec.Cmd, lf *os.File) {
+		m.waitErr = cmd.Wait()
+		lf.Close()
+		close(exited)
+	}(m.cmd, lf)
+}
+
+// restartAt stops m and starts it again with its data dir on the peer
+// address peer: every flag that named its old peer address (its listen
+// and advertise flags, its --initial-cluster entry) names the new one.
+func (c *cluster) restartAt(t testing.TB, m *member, peer string) {
+	t.Helper()
+	m.stop()
+	args := make([]string, len(m.args))
+	for i, a := range m.args {
+		args[i] = strings.ReplaceAll(a, m.peer, peer)
+	}
+	m.args, m.peer = args, peer
+	c.launch(t, m)
 }
 
 // stop stops every member; it may be called more than once.

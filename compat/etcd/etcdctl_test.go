@@ -36,10 +36,15 @@ type step struct {
 	// its output in the transcript at that point.
 	bg, wait string
 	until    string
-	// keep leaves a waited-for child running (its output so far is
-	// recorded); a later step with stop set to its handle stops it and
-	// records the rest. quiet names another child whose output so far
-	// that step records first (it should have printed nothing yet).
+	// keep leaves a waited-for child running; a later step with stop set
+	// to its handle stops it and records its whole output once it has
+	// exited. The keep step itself records only stdout up to the end of
+	// until's match: a running child may be between two writes (etcdctl
+	// prints a key and its value with two Printlns), so anything past the
+	// match, and stderr, is recorded by the stop step, after the child's
+	// exit has flushed it. until must therefore match all the child
+	// prints before it blocks. quiet names another child whose output so
+	// far that step records first (it should have printed nothing yet).
 	keep        bool
 	stop, quiet string
 	// retryUntil re-runs the command until its stdout matches, for up to
@@ -180,7 +185,9 @@ func session() []step {
 		// A held lock: a second locker runs its command once the holder
 		// is stopped.
 		{bg: "l1", args: []string{"lock", "mylock2"}},
-		{wait: "l1", until: `mylock2/[0-9a-f]+\n`, rules: [][2]string{{`mylock2/[0-9a-f]+`, `mylock2/<lease>`}}, keep: true},
+		// etcdctl lock prints the key it holds and its (empty) value, two
+		// lines, and then blocks.
+		{wait: "l1", until: `mylock2/[0-9a-f]+\n\n`, rules: [][2]string{{`mylock2/[0-9a-f]+`, `mylock2/<lease>`}}, keep: true},
 		{bg: "l2", args: []string{"lock", "mylock2", "--", "echo", "second"}},
 		{args: []string{"get", "mylock2", "--prefix", "--keys-only"}, retryUntil: `(?s)mylock2/.*mylock2/`, rules: [][2]string{{`mylock2/[0-9a-f]+`, `mylock2/<lease>`}}},
 		{stop: "l1", quiet: "l2", rules: [][2]string{{`mylock2/[0-9a-f]+`, `mylock2/<lease>`}}},
@@ -389,7 +396,7 @@ func runSession(t *testing.T, c *cluster) []string {
 				time.Sleep(20 * time.Millisecond) // poll interval
 			}
 			if st.keep {
-				out = append(out, record(st, bgTitles[st.wait]+" (printed "+strconv.Quote(st.until)+", left running)", p.stdout.String(), p.stderr.String(), nil))
+				out = append(out, record(st, bgTitles[st.wait]+" (printed "+strconv.Quote(st.until)+", left running)", keptOutput(p.stdout.String(), re), "", nil))
 				continue
 			}
 			stopBg(t, p, bgTitles[st.wait])
@@ -495,6 +502,18 @@ func normalizeOutput(s string, names map[string]string, st step) string {
 		s = strings.Join(lines, "\n") + "\n"
 	}
 	return s
+}
+
+// keptOutput is what a wait step that leaves its child running records:
+// stdout up to the end of until's first match. The child is still
+// running, so what follows the match may or may not have been written
+// yet; the stop step records it after the child exits.
+func keptOutput(stdout string, until *regexp.Regexp) string {
+	loc := until.FindStringIndex(stdout)
+	if loc == nil {
+		return stdout
+	}
+	return stdout[:loc[1]]
 }
 
 // stopBg stops a child with SIGINT, as Ctrl-C would.

@@ -23,11 +23,11 @@ var expectedDiffs = []expectedDiff{
 		step:   "$ etcdctl member update {{id:n4}} --peer-urls=http://{{peer:n4b}}",
 		want: `$ etcdctl member update {{id:n4}} --peer-urls=http://{{peer:n4b}}
 [stderr]
-{"level":"warn","caller":"clientv3/retry_interceptor.go:62","msg":"retrying of unary invoker failed","target":"endpoint://client-<uuid>/<ep:n1>","attempt":0,"error":"rpc error: code = Unimplemented desc = etcdserver: member update cannot change a member's peer URL in DKV (member <id:n4> stays at <peer:n4>); remove the member and add it again"}
-Error: rpc error: code = Unimplemented desc = etcdserver: member update cannot change a member's peer URL in DKV (member <id:n4> stays at <peer:n4>); remove the member and add it again
+{"level":"warn","caller":"clientv3/retry_interceptor.go:62","msg":"retrying of unary invoker failed","target":"endpoint://client-<uuid>/<ep:n1>","attempt":0,"error":"rpc error: code = FailedPrecondition desc = etcdserver: member <id:n4> (<peer:n4>) has not started: it will join under the id its name and peer URL give, so it cannot move before it starts; remove it and add it at the new address"}
+Error: rpc error: code = FailedPrecondition desc = etcdserver: member <id:n4> (<peer:n4>) has not started: it will join under the id its name and peer URL give, so it cannot move before it starts; remove it and add it at the new address
 [exit 1]
 `,
-		reason: "DKV derives a member's id from its name and peer address, so it cannot keep the id and move the address (docs/etcd-compat.md, Cluster)",
+		reason: "the learner the session adds is never started, and DKV gives a member that joins the id its name and peer address derive, so it cannot move before it starts (started members move: docs/etcd-compat.md, Cluster)",
 	},
 }
 

@@ -29,16 +29,27 @@ func ApplyMembership(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctxData []byte) e
 			}
 		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode, raftpb.ConfChangeUpdateNode:
 			rec := &dkvpb.Member{Id: id}
-			if old, err := memberRecord(b, id); err == nil && old != nil {
+			old, err := memberRecord(b, id)
+			if err == nil && old != nil {
 				rec = old
 			}
-			if m != nil && m.GetId() == id {
-				rec.Name, rec.PeerUrl = m.GetName(), m.GetPeerUrl()
-				if m.GetClientUrl() != "" {
-					rec.ClientUrl = m.GetClientUrl()
+			if ch.GetType() == raftpb.ConfChangeUpdateNode {
+				// A peer URL change (server.UpdateMemberPeer): only
+				// of a member in the table, to an address no other
+				// member uses; the member's role is raft's and stays.
+				if old == nil || m == nil || m.GetId() != id || peerURLTaken(b, id, m.GetPeerUrl()) {
+					continue
 				}
+				rec.PeerUrl = m.GetPeerUrl()
+			} else {
+				if m != nil && m.GetId() == id {
+					rec.Name, rec.PeerUrl = m.GetName(), m.GetPeerUrl()
+					if m.GetClientUrl() != "" {
+						rec.ClientUrl = m.GetClientUrl()
+					}
+				}
+				rec.IsLearner = ch.GetType() == raftpb.ConfChangeAddLearnerNode
 			}
-			rec.IsLearner = ch.GetType() == raftpb.ConfChangeAddLearnerNode
 			data, err := proto.Marshal(rec)
 			if err != nil {
 				return err
@@ -49,6 +60,20 @@ func ApplyMembership(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctxData []byte) e
 		}
 	}
 	return nil
+}
+
+// peerURLTaken reports whether a member other than id uses url.
+func peerURLTaken(r pebble.Reader, id uint64, url string) bool {
+	all, err := Members(r)
+	if err != nil {
+		return true
+	}
+	for _, m := range all {
+		if m.GetId() != id && m.GetPeerUrl() == url {
+			return true
+		}
+	}
+	return false
 }
 
 // SetMemberClientURL records a member's client URL in the member table.

@@ -175,9 +175,11 @@ func (c *clusterServer) MemberPromote(ctx context.Context, r *etcdserverpb.Membe
 	return &etcdserverpb.MemberPromoteResponse{Header: toHeader(resp.GetHeader()), Members: c.toMembers(resp.GetMembers())}, nil
 }
 
-// MemberUpdate accepts only the member's current peer URL: DKV derives
-// a member's id from its peer address and cannot move a member to
-// another one (remove it and add it again instead).
+// MemberUpdate moves a member to another peer URL through raft (DKV's
+// UpdatePeer): it keeps its id, every member dials the new address once
+// the change is applied, and the member itself is restarted with the new
+// --peer-addr and its data dir. A member that has not started yet cannot
+// move (its id at join would be derived from the new address).
 func (c *clusterServer) MemberUpdate(ctx context.Context, r *etcdserverpb.MemberUpdateRequest) (*etcdserverpb.MemberUpdateResponse, error) {
 	m, err := c.byID(ctx, r.ID)
 	if err != nil {
@@ -187,12 +189,32 @@ func (c *clusterServer) MemberUpdate(ctx context.Context, r *etcdserverpb.Member
 	if err != nil {
 		return nil, err
 	}
-	if addr != m.GetPeerUrl() {
-		return nil, status.Errorf(codes.Unimplemented, "%smember update cannot change a member's peer URL in DKV (member %x stays at %s); remove the member and add it again", etcdPrefix, m.GetId(), m.GetPeerUrl())
+	if c.m.UpdatePeer == nil {
+		return nil, status.Errorf(codes.Unimplemented, "%smember update is not available", etcdPrefix)
 	}
-	l, err := c.list(ctx, false)
+	type result struct {
+		h  *dkvpb.ResponseHeader
+		ms []*dkvpb.Member
+	}
+	// Authorized as adding a member at the new address: a membership
+	// change, root's.
+	req := &dkvpb.MemberAddRequest{Name: m.GetName(), PeerUrl: addr}
+	res, err := call(ctx, c.d, dkvpb.Cluster_MemberAdd_FullMethodName, req, func(ctx context.Context) (result, error) {
+		h, ms, err := c.m.UpdatePeer(ctx, m.GetId(), addr)
+		return result{h, ms}, err
+	})
 	if err != nil {
+		if de, ok := dkvErr(err); ok {
+			switch {
+			case de.Code == dkverr.NotFound:
+				return nil, rpctypes.ErrGRPCMemberNotFound
+			case de.Code == dkverr.Conflict && strings.Contains(de.Msg, "already uses peer URL"):
+				return nil, rpctypes.ErrGRPCPeerURLExist
+			case de.Code == dkverr.Conflict && strings.Contains(de.Msg, "has not started"):
+				return nil, status.Errorf(codes.FailedPrecondition, "%s%s", etcdPrefix, de.Msg)
+			}
+		}
 		return nil, toEtcdErr(err)
 	}
-	return &etcdserverpb.MemberUpdateResponse{Header: toHeader(l.GetHeader()), Members: c.toMembers(l.GetMembers())}, nil
+	return &etcdserverpb.MemberUpdateResponse{Header: toHeader(res.h), Members: c.toMembers(res.ms)}, nil
 }

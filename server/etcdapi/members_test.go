@@ -94,14 +94,20 @@ func TestMembers(t *testing.T) {
 	_, err = cl.MemberPromote(ctx, &etcdserverpb.MemberPromoteRequest{ID: 42})
 	isErr(t, err, rpctypes.ErrGRPCMemberNotFound)
 
-	// Updating to the same URL is accepted, to another is not supported.
+	// Updating to the same URL is accepted; a member that has not
+	// started cannot move (it joins under the id its name and peer URL
+	// derive); nor can a member move to another member's address.
 	if _, err := cl.MemberUpdate(ctx, &etcdserverpb.MemberUpdateRequest{ID: add.Member.ID, PeerURLs: []string{"http://127.0.0.1:1"}}); err != nil {
 		t.Fatalf("update to the same URL: %v", err)
 	}
 	_, err = cl.MemberUpdate(ctx, &etcdserverpb.MemberUpdateRequest{ID: add.Member.ID, PeerURLs: []string{"http://127.0.0.1:2"}})
-	if status.Code(err) != codes.Unimplemented {
-		t.Fatalf("update to another URL: %v", err)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "has not started") {
+		t.Fatalf("update of an unstarted member to another URL: %v", err)
 	}
+	_, err = cl.MemberUpdate(ctx, &etcdserverpb.MemberUpdateRequest{ID: f.ID(), PeerURLs: []string{"http://127.0.0.1:1"}})
+	isErr(t, err, rpctypes.ErrGRPCPeerURLExist)
+	_, err = cl.MemberUpdate(ctx, &etcdserverpb.MemberUpdateRequest{ID: 42, PeerURLs: []string{"http://127.0.0.1:3"}})
+	isErr(t, err, rpctypes.ErrGRPCMemberNotFound)
 
 	rm, err := cl.MemberRemove(ctx, &etcdserverpb.MemberRemoveRequest{ID: add.Member.ID})
 	if err != nil || len(rm.Members) != 3 {

@@ -23,6 +23,11 @@ type MoreDeps struct {
 	Maintenance dkvpb.MaintenanceServer
 	Auth        dkvpb.AuthServer
 
+	// UpdatePeer moves member id to peerURL (host:port) through raft;
+	// the member keeps its id. It returns the header and the members
+	// after the change.
+	UpdatePeer func(ctx context.Context, id uint64, peerURL string) (*dkvpb.ResponseHeader, []*dkvpb.Member, error)
+
 	// Alarms lists the raised alarms, every member's.
 	Alarms func() []*etcdserverpb.AlarmMember
 	// SetAlarm raises (active) or clears member's NOSPACE alarm through
