@@ -64,12 +64,15 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if err := dkvpb.RegisterAuthHandler(bg, gw, conn); err != nil {
 		return err
 	}
+	if err := dkvpb.RegisterStoreHandler(bg, gw, conn); err != nil {
+		return err
+	}
 	etcdGW, err := s.etcdGateway(conn)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", gw)
+	mux.Handle("/v1/", gatewayStore(gw))
 	mux.Handle("/v3/", etcdGW)
 	mux.HandleFunc("/v1/keys/", s.handleKey)
 	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
@@ -175,6 +178,9 @@ func gatewayClientCN(_ context.Context, r *http.Request) metadata.MD {
 func gatewayHeaderMatcher(key string) (string, bool) {
 	if strings.EqualFold(strings.TrimPrefix(strings.ToLower(key), strings.ToLower(runtime.MetadataHeaderPrefix)), gatewayCNHeader) {
 		return "", false
+	}
+	if strings.EqualFold(key, "Dkv-Store") {
+		return storeHeader, true
 	}
 	return runtime.DefaultHeaderMatcher(key)
 }

@@ -24,7 +24,7 @@ func TestLayoutIsStable(t *testing.T) {
 		{LeaseRecordPrefix, "s/ll/"}, {LeaseKeysPrefix, "s/lk/"}, {LeaseSeq, "s/lm/seq"},
 		{LockHolderPrefix, "s/kh/"}, {LockTokenPrefix, "s/kt/"}, {LockQueuePrefix, "s/kq/"},
 		{LockOwnerPrefix, "s/ko/"}, {LockLeasePrefix, "s/kl/"}, {LockSeq, "s/km/seq"},
-		{RateLimitPrefix, "s/bt/"},
+		{RateLimitPrefix, "s/bt/"}, {StorePrefix, "s/store/"}, {StoreEnd, "s/store0"},
 	} {
 		if string(c.got) != c.want {
 			t.Errorf("key %q, want %q", c.got, c.want)

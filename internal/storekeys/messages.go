@@ -2,6 +2,7 @@ package storekeys
 
 import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // Request maps every key of a client request in place, nested txn ops and
@@ -183,19 +184,29 @@ func (m Mapper) Response(msg any) {
 }
 
 // Watch is r with the store prefix stripped from its keys: a new
-// response, since the hub shares events among watchers.
+// response, since the hub shares events among watchers. The hub sends
+// events encoded once for every watcher, as r's unknown fields (package
+// watch); those are decoded here, for a named store's watchers only.
 func (m Mapper) Watch(r *dkvpb.WatchResponse) *dkvpb.WatchResponse {
-	if m.pre == nil || (len(r.Events) == 0 && len(r.Snapshot) == 0) {
+	raw := r.ProtoReflect().GetUnknown()
+	if m.pre == nil || (len(r.Events) == 0 && len(r.Snapshot) == 0 && len(raw) == 0) {
 		return r
+	}
+	events := r.Events
+	if len(raw) > 0 {
+		dec := &dkvpb.WatchResponse{}
+		if err := proto.Unmarshal(raw, dec); err == nil {
+			events = append(append([]*dkvpb.Event(nil), events...), dec.Events...)
+		}
 	}
 	c := &dkvpb.WatchResponse{
 		Header: r.Header, WatchId: r.WatchId, Created: r.Created, Canceled: r.Canceled,
 		CancelStatus: r.CancelStatus, CancelReason: r.CancelReason, CompactRevision: r.CompactRevision,
 		Fragment: r.Fragment, Snapshot: m.kvs(r.Snapshot), SnapshotEnd: r.SnapshotEnd,
 	}
-	if len(r.Events) > 0 {
-		c.Events = make([]*dkvpb.Event, len(r.Events))
-		for i, e := range r.Events {
+	if len(events) > 0 {
+		c.Events = make([]*dkvpb.Event, len(events))
+		for i, e := range events {
 			c.Events[i] = &dkvpb.Event{Type: e.Type, Kv: m.kv(e.Kv), PrevKv: m.kv(e.PrevKv)}
 		}
 	}
