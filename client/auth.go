@@ -156,7 +156,6 @@ func (c *Client) RoleList(ctx context.Context) (roles []string, err error) {
 	return roles, err
 }
 
-//
 // The permission is in the client's store (Config.Store, WithStore): its
 // key range names that store's keys, and grants nothing in other stores.
 func (c *Client) RoleGrantPermission(ctx context.Context, role string, perm dkvpb.Permission_Type, key, end string, prefix bool) error {
