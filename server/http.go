@@ -13,6 +13,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	"github.com/dkv-io/dkv/internal/ui"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -202,6 +203,11 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 // the rest of the path.
 func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimPrefix(r.URL.Path, "/v1/keys/")
+	// The default store's keys only (docs/data-model.md).
+	if _, err := (storekeys.Mapper{}).Key([]byte(key)); err != nil {
+		httpError(w, err)
+		return
+	}
 	kv := &kvService{s: s}
 	// These calls bypass grpcSrv and its interceptors: authorize here.
 	ctx := httpAuthContext(r)
