@@ -24,9 +24,9 @@ import (
 const storeHeader = "dkv-store"
 
 // storeOf is the Mapper of the store ctx's call names; a named store must
-// exist on this member (a store created and then used by one client is
-// seen here: writes are applied before they are acknowledged, and the
-// store's existence is checked again where it matters, at apply).
+// exist. A store this member does not know yet may have been created on
+// another member a moment ago: it waits for a linearizable read before
+// refusing. Writes check the store again where it matters, at apply.
 func (s *Server) storeOf(ctx context.Context) (storekeys.Mapper, error) {
 	name := ""
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
@@ -38,14 +38,21 @@ func (s *Server) storeOf(ctx context.Context) (storekeys.Mapper, error) {
 	if err != nil || m.Default() {
 		return m, err
 	}
-	_, ok, err := state.GetStore(s.store.DB(), name)
-	if err != nil {
-		return m, dkverr.New(dkverr.Internal, "reading store %q: %v", name, err)
+	for waited := false; ; waited = true {
+		_, ok, err := state.GetStore(s.store.DB(), name)
+		if err != nil {
+			return m, dkverr.New(dkverr.Internal, "reading store %q: %v", name, err)
+		}
+		if ok {
+			return m, nil
+		}
+		if waited {
+			return m, state.NotExistError(name)
+		}
+		if err := s.node.WaitLinearizable(ctx); err != nil {
+			return m, err
+		}
 	}
-	if !ok {
-		return m, state.NotExistError(name)
-	}
-	return m, nil
 }
 
 // storeAgnostic are the services whose calls name no key: they run the
