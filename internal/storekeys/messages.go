@@ -1,6 +1,8 @@
 package storekeys
 
 import (
+	"bytes"
+
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -42,6 +44,11 @@ func (m Mapper) Request(msg any) (known bool, err error) {
 		r.Key, err = m.Key(r.Key)
 		return true, err
 	case *dkvpb.QueueClaimRequest:
+		// A claim scans under its prefix: a default-store prefix of the
+		// reserved range would reach into the named stores.
+		if m.pre == nil && len(r.QueuePrefix) > 0 && bytes.HasPrefix(reserved, r.QueuePrefix) {
+			return true, reservedErr("queue prefix", r.QueuePrefix)
+		}
 		if r.QueuePrefix, err = m.Key(r.QueuePrefix); err != nil {
 			return true, err
 		}

@@ -196,3 +196,14 @@ func TestLeaseKeysFiltered(t *testing.T) {
 		t.Errorf("the default store sees lease keys %q", r.Keys)
 	}
 }
+
+func TestDefaultQueuePrefixCannotCoverNamedStores(t *testing.T) {
+	for _, p := range []string{"\xff\xff\xff", "\xff\xff\xffdkv/", Reserved} {
+		if _, err := (Mapper{}).Request(&dkvpb.QueueClaimRequest{QueuePrefix: []byte(p)}); dkverr.CodeOf(err) != dkverr.InvalidInput {
+			t.Errorf("default-store queue prefix %q: %v, want InvalidInput", p, err)
+		}
+	}
+	if _, err := (Mapper{}).Request(&dkvpb.QueueClaimRequest{QueuePrefix: []byte("dkv.queue/jobs/")}); err != nil {
+		t.Errorf("an ordinary queue prefix: %v", err)
+	}
+}
