@@ -292,3 +292,73 @@ func TestStoreQuota(t *testing.T) {
 		t.Errorf("a full store after a restart: %v", err)
 	}
 }
+
+// TestDeleteStoreForce: a store with keys is refused without force; with
+// force its keys go at one revision, its watchers see the deletes, and
+// a store created again with the name starts empty.
+func TestDeleteStoreForce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := startServer(t, t.TempDir())
+	def := dial(t, srv.ClientAddr())
+	createStore(t, def, "c", 0, 0)
+	c := def.WithStore("c")
+	for _, k := range []string{"k1", "k2", "k3"} {
+		if _, err := c.Put(ctx, k, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := def.Put(ctx, "k1", []byte("default")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.WatchPrefix(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := def.DeleteStore(ctx, "c", false); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("delete of a store with keys without force: %v, want ErrConflict", err)
+	}
+	before, err := def.Range(ctx, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := def.DeleteStore(ctx, "c", true)
+	if err != nil || n != 3 {
+		t.Fatalf("delete --force: %d %v", n, err)
+	}
+	after, err := def.Range(ctx, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Revision != before.Revision+1 {
+		t.Errorf("delete --force moved the revision from %d to %d, want one revision", before.Revision, after.Revision)
+	}
+	if len(after.KVs) != 1 || string(after.KVs[0].Value) != "default" {
+		t.Errorf("the default store's k1 after deleting store c: %v", keysOf(after))
+	}
+	var deleted []string
+	for len(deleted) < 3 {
+		select {
+		case b := <-w.Events():
+			for _, e := range b.Events {
+				if e.Type != client.EventDelete || e.Revision != after.Revision {
+					t.Errorf("watch event %+v, want deletes at %d", e, after.Revision)
+				}
+				deleted = append(deleted, e.KV.Key)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("watch on c saw the deletes of %q only", deleted)
+		}
+	}
+	if strings.Join(deleted, ",") != "k1,k2,k3" {
+		t.Errorf("watch on c saw deletes of %q", deleted)
+	}
+	createStore(t, def, "c", 0, 0)
+	if r, err := c.List(ctx, ""); err != nil || len(r.KVs) != 0 {
+		t.Errorf("a store created again: %v %v, want empty", keysOf(r), err)
+	}
+	if s, err := def.StoreStats(ctx, "c"); err != nil || s.Keys != 0 || s.Bytes != 0 {
+		t.Errorf("stats of the recreated store: %+v %v", s, err)
+	}
+}
