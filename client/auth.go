@@ -156,17 +156,19 @@ func (c *Client) RoleList(ctx context.Context) (roles []string, err error) {
 	return roles, err
 }
 
+// The permission is in the client's store (Config.Store, WithStore): its
+// key range names that store's keys, and grants nothing in other stores.
 func (c *Client) RoleGrantPermission(ctx context.Context, role string, perm dkvpb.Permission_Type, key, end string, prefix bool) error {
 	return c.authCall(ctx, true, func(ctx context.Context, o ...grpc.CallOption) error {
 		_, err := c.auth.RoleGrantPermission(ctx, &dkvpb.RoleGrantPermissionRequest{Role: role, Prefix: prefix,
-			Permission: &dkvpb.Permission{Type: perm, Key: []byte(key), RangeEnd: []byte(end)}}, o...)
+			Permission: &dkvpb.Permission{Type: perm, Key: []byte(key), RangeEnd: []byte(end), Store: c.cfg.Store}}, o...)
 		return err
 	})
 }
 
 func (c *Client) RoleRevokePermission(ctx context.Context, role, key, end string, prefix bool) error {
 	return c.authCall(ctx, true, func(ctx context.Context, o ...grpc.CallOption) error {
-		_, err := c.auth.RoleRevokePermission(ctx, &dkvpb.RoleRevokePermissionRequest{Role: role, Key: []byte(key), RangeEnd: []byte(end), Prefix: prefix}, o...)
+		_, err := c.auth.RoleRevokePermission(ctx, &dkvpb.RoleRevokePermissionRequest{Role: role, Key: []byte(key), RangeEnd: []byte(end), Prefix: prefix, Store: c.cfg.Store}, o...)
 		return err
 	})
 }

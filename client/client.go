@@ -81,6 +81,10 @@ type Config struct {
 	// refuses it (after a role or password change). Empty: no token.
 	Username string
 	Password string
+	// Store is the named store every call of the client is in (see
+	// docs/data-model.md); empty is the default store. The store must
+	// have been created (dkv store create NAME, or the Store service).
+	Store string
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -170,6 +174,7 @@ func ParseEndpoint(s string) (string, error) {
 type Client struct {
 	cfg     Config
 	conn    *grpc.ClientConn
+	cc      grpc.ClientConnInterface // conn, in cfg.Store (store.go)
 	kv      dkvpb.KVClient
 	cluster dkvpb.ClusterClient
 	maint   dkvpb.MaintenanceClient
@@ -178,6 +183,7 @@ type Client struct {
 	auth    dkvpb.AuthClient
 
 	onClose    func() error // NewFromConn's hook, e.g. stopping an embedded node
+	borrowed   bool         // WithStore's: the connection is its parent's
 	watches    *watchMux
 	resolver   *manual.Resolver
 	router     *router
@@ -261,15 +267,20 @@ func resolverState(rt *router, eps []string) resolver.State {
 }
 
 func newClient(cfg Config, conn *grpc.ClientConn) *Client {
+	var cc grpc.ClientConnInterface = conn
+	if cfg.Store != "" {
+		cc = storeConn{conn, cfg.Store}
+	}
 	c := &Client{
 		cfg:     cfg,
 		conn:    conn,
-		kv:      dkvpb.NewKVClient(conn),
-		cluster: dkvpb.NewClusterClient(conn),
-		maint:   dkvpb.NewMaintenanceClient(conn),
-		rl:      dkvpb.NewRateLimitClient(conn),
-		qu:      dkvpb.NewQueueClient(conn),
-		auth:    dkvpb.NewAuthClient(conn),
+		cc:      cc,
+		kv:      dkvpb.NewKVClient(cc),
+		cluster: dkvpb.NewClusterClient(cc),
+		maint:   dkvpb.NewMaintenanceClient(cc),
+		rl:      dkvpb.NewRateLimitClient(cc),
+		qu:      dkvpb.NewQueueClient(cc),
+		auth:    dkvpb.NewAuthClient(cc),
 	}
 	c.watches = &watchMux{c: c}
 	return c
@@ -335,6 +346,9 @@ func NewFromConn(conn *grpc.ClientConn, onClose func() error) *Client {
 // Close releases the connection and, for NewFromConn, runs its onClose
 // hook (an embedded client stops its node).
 func (c *Client) Close() error {
+	if c.borrowed {
+		return nil
+	}
 	c.closeOnce.Do(func() {
 		if c.stopSync != nil {
 			close(c.stopSync)

@@ -68,7 +68,7 @@ func leaseOpts(opts []LeaseOption) leaseConfig {
 	return c
 }
 
-func (c *Client) leaseClient() dkvpb.LeaseClient { return dkvpb.NewLeaseClient(c.conn) }
+func (c *Client) leaseClient() dkvpb.LeaseClient { return dkvpb.NewLeaseClient(c.cc) }
 
 // Grant creates a lease with the given TTL (1s to 1 year, millisecond
 // precision; otherwise ErrInvalidInput). Keys put WithLease(id) are deleted

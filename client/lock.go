@@ -97,7 +97,7 @@ func newOwner() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (c *Client) lockClient() dkvpb.LockClient { return dkvpb.NewLockClient(c.conn) }
+func (c *Client) lockClient() dkvpb.LockClient { return dkvpb.NewLockClient(c.cc) }
 
 // LockResult is the outcome of TryAcquire.
 type LockResult struct {

@@ -475,14 +475,23 @@ func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerI
 
 // authUnary checks req as a call of method, runs handler and filters its
 // reply.
+//
+// Before both, req's keys are mapped into the call's store (stores.go),
+// so auth checks the keys the call really reaches; the reply's keys are
+// mapped back last.
 func (s *Server) authUnary(ctx context.Context, req any, method string, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := s.checkCall(ctx, method, req)
+	store, err := s.storeRequest(ctx, method, req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err = s.checkCall(ctx, method, req)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
 	if err == nil {
 		filterReply(ctx, resp)
+		store.Response(resp)
 	}
 	return resp, err
 }
@@ -712,7 +721,7 @@ func (a *authService) RoleRevokePermission(ctx context.Context, req *dkvpb.RoleR
 	if err != nil {
 		return nil, err
 	}
-	return a.propose(ctx, "RoleRevokePermission", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_RoleRevoke{RoleRevoke: &dkvpb.RoleRevokePermissionRequest{Role: req.GetRole(), Key: k, RangeEnd: e}}})
+	return a.propose(ctx, "RoleRevokePermission", &dkvpb.AuthChange{Change: &dkvpb.AuthChange_RoleRevoke{RoleRevoke: &dkvpb.RoleRevokePermissionRequest{Role: req.GetRole(), Key: k, RangeEnd: e, Store: req.GetStore()}}})
 }
 
 // normalizePerm turns a prefix into its range end ("\0" for a prefix with

@@ -13,6 +13,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	"github.com/dkv-io/dkv/internal/ui"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -64,12 +65,15 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if err := dkvpb.RegisterAuthHandler(bg, gw, conn); err != nil {
 		return err
 	}
+	if err := dkvpb.RegisterStoreHandler(bg, gw, conn); err != nil {
+		return err
+	}
 	etcdGW, err := s.etcdGateway(conn)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", gw)
+	mux.Handle("/v1/", gatewayStore(gw))
 	mux.Handle("/v3/", etcdGW)
 	mux.HandleFunc("/v1/keys/", s.handleKey)
 	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
@@ -178,6 +182,9 @@ func gatewayHeaderMatcher(key string) (string, bool) {
 	if strings.EqualFold(strings.TrimPrefix(strings.ToLower(key), strings.ToLower(runtime.MetadataHeaderPrefix)), gatewayCNHeader) {
 		return "", false
 	}
+	if strings.EqualFold(key, "Dkv-Store") {
+		return storeHeader, true
+	}
 	return runtime.DefaultHeaderMatcher(key)
 }
 
@@ -198,6 +205,11 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 // the rest of the path.
 func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimPrefix(r.URL.Path, "/v1/keys/")
+	// The default store's keys only (docs/data-model.md).
+	if _, err := (storekeys.Mapper{}).Key([]byte(key)); err != nil {
+		httpError(w, err)
+		return
+	}
 	kv := &kvService{s: s}
 	// These calls bypass grpcSrv and its interceptors: authorize here.
 	ctx := httpAuthContext(r)

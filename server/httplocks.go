@@ -10,6 +10,7 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lock"
 	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
 )
@@ -73,7 +74,9 @@ func (s *Server) handleLocksHTTP(w http.ResponseWriter, r *http.Request) {
 	defer snap.Close()
 	var keys [][]byte
 	err := lock.HeldKeys(snap, func(k []byte) {
-		if bytes.HasPrefix(k, prefix) {
+		// The default store's locks only: named stores' keys sort after
+		// its own (internal/storekeys).
+		if _, own := (storekeys.Mapper{}).Strip(k); own && bytes.HasPrefix(k, prefix) {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 	})

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if a := r.Header.Get("Authorization"); a != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
+	}
+	if st := cmp.Or(q.Get("store"), r.Header.Get("Dkv-Store")); st != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, storeHeader, st)
 	}
 	stream, err := dkvpb.NewWatchClient(s.gwConn).Watch(ctx)
 	if err != nil {

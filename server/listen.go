@@ -311,6 +311,7 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterRateLimitServer(s.grpcSrv, &rateLimitService{s: s})
 	dkvpb.RegisterQueueServer(s.grpcSrv, &queueService{s: s})
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
+	registerStore(s.grpcSrv, s) // stores.go
 	s.registerEtcd(s.grpcSrv, kv, watch, lease)
 
 	s.inproc = bufconn.Listen(1 << 20)

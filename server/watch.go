@@ -77,6 +77,11 @@ func (s *Server) leaderGrace() time.Duration {
 func (ws *watchService) Watch(stream dkvpb.Watch_WatchServer) error {
 	s := ws.s
 	ctx := stream.Context()
+	store, err := s.storeOf(ctx)
+	if err != nil {
+		return err
+	}
+	stream = storeWatchStream{stream, store} // stores.go
 	st := s.watchHub.NewStream()
 	defer st.Close()
 
@@ -202,6 +207,13 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 			r.CompactRevision, _ = strconv.ParseInt(de.Metadata["compact_revision"], 10, 64)
 		}
 		return r
+	}
+	store, err := s.storeOf(ctx)
+	if err != nil {
+		return refuse(err)
+	}
+	if _, err := store.Request(req); err != nil {
+		return refuse(err)
 	}
 	if err := mvcc.ValidateRange(&dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix}, s.limits); err != nil {
 		return refuse(err)

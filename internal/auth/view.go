@@ -76,7 +76,10 @@ func NewView(st *dkvpb.AuthState) *View {
 				u.Root = true
 			}
 			for _, p := range roles[rn].GetPermissions() {
-				s := PermSpan(p)
+				s, ok := StoreSpan(p)
+				if !ok {
+					continue
+				}
 				switch p.GetType() {
 				case dkvpb.Permission_READ:
 					rd = append(rd, s)

@@ -275,10 +275,11 @@ func (a *app) roleCmd() *cobra.Command {
 						Type     string `json:"type"`
 						Key      string `json:"key"`
 						RangeEnd string `json:"range_end,omitempty"`
+						Store    string `json:"store,omitempty"`
 					}
 					var ps []perm
 					for _, p := range r.GetPermissions() {
-						ps = append(ps, perm{strings.ToLower(p.GetType().String()), string(p.GetKey()), string(p.GetRangeEnd())})
+						ps = append(ps, perm{strings.ToLower(p.GetType().String()), string(p.GetKey()), string(p.GetRangeEnd()), p.GetStore()})
 					}
 					if a.json() {
 						return writeJSON(a.stdout, map[string]any{"name": r.GetName(), "permissions": ps})
@@ -289,6 +290,9 @@ func (a *app) roleCmd() *cobra.Command {
 						return nil
 					}
 					for _, p := range ps {
+						if p.Store != "" {
+							fmt.Fprintf(a.stdout, "\tin store %s:", p.Store)
+						}
 						switch {
 						case p.RangeEnd == "":
 							fmt.Fprintf(a.stdout, "\t%s\t%q\n", p.Type, p.Key)

@@ -42,6 +42,7 @@ func Main() {
 // app holds the global flags and the I/O streams every command uses.
 type app struct {
 	endpoints string
+	store     string
 	discover  bool
 	timeout   time.Duration
 	output    string
@@ -107,6 +108,7 @@ JSON object per command with -o json.
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.endpoints, "endpoints", defEndpoints, "comma-separated gRPC endpoints, host:port or http://host:port (env DKV_ENDPOINTS)")
+	pf.StringVar(&a.store, "store", os.Getenv("DKV_STORE"), "the named store the command works in; empty is the default store (env DKV_STORE; see dkv store)")
 	pf.BoolVar(&a.discover, "discover", false, "also use every member's client address from the member list, learnt in the background (never for per-member commands)")
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "time limit for the command, including connecting")
 	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
@@ -133,6 +135,7 @@ JSON object per command with -o json.
 		a.presenceCmd(),
 		a.devClusterCmd(),
 		a.leaderCmd(),
+		a.storeCmd(),
 		a.benchCmd(),
 		a.endpointCmd(),
 		a.userCmd(),
@@ -187,7 +190,7 @@ func (a *app) newClient(ctx context.Context, discover bool) (*client.Client, err
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync, TLS: a.tls.cfg, Username: user, Password: pw})
+	c, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, FailFast: true, AutoSyncInterval: sync, TLS: a.tls.cfg, Username: user, Password: pw, Store: a.store})
 	return c, a.tlsHint(err)
 }
 

@@ -94,7 +94,7 @@ func (a *app) runWatch(key string, opts []client.WatchOption) error {
 		return usagef("--endpoints is empty")
 	}
 	dctx, cancel := context.WithTimeout(ctx, a.timeout)
-	c, err := client.New(dctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, TLS: a.tls.cfg})
+	c, err := client.New(dctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, TLS: a.tls.cfg, Store: a.store})
 	cancel()
 	if err != nil {
 		return err

@@ -121,3 +121,12 @@ var (
 	// last decision time, 8 bytes BE each).
 	RateLimitPrefix = []byte("s/bt/")
 )
+
+// Named stores (applied by package state).
+var (
+	// StorePrefix: s/store/<name> -> dkvpb.StoreInfo, the store's quota
+	// and usage, updated in the batch of every write to the store.
+	StorePrefix = []byte("s/store/")
+	// StoreEnd bounds StorePrefix.
+	StoreEnd = []byte("s/store0")
+)

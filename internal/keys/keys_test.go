@@ -25,7 +25,7 @@ func TestLayoutIsStable(t *testing.T) {
 		{LockHolderPrefix, "s/kh/"}, {LockTokenPrefix, "s/kt/"}, {LockQueuePrefix, "s/kq/"},
 		{LockOwnerPrefix, "s/ko/"}, {LockLeasePrefix, "s/kl/"}, {LockSeq, "s/km/seq"},
 		{LockGrantPrefix, "s/kg/"},
-		{RateLimitPrefix, "s/bt/"},
+		{RateLimitPrefix, "s/bt/"}, {StorePrefix, "s/store/"}, {StoreEnd, "s/store0"},
 	} {
 		if string(c.got) != c.want {
 			t.Errorf("key %q, want %q", c.got, c.want)

@@ -93,6 +93,8 @@ type Store struct {
 	// scan depends on it, never its result; absent means "unknown, scan
 	// from the start", which is how Reload and Open leave it.
 	queueFloor map[string][]byte
+	// quota, when set, admits or refuses each put (SetQuota).
+	quota Quota
 
 	// Scratch buffers, used by the apply goroutine only. Pebble copies keys
 	// and values on Set, so they can be reused across writes.
@@ -364,6 +366,9 @@ func (w *Writer) checkPut(p *dkvpb.PutRequest) error {
 	if err := w.checkWriteLock(p.Key, p.Lock); err != nil {
 		return err
 	}
+	if err := w.admit(p.Key, p.Value, p.IgnoreValue); err != nil {
+		return err
+	}
 	if !p.IfAbsent && p.IfVersion == 0 && p.IfModRevision == 0 && !p.IgnoreValue && !p.IgnoreLease {
 		return nil
 	}
@@ -525,6 +530,9 @@ func (w *Writer) Counter(c *dkvpb.CounterRequest) (*dkvpb.CounterResponse, error
 		return nil, conflict("counter %q would become %d, outside [%s,%s]", c.Key, next, lo, hi)
 	}
 	rec := record{create: w.rev, mod: w.rev, version: 1, lease: c.Lease, value: strconv.AppendInt(nil, next, 10)}
+	if err := w.admit(c.Key, rec.value, false); err != nil {
+		return nil, err
+	}
 	var prevKV *dkvpb.KeyValue
 	if exists {
 		prevKV = prev.kv(c.Key)

@@ -79,6 +79,8 @@ func Validate(req *dkvpb.InternalRequest, l Limits) error {
 		return validateQueueAck(r.QueueAck, l)
 	case *dkvpb.InternalRequest_QueueAckBatch:
 		return validateQueueAckBatch(r.QueueAckBatch, l)
+	case *dkvpb.InternalRequest_StoreCreate, *dkvpb.InternalRequest_StoreDelete:
+		return nil // package state checks the names and quotas at apply
 	case nil:
 		return invalid("request has no command")
 	default:

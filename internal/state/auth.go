@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -11,6 +12,7 @@ import (
 	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/keys"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -268,6 +270,11 @@ func change(st *dkvpb.AuthState, ch *dkvpb.AuthChange, rev uint64) (func(*dkvpb.
 		if p == nil || len(p.GetKey()) == 0 && len(p.GetRangeEnd()) == 0 {
 			return nil, invalid("permission needs a key (use range end \"\\0\" from the empty key for every key)")
 		}
+		if p.GetStore() != "" {
+			if err := storekeys.ValidName(p.GetStore()); err != nil {
+				return nil, err
+			}
+		}
 		r := st.Roles[i]
 		j, found := slices.BinarySearchFunc(r.Permissions, p, cmpPerm)
 		if found {
@@ -283,7 +290,7 @@ func change(st *dkvpb.AuthState, ch *dkvpb.AuthChange, rev uint64) (func(*dkvpb.
 			return nil, dkverr.New(dkverr.NotFound, "role %q does not exist", name)
 		}
 		r := st.Roles[i]
-		p := &dkvpb.Permission{Key: c.RoleRevoke.GetKey(), RangeEnd: c.RoleRevoke.GetRangeEnd()}
+		p := &dkvpb.Permission{Key: c.RoleRevoke.GetKey(), RangeEnd: c.RoleRevoke.GetRangeEnd(), Store: c.RoleRevoke.GetStore()}
 		j, found := slices.BinarySearchFunc(r.Permissions, p, cmpPerm)
 		if !found {
 			return nil, dkverr.New(dkverr.NotFound, "role %q has no permission on %s", name, auth.PermSpan(p))
@@ -296,6 +303,11 @@ func change(st *dkvpb.AuthState, ch *dkvpb.AuthChange, rev uint64) (func(*dkvpb.
 
 // cmpPerm orders a role's permissions by key, then range end.
 func cmpPerm(a, b *dkvpb.Permission) int {
+	// The default store's "" first: permissions stored before named
+	// stores existed keep their order.
+	if c := strings.Compare(a.GetStore(), b.GetStore()); c != 0 {
+		return c
+	}
 	if c := bytes.Compare(a.GetKey(), b.GetKey()); c != 0 {
 		return c
 	}

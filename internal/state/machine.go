@@ -73,6 +73,7 @@ type Machine struct {
 	log    *slog.Logger
 	alarms Alarms
 	auth   Auth
+	quota  storeQuota
 }
 
 var _ raftnode.StateMachine[Result] = (*Machine)(nil)
@@ -81,6 +82,7 @@ var _ raftnode.StateMachine[Result] = (*Machine)(nil)
 // loads the alarm table from it.
 func New(kv *mvcc.Store, store *storage.Storage, exec Executor, log *slog.Logger) (*Machine, error) {
 	m := &Machine{kv: kv, store: store, exec: exec, log: log}
+	kv.SetQuota(&m.quota)
 	if err := m.alarms.load(store.DB()); err != nil {
 		return nil, err
 	}
@@ -126,6 +128,7 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 	if err := m.auth.checkFresh(req); err != nil {
 		return m.refused(err)
 	}
+	m.quota.reset(b)
 	w := m.kv.Begin(b)
 	w.SetTime(req.GetTimeUnixNano())
 	var (
@@ -191,6 +194,10 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 			return m.refused(err)
 		}
 		return Result{Resp: &dkvpb.AuthResponse{Header: &dkvpb.ResponseHeader{}, AuthRevision: arev}, Revision: m.kv.Revision()}
+	case *dkvpb.InternalRequest_StoreCreate:
+		return m.applyStoreCreate(b, r.StoreCreate) // stores.go
+	case *dkvpb.InternalRequest_StoreDelete:
+		return m.applyStoreDelete(b, r.StoreDelete)
 	default:
 		// validate refuses these first; kept so a new command cannot
 		// silently apply as nothing.
@@ -200,6 +207,7 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		return m.refused(err)
 	}
 	rev, ch := w.Finish()
+	countStores(b, ch.Events) // stores.go
 	mvcc.StampRevision(resp, rev)
 	return Result{Resp: resp, Revision: rev, Effects: Effects{
 		Events: ch.Events, Leases: ch.Leases, Locks: ch.Locks, Purge: purge,
@@ -213,7 +221,8 @@ func (m *Machine) refused(err error) Result {
 // validate checks a command's structure at apply time. Member attributes
 // and alarms come only from members, never from a client.
 func validate(req *dkvpb.InternalRequest) error {
-	if req.GetMemberAttrs() != nil || req.GetAlarm() != nil || req.GetAuth() != nil {
+	if req.GetMemberAttrs() != nil || req.GetAlarm() != nil || req.GetAuth() != nil ||
+		req.GetStoreCreate() != nil || req.GetStoreDelete() != nil {
 		return nil
 	}
 	return mvcc.ValidateApplied(req)

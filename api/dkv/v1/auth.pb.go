@@ -811,10 +811,13 @@ func (x *RoleRequest) GetName() string {
 // Permission allows reading, writing or both on [key, range_end): one key
 // when range_end is empty, every key >= key when range_end is "\0".
 type Permission struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          Permission_Type        `protobuf:"varint,1,opt,name=type,proto3,enum=dkv.v1.Permission_Type" json:"type,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	RangeEnd      []byte                 `protobuf:"bytes,3,opt,name=range_end,json=rangeEnd,proto3" json:"range_end,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Type     Permission_Type        `protobuf:"varint,1,opt,name=type,proto3,enum=dkv.v1.Permission_Type" json:"type,omitempty"`
+	Key      []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	RangeEnd []byte                 `protobuf:"bytes,3,opt,name=range_end,json=rangeEnd,proto3" json:"range_end,omitempty"`
+	// store is the named store the key range is in; "" is the default
+	// store, whose ranges never reach a named store's keys.
+	Store         string `protobuf:"bytes,100,opt,name=store,proto3" json:"store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -868,6 +871,13 @@ func (x *Permission) GetRangeEnd() []byte {
 		return x.RangeEnd
 	}
 	return nil
+}
+
+func (x *Permission) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
 }
 
 type RoleGetResponse struct {
@@ -1081,11 +1091,13 @@ func (x *RoleGrantPermissionRequest) GetPrefix() bool {
 }
 
 type RoleRevokePermissionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	RangeEnd      []byte                 `protobuf:"bytes,3,opt,name=range_end,json=rangeEnd,proto3" json:"range_end,omitempty"`
-	Prefix        bool                   `protobuf:"varint,4,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Role     string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Key      []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	RangeEnd []byte                 `protobuf:"bytes,3,opt,name=range_end,json=rangeEnd,proto3" json:"range_end,omitempty"`
+	Prefix   bool                   `protobuf:"varint,4,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// store is the named store of the permission to revoke ("" default).
+	Store         string `protobuf:"bytes,100,opt,name=store,proto3" json:"store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1146,6 +1158,13 @@ func (x *RoleRevokePermissionRequest) GetPrefix() bool {
 		return x.Prefix
 	}
 	return false
+}
+
+func (x *RoleRevokePermissionRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
 }
 
 // AuthChange is one replicated auth command (InternalRequest.auth). A
@@ -1791,12 +1810,13 @@ const file_dkv_v1_auth_proto_rawDesc = "" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\"!\n" +
 	"\vRoleRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x94\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xaa\x01\n" +
 	"\n" +
 	"Permission\x12+\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.dkv.v1.Permission.TypeR\x04type\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x1b\n" +
-	"\trange_end\x18\x03 \x01(\fR\brangeEnd\"*\n" +
+	"\trange_end\x18\x03 \x01(\fR\brangeEnd\x12\x14\n" +
+	"\x05store\x18d \x01(\tR\x05store\"*\n" +
 	"\x04Type\x12\b\n" +
 	"\x04READ\x10\x00\x12\t\n" +
 	"\x05WRITE\x10\x01\x12\r\n" +
@@ -1814,12 +1834,13 @@ const file_dkv_v1_auth_proto_rawDesc = "" +
 	"\n" +
 	"permission\x18\x02 \x01(\v2\x12.dkv.v1.PermissionR\n" +
 	"permission\x12\x16\n" +
-	"\x06prefix\x18\x03 \x01(\bR\x06prefix\"x\n" +
+	"\x06prefix\x18\x03 \x01(\bR\x06prefix\"\x8e\x01\n" +
 	"\x1bRoleRevokePermissionRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x1b\n" +
 	"\trange_end\x18\x03 \x01(\fR\brangeEnd\x12\x16\n" +
-	"\x06prefix\x18\x04 \x01(\bR\x06prefix\"\xb0\x05\n" +
+	"\x06prefix\x18\x04 \x01(\bR\x06prefix\x12\x14\n" +
+	"\x05store\x18d \x01(\tR\x05store\"\xb0\x05\n" +
 	"\n" +
 	"AuthChange\x122\n" +
 	"\x06enable\x18\x01 \x01(\v2\x18.dkv.v1.AuthEnableChangeH\x00R\x06enable\x126\n" +

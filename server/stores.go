@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/state"
+	"github.com/dkv-io/dkv/internal/storekeys"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// Named stores (docs/data-model.md). A call names its store in the gRPC
+// metadata storeHeader; the server maps every key of the request into
+// that store's part of the keyspace (internal/storekeys) before auth
+// checks it, and strips it from the reply after, so a client can name no
+// key outside its store. The HTTP gateway takes ?store= or a Dkv-Store
+// header.
+
+// storeHeader is the gRPC metadata key naming a call's store.
+const storeHeader = "dkv-store"
+
+// storeOf is the Mapper of the store ctx's call names; a named store must
+// exist. A store this member does not know yet may have been created on
+// another member a moment ago: it waits for a linearizable read before
+// refusing. Writes check the store again where it matters, at apply.
+func (s *Server) storeOf(ctx context.Context) (storekeys.Mapper, error) {
+	name := ""
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(storeHeader); len(v) > 0 {
+			name = v[0]
+		}
+	}
+	m, err := storekeys.For(name)
+	if err != nil || m.Default() {
+		return m, err
+	}
+	for waited := false; ; waited = true {
+		_, ok, err := state.GetStore(s.store.DB(), name)
+		if err != nil {
+			return m, dkverr.New(dkverr.Internal, "reading store %q: %v", name, err)
+		}
+		if ok {
+			return m, nil
+		}
+		if waited {
+			return m, state.NotExistError(name)
+		}
+		if err := s.node.WaitLinearizable(ctx); err != nil {
+			return m, err
+		}
+	}
+}
+
+// storeAgnostic are the services whose calls name no key: they run the
+// same in every store.
+var storeAgnostic = []string{"/dkv.v1.Cluster/", "/dkv.v1.Maintenance/", "/dkv.v1.Auth/", "/dkv.v1.Store/", "/dkv.v1.Lease/"}
+
+// storeRequest maps req into ctx's store; the returned Mapper strips the
+// reply.
+func (s *Server) storeRequest(ctx context.Context, method string, req any) (storekeys.Mapper, error) {
+	m, err := s.storeOf(ctx)
+	if err != nil {
+		return m, err
+	}
+	known, err := m.Request(req)
+	if err != nil || known || m.Default() {
+		return m, err
+	}
+	for _, p := range storeAgnostic {
+		if strings.HasPrefix(method, p) {
+			return m, nil
+		}
+	}
+	// Nothing is reachable by omission: a keyed call this table does not
+	// know is refused rather than run in the default store.
+	return m, dkverr.New(dkverr.InvalidInput, "%s is not available in a named store (store %q)", method, m.Name())
+}
+
+// storeWatchStream strips the store's prefix from everything a watch
+// stream sends.
+type storeWatchStream struct {
+	dkvpb.Watch_WatchServer
+	m storekeys.Mapper
+}
+
+func (w storeWatchStream) Send(r *dkvpb.WatchResponse) error {
+	return w.Watch_WatchServer.Send(w.m.Watch(r))
+}
+
+// gatewayStore moves an HTTP request's ?store= into the Dkv-Store
+// header, which gatewayHeaderMatcher passes on as storeHeader; the
+// gateway would otherwise take it for a field of the request.
+func gatewayStore(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query(); q.Has("store") {
+			r = r.Clone(r.Context())
+			r.Header.Set("Dkv-Store", q.Get("store"))
+			q.Del("store")
+			r.URL.RawQuery = q.Encode()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// storeService implements dkvpb.StoreServer.
+type storeService struct {
+	dkvpb.UnimplementedStoreServer
+	s *Server
+}
+
+func (ss *storeService) Create(ctx context.Context, req *dkvpb.StoreCreateRequest) (*dkvpb.StoreCreateResponse, error) {
+	req.SetQuota = false
+	return propose[*dkvpb.StoreCreateResponse](ctx, ss.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreCreate{StoreCreate: req}})
+}
+
+func (ss *storeService) SetQuota(ctx context.Context, req *dkvpb.StoreCreateRequest) (*dkvpb.StoreCreateResponse, error) {
+	req.SetQuota = true
+	return propose[*dkvpb.StoreCreateResponse](ctx, ss.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreCreate{StoreCreate: req}})
+}
+
+func (ss *storeService) Delete(ctx context.Context, req *dkvpb.StoreDeleteRequest) (*dkvpb.StoreDeleteResponse, error) {
+	return propose[*dkvpb.StoreDeleteResponse](ctx, ss.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreDelete{StoreDelete: req}})
+}
+
+func (ss *storeService) List(ctx context.Context, _ *dkvpb.StoreListRequest) (*dkvpb.StoreListResponse, error) {
+	if err := ss.s.node.WaitLinearizable(ctx); err != nil {
+		return nil, err
+	}
+	stores, err := state.ListStores(ss.s.store.DB())
+	if err != nil {
+		return nil, dkverr.New(dkverr.Internal, "listing stores: %v", err)
+	}
+	return &dkvpb.StoreListResponse{Header: ss.s.header(0), Stores: stores}, nil
+}
+
+func (ss *storeService) Stats(ctx context.Context, req *dkvpb.StoreStatsRequest) (*dkvpb.StoreStatsResponse, error) {
+	if err := storekeys.ValidName(req.GetName()); err != nil {
+		return nil, err
+	}
+	if err := ss.s.node.WaitLinearizable(ctx); err != nil {
+		return nil, err
+	}
+	info, ok, err := state.GetStore(ss.s.store.DB(), req.GetName())
+	if err != nil {
+		return nil, dkverr.New(dkverr.Internal, "reading store %q: %v", req.GetName(), err)
+	}
+	if !ok {
+		return nil, state.NotExistError(req.GetName())
+	}
+	return &dkvpb.StoreStatsResponse{Header: ss.s.header(0), Store: info}, nil
+}
+
+func registerStore(gs grpc.ServiceRegistrar, s *Server) {
+	dkvpb.RegisterStoreServer(gs, &storeService{s: s})
+}
