@@ -10,6 +10,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/ratelimit"
+	"github.com/dkv-io/dkv/internal/storekeys"
 )
 
 // maxRateLimitsListed bounds one GET /v1/ratelimits answer.
@@ -76,6 +77,9 @@ func (s *Server) handleRateLimitsHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().UnixNano()
 	resp := rateLimitListResponse{NowUnixMs: now / 1e6, Buckets: []rateLimitEntry{}}
 	for _, b := range all {
+		if _, own := (storekeys.Mapper{}).Strip(b.key); !own {
+			continue // a named store's bucket: this endpoint serves the default store
+		}
 		if _, err := s.checkCall(ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
 			if dkverr.CodeOf(err) == dkverr.Unauthenticated {
 				httpError(w, wireError(err))

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 )
 
@@ -23,6 +25,14 @@ func TestHTTPRateLimitsListsBuckets(t *testing.T) {
 		}
 	}
 	after := time.Now().UnixMilli()
+	// A bucket of a named store is not the default store's to list.
+	if _, err := dkvpb.NewStoreClient(conn).Create(ctx, &dkvpb.StoreCreateRequest{Name: "other-team"}); err != nil {
+		t.Fatal(err)
+	}
+	octx := metadata.AppendToOutgoingContext(ctx, storeHeader, "other-team")
+	if _, err := rc.Allow(octx, &dkvpb.RateLimitRequest{Key: []byte("api/carl"), Limit: 1, PeriodMs: 3600_000, Burst: 5, N: 2}); err != nil {
+		t.Fatal(err)
+	}
 	var got rateLimitListResponse
 	if code := getJSON(t, base+"/v1/ratelimits?prefix=api/", &got); code != 200 {
 		t.Fatalf("GET /v1/ratelimits: %d", code)
@@ -36,6 +46,9 @@ func TestHTTPRateLimitsListsBuckets(t *testing.T) {
 	}
 	if b.FullInMs <= 3600_000 || b.FullInMs > 2*3600_000 {
 		t.Errorf("full in %d ms, want about 2 hours (2 tokens at 1 an hour)", b.FullInMs)
+	}
+	if code := getJSON(t, base+"/v1/ratelimits", &got); code != 200 || len(got.Buckets) != 3 || got.Buckets[2].Key != "other" {
+		t.Errorf("every bucket of the default store: %d %+v, want api/ann, api/bob, other (not other-team's)", code, got.Buckets)
 	}
 	if code := getJSON(t, base+"/v1/ratelimits?limit=1", &got); code != 200 || len(got.Buckets) != 1 || !got.More {
 		t.Errorf("limit=1: %d %+v, want one bucket and more", code, got)
