@@ -25,6 +25,7 @@ func TestLayoutIsStable(t *testing.T) {
 		{LockHolderPrefix, "s/kh/"}, {LockTokenPrefix, "s/kt/"}, {LockQueuePrefix, "s/kq/"},
 		{LockOwnerPrefix, "s/ko/"}, {LockLeasePrefix, "s/kl/"}, {LockSeq, "s/km/seq"},
 		{RateLimitPrefix, "s/bt/"},
+		{MVCCIndexDefPrefix, "s/mx/"}, {MVCCIndexEntryPrefix, "s/mi/"}, {MVCCIndexSeq, "s/mm/idxseq"},
 	} {
 		if string(c.got) != c.want {
 			t.Errorf("key %q, want %q", c.got, c.want)

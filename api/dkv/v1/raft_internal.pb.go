@@ -62,6 +62,8 @@ type InternalRequest struct {
 	//	*InternalRequest_QueueAck
 	//	*InternalRequest_QueueAckBatch
 	//	*InternalRequest_Auth
+	//	*InternalRequest_IndexCreate
+	//	*InternalRequest_IndexDrop
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -305,6 +307,24 @@ func (x *InternalRequest) GetAuth() *AuthChange {
 	return nil
 }
 
+func (x *InternalRequest) GetIndexCreate() *IndexCreateRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_IndexCreate); ok {
+			return x.IndexCreate
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetIndexDrop() *IndexDropRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_IndexDrop); ok {
+			return x.IndexDrop
+		}
+	}
+	return nil
+}
+
 type isInternalRequest_Request interface {
 	isInternalRequest_Request()
 }
@@ -392,6 +412,15 @@ type InternalRequest_Auth struct {
 	Auth *AuthChange `protobuf:"bytes,60,opt,name=auth,proto3,oneof"`
 }
 
+type InternalRequest_IndexCreate struct {
+	// 110-111: label indexes.
+	IndexCreate *IndexCreateRequest `protobuf:"bytes,110,opt,name=index_create,json=indexCreate,proto3,oneof"`
+}
+
+type InternalRequest_IndexDrop struct {
+	IndexDrop *IndexDropRequest `protobuf:"bytes,111,opt,name=index_drop,json=indexDrop,proto3,oneof"`
+}
+
 func (*InternalRequest_Put) isInternalRequest_Request() {}
 
 func (*InternalRequest_DeleteRange) isInternalRequest_Request() {}
@@ -431,6 +460,10 @@ func (*InternalRequest_QueueAck) isInternalRequest_Request() {}
 func (*InternalRequest_QueueAckBatch) isInternalRequest_Request() {}
 
 func (*InternalRequest_Auth) isInternalRequest_Request() {}
+
+func (*InternalRequest_IndexCreate) isInternalRequest_Request() {}
+
+func (*InternalRequest_IndexDrop) isInternalRequest_Request() {}
 
 // AlarmRequest raises or clears a member's alarm. NOSPACE: its disk's free
 // space fell below the reserve, or its database grew over --quota-bytes.
@@ -620,8 +653,7 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\"\x8d\n" +
-	"\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\x1a\x12dkv/v1/query.proto\"\x89\v\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
@@ -651,7 +683,10 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"queueClaim\x126\n" +
 	"\tqueue_ack\x18[ \x01(\v2\x17.dkv.v1.QueueAckRequestH\x00R\bqueueAck\x12F\n" +
 	"\x0fqueue_ack_batch\x18\\ \x01(\v2\x1c.dkv.v1.QueueAckBatchRequestH\x00R\rqueueAckBatch\x12(\n" +
-	"\x04auth\x18< \x01(\v2\x12.dkv.v1.AuthChangeH\x00R\x04authB\t\n" +
+	"\x04auth\x18< \x01(\v2\x12.dkv.v1.AuthChangeH\x00R\x04auth\x12?\n" +
+	"\findex_create\x18n \x01(\v2\x1a.dkv.v1.IndexCreateRequestH\x00R\vindexCreate\x129\n" +
+	"\n" +
+	"index_drop\x18o \x01(\v2\x18.dkv.v1.IndexDropRequestH\x00R\tindexDropB\t\n" +
 	"\arequest\"\x84\x01\n" +
 	"\fAlarmRequest\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12\x16\n" +
@@ -702,8 +737,10 @@ var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*QueueAckRequest)(nil),        // 19: dkv.v1.QueueAckRequest
 	(*QueueAckBatchRequest)(nil),   // 20: dkv.v1.QueueAckBatchRequest
 	(*AuthChange)(nil),             // 21: dkv.v1.AuthChange
-	(AlarmType)(0),                 // 22: dkv.v1.AlarmType
-	(*Member)(nil),                 // 23: dkv.v1.Member
+	(*IndexCreateRequest)(nil),     // 22: dkv.v1.IndexCreateRequest
+	(*IndexDropRequest)(nil),       // 23: dkv.v1.IndexDropRequest
+	(AlarmType)(0),                 // 24: dkv.v1.AlarmType
+	(*Member)(nil),                 // 25: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	4,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
@@ -726,13 +763,15 @@ var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	19, // 17: dkv.v1.InternalRequest.queue_ack:type_name -> dkv.v1.QueueAckRequest
 	20, // 18: dkv.v1.InternalRequest.queue_ack_batch:type_name -> dkv.v1.QueueAckBatchRequest
 	21, // 19: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
-	22, // 20: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
-	23, // 21: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	22, // 20: dkv.v1.InternalRequest.index_create:type_name -> dkv.v1.IndexCreateRequest
+	23, // 21: dkv.v1.InternalRequest.index_drop:type_name -> dkv.v1.IndexDropRequest
+	24, // 22: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
+	25, // 23: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -748,6 +787,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 	file_dkv_v1_queue_proto_init()
 	file_dkv_v1_auth_proto_init()
 	file_dkv_v1_maintenance_proto_init()
+	file_dkv_v1_query_proto_init()
 	file_dkv_v1_raft_internal_proto_msgTypes[0].OneofWrappers = []any{
 		(*InternalRequest_Put)(nil),
 		(*InternalRequest_DeleteRange)(nil),
@@ -769,6 +809,8 @@ func file_dkv_v1_raft_internal_proto_init() {
 		(*InternalRequest_QueueAck)(nil),
 		(*InternalRequest_QueueAckBatch)(nil),
 		(*InternalRequest_Auth)(nil),
+		(*InternalRequest_IndexCreate)(nil),
+		(*InternalRequest_IndexDrop)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
