@@ -275,6 +275,7 @@ func httpError(w http.ResponseWriter, err error) {
 		dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
 		dkverr.Compacted: 410, dkverr.NoSpace: 507,
 		dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
+		dkverr.NoIndex: 412,
 	}[code]
 	if st == 0 {
 		st = http.StatusInternalServerError
