@@ -175,6 +175,7 @@ type Client struct {
 	maint   dkvpb.MaintenanceClient
 	rl      dkvpb.RateLimitClient
 	qu      dkvpb.QueueClient
+	query   dkvpb.QueryClient
 	auth    dkvpb.AuthClient
 
 	onClose    func() error // NewFromConn's hook, e.g. stopping an embedded node
@@ -269,6 +270,7 @@ func newClient(cfg Config, conn *grpc.ClientConn) *Client {
 		maint:   dkvpb.NewMaintenanceClient(conn),
 		rl:      dkvpb.NewRateLimitClient(conn),
 		qu:      dkvpb.NewQueueClient(conn),
+		query:   dkvpb.NewQueryClient(conn),
 		auth:    dkvpb.NewAuthClient(conn),
 	}
 	c.watches = &watchMux{c: c}

@@ -61,6 +61,9 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if err := dkvpb.RegisterQueueHandler(bg, gw, conn); err != nil {
 		return err
 	}
+	if err := dkvpb.RegisterQueryHandler(bg, gw, conn); err != nil {
+		return err
+	}
 	if err := dkvpb.RegisterAuthHandler(bg, gw, conn); err != nil {
 		return err
 	}

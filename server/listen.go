@@ -308,6 +308,7 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterRateLimitServer(s.grpcSrv, &rateLimitService{s: s})
 	dkvpb.RegisterQueueServer(s.grpcSrv, &queueService{s: s})
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
+	dkvpb.RegisterQueryServer(s.grpcSrv, &queryService{s: s})
 	s.registerEtcd(s.grpcSrv, kv, watch, lease)
 
 	s.inproc = bufconn.Listen(1 << 20)

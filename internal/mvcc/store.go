@@ -640,5 +640,9 @@ func stampRevision(m proto.Message, h *dkvpb.ResponseHeader) {
 		r.Header = h
 	case *dkvpb.LockCancelResponse:
 		r.Header = h
+	case *dkvpb.IndexCreateResponse:
+		r.Header = h
+	case *dkvpb.IndexDropResponse:
+		r.Header = h
 	}
 }
