@@ -85,7 +85,13 @@ func (m QueryMarker) String() string {
 // resume guarantees as WatchPrefix. WithInitialSnapshot's Initial holds
 // the matching keys.
 func (c *Client) WatchQuery(ctx context.Context, query string, opts ...WatchOption) (*Watch, error) {
-	return c.WatchKey(ctx, "", append(opts, watchOpt(func(c *watchConfig) { c.query = query }))...)
+	return c.WatchKey(ctx, "", append(opts, WithWatchQuery(query))...)
+}
+
+// WithWatchQuery makes a WatchKey with an empty key a watch by query
+// (see WatchQuery).
+func WithWatchQuery(query string) WatchOption {
+	return watchOpt(func(c *watchConfig) { c.query = query })
 }
 
 // QueryOption configures a Query.

@@ -129,6 +129,8 @@ JSON object per command with -o json.
 		a.statusCmd(),
 		a.memberCmd(),
 		a.watchCmd(),
+		a.indexCmd(),
+		a.queryCmd(),
 		a.leaseCmd(),
 		a.lockCmd(),
 		a.electCmd(),
