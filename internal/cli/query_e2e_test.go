@@ -85,7 +85,7 @@ func TestCLIWatchQuery(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	n.ok("", "put", "orders/1", "a", "--label", "state=open")
 	_, lines := startWatch(t, n, "--query", "prefix=orders/ state=open", "--snapshot")
-	expectLine(t, lines, "PUT orders/1 a") // the snapshot: the watch is established
+	expectLine(t, lines, "PUT orders/1 a")                    // the snapshot: the watch is established
 	n.ok("", "put", "orders/2", "b", "--label", "state=paid") // never matched
 	n.ok("", "put", "orders/2", "b2", "--label", "state=open")
 	expectLine(t, lines, "ENTER orders/2 b2")

@@ -81,7 +81,7 @@ func TestTxnCompareLabel(t *testing.T) {
 		{labelCmp("k", "state", dkvpb.Compare_NOT_EQUAL, "paid"), true},
 		{labelCmp("k", "state", dkvpb.Compare_GREATER, "a"), true},
 		{labelCmp("k", "state", dkvpb.Compare_LESS, "a"), false},
-		{labelCmp("k", "other", dkvpb.Compare_EQUAL, ""), false},    // absent is not ""
+		{labelCmp("k", "other", dkvpb.Compare_EQUAL, ""), false},     // absent is not ""
 		{labelCmp("k", "other", dkvpb.Compare_NOT_EQUAL, "x"), true}, // absent differs
 		{labelCmp("k", "other", dkvpb.Compare_LESS, "z"), false},
 		{labelCmp("k", "state", dkvpb.Compare_EQUAL, true), true},

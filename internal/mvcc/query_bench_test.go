@@ -93,7 +93,6 @@ func BenchmarkQuery1M(b *testing.B) {
 	}
 }
 
-
 // BenchmarkPutIndexes: apply throughput of labelled puts under o/ with
 // 0, 1 and 3 indexes on the prefix, in one run. ns/op is per put;
 // puts/s is reported.
