@@ -180,6 +180,7 @@ type Client struct {
 	maint   dkvpb.MaintenanceClient
 	rl      dkvpb.RateLimitClient
 	qu      dkvpb.QueueClient
+	query   dkvpb.QueryClient
 	auth    dkvpb.AuthClient
 
 	onClose    func() error // NewFromConn's hook, e.g. stopping an embedded node
@@ -280,6 +281,7 @@ func newClient(cfg Config, conn *grpc.ClientConn) *Client {
 		maint:   dkvpb.NewMaintenanceClient(cc),
 		rl:      dkvpb.NewRateLimitClient(cc),
 		qu:      dkvpb.NewQueueClient(cc),
+		query:   dkvpb.NewQueryClient(cc),
 		auth:    dkvpb.NewAuthClient(cc),
 	}
 	c.watches = &watchMux{c: c}

@@ -59,6 +59,9 @@ var (
 	// ErrPermissionDenied: the user's roles do not allow the call; the
 	// message names the permission and the key range that was missing.
 	ErrPermissionDenied = errors.New("permission denied")
+	// ErrNoIndex: a label query has no index to serve it; the message
+	// names the index to create (or ask for a scan, WithQueryScan).
+	ErrNoIndex = errors.New("no index for query")
 )
 
 // codeErrors is the one table from wire status codes to client errors.
@@ -74,6 +77,7 @@ var codeErrors = map[dkverr.Code]error{
 	dkverr.NoSpace:          ErrNoSpace,
 	dkverr.Unauthenticated:  ErrUnauthenticated,
 	dkverr.PermissionDenied: ErrPermissionDenied,
+	dkverr.NoIndex:          ErrNoIndex,
 }
 
 // Error is a failure with a DKV status. errors.Is(err, Kind) holds, so

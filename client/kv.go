@@ -47,6 +47,8 @@ type KeyValue struct {
 	Version int64
 	// Lease is the id of the lease the key is attached to, 0 for none.
 	Lease int64
+	// Labels are the version's labels (WithLabels), nil for none.
+	Labels map[string]string
 }
 
 // PutResult is the outcome of a Put.
@@ -91,6 +93,7 @@ func fromPB(kv *dkvpb.KeyValue) *KeyValue {
 		ModRevision:    kv.ModRevision,
 		Version:        kv.Version,
 		Lease:          kv.Lease,
+		Labels:         kv.Labels,
 	}
 }
 

@@ -31,6 +31,8 @@ type opConfig struct {
 	ifVersion     int64
 	ifModRevision int64
 	ignoreValue   bool
+	labels        map[string]string
+	ignoreLabels  bool
 	// counter
 	min, max *int64
 	// lock handle (reads and writes)
@@ -209,6 +211,8 @@ func (c *opConfig) putRequest(key string, value []byte) (*dkvpb.PutRequest, erro
 		IfModRevision: c.ifModRevision,
 		IgnoreValue:   c.ignoreValue,
 		Lock:          c.lock,
+		Labels:        c.labels,
+		IgnoreLabels:  c.ignoreLabels,
 	}, nil
 }
 

@@ -19,6 +19,8 @@ const (
 	CmpExists
 	// CmpLock compares lock ownership (LockHeld, LockNotHeld).
 	CmpLock
+	// CmpLabel compares one of the key's labels (Label).
+	CmpLabel
 )
 
 // CmpResult is how a Cmp compares.
@@ -53,6 +55,10 @@ type Cmp struct {
 	Exists bool
 	// Lock is the operand of a CmpLock compare.
 	Lock *LockHandle
+	// Label is the label name of a CmpLabel compare; its operand is
+	// Value, or with LabelPresence, Exists.
+	Label         string
+	LabelPresence bool
 }
 
 // ValueCmp starts a compare on a key's value.
@@ -135,6 +141,13 @@ func (c Cmp) toPB() *dkvpb.Compare {
 	case CmpLock:
 		pc.Target = dkvpb.Compare_LOCK
 		pc.TargetUnion = &dkvpb.Compare_Lock{Lock: c.Lock.pb()}
+	case CmpLabel:
+		pc.Target, pc.Label = dkvpb.Compare_LABEL, c.Label
+		if c.LabelPresence {
+			pc.TargetUnion = &dkvpb.Compare_Exists{Exists: c.Exists}
+		} else {
+			pc.TargetUnion = &dkvpb.Compare_Value{Value: c.Value}
+		}
 	}
 	return pc
 }

@@ -40,6 +40,10 @@ type WatchEvent struct {
 	PrevKV *KeyValue
 	// Revision is the revision of the change (KV.ModRevision).
 	Revision int64
+	// Marker, for a watch by query (WatchQuery), says how the key
+	// relates to the query's result: QueryEnter, QueryChange or
+	// QueryLeave.
+	Marker QueryMarker
 }
 
 // WatchBatch is what a Watch delivers: all the events of one revision (a
@@ -71,6 +75,7 @@ type watchConfig struct {
 	progress         bool
 	progressInterval time.Duration
 	fragment         int32
+	query            string
 }
 
 type watchOpt func(*watchConfig)
@@ -190,7 +195,13 @@ func (c *Client) WatchKey(ctx context.Context, key string, opts ...WatchOption) 
 		IncludeInitialSnapshot: cfg.snapshot, PrevKv: cfg.prevKV,
 		FilterPuts: cfg.filterPuts, FilterDeletes: cfg.filterDeletes,
 		ProgressNotify: cfg.progress, ProgressIntervalMs: cfg.progressInterval.Milliseconds(),
-		Fragment: cfg.fragment,
+		Fragment: cfg.fragment, Query: cfg.query,
+	}
+	if cfg.query != "" {
+		if key != "" || cfg.prefix || cfg.hasRange {
+			return nil, newError(ErrInvalidInput, "a watch by query takes its keys from the query's prefix=; use WatchQuery")
+		}
+		req.Key, req.PrevKv = nil, true
 	}
 	if cfg.hasRange {
 		req.RangeEnd = []byte(cfg.rangeEnd)
@@ -441,7 +452,7 @@ func (w *Watch) pump(st watchStream) error {
 			b := WatchBatch{Revision: rev}
 			for ; j < len(evs) && evs[j].GetKv().GetModRevision() == rev; j++ {
 				e := evs[j]
-				ev := WatchEvent{Type: EventPut, KV: fromPB(e.Kv), PrevKV: fromPB(e.PrevKv), Revision: rev}
+				ev := WatchEvent{Type: EventPut, KV: fromPB(e.Kv), PrevKV: fromPB(e.PrevKv), Revision: rev, Marker: QueryMarker(e.QueryMarker)}
 				if e.Type == dkvpb.Event_DELETE {
 					ev.Type = EventDelete
 				}

@@ -62,6 +62,9 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	if err := dkvpb.RegisterQueueHandler(bg, gw, conn); err != nil {
 		return err
 	}
+	if err := dkvpb.RegisterQueryHandler(bg, gw, conn); err != nil {
+		return err
+	}
 	if err := dkvpb.RegisterAuthHandler(bg, gw, conn); err != nil {
 		return err
 	}
@@ -301,4 +304,5 @@ var httpStatus = map[dkverr.Code]int{
 	dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
 	dkverr.Compacted: 410, dkverr.NoSpace: 507,
 	dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
+	dkverr.NoIndex: 412,
 }

@@ -312,6 +312,7 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterQueueServer(s.grpcSrv, &queueService{s: s})
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
 	registerStore(s.grpcSrv, s) // stores.go
+	dkvpb.RegisterQueryServer(s.grpcSrv, &queryService{s: s})
 	s.registerEtcd(s.grpcSrv, kv, watch, lease)
 
 	s.inproc = bufconn.Listen(1 << 20)

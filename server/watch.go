@@ -12,6 +12,7 @@ import (
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/watch"
+	"google.golang.org/protobuf/proto"
 )
 
 // Snapshot chunks: at most this many keys or bytes per response.
@@ -212,8 +213,29 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 	if err != nil {
 		return refuse(err)
 	}
+	var query *mvcc.Query
+	if req.GetQuery() != "" {
+		// A watch by query is a prefix watch of the query's prefix, with
+		// prev_kv, whose events the hub filters and marks.
+		if len(req.Key) > 0 || len(req.RangeEnd) > 0 || req.Prefix {
+			return refuse(dkverr.New(dkverr.InvalidInput, "a watch by query takes no key, range_end or prefix (the query's prefix= sets its keys)"))
+		}
+		q, err := mvcc.ParseQuery(req.GetQuery())
+		if err != nil {
+			return refuse(err)
+		}
+		query = q
+		req = proto.Clone(req).(*dkvpb.WatchCreateRequest)
+		req.Key, req.Prefix, req.PrevKv = queryPrefix(req.GetQuery()), true, true
+	}
 	if _, err := store.Request(req); err != nil {
 		return refuse(err)
+	}
+	if query != nil {
+		// The hub matches the physical keys of events.
+		if query.Prefix, err = store.KeyPrefix(query.Prefix); err != nil {
+			return refuse(err)
+		}
 	}
 	if err := mvcc.ValidateRange(&dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix}, s.limits); err != nil {
 		return refuse(err)
@@ -239,7 +261,7 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 		ID: req.WatchId, Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix,
 		PrevKV: req.PrevKv, FilterPuts: req.FilterPuts, FilterDeletes: req.FilterDeletes,
 		ProgressNotify: req.ProgressNotify, ProgressInterval: time.Duration(req.ProgressIntervalMs) * time.Millisecond,
-		Fragment: int(req.Fragment),
+		Fragment: int(req.Fragment), Query: query,
 	}
 	db := s.store.DB()
 	var (
@@ -271,6 +293,14 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 		start = resp.GetHeader().GetRevision() + 1
 		cur = start - 1
 		snap = resp.Kvs
+		if query != nil {
+			snap = snap[:0:0]
+			for _, kv := range resp.Kvs {
+				if query.Matches(kv.Key, kv.Labels) {
+					snap = append(snap, kv)
+				}
+			}
+		}
 	case req.StartRevision == 0:
 		rev, _, err := mvcc.Counters(db)
 		if err != nil {

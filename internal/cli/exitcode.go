@@ -27,6 +27,7 @@ const (
 	exitDataDamaged   = 11 // dkv serve: durable data damaged or lost
 	exitPermission    = 12
 	exitUnauth        = 13
+	exitNoIndex       = 14
 )
 
 // usageError marks a command-line mistake: exit code 2.
@@ -70,6 +71,7 @@ var codes = []struct {
 	{backup.ErrDamaged, exitDataDamaged, "DataDamaged"},
 	{client.ErrPermissionDenied, exitPermission, "PermissionDenied"},
 	{client.ErrUnauthenticated, exitUnauth, "Unauthenticated"},
+	{client.ErrNoIndex, exitNoIndex, "NoIndex"},
 }
 
 func exitCode(err error) int {

@@ -22,13 +22,15 @@ type jsonKV struct {
 	ModRevision    int64   `json:"mod_revision"`
 	Version        int64   `json:"version"`
 	Lease          int64   `json:"lease,omitempty"`
+	// Labels are the key's labels (dkv put --label), omitted when none.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 func toJSONKV(kv *client.KeyValue) *jsonKV {
 	if kv == nil {
 		return nil
 	}
-	j := &jsonKV{CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
+	j := &jsonKV{CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease, Labels: kv.Labels}
 	j.Key, j.KeyBase64 = jsonKey(kv.Key)
 	if utf8.Valid(kv.Value) {
 		s := string(kv.Value)
@@ -96,5 +98,10 @@ func writeKVs(w io.Writer, kvs []*client.KeyValue, keysOnly bool) {
 			continue
 		}
 		fmt.Fprintf(w, "%s\n%s\n", kv.Key, kv.Value)
+		if len(kv.Labels) > 0 {
+			// Only labelled keys get the third line, so the output of
+			// unlabelled keys is as before labels existed.
+			fmt.Fprintf(w, "labels: %s\n", formatLabels(kv.Labels))
+		}
 	}
 }

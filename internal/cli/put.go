@@ -17,6 +17,8 @@ func (a *app) putCmd() *cobra.Command {
 		lease     int64
 		ttl       string
 		lockH     string
+		labels    []string
+		keepLbls  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "put KEY VALUE",
@@ -47,6 +49,16 @@ fails nothing is written and dkv exits with 4 (Conflict).`,
 			}
 			if lease != 0 {
 				opts = append(opts, client.WithLease(lease))
+			}
+			if len(labels) > 0 {
+				ls, err := parseLabels(labels)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, client.WithLabels(ls))
+			}
+			if keepLbls {
+				opts = append(opts, client.WithIgnoreLabels())
 			}
 			lo, err := lockOpt(lockH)
 			if err != nil {
@@ -86,5 +98,7 @@ fails nothing is written and dkv exits with 4 (Conflict).`,
 	f.Int64Var(&lease, "lease", 0, "attach the key to lease ID")
 	f.StringVar(&ttl, "ttl", "", "delete the key after this long (e.g. 30s; grants a lease, printed after OK)")
 	f.StringVar(&lockH, "lock", "", "write under lock HANDLE (from 'dkv lock acquire'); exit 5 if it is not current")
+	f.StringArrayVar(&labels, "label", nil, "set label NAME=VALUE (repeatable); the put replaces the key's labels (docs/data-model.md)")
+	f.BoolVar(&keepLbls, "keep-labels", false, "keep the key's current labels")
 	return cmd
 }

@@ -32,7 +32,9 @@ const exitCodeHelp = `Exit codes:
  12  PermissionDenied (auth is enabled and the user's roles do not allow
      the call; the message names the permission and keys missing)
  13  Unauthenticated (auth is enabled and no valid token: no --user, a
-     wrong password, or an expired token)`
+     wrong password, or an expired token)
+ 14  NoIndex (dkv query: no index serves the query; the message names
+     the one to create, or use --scan)`
 
 // Main runs the dkv command with the process's arguments and exits.
 func Main() {
@@ -129,6 +131,8 @@ JSON object per command with -o json.
 		a.statusCmd(),
 		a.memberCmd(),
 		a.watchCmd(),
+		a.indexCmd(),
+		a.queryCmd(),
 		a.leaseCmd(),
 		a.lockCmd(),
 		a.electCmd(),

@@ -20,12 +20,15 @@ type jsonWatchEvent struct {
 	KeyB64   string  `json:"key_base64,omitempty"` // instead of key, when it is not UTF-8
 	KV       *jsonKV `json:"kv,omitempty"`
 	PrevKV   *jsonKV `json:"prev_kv,omitempty"`
+	// Marker is ENTER, CHANGE or LEAVE for a watch --query.
+	Marker string `json:"marker,omitempty"`
 }
 
 func (a *app) watchCmd() *cobra.Command {
 	var (
 		prefix, snapshot, prev bool
 		rev                    int64
+		query                  string
 	)
 	cmd := &cobra.Command{
 		Use:   "watch KEY",
@@ -46,9 +49,21 @@ entries have type SNAPSHOT.
 
 The watch survives the loss of the node it is connected to: it resumes on
 another --endpoints member from the last revision it printed. --timeout
-bounds only connecting.`,
-		Args: args(cobra.ExactArgs(1)),
+bounds only connecting.
+
+--query 'prefix=orders/ state=open' (and no KEY) watches a query's result
+(docs/data-model.md): one line per key entering, changing within or
+leaving it, "ENTER key value", "CHANGE key value", "LEAVE key"; with -o
+json the object has "marker". --snapshot first prints the matching keys.`,
+		Args: args(cobra.RangeArgs(0, 1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			if (query == "") == (len(argv) == 0) {
+				return usagef("give KEY or --query, not both or neither")
+			}
+			key := ""
+			if len(argv) == 1 {
+				key = argv[0]
+			}
 			if rev < 0 {
 				return usagef("--rev must not be negative")
 			}
@@ -68,7 +83,13 @@ bounds only connecting.`,
 			if prev {
 				opts = append(opts, client.WithPrevKV())
 			}
-			return a.runWatch(argv[0], opts)
+			if query != "" {
+				if prefix {
+					return usagef("--prefix does not go with --query (use prefix= in the query)")
+				}
+				opts = append(opts, client.WithWatchQuery(query))
+			}
+			return a.runWatch(key, opts, prev)
 		},
 	}
 	f := cmd.Flags()
@@ -76,12 +97,13 @@ bounds only connecting.`,
 	f.Int64Var(&rev, "rev", 0, "start at revision N (replay history from N)")
 	f.BoolVar(&snapshot, "snapshot", false, "print the current keys first, then the changes after them")
 	f.BoolVar(&prev, "prev", false, "print each change's previous value")
+	f.StringVar(&query, "query", "", "watch a query's result instead of KEY, e.g. 'prefix=orders/ state=open'")
 	return cmd
 }
 
 // runWatch connects (within --timeout), then streams until SIGINT/SIGTERM
 // or a failure.
-func (a *app) runWatch(key string, opts []client.WatchOption) error {
+func (a *app) runWatch(key string, opts []client.WatchOption, prev bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var eps []string
@@ -141,6 +163,12 @@ func (a *app) runWatch(key string, opts []client.WatchOption) error {
 			if e.Type == client.EventPut {
 				j.KV = toJSONKV(e.KV)
 			}
+			if e.Marker != client.QueryNone {
+				j.Marker = e.Marker.String()
+				if !prev {
+					j.PrevKV, prevVal = nil, nil // implied by the query watch, not asked for
+				}
+			}
 			if err := a.printWatch(j, e.KV.Key, e.KV.Value, prevVal); err != nil {
 				return err
 			}
@@ -164,6 +192,10 @@ func (a *app) printWatch(j jsonWatchEvent, key string, value, prev []byte) error
 	}
 	var err error
 	switch {
+	case j.Marker == "LEAVE":
+		_, err = fmt.Fprintf(a.stdout, "LEAVE %s", key)
+	case j.Marker != "":
+		_, err = fmt.Fprintf(a.stdout, "%s %s %s", j.Marker, key, value)
 	case j.Type == "DELETE":
 		_, err = fmt.Fprintf(a.stdout, "DELETE %s", key)
 	default:

@@ -39,11 +39,14 @@ const (
 	// PermissionDenied: the caller's roles do not allow the call; the
 	// message names the permission and key range that was missing.
 	PermissionDenied
+	// NoIndex: a label query has no index to serve it (and did not ask
+	// to scan); the message names the index to create.
+	NoIndex
 )
 
 // NumCodes is the number of codes, for tables indexed by Code; a new
 // code goes before it in the list above and moves it.
-const NumCodes = int(PermissionDenied) + 1
+const NumCodes = int(NoIndex) + 1
 
 // Domain is the ErrorInfo domain DKV errors carry on the wire.
 const Domain = "dkv.io"
@@ -65,6 +68,7 @@ var codeInfo = []struct {
 	NoSpace:          {"NoSpace", "NO_SPACE", codes.ResourceExhausted},
 	Unauthenticated:  {"Unauthenticated", "UNAUTHENTICATED", codes.Unauthenticated},
 	PermissionDenied: {"PermissionDenied", "PERMISSION_DENIED", codes.PermissionDenied},
+	NoIndex:          {"NoIndex", "NO_INDEX", codes.FailedPrecondition},
 }
 
 func (c Code) String() string {

@@ -79,6 +79,20 @@ var (
 	MVCCCompact = []byte("s/mm/compact")
 )
 
+// Label indexes (package mvcc, issue #23), inside the MVCC keyspace so
+// they move in the same batch as the keys they index.
+var (
+	// MVCCIndexDefPrefix: s/mx/<index id, 8 bytes BE> -> index definition
+	// (uvarint created revision, uvarint len(prefix), prefix, label name).
+	MVCCIndexDefPrefix = []byte("s/mx/")
+	// MVCCIndexEntryPrefix: s/mi/<index id, 8 bytes BE><label value>
+	// \x00\x01<esc(key)>\x00\x01<^rev> -> 1 (the key has the value from
+	// rev on) or 2 (it no longer has it from rev on).
+	MVCCIndexEntryPrefix = []byte("s/mi/")
+	// MVCCIndexSeq is the last allocated index id.
+	MVCCIndexSeq = []byte("s/mm/idxseq")
+)
+
 // Leases (package lease): everything under "s/l".
 var (
 	// LeaseRecordPrefix: s/ll/<id, 8 bytes BE> -> lease record.

@@ -26,6 +26,7 @@ func TestLayoutIsStable(t *testing.T) {
 		{LockOwnerPrefix, "s/ko/"}, {LockLeasePrefix, "s/kl/"}, {LockSeq, "s/km/seq"},
 		{LockGrantPrefix, "s/kg/"},
 		{RateLimitPrefix, "s/bt/"}, {StorePrefix, "s/store/"}, {StoreEnd, "s/store0"},
+		{MVCCIndexDefPrefix, "s/mx/"}, {MVCCIndexEntryPrefix, "s/mi/"}, {MVCCIndexSeq, "s/mm/idxseq"},
 	} {
 		if string(c.got) != c.want {
 			t.Errorf("key %q, want %q", c.got, c.want)

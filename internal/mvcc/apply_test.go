@@ -52,6 +52,10 @@ func (s *Store) Apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		resp, err = w.LockAcquire(r.LockAcquire)
 	case *dkvpb.InternalRequest_LockRelease:
 		resp = w.LockRelease(r.LockRelease.GetHandle())
+	case *dkvpb.InternalRequest_IndexCreate:
+		resp, err = w.IndexCreate(r.IndexCreate)
+	case *dkvpb.InternalRequest_IndexDrop:
+		resp, err = w.IndexDrop(r.IndexDrop)
 	case *dkvpb.InternalRequest_LockCancel:
 		resp = w.LockCancel(r.LockCancel)
 	default:

@@ -33,6 +33,16 @@
 //	                                (uvarint n; n × kind, uvarint len, key); see DecodeChanges
 //	s/mm/rev                        current revision, 8 bytes big-endian (absent: 1)
 //	s/mm/compact                    compact revision, 8 bytes big-endian
+//	s/mx/<id>                       a label index's definition (index.go)
+//	s/mi/<id><value>\x00\x01<esc(key)>\x00\x01<^rev>
+//	                                a label index entry: from rev on, key has
+//	                                (1) or no longer has (2) label = value
+//	s/mm/idxseq                     last allocated index id
+//
+// A record with labels (labels.go) is marked: an s/mk value starting
+// with 0x00 (a create revision never encodes so), an s/mh kind 3; either
+// then holds uvarint len, the labels, and the plain record. Unlabelled
+// records are encoded as before labels existed.
 //
 // Lease records live under s/l (package lease) and the lock table under
 // s/k (package lock); both are written here, in the same batch as the keys

@@ -100,14 +100,31 @@ func appendChangeKey(dst []byte, rev int64) []byte {
 type record struct {
 	create, mod, version, lease int64
 	value                       []byte
+	// labels are the version's labels, encoded (encodeLabels); nil for
+	// none. A record without labels is encoded exactly as before labels
+	// existed.
+	labels []byte
 }
 
 const (
 	kindPut       byte = 1
 	kindTombstone byte = 2
+	// kindPutLabels is a put whose record carries labels: uvarint
+	// len(labels), labels, then as kindPut.
+	kindPutLabels byte = 3
 )
 
+// latestLabelsMark starts an s/mk value that carries labels: 0x00,
+// uvarint len(labels), labels, then the plain record. A plain record
+// starts with its create revision, a uvarint >= 1, never 0x00.
+const latestLabelsMark byte = 0
+
 func appendLatest(dst []byte, r *record) []byte {
+	if len(r.labels) > 0 {
+		dst = append(dst, latestLabelsMark)
+		dst = binary.AppendUvarint(dst, uint64(len(r.labels)))
+		dst = append(dst, r.labels...)
+	}
 	dst = binary.AppendUvarint(dst, uint64(r.create))
 	dst = binary.AppendUvarint(dst, uint64(r.mod))
 	dst = binary.AppendUvarint(dst, uint64(r.version))
@@ -119,6 +136,13 @@ func appendLatest(dst []byte, r *record) []byte {
 func decodeLatest(b []byte, r *record) error {
 	var ok bool
 	var u uint64
+	r.labels = nil
+	if len(b) > 0 && b[0] == latestLabelsMark {
+		if u, b, ok = uvarint(b[1:]); !ok || uint64(len(b)) < u {
+			return errCorrupt
+		}
+		r.labels, b = b[:u:u], b[u:]
+	}
 	if u, b, ok = uvarint(b); !ok {
 		return errCorrupt
 	}
@@ -141,7 +165,13 @@ func decodeLatest(b []byte, r *record) error {
 }
 
 func appendHistPut(dst []byte, r *record) []byte {
-	dst = append(dst, kindPut)
+	if len(r.labels) > 0 {
+		dst = append(dst, kindPutLabels)
+		dst = binary.AppendUvarint(dst, uint64(len(r.labels)))
+		dst = append(dst, r.labels...)
+	} else {
+		dst = append(dst, kindPut)
+	}
 	dst = binary.AppendUvarint(dst, uint64(r.create))
 	dst = binary.AppendUvarint(dst, uint64(r.version))
 	dst = binary.AppendVarint(dst, r.lease)
@@ -154,16 +184,22 @@ func decodeHist(b []byte, rev int64, r *record) (live bool, err error) {
 	if len(b) == 0 {
 		return false, errCorrupt
 	}
+	var ok bool
+	var u uint64
+	r.labels = nil
 	switch b[0] {
 	case kindTombstone:
 		return false, nil
 	case kindPut:
+		b = b[1:]
+	case kindPutLabels:
+		if u, b, ok = uvarint(b[1:]); !ok || uint64(len(b)) < u {
+			return false, errCorrupt
+		}
+		r.labels, b = b[:u:u], b[u:]
 	default:
 		return false, errCorrupt
 	}
-	b = b[1:]
-	var ok bool
-	var u uint64
 	if u, b, ok = uvarint(b); !ok {
 		return false, errCorrupt
 	}

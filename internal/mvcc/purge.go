@@ -33,11 +33,6 @@ func (s *Store) PurgeHistory(db *pebble.DB, upTo int64) error {
 	}
 	snap := db.NewSnapshot()
 	defer snap.Close()
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: prefixHistory, UpperBound: keyrange.PrefixEnd(prefixHistory)})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
 
 	b := db.NewBatch()
 	defer func() { b.Close() }()
@@ -52,12 +47,43 @@ func (s *Store) PurgeHistory(db *pebble.DB, upTo int64) error {
 		b = db.NewBatch()
 		return nil
 	}
+	// Index entries are versioned exactly as history records (a group
+	// per (value, key), kindTombstone for "no longer"), so they are
+	// pruned by the same rule.
+	for _, p := range [][]byte{prefixHistory, prefixIndexEntry} {
+		del := func(k []byte) error {
+			if err := b.Delete(k, nil); err != nil {
+				return err
+			}
+			if b.Count() >= purgeBatchKeys {
+				return flush()
+			}
+			return nil
+		}
+		if err := purgeGroups(snap, p, upTo, del); err != nil {
+			return err
+		}
+	}
+	if err := b.DeleteRange(prefixChanges, changeKey(upTo), nil); err != nil {
+		return err
+	}
+	return flush()
+}
 
+// purgeGroups deletes, per group of versioned records under prefix
+// (keys <group><^rev>), every record older than the newest one at or
+// below upTo, and that one too if it is a tombstone.
+func purgeGroups(snap *pebble.Snapshot, prefix []byte, upTo int64, del func(k []byte) error) error {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: keyrange.PrefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
 	var group []byte
 	keptOne := false // whether the newest version <= upTo of group was seen
 	for valid := it.First(); valid; valid = it.Next() {
 		k := it.Key()
-		if len(k) < len(prefixHistory)+10 {
+		if len(k) < len(prefix)+10 {
 			return errCorrupt
 		}
 		g := k[:len(k)-8]
@@ -78,20 +104,9 @@ func (s *Store) PurgeHistory(db *pebble.DB, upTo int64) error {
 				continue // the version a read at upTo sees
 			}
 		}
-		if err := b.Delete(k, nil); err != nil {
+		if err := del(k); err != nil {
 			return err
 		}
-		if b.Count() >= purgeBatchKeys {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
 	}
-	if err := it.Error(); err != nil {
-		return err
-	}
-	if err := b.DeleteRange(prefixChanges, changeKey(upTo), nil); err != nil {
-		return err
-	}
-	return flush()
+	return it.Error()
 }

@@ -208,6 +208,7 @@ func (s *Store) rangeAt(r pebble.Reader, req *dkvpb.RangeRequest, cur, comp int6
 		}
 		kv := sl.kv()
 		kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease = rec.create, rec.mod, rec.version, rec.lease
+		kv.Labels = decodeLabels(rec.labels)
 		if keepValue {
 			kv.Key, kv.Value = sl.bytes2(key, rec.value)
 		} else {
@@ -292,6 +293,11 @@ func (s *Store) HashKV(r pebble.Reader, rev int64) (hash uint64, atRev int64, co
 		buf = binary.AppendVarint(buf, rec.mod)
 		buf = binary.AppendVarint(buf, rec.version)
 		buf = binary.AppendVarint(buf, rec.lease)
+		if len(rec.labels) > 0 {
+			// Only labelled keys add bytes: hashes of unlabelled state
+			// are as before labels existed.
+			buf = append(buf, rec.labels...)
+		}
 		h.Write(buf)
 		return true
 	}

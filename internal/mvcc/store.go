@@ -95,6 +95,12 @@ type Store struct {
 	queueFloor map[string][]byte
 	// quota, when set, admits or refuses each put (SetQuota).
 	quota Quota
+	// indexes are the declared label indexes, by id, exactly as s/mx
+	// holds them in the state being applied (IndexCreate and IndexDrop
+	// change both; Reload rebuilds it), so a write finds the indexes
+	// covering its key without a Pebble read. A slice replaced, never
+	// modified, so readers may hold an old one.
+	indexes []IndexDef
 
 	// Scratch buffers, used by the apply goroutine only. Pebble copies keys
 	// and values on Set, so they can be reused across writes.
@@ -130,7 +136,11 @@ func (s *Store) Reload(r pebble.Reader) error {
 	if err := lease.List(r, func(rec lease.Record) bool { recs[rec.ID] = rec; return true }); err != nil {
 		return err
 	}
-	s.held, s.leaseRecs = held, recs
+	idx, err := readIndexes(r)
+	if err != nil {
+		return err
+	}
+	s.held, s.leaseRecs, s.indexes = held, recs, idx
 	s.queueFloor = map[string][]byte{}
 	s.rev.Store(rev)
 	s.compact.Store(comp)
@@ -217,6 +227,7 @@ func getLatest(r pebble.Reader, kbuf, key []byte) (rec record, ok bool, err erro
 		return rec, false, err
 	}
 	rec.value = append([]byte(nil), rec.value...)
+	rec.labels = append([]byte(nil), rec.labels...)
 	return rec, true, nil
 }
 
@@ -224,6 +235,7 @@ func (r *record) kv(key []byte) *dkvpb.KeyValue {
 	return &dkvpb.KeyValue{
 		Key: key, Value: r.value,
 		CreateRevision: r.create, ModRevision: r.mod, Version: r.version, Lease: r.lease,
+		Labels: decodeLabels(r.labels),
 	}
 }
 
@@ -313,6 +325,7 @@ func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	s.vbuf = appendHistPut(s.vbuf[:0], rec)
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
 	w.relink(key, prev.GetLease(), rec.lease)
+	w.indexWrite(key, prev, rec.labels)
 	w.changes = append(w.changes, change{kind: kindPut, key: key})
 	var kv *dkvpb.KeyValue
 	if w.events == nil {
@@ -326,6 +339,7 @@ func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	}
 	kv.Key, kv.Value = key, rec.value
 	kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease = rec.create, rec.mod, rec.version, rec.lease
+	kv.Labels = decodeLabels(rec.labels)
 	w.events = append(w.events, Event{Type: EventPut, KV: kv, PrevKV: prev})
 }
 
@@ -346,6 +360,7 @@ func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	must(w.b.Set(s.kbuf, tombstoneValue, nil))
 	w.relink(key, prev.GetLease(), 0)
+	w.indexWrite(key, prev, nil)
 	w.changes = append(w.changes, change{kind: kindTombstone, key: key})
 	w.events = append(w.events, Event{
 		Type:   EventDelete,
@@ -369,7 +384,7 @@ func (w *Writer) checkPut(p *dkvpb.PutRequest) error {
 	if err := w.admit(p.Key, p.Value, p.IgnoreValue); err != nil {
 		return err
 	}
-	if !p.IfAbsent && p.IfVersion == 0 && p.IfModRevision == 0 && !p.IgnoreValue && !p.IgnoreLease {
+	if !p.IfAbsent && p.IfVersion == 0 && p.IfModRevision == 0 && !p.IgnoreValue && !p.IgnoreLease && !p.IgnoreLabels {
 		return nil
 	}
 	prev, ok := w.get(p.Key)
@@ -402,6 +417,9 @@ func checkPutAgainst(p *dkvpb.PutRequest, prev record, exists bool) error {
 	if p.IgnoreLease && !exists {
 		return invalid("key %q does not exist; ignore_lease needs an existing key", p.Key)
 	}
+	if p.IgnoreLabels && !exists {
+		return invalid("key %q does not exist; ignore_labels needs an existing key", p.Key)
+	}
 	return nil
 }
 
@@ -425,7 +443,7 @@ type putReply struct {
 // put writes p into resp; its conditions have been checked.
 func (w *Writer) put(p *dkvpb.PutRequest, resp *dkvpb.PutResponse) *dkvpb.PutResponse {
 	prev, exists := w.get(p.Key)
-	rec := record{create: w.rev, mod: w.rev, version: 1, lease: p.Lease, value: p.Value}
+	rec := record{create: w.rev, mod: w.rev, version: 1, lease: p.Lease, value: p.Value, labels: encodeLabels(p.Labels)}
 	if p.TtlMs > 0 {
 		rec.lease = w.grant(0, p.TtlMs, true)
 	}
@@ -439,6 +457,9 @@ func (w *Writer) put(p *dkvpb.PutRequest, resp *dkvpb.PutResponse) *dkvpb.PutRes
 		}
 		if p.IgnoreLease {
 			rec.lease = prev.lease
+		}
+		if p.IgnoreLabels {
+			rec.labels = prev.labels
 		}
 	}
 	w.writePut(p.Key, &rec, prevKV)
@@ -538,6 +559,7 @@ func (w *Writer) Counter(c *dkvpb.CounterRequest) (*dkvpb.CounterResponse, error
 		prevKV = prev.kv(c.Key)
 		rec.create = prev.create
 		rec.version = prev.version + 1
+		rec.labels = prev.labels // a counter update keeps the labels
 	}
 	w.writePut(c.Key, &rec, prevKV)
 	return &dkvpb.CounterResponse{Value: next}, nil
@@ -631,6 +653,10 @@ func stampRevision(m proto.Message, h *dkvpb.ResponseHeader) {
 	case *dkvpb.LockReleaseResponse:
 		r.Header = h
 	case *dkvpb.LockCancelResponse:
+		r.Header = h
+	case *dkvpb.IndexCreateResponse:
+		r.Header = h
+	case *dkvpb.IndexDropResponse:
 		r.Header = h
 	}
 }

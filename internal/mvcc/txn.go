@@ -112,7 +112,7 @@ func (w *Writer) compareRange(c *dkvpb.Compare) bool {
 		return compareRecord(c, record{}, false, w)
 	}
 	for _, kv := range rr.Kvs {
-		rec := record{create: kv.CreateRevision, mod: kv.ModRevision, version: kv.Version, lease: kv.Lease, value: kv.Value}
+		rec := record{create: kv.CreateRevision, mod: kv.ModRevision, version: kv.Version, lease: kv.Lease, value: kv.Value, labels: encodeLabels(kv.Labels)}
 		if !compareRecord(c, rec, true, w) {
 			return false
 		}
@@ -121,6 +121,9 @@ func (w *Writer) compareRange(c *dkvpb.Compare) bool {
 }
 
 func compareRecord(c *dkvpb.Compare, rec record, exists bool, w *Writer) bool {
+	if c.Target == dkvpb.Compare_LABEL {
+		return compareLabel(c, rec, exists)
+	}
 	var cmp int
 	switch c.Target {
 	case dkvpb.Compare_VERSION:

@@ -81,6 +81,10 @@ func Validate(req *dkvpb.InternalRequest, l Limits) error {
 		return validateQueueAckBatch(r.QueueAckBatch, l)
 	case *dkvpb.InternalRequest_StoreCreate, *dkvpb.InternalRequest_StoreDelete:
 		return nil // package state checks the names and quotas at apply
+	case *dkvpb.InternalRequest_IndexCreate:
+		return ValidateIndex(r.IndexCreate.GetPrefix(), r.IndexCreate.GetLabel(), l)
+	case *dkvpb.InternalRequest_IndexDrop:
+		return ValidateIndex(r.IndexDrop.GetPrefix(), r.IndexDrop.GetLabel(), l)
 	case nil:
 		return invalid("request has no command")
 	default:
@@ -138,6 +142,12 @@ func ValidatePut(p *dkvpb.PutRequest, l Limits) error {
 	}
 	if p.IgnoreLease && (p.Lease != 0 || p.TtlMs != 0) {
 		return invalid("lease and ttl_ms must be unset when ignore_lease is set")
+	}
+	if p.IgnoreLabels && len(p.Labels) > 0 {
+		return invalid("labels must be empty when ignore_labels is set")
+	}
+	if err := ValidateLabels(p.Labels); err != nil {
+		return err
 	}
 	if p.IfAbsent && (p.IfVersion > 0 || p.IfModRevision > 0) {
 		return invalid("if_absent cannot be combined with if_version or if_mod_revision")
@@ -318,6 +328,23 @@ func validateCompare(c *dkvpb.Compare, l Limits) error {
 		_, ok = c.TargetUnion.(*dkvpb.Compare_Exists)
 		if c.Result != dkvpb.Compare_EQUAL && c.Result != dkvpb.Compare_NOT_EQUAL {
 			return invalid("compare on EXISTS takes EQUAL or NOT_EQUAL, not %s", c.Result)
+		}
+	case dkvpb.Compare_LABEL:
+		if err := ValidateLabelName(c.Label); err != nil {
+			return err
+		}
+		switch u := c.TargetUnion.(type) {
+		case *dkvpb.Compare_Exists:
+			if c.Result != dkvpb.Compare_EQUAL && c.Result != dkvpb.Compare_NOT_EQUAL {
+				return invalid("compare on a label's presence takes EQUAL or NOT_EQUAL, not %s", c.Result)
+			}
+		case *dkvpb.Compare_Value:
+			if err := ValidateLabelValue(c.Label, string(u.Value)); err != nil {
+				return err
+			}
+		case nil:
+		default:
+			ok = false
 		}
 	case dkvpb.Compare_LOCK:
 		var v *dkvpb.Compare_Lock

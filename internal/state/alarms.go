@@ -136,7 +136,8 @@ func GrowsData(req *dkvpb.InternalRequest) bool {
 	switch r := req.Request.(type) {
 	case *dkvpb.InternalRequest_Put, *dkvpb.InternalRequest_Counter,
 		*dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LockAcquire,
-		*dkvpb.InternalRequest_RateLimit, *dkvpb.InternalRequest_QueueClaim:
+		*dkvpb.InternalRequest_RateLimit, *dkvpb.InternalRequest_QueueClaim,
+		*dkvpb.InternalRequest_IndexCreate:
 		return true
 	case *dkvpb.InternalRequest_QueueAck:
 		return len(r.QueueAck.GetPuts()) > 0

@@ -174,6 +174,10 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		resp, err = w.QueueAck(r.QueueAck)
 	case *dkvpb.InternalRequest_QueueAckBatch:
 		resp = w.QueueAckBatch(r.QueueAckBatch)
+	case *dkvpb.InternalRequest_IndexCreate:
+		resp, err = w.IndexCreate(r.IndexCreate)
+	case *dkvpb.InternalRequest_IndexDrop:
+		resp, err = w.IndexDrop(r.IndexDrop)
 	case *dkvpb.InternalRequest_MemberAttrs:
 		must(SetMemberAttrs(b, r.MemberAttrs.GetId(), r.MemberAttrs.GetClientUrl(), r.MemberAttrs.GetVersion()))
 		return Result{}

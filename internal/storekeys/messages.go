@@ -214,7 +214,7 @@ func (m Mapper) Watch(r *dkvpb.WatchResponse) *dkvpb.WatchResponse {
 	if len(events) > 0 {
 		c.Events = make([]*dkvpb.Event, len(events))
 		for i, e := range events {
-			c.Events[i] = &dkvpb.Event{Type: e.Type, Kv: m.kv(e.Kv), PrevKv: m.kv(e.PrevKv)}
+			c.Events[i] = &dkvpb.Event{Type: e.Type, Kv: m.kv(e.Kv), PrevKv: m.kv(e.PrevKv), QueryMarker: e.QueryMarker}
 		}
 	}
 	return c
@@ -265,7 +265,21 @@ func (m Mapper) kv(kv *dkvpb.KeyValue) *dkvpb.KeyValue {
 	return &dkvpb.KeyValue{
 		Key: m.strip(kv.Key), Value: kv.Value, CreateRevision: kv.CreateRevision,
 		ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease,
+		Labels: kv.Labels,
 	}
+}
+
+// KVs is kvs as the store sees them: its own keys, prefix stripped;
+// other stores' key-values are dropped (a default-store scan of every key
+// reaches them). It never writes through kvs.
+func (m Mapper) KVs(kvs []*dkvpb.KeyValue) []*dkvpb.KeyValue {
+	out := make([]*dkvpb.KeyValue, 0, len(kvs))
+	for _, kv := range kvs {
+		if _, own := m.Strip(kv.GetKey()); own {
+			out = append(out, m.kv(kv))
+		}
+	}
+	return out
 }
 
 func (m Mapper) kvs(kvs []*dkvpb.KeyValue) []*dkvpb.KeyValue {

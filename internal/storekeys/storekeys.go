@@ -155,6 +155,21 @@ func (m Mapper) strip(k []byte) []byte {
 	return s
 }
 
+// KeyPrefix is the physical prefix of the store's key prefix p (a
+// query's or an index's): every physical key starting with it is a key of
+// the store starting with p, except that the default store's empty
+// prefix also covers the named stores' keys (filter the results with
+// KVs).
+func (m Mapper) KeyPrefix(p []byte) ([]byte, error) {
+	if m.pre == nil {
+		if bytes.Compare(p, reserved) >= 0 {
+			return nil, reservedErr("prefix", p)
+		}
+		return p, nil
+	}
+	return m.join(p), nil
+}
+
 // Span is the physical span [start, end) of every key of the store.
 func (m Mapper) Span() (start, end []byte) {
 	if m.pre == nil {

@@ -32,6 +32,11 @@ type Spec struct {
 	ProgressInterval          time.Duration
 	// Fragment caps the events per response (0: no cap).
 	Fragment int
+	// Query, when set, makes this a watch by query: of the events in
+	// its range it delivers those of keys entering, changing within or
+	// leaving the query's result, each marked (queryMarker). It needs
+	// PrevKV (the previous version decides "was in the result").
+	Query *mvcc.Query
 }
 
 // ErrDuplicateID: the client chose a watch id already in use on the stream.
@@ -70,6 +75,9 @@ type Watcher struct {
 func (w *Watcher) ID() int64 { return w.id }
 
 func (w *Watcher) wants(e *encoded) bool {
+	if w.spec.Query != nil && queryMarker(w.spec.Query, e.ev) == dkvpb.Event_QUERY_NONE {
+		return false
+	}
 	if e.ev.Type == mvcc.EventPut {
 		return !w.spec.FilterPuts
 	}
@@ -145,9 +153,33 @@ const eventsField protowire.Number = 11 // WatchResponse.events
 // encodes counts event encodings (tests check fan-out encodes once).
 var encodes atomic.Int64
 
+// queryMarker is how ev relates to q's result: ENTER (the previous
+// version did not match, the new one does), CHANGE (both match), LEAVE
+// (the previous matched; the new one does not or the key was deleted),
+// or QUERY_NONE (neither matched: not the watch's business).
+func queryMarker(q *mvcc.Query, ev *mvcc.Event) dkvpb.Event_QueryMarker {
+	was := ev.PrevKV != nil && q.Matches(ev.PrevKV.GetKey(), ev.PrevKV.GetLabels())
+	is := ev.Type == mvcc.EventPut && q.Matches(ev.KV.GetKey(), ev.KV.GetLabels())
+	switch {
+	case was && is:
+		return dkvpb.Event_CHANGE
+	case is:
+		return dkvpb.Event_ENTER
+	case was:
+		return dkvpb.Event_LEAVE
+	}
+	return dkvpb.Event_QUERY_NONE
+}
+
 func encodeEvent(ev *mvcc.Event, prev bool) []byte {
+	return encodeEventMarked(ev, prev, dkvpb.Event_QUERY_NONE)
+}
+
+// encodeEventMarked encodes ev with a query marker: per watcher, since the
+// marker depends on the watcher's query.
+func encodeEventMarked(ev *mvcc.Event, prev bool, marker dkvpb.Event_QueryMarker) []byte {
 	encodes.Add(1)
-	m := &dkvpb.Event{Type: dkvpb.Event_PUT, Kv: ev.KV}
+	m := &dkvpb.Event{Type: dkvpb.Event_PUT, Kv: ev.KV, QueryMarker: marker}
 	if ev.Type == mvcc.EventDelete {
 		m.Type = dkvpb.Event_DELETE
 	}
@@ -410,7 +442,11 @@ func (h *Hub) build(w *Watcher, items []*item) []*dkvpb.WatchResponse {
 				if nev > 0 && ((frag > 0 && nev >= frag) || len(raw) >= h.cfg.MaxFragmentBytes) {
 					flush(true)
 				}
-				if b := e.bytes(w.spec.PrevKV); nev == 0 {
+				b := e.bytes(w.spec.PrevKV)
+				if w.spec.Query != nil {
+					b = encodeEventMarked(e.ev, w.spec.PrevKV, queryMarker(w.spec.Query, e.ev))
+				}
+				if nev == 0 {
 					raw = b[:len(b):len(b)] // shared, and append must copy
 				} else {
 					raw = append(raw, b...)

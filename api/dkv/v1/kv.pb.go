@@ -196,6 +196,10 @@ const (
 	Compare_LOCK Compare_CompareTarget = 5
 	// LEASE compares the id of the lease the key is attached to (0: none).
 	Compare_LEASE Compare_CompareTarget = 40
+	// LABEL compares the label named by label: with value, the label's
+	// value (a missing label or key is "absent": EQUAL, GREATER and LESS
+	// fail, NOT_EQUAL holds); with exists, whether the label is present.
+	Compare_LABEL Compare_CompareTarget = 50
 )
 
 // Enum value maps for Compare_CompareTarget.
@@ -208,6 +212,7 @@ var (
 		4:  "EXISTS",
 		5:  "LOCK",
 		40: "LEASE",
+		50: "LABEL",
 	}
 	Compare_CompareTarget_value = map[string]int32{
 		"VERSION": 0,
@@ -217,6 +222,7 @@ var (
 		"EXISTS":  4,
 		"LOCK":    5,
 		"LEASE":   40,
+		"LABEL":   50,
 	}
 )
 
@@ -329,7 +335,10 @@ type KeyValue struct {
 	// version counts the writes since creation; 1 after the first put.
 	Version int64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
 	// lease is the id of the lease the key is attached to, 0 for none.
-	Lease         int64 `protobuf:"varint,6,opt,name=lease,proto3" json:"lease,omitempty"`
+	Lease int64 `protobuf:"varint,6,opt,name=lease,proto3" json:"lease,omitempty"`
+	// labels are the key's labels as of this version (see
+	// docs/data-model.md): part of the version, like the value.
+	Labels        map[string]string `protobuf:"bytes,50,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,6 +413,13 @@ func (x *KeyValue) GetLease() int64 {
 		return x.Lease
 	}
 	return 0
+}
+
+func (x *KeyValue) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 type RangeRequest struct {
@@ -638,7 +654,15 @@ type PutRequest struct {
 	Lock *LockHandle `protobuf:"bytes,10,opt,name=lock,proto3" json:"lock,omitempty"`
 	// ignore_lease keeps the key's current lease (etcd's ignore_lease);
 	// the key must exist, and lease and ttl_ms must be unset.
-	IgnoreLease   bool `protobuf:"varint,40,opt,name=ignore_lease,json=ignoreLease,proto3" json:"ignore_lease,omitempty"`
+	IgnoreLease bool `protobuf:"varint,40,opt,name=ignore_lease,json=ignoreLease,proto3" json:"ignore_lease,omitempty"`
+	// labels replace the key's labels (like the value: a put without
+	// labels leaves the key with none, unless ignore_labels). At most 16;
+	// names 1-63 bytes of [A-Za-z0-9_.-], not "prefix"; values at most 256
+	// bytes, no whitespace or '|'.
+	Labels map[string]string `protobuf:"bytes,50,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ignore_labels keeps the key's current labels; the key must exist and
+	// labels must be empty.
+	IgnoreLabels  bool `protobuf:"varint,51,opt,name=ignore_labels,json=ignoreLabels,proto3" json:"ignore_labels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -746,6 +770,20 @@ func (x *PutRequest) GetLock() *LockHandle {
 func (x *PutRequest) GetIgnoreLease() bool {
 	if x != nil {
 		return x.IgnoreLease
+	}
+	return false
+}
+
+func (x *PutRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *PutRequest) GetIgnoreLabels() bool {
+	if x != nil {
+		return x.IgnoreLabels
 	}
 	return false
 }
@@ -978,7 +1016,9 @@ type Compare struct {
 	// every key in [key, range_end) ("\0": every key >= key), etcd's
 	// range compare; with no key in the range, only a VALUE compare fails.
 	// Not with the EXISTS and LOCK targets.
-	RangeEnd      []byte `protobuf:"bytes,41,opt,name=range_end,json=rangeEnd,proto3" json:"range_end,omitempty"`
+	RangeEnd []byte `protobuf:"bytes,41,opt,name=range_end,json=rangeEnd,proto3" json:"range_end,omitempty"`
+	// label is the label name a LABEL compare reads.
+	Label         string `protobuf:"bytes,50,opt,name=label,proto3" json:"label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1109,6 +1149,13 @@ func (x *Compare) GetRangeEnd() []byte {
 		return x.RangeEnd
 	}
 	return nil
+}
+
+func (x *Compare) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
 }
 
 type isCompare_TargetUnion interface {
@@ -1818,14 +1865,18 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\x04R\bmemberId\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x12\x1b\n" +
-	"\traft_term\x18\x04 \x01(\x04R\braftTerm\"\xae\x01\n" +
+	"\traft_term\x18\x04 \x01(\x04R\braftTerm\"\x9f\x02\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12'\n" +
 	"\x0fcreate_revision\x18\x03 \x01(\x03R\x0ecreateRevision\x12!\n" +
 	"\fmod_revision\x18\x04 \x01(\x03R\vmodRevision\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\x03R\aversion\x12\x14\n" +
-	"\x05lease\x18\x06 \x01(\x03R\x05lease\"\x84\x04\n" +
+	"\x05lease\x18\x06 \x01(\x03R\x05lease\x124\n" +
+	"\x06labels\x182 \x03(\v2\x1c.dkv.v1.KeyValue.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x04\n" +
 	"\fRangeRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1b\n" +
 	"\trange_end\x18\x02 \x01(\fR\brangeEnd\x12\x16\n" +
@@ -1859,7 +1910,7 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\"\n" +
 	"\x03kvs\x18\x02 \x03(\v2\x10.dkv.v1.KeyValueR\x03kvs\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12\x14\n" +
-	"\x05count\x18\x04 \x01(\x03R\x05count\"\xcc\x02\n" +
+	"\x05count\x18\x04 \x01(\x03R\x05count\"\xe4\x03\n" +
 	"\n" +
 	"PutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -1874,7 +1925,12 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\t \x01(\x03R\x05ttlMs\x12&\n" +
 	"\x04lock\x18\n" +
 	" \x01(\v2\x12.dkv.v1.LockHandleR\x04lock\x12!\n" +
-	"\fignore_lease\x18( \x01(\bR\vignoreLease\"~\n" +
+	"\fignore_lease\x18( \x01(\bR\vignoreLease\x126\n" +
+	"\x06labels\x182 \x03(\v2\x1e.dkv.v1.PutRequest.LabelsEntryR\x06labels\x12#\n" +
+	"\rignore_labels\x183 \x01(\bR\fignoreLabels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"~\n" +
 	"\vPutResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12)\n" +
 	"\aprev_kv\x18\x02 \x01(\v2\x10.dkv.v1.KeyValueR\x06prevKv\x12\x14\n" +
@@ -1890,7 +1946,7 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\x13DeleteRangeResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x18\n" +
 	"\adeleted\x18\x02 \x01(\x03R\adeleted\x12+\n" +
-	"\bprev_kvs\x18\x03 \x03(\v2\x10.dkv.v1.KeyValueR\aprevKvs\"\xb7\x04\n" +
+	"\bprev_kvs\x18\x03 \x03(\v2\x10.dkv.v1.KeyValueR\aprevKvs\"\xd8\x04\n" +
 	"\aCompare\x125\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x1d.dkv.v1.Compare.CompareResultR\x06result\x125\n" +
 	"\x06target\x18\x02 \x01(\x0e2\x1d.dkv.v1.Compare.CompareTargetR\x06target\x12\x10\n" +
@@ -1902,12 +1958,13 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\x06exists\x18\b \x01(\bH\x00R\x06exists\x12(\n" +
 	"\x04lock\x18\t \x01(\v2\x12.dkv.v1.LockHandleH\x00R\x04lock\x12\x16\n" +
 	"\x05lease\x18( \x01(\x03H\x00R\x05lease\x12\x1b\n" +
-	"\trange_end\x18) \x01(\fR\brangeEnd\"@\n" +
+	"\trange_end\x18) \x01(\fR\brangeEnd\x12\x14\n" +
+	"\x05label\x182 \x01(\tR\x05label\"@\n" +
 	"\rCompareResult\x12\t\n" +
 	"\x05EQUAL\x10\x00\x12\v\n" +
 	"\aGREATER\x10\x01\x12\b\n" +
 	"\x04LESS\x10\x02\x12\r\n" +
-	"\tNOT_EQUAL\x10\x03\"]\n" +
+	"\tNOT_EQUAL\x10\x03\"h\n" +
 	"\rCompareTarget\x12\v\n" +
 	"\aVERSION\x10\x00\x12\n" +
 	"\n" +
@@ -1917,7 +1974,8 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\n" +
 	"\x06EXISTS\x10\x04\x12\b\n" +
 	"\x04LOCK\x10\x05\x12\t\n" +
-	"\x05LEASE\x10(B\x0e\n" +
+	"\x05LEASE\x10(\x12\t\n" +
+	"\x05LABEL\x102B\x0e\n" +
 	"\ftarget_union\"\x91\x02\n" +
 	"\tRequestOp\x12;\n" +
 	"\rrequest_range\x18\x01 \x01(\v2\x14.dkv.v1.RangeRequestH\x00R\frequestRange\x125\n" +
@@ -1987,7 +2045,7 @@ func file_dkv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_dkv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_dkv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_dkv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_dkv_v1_kv_proto_goTypes = []any{
 	(RangeRequest_SortOrder)(0),  // 0: dkv.v1.RangeRequest.SortOrder
 	(RangeRequest_SortTarget)(0), // 1: dkv.v1.RangeRequest.SortTarget
@@ -2011,55 +2069,59 @@ var file_dkv_v1_kv_proto_goTypes = []any{
 	(*CompactRequest)(nil),       // 19: dkv.v1.CompactRequest
 	(*CompactResponse)(nil),      // 20: dkv.v1.CompactResponse
 	(*LockHandle)(nil),           // 21: dkv.v1.LockHandle
+	nil,                          // 22: dkv.v1.KeyValue.LabelsEntry
+	nil,                          // 23: dkv.v1.PutRequest.LabelsEntry
 }
 var file_dkv_v1_kv_proto_depIdxs = []int32{
-	0,  // 0: dkv.v1.RangeRequest.sort_order:type_name -> dkv.v1.RangeRequest.SortOrder
-	1,  // 1: dkv.v1.RangeRequest.sort_target:type_name -> dkv.v1.RangeRequest.SortTarget
-	21, // 2: dkv.v1.RangeRequest.lock:type_name -> dkv.v1.LockHandle
-	4,  // 3: dkv.v1.RangeResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 4: dkv.v1.RangeResponse.kvs:type_name -> dkv.v1.KeyValue
-	21, // 5: dkv.v1.PutRequest.lock:type_name -> dkv.v1.LockHandle
-	4,  // 6: dkv.v1.PutResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 7: dkv.v1.PutResponse.prev_kv:type_name -> dkv.v1.KeyValue
-	21, // 8: dkv.v1.DeleteRangeRequest.lock:type_name -> dkv.v1.LockHandle
-	4,  // 9: dkv.v1.DeleteRangeResponse.header:type_name -> dkv.v1.ResponseHeader
-	5,  // 10: dkv.v1.DeleteRangeResponse.prev_kvs:type_name -> dkv.v1.KeyValue
-	2,  // 11: dkv.v1.Compare.result:type_name -> dkv.v1.Compare.CompareResult
-	3,  // 12: dkv.v1.Compare.target:type_name -> dkv.v1.Compare.CompareTarget
-	21, // 13: dkv.v1.Compare.lock:type_name -> dkv.v1.LockHandle
-	6,  // 14: dkv.v1.RequestOp.request_range:type_name -> dkv.v1.RangeRequest
-	8,  // 15: dkv.v1.RequestOp.request_put:type_name -> dkv.v1.PutRequest
-	10, // 16: dkv.v1.RequestOp.request_delete_range:type_name -> dkv.v1.DeleteRangeRequest
-	15, // 17: dkv.v1.RequestOp.request_txn:type_name -> dkv.v1.TxnRequest
-	7,  // 18: dkv.v1.ResponseOp.response_range:type_name -> dkv.v1.RangeResponse
-	9,  // 19: dkv.v1.ResponseOp.response_put:type_name -> dkv.v1.PutResponse
-	11, // 20: dkv.v1.ResponseOp.response_delete_range:type_name -> dkv.v1.DeleteRangeResponse
-	16, // 21: dkv.v1.ResponseOp.response_txn:type_name -> dkv.v1.TxnResponse
-	12, // 22: dkv.v1.TxnRequest.compare:type_name -> dkv.v1.Compare
-	13, // 23: dkv.v1.TxnRequest.success:type_name -> dkv.v1.RequestOp
-	13, // 24: dkv.v1.TxnRequest.failure:type_name -> dkv.v1.RequestOp
-	4,  // 25: dkv.v1.TxnResponse.header:type_name -> dkv.v1.ResponseHeader
-	14, // 26: dkv.v1.TxnResponse.responses:type_name -> dkv.v1.ResponseOp
-	21, // 27: dkv.v1.CounterRequest.lock:type_name -> dkv.v1.LockHandle
-	4,  // 28: dkv.v1.CounterResponse.header:type_name -> dkv.v1.ResponseHeader
-	4,  // 29: dkv.v1.CompactResponse.header:type_name -> dkv.v1.ResponseHeader
-	6,  // 30: dkv.v1.KV.Range:input_type -> dkv.v1.RangeRequest
-	8,  // 31: dkv.v1.KV.Put:input_type -> dkv.v1.PutRequest
-	10, // 32: dkv.v1.KV.DeleteRange:input_type -> dkv.v1.DeleteRangeRequest
-	15, // 33: dkv.v1.KV.Txn:input_type -> dkv.v1.TxnRequest
-	17, // 34: dkv.v1.KV.Counter:input_type -> dkv.v1.CounterRequest
-	19, // 35: dkv.v1.KV.Compact:input_type -> dkv.v1.CompactRequest
-	7,  // 36: dkv.v1.KV.Range:output_type -> dkv.v1.RangeResponse
-	9,  // 37: dkv.v1.KV.Put:output_type -> dkv.v1.PutResponse
-	11, // 38: dkv.v1.KV.DeleteRange:output_type -> dkv.v1.DeleteRangeResponse
-	16, // 39: dkv.v1.KV.Txn:output_type -> dkv.v1.TxnResponse
-	18, // 40: dkv.v1.KV.Counter:output_type -> dkv.v1.CounterResponse
-	20, // 41: dkv.v1.KV.Compact:output_type -> dkv.v1.CompactResponse
-	36, // [36:42] is the sub-list for method output_type
-	30, // [30:36] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	22, // 0: dkv.v1.KeyValue.labels:type_name -> dkv.v1.KeyValue.LabelsEntry
+	0,  // 1: dkv.v1.RangeRequest.sort_order:type_name -> dkv.v1.RangeRequest.SortOrder
+	1,  // 2: dkv.v1.RangeRequest.sort_target:type_name -> dkv.v1.RangeRequest.SortTarget
+	21, // 3: dkv.v1.RangeRequest.lock:type_name -> dkv.v1.LockHandle
+	4,  // 4: dkv.v1.RangeResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 5: dkv.v1.RangeResponse.kvs:type_name -> dkv.v1.KeyValue
+	21, // 6: dkv.v1.PutRequest.lock:type_name -> dkv.v1.LockHandle
+	23, // 7: dkv.v1.PutRequest.labels:type_name -> dkv.v1.PutRequest.LabelsEntry
+	4,  // 8: dkv.v1.PutResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 9: dkv.v1.PutResponse.prev_kv:type_name -> dkv.v1.KeyValue
+	21, // 10: dkv.v1.DeleteRangeRequest.lock:type_name -> dkv.v1.LockHandle
+	4,  // 11: dkv.v1.DeleteRangeResponse.header:type_name -> dkv.v1.ResponseHeader
+	5,  // 12: dkv.v1.DeleteRangeResponse.prev_kvs:type_name -> dkv.v1.KeyValue
+	2,  // 13: dkv.v1.Compare.result:type_name -> dkv.v1.Compare.CompareResult
+	3,  // 14: dkv.v1.Compare.target:type_name -> dkv.v1.Compare.CompareTarget
+	21, // 15: dkv.v1.Compare.lock:type_name -> dkv.v1.LockHandle
+	6,  // 16: dkv.v1.RequestOp.request_range:type_name -> dkv.v1.RangeRequest
+	8,  // 17: dkv.v1.RequestOp.request_put:type_name -> dkv.v1.PutRequest
+	10, // 18: dkv.v1.RequestOp.request_delete_range:type_name -> dkv.v1.DeleteRangeRequest
+	15, // 19: dkv.v1.RequestOp.request_txn:type_name -> dkv.v1.TxnRequest
+	7,  // 20: dkv.v1.ResponseOp.response_range:type_name -> dkv.v1.RangeResponse
+	9,  // 21: dkv.v1.ResponseOp.response_put:type_name -> dkv.v1.PutResponse
+	11, // 22: dkv.v1.ResponseOp.response_delete_range:type_name -> dkv.v1.DeleteRangeResponse
+	16, // 23: dkv.v1.ResponseOp.response_txn:type_name -> dkv.v1.TxnResponse
+	12, // 24: dkv.v1.TxnRequest.compare:type_name -> dkv.v1.Compare
+	13, // 25: dkv.v1.TxnRequest.success:type_name -> dkv.v1.RequestOp
+	13, // 26: dkv.v1.TxnRequest.failure:type_name -> dkv.v1.RequestOp
+	4,  // 27: dkv.v1.TxnResponse.header:type_name -> dkv.v1.ResponseHeader
+	14, // 28: dkv.v1.TxnResponse.responses:type_name -> dkv.v1.ResponseOp
+	21, // 29: dkv.v1.CounterRequest.lock:type_name -> dkv.v1.LockHandle
+	4,  // 30: dkv.v1.CounterResponse.header:type_name -> dkv.v1.ResponseHeader
+	4,  // 31: dkv.v1.CompactResponse.header:type_name -> dkv.v1.ResponseHeader
+	6,  // 32: dkv.v1.KV.Range:input_type -> dkv.v1.RangeRequest
+	8,  // 33: dkv.v1.KV.Put:input_type -> dkv.v1.PutRequest
+	10, // 34: dkv.v1.KV.DeleteRange:input_type -> dkv.v1.DeleteRangeRequest
+	15, // 35: dkv.v1.KV.Txn:input_type -> dkv.v1.TxnRequest
+	17, // 36: dkv.v1.KV.Counter:input_type -> dkv.v1.CounterRequest
+	19, // 37: dkv.v1.KV.Compact:input_type -> dkv.v1.CompactRequest
+	7,  // 38: dkv.v1.KV.Range:output_type -> dkv.v1.RangeResponse
+	9,  // 39: dkv.v1.KV.Put:output_type -> dkv.v1.PutResponse
+	11, // 40: dkv.v1.KV.DeleteRange:output_type -> dkv.v1.DeleteRangeResponse
+	16, // 41: dkv.v1.KV.Txn:output_type -> dkv.v1.TxnResponse
+	18, // 42: dkv.v1.KV.Counter:output_type -> dkv.v1.CounterResponse
+	20, // 43: dkv.v1.KV.Compact:output_type -> dkv.v1.CompactResponse
+	38, // [38:44] is the sub-list for method output_type
+	32, // [32:38] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_kv_proto_init() }
@@ -2095,7 +2157,7 @@ func file_dkv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_kv_proto_rawDesc), len(file_dkv_v1_kv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -64,6 +64,8 @@ type InternalRequest struct {
 	//	*InternalRequest_Auth
 	//	*InternalRequest_StoreCreate
 	//	*InternalRequest_StoreDelete
+	//	*InternalRequest_IndexCreate
+	//	*InternalRequest_IndexDrop
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -325,6 +327,24 @@ func (x *InternalRequest) GetStoreDelete() *StoreDeleteRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetIndexCreate() *IndexCreateRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_IndexCreate); ok {
+			return x.IndexCreate
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetIndexDrop() *IndexDropRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_IndexDrop); ok {
+			return x.IndexDrop
+		}
+	}
+	return nil
+}
+
 type isInternalRequest_Request interface {
 	isInternalRequest_Request()
 }
@@ -421,6 +441,15 @@ type InternalRequest_StoreDelete struct {
 	StoreDelete *StoreDeleteRequest `protobuf:"bytes,101,opt,name=store_delete,json=storeDelete,proto3,oneof"`
 }
 
+type InternalRequest_IndexCreate struct {
+	// 110-111: label indexes.
+	IndexCreate *IndexCreateRequest `protobuf:"bytes,110,opt,name=index_create,json=indexCreate,proto3,oneof"`
+}
+
+type InternalRequest_IndexDrop struct {
+	IndexDrop *IndexDropRequest `protobuf:"bytes,111,opt,name=index_drop,json=indexDrop,proto3,oneof"`
+}
+
 func (*InternalRequest_Put) isInternalRequest_Request() {}
 
 func (*InternalRequest_DeleteRange) isInternalRequest_Request() {}
@@ -464,6 +493,10 @@ func (*InternalRequest_Auth) isInternalRequest_Request() {}
 func (*InternalRequest_StoreCreate) isInternalRequest_Request() {}
 
 func (*InternalRequest_StoreDelete) isInternalRequest_Request() {}
+
+func (*InternalRequest_IndexCreate) isInternalRequest_Request() {}
+
+func (*InternalRequest_IndexDrop) isInternalRequest_Request() {}
 
 // AlarmRequest raises or clears a member's alarm. NOSPACE: its disk's free
 // space fell below the reserve, or its database grew over --quota-bytes.
@@ -653,7 +686,7 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\x1a\x12dkv/v1/store.proto\"\x8f\v\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\x1a\x12dkv/v1/store.proto\x1a\x12dkv/v1/query.proto\"\x8b\f\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
@@ -685,7 +718,10 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\x0fqueue_ack_batch\x18\\ \x01(\v2\x1c.dkv.v1.QueueAckBatchRequestH\x00R\rqueueAckBatch\x12(\n" +
 	"\x04auth\x18< \x01(\v2\x12.dkv.v1.AuthChangeH\x00R\x04auth\x12?\n" +
 	"\fstore_create\x18d \x01(\v2\x1a.dkv.v1.StoreCreateRequestH\x00R\vstoreCreate\x12?\n" +
-	"\fstore_delete\x18e \x01(\v2\x1a.dkv.v1.StoreDeleteRequestH\x00R\vstoreDeleteB\t\n" +
+	"\fstore_delete\x18e \x01(\v2\x1a.dkv.v1.StoreDeleteRequestH\x00R\vstoreDelete\x12?\n" +
+	"\findex_create\x18n \x01(\v2\x1a.dkv.v1.IndexCreateRequestH\x00R\vindexCreate\x129\n" +
+	"\n" +
+	"index_drop\x18o \x01(\v2\x18.dkv.v1.IndexDropRequestH\x00R\tindexDropB\t\n" +
 	"\arequest\"\x84\x01\n" +
 	"\fAlarmRequest\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12\x16\n" +
@@ -738,8 +774,10 @@ var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*AuthChange)(nil),             // 21: dkv.v1.AuthChange
 	(*StoreCreateRequest)(nil),     // 22: dkv.v1.StoreCreateRequest
 	(*StoreDeleteRequest)(nil),     // 23: dkv.v1.StoreDeleteRequest
-	(AlarmType)(0),                 // 24: dkv.v1.AlarmType
-	(*Member)(nil),                 // 25: dkv.v1.Member
+	(*IndexCreateRequest)(nil),     // 24: dkv.v1.IndexCreateRequest
+	(*IndexDropRequest)(nil),       // 25: dkv.v1.IndexDropRequest
+	(AlarmType)(0),                 // 26: dkv.v1.AlarmType
+	(*Member)(nil),                 // 27: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	4,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
@@ -764,13 +802,15 @@ var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
 	21, // 19: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
 	22, // 20: dkv.v1.InternalRequest.store_create:type_name -> dkv.v1.StoreCreateRequest
 	23, // 21: dkv.v1.InternalRequest.store_delete:type_name -> dkv.v1.StoreDeleteRequest
-	24, // 22: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
-	25, // 23: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	24, // 22: dkv.v1.InternalRequest.index_create:type_name -> dkv.v1.IndexCreateRequest
+	25, // 23: dkv.v1.InternalRequest.index_drop:type_name -> dkv.v1.IndexDropRequest
+	26, // 24: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
+	27, // 25: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -787,6 +827,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 	file_dkv_v1_auth_proto_init()
 	file_dkv_v1_maintenance_proto_init()
 	file_dkv_v1_store_proto_init()
+	file_dkv_v1_query_proto_init()
 	file_dkv_v1_raft_internal_proto_msgTypes[0].OneofWrappers = []any{
 		(*InternalRequest_Put)(nil),
 		(*InternalRequest_DeleteRange)(nil),
@@ -810,6 +851,8 @@ func file_dkv_v1_raft_internal_proto_init() {
 		(*InternalRequest_Auth)(nil),
 		(*InternalRequest_StoreCreate)(nil),
 		(*InternalRequest_StoreDelete)(nil),
+		(*InternalRequest_IndexCreate)(nil),
+		(*InternalRequest_IndexDrop)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -67,6 +67,64 @@ func (Event_EventType) EnumDescriptor() ([]byte, []int) {
 	return file_dkv_v1_watch_proto_rawDescGZIP(), []int{4, 0}
 }
 
+// QueryMarker says how an event of a watch by query relates to the
+// query's result.
+type Event_QueryMarker int32
+
+const (
+	// QUERY_NONE: not a watch by query.
+	Event_QUERY_NONE Event_QueryMarker = 0
+	// ENTER: the key did not match before and matches now.
+	Event_ENTER Event_QueryMarker = 1
+	// CHANGE: the key matched before and still matches.
+	Event_CHANGE Event_QueryMarker = 2
+	// LEAVE: the key matched before and no longer does (or was deleted).
+	Event_LEAVE Event_QueryMarker = 3
+)
+
+// Enum value maps for Event_QueryMarker.
+var (
+	Event_QueryMarker_name = map[int32]string{
+		0: "QUERY_NONE",
+		1: "ENTER",
+		2: "CHANGE",
+		3: "LEAVE",
+	}
+	Event_QueryMarker_value = map[string]int32{
+		"QUERY_NONE": 0,
+		"ENTER":      1,
+		"CHANGE":     2,
+		"LEAVE":      3,
+	}
+)
+
+func (x Event_QueryMarker) Enum() *Event_QueryMarker {
+	p := new(Event_QueryMarker)
+	*p = x
+	return p
+}
+
+func (x Event_QueryMarker) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Event_QueryMarker) Descriptor() protoreflect.EnumDescriptor {
+	return file_dkv_v1_watch_proto_enumTypes[1].Descriptor()
+}
+
+func (Event_QueryMarker) Type() protoreflect.EnumType {
+	return &file_dkv_v1_watch_proto_enumTypes[1]
+}
+
+func (x Event_QueryMarker) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Event_QueryMarker.Descriptor instead.
+func (Event_QueryMarker) EnumDescriptor() ([]byte, []int) {
+	return file_dkv_v1_watch_proto_rawDescGZIP(), []int{4, 1}
+}
+
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to RequestUnion:
@@ -201,7 +259,13 @@ type WatchCreateRequest struct {
 	// more events is split over several responses, all but the last marked
 	// fragment. Without it the server still splits a revision whose events
 	// would not fit in one message.
-	Fragment      int32 `protobuf:"varint,12,opt,name=fragment,proto3" json:"fragment,omitempty"`
+	Fragment int32 `protobuf:"varint,12,opt,name=fragment,proto3" json:"fragment,omitempty"`
+	// query, when set, makes this a watch by query (see
+	// docs/data-model.md): key, range_end and prefix must be empty; the
+	// watch covers the query's prefix and delivers only the events of keys
+	// entering, changing within or leaving the query's result, each with
+	// query_marker set. prev_kv is implied (events carry it).
+	Query         string `protobuf:"bytes,50,opt,name=query,proto3" json:"query,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -320,6 +384,13 @@ func (x *WatchCreateRequest) GetFragment() int32 {
 	return 0
 }
 
+func (x *WatchCreateRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
 type WatchCancelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	WatchId       int64                  `protobuf:"varint,1,opt,name=watch_id,json=watchId,proto3" json:"watch_id,omitempty"`
@@ -411,7 +482,8 @@ type Event struct {
 	Kv *KeyValue `protobuf:"bytes,2,opt,name=kv,proto3" json:"kv,omitempty"`
 	// prev_kv is the key's previous version (with prev_kv; absent when the
 	// key did not exist).
-	PrevKv        *KeyValue `protobuf:"bytes,3,opt,name=prev_kv,json=prevKv,proto3" json:"prev_kv,omitempty"`
+	PrevKv        *KeyValue         `protobuf:"bytes,3,opt,name=prev_kv,json=prevKv,proto3" json:"prev_kv,omitempty"`
+	QueryMarker   Event_QueryMarker `protobuf:"varint,50,opt,name=query_marker,json=queryMarker,proto3,enum=dkv.v1.Event_QueryMarker" json:"query_marker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -465,6 +537,13 @@ func (x *Event) GetPrevKv() *KeyValue {
 		return x.PrevKv
 	}
 	return nil
+}
+
+func (x *Event) GetQueryMarker() Event_QueryMarker {
+	if x != nil {
+		return x.QueryMarker
+	}
+	return Event_QUERY_NONE
 }
 
 // WatchResponse is one message of a watch stream. Its kind is, in order of
@@ -618,7 +697,7 @@ const file_dkv_v1_watch_proto_rawDesc = "" +
 	"\x0ecreate_request\x18\x01 \x01(\v2\x1a.dkv.v1.WatchCreateRequestH\x00R\rcreateRequest\x12C\n" +
 	"\x0ecancel_request\x18\x02 \x01(\v2\x1a.dkv.v1.WatchCancelRequestH\x00R\rcancelRequest\x12I\n" +
 	"\x10progress_request\x18\x03 \x01(\v2\x1c.dkv.v1.WatchProgressRequestH\x00R\x0fprogressRequestB\x0f\n" +
-	"\rrequest_union\"\xaf\x03\n" +
+	"\rrequest_union\"\xc5\x03\n" +
 	"\x12WatchCreateRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1b\n" +
 	"\trange_end\x18\x02 \x01(\fR\brangeEnd\x12\x16\n" +
@@ -633,18 +712,27 @@ const file_dkv_v1_watch_proto_rawDesc = "" +
 	"\x14progress_interval_ms\x18\n" +
 	" \x01(\x03R\x12progressIntervalMs\x12\x19\n" +
 	"\bwatch_id\x18\v \x01(\x03R\awatchId\x12\x1a\n" +
-	"\bfragment\x18\f \x01(\x05R\bfragment\"/\n" +
+	"\bfragment\x18\f \x01(\x05R\bfragment\x12\x14\n" +
+	"\x05query\x182 \x01(\tR\x05query\"/\n" +
 	"\x12WatchCancelRequest\x12\x19\n" +
 	"\bwatch_id\x18\x01 \x01(\x03R\awatchId\"\x16\n" +
-	"\x14WatchProgressRequest\"\xa3\x01\n" +
+	"\x14WatchProgressRequest\"\xa2\x02\n" +
 	"\x05Event\x12+\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.dkv.v1.Event.EventTypeR\x04type\x12 \n" +
 	"\x02kv\x18\x02 \x01(\v2\x10.dkv.v1.KeyValueR\x02kv\x12)\n" +
-	"\aprev_kv\x18\x03 \x01(\v2\x10.dkv.v1.KeyValueR\x06prevKv\" \n" +
+	"\aprev_kv\x18\x03 \x01(\v2\x10.dkv.v1.KeyValueR\x06prevKv\x12<\n" +
+	"\fquery_marker\x182 \x01(\x0e2\x19.dkv.v1.Event.QueryMarkerR\vqueryMarker\" \n" +
 	"\tEventType\x12\a\n" +
 	"\x03PUT\x10\x00\x12\n" +
 	"\n" +
-	"\x06DELETE\x10\x01\"\x99\x03\n" +
+	"\x06DELETE\x10\x01\"?\n" +
+	"\vQueryMarker\x12\x0e\n" +
+	"\n" +
+	"QUERY_NONE\x10\x00\x12\t\n" +
+	"\x05ENTER\x10\x01\x12\n" +
+	"\n" +
+	"\x06CHANGE\x10\x02\x12\t\n" +
+	"\x05LEAVE\x10\x03\"\x99\x03\n" +
 	"\rWatchResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x19\n" +
 	"\bwatch_id\x18\x02 \x01(\x03R\awatchId\x12\x18\n" +
@@ -673,36 +761,38 @@ func file_dkv_v1_watch_proto_rawDescGZIP() []byte {
 	return file_dkv_v1_watch_proto_rawDescData
 }
 
-var file_dkv_v1_watch_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_dkv_v1_watch_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_dkv_v1_watch_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_dkv_v1_watch_proto_goTypes = []any{
 	(Event_EventType)(0),         // 0: dkv.v1.Event.EventType
-	(*WatchRequest)(nil),         // 1: dkv.v1.WatchRequest
-	(*WatchCreateRequest)(nil),   // 2: dkv.v1.WatchCreateRequest
-	(*WatchCancelRequest)(nil),   // 3: dkv.v1.WatchCancelRequest
-	(*WatchProgressRequest)(nil), // 4: dkv.v1.WatchProgressRequest
-	(*Event)(nil),                // 5: dkv.v1.Event
-	(*WatchResponse)(nil),        // 6: dkv.v1.WatchResponse
-	(*KeyValue)(nil),             // 7: dkv.v1.KeyValue
-	(*ResponseHeader)(nil),       // 8: dkv.v1.ResponseHeader
+	(Event_QueryMarker)(0),       // 1: dkv.v1.Event.QueryMarker
+	(*WatchRequest)(nil),         // 2: dkv.v1.WatchRequest
+	(*WatchCreateRequest)(nil),   // 3: dkv.v1.WatchCreateRequest
+	(*WatchCancelRequest)(nil),   // 4: dkv.v1.WatchCancelRequest
+	(*WatchProgressRequest)(nil), // 5: dkv.v1.WatchProgressRequest
+	(*Event)(nil),                // 6: dkv.v1.Event
+	(*WatchResponse)(nil),        // 7: dkv.v1.WatchResponse
+	(*KeyValue)(nil),             // 8: dkv.v1.KeyValue
+	(*ResponseHeader)(nil),       // 9: dkv.v1.ResponseHeader
 }
 var file_dkv_v1_watch_proto_depIdxs = []int32{
-	2,  // 0: dkv.v1.WatchRequest.create_request:type_name -> dkv.v1.WatchCreateRequest
-	3,  // 1: dkv.v1.WatchRequest.cancel_request:type_name -> dkv.v1.WatchCancelRequest
-	4,  // 2: dkv.v1.WatchRequest.progress_request:type_name -> dkv.v1.WatchProgressRequest
+	3,  // 0: dkv.v1.WatchRequest.create_request:type_name -> dkv.v1.WatchCreateRequest
+	4,  // 1: dkv.v1.WatchRequest.cancel_request:type_name -> dkv.v1.WatchCancelRequest
+	5,  // 2: dkv.v1.WatchRequest.progress_request:type_name -> dkv.v1.WatchProgressRequest
 	0,  // 3: dkv.v1.Event.type:type_name -> dkv.v1.Event.EventType
-	7,  // 4: dkv.v1.Event.kv:type_name -> dkv.v1.KeyValue
-	7,  // 5: dkv.v1.Event.prev_kv:type_name -> dkv.v1.KeyValue
-	8,  // 6: dkv.v1.WatchResponse.header:type_name -> dkv.v1.ResponseHeader
-	7,  // 7: dkv.v1.WatchResponse.snapshot:type_name -> dkv.v1.KeyValue
-	5,  // 8: dkv.v1.WatchResponse.events:type_name -> dkv.v1.Event
-	1,  // 9: dkv.v1.Watch.Watch:input_type -> dkv.v1.WatchRequest
-	6,  // 10: dkv.v1.Watch.Watch:output_type -> dkv.v1.WatchResponse
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	8,  // 4: dkv.v1.Event.kv:type_name -> dkv.v1.KeyValue
+	8,  // 5: dkv.v1.Event.prev_kv:type_name -> dkv.v1.KeyValue
+	1,  // 6: dkv.v1.Event.query_marker:type_name -> dkv.v1.Event.QueryMarker
+	9,  // 7: dkv.v1.WatchResponse.header:type_name -> dkv.v1.ResponseHeader
+	8,  // 8: dkv.v1.WatchResponse.snapshot:type_name -> dkv.v1.KeyValue
+	6,  // 9: dkv.v1.WatchResponse.events:type_name -> dkv.v1.Event
+	2,  // 10: dkv.v1.Watch.Watch:input_type -> dkv.v1.WatchRequest
+	7,  // 11: dkv.v1.Watch.Watch:output_type -> dkv.v1.WatchResponse
+	11, // [11:12] is the sub-list for method output_type
+	10, // [10:11] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_watch_proto_init() }
@@ -721,7 +811,7 @@ func file_dkv_v1_watch_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_watch_proto_rawDesc), len(file_dkv_v1_watch_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,

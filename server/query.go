@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/storekeys"
+	"google.golang.org/protobuf/proto"
+)
+
+// queryService implements dkvpb.QueryServer: label queries and the
+// indexes that serve them (docs/data-model.md). Index changes go
+// through raft; queries are reads, linearizable unless serializable,
+// served from one Pebble snapshot so index entries and keys agree.
+type queryService struct {
+	dkvpb.UnimplementedQueryServer
+	s *Server
+}
+
+// queryPrefix is the key prefix a query text covers ("" when it does not
+// parse: every key). The one place a query's keys are derived, so a
+// mapping of client keys to stored keys applies here.
+func queryPrefix(text string) []byte {
+	q, err := mvcc.ParseQuery(text)
+	if err != nil {
+		return nil
+	}
+	return q.Prefix
+}
+
+// storePrefix maps prefix, a key prefix of the caller's store (the
+// dkv-store metadata), to the physical keys it covers.
+func (qs *queryService) storePrefix(ctx context.Context, prefix []byte) (storekeys.Mapper, []byte, error) {
+	m, err := qs.s.storeOf(ctx)
+	if err != nil {
+		return m, nil, err
+	}
+	p, err := m.KeyPrefix(prefix)
+	return m, p, err
+}
+
+func (qs *queryService) CreateIndex(ctx context.Context, req *dkvpb.IndexCreateRequest) (*dkvpb.IndexCreateResponse, error) {
+	_, p, err := qs.storePrefix(ctx, req.GetPrefix())
+	if err != nil {
+		return nil, err
+	}
+	req = proto.Clone(req).(*dkvpb.IndexCreateRequest)
+	req.Prefix = p
+	return propose[*dkvpb.IndexCreateResponse](ctx, qs.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexCreate{IndexCreate: req}})
+}
+
+func (qs *queryService) DropIndex(ctx context.Context, req *dkvpb.IndexDropRequest) (*dkvpb.IndexDropResponse, error) {
+	_, p, err := qs.storePrefix(ctx, req.GetPrefix())
+	if err != nil {
+		return nil, err
+	}
+	req = proto.Clone(req).(*dkvpb.IndexDropRequest)
+	req.Prefix = p
+	return propose[*dkvpb.IndexDropResponse](ctx, qs.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexDrop{IndexDrop: req}})
+}
+
+func (qs *queryService) ListIndexes(ctx context.Context, _ *dkvpb.ListIndexesRequest) (*dkvpb.ListIndexesResponse, error) {
+	if err := qs.s.node.WaitLinearizable(ctx); err != nil {
+		return nil, err
+	}
+	snap := qs.s.store.DB().NewSnapshot()
+	defer snap.Close()
+	ds, err := qs.s.kv.Indexes(snap)
+	if err != nil {
+		return nil, err
+	}
+	m, err := qs.s.storeOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &dkvpb.ListIndexesResponse{Header: qs.s.completeHeader(&dkvpb.ResponseHeader{Revision: qs.s.kv.Revision()})}
+	for _, d := range ds {
+		info := d.Info()
+		own, ok := m.Strip(info.GetPrefix())
+		if !ok {
+			continue // another store's index
+		}
+		info.Prefix = own
+		resp.Indexes = append(resp.Indexes, info)
+	}
+	return resp, nil
+}
+
+func (qs *queryService) Query(ctx context.Context, req *dkvpb.QueryRequest) (*dkvpb.QueryResponse, error) {
+	q, err := mvcc.ParseQuery(req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	store, prefix, err := qs.storePrefix(ctx, q.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	q.Prefix = prefix
+	// Reads wait like Range does (UnsafeLocalReads included).
+	if !req.GetSerializable() && !qs.s.cfg.UnsafeLocalReads {
+		if err := qs.s.node.WaitLinearizable(ctx); err != nil {
+			return nil, err
+		}
+		if _, err := qs.s.recheck(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	snap := qs.s.store.DB().NewSnapshot()
+	defer snap.Close()
+	res, err := qs.s.kv.Query(snap, q, mvcc.QueryOptions{
+		Revision: req.GetRevision(), Limit: req.GetLimit(), OrderBy: req.GetOrderBy(),
+		Scan: req.GetScan(), KeysOnly: req.GetKeysOnly(), Continuation: req.GetContinuation(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &dkvpb.QueryResponse{
+		Header: qs.s.completeHeader(&dkvpb.ResponseHeader{Revision: res.Revision}),
+		// The default store's query of every key reaches named stores'
+		// keys too: KVs drops them (a page may then hold fewer keys).
+		Kvs: store.KVs(res.KVs), Continuation: res.Continuation, More: res.More, Plan: res.Plan,
+	}
+	if err := replyFits(&dkvpb.RangeResponse{Kvs: resp.Kvs}); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
