@@ -66,6 +66,10 @@ func TestStorePermissions(t *testing.T) {
 	must("alice lists a", err)
 	_, err = dan.Put(ctx, "k", []byte("v"))
 	must("dan puts in the default store", err)
+	_, err = alice.Query(ctx, "prefix= x=y", client.WithQueryScan())
+	must("alice queries a", err)
+	_, err = dan.Query(ctx, "prefix= x=y", client.WithQueryScan())
+	must("dan queries the default store", err)
 	for _, c := range []struct {
 		what string
 		err  error
@@ -76,6 +80,12 @@ func TestStorePermissions(t *testing.T) {
 		{"dan puts in a", func() error { _, err := dan.WithStore("a").Put(ctx, "k", []byte("v")); return err }()},
 		{"dan lists a", func() error { _, err := dan.WithStore("a").List(ctx, ""); return err }()},
 		{"dan watches a", func() error { _, err := dan.WithStore("a").WatchPrefix(ctx, ""); return err }()},
+		{"dan queries a", func() error { _, err := dan.WithStore("a").Query(ctx, "prefix= x=y", client.WithQueryScan()); return err }()},
+		{"alice queries b", func() error { _, err := alice.WithStore("b").Query(ctx, "prefix= x=y", client.WithQueryScan()); return err }()},
+		{"alice queries the default store", func() error {
+			_, err := alice.WithStore("").Query(ctx, "prefix= x=y", client.WithQueryScan())
+			return err
+		}()},
 	} {
 		if !errors.Is(c.err, client.ErrPermissionDenied) {
 			t.Errorf("%s: %v, want PermissionDenied", c.what, c.err)

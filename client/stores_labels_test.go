@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,8 +13,8 @@ import (
 
 // Labels and queries meet named stores: a key's labels read back in a
 // named store; a watch by query in store a sees a's keys only, with their
-// markers and store keys; the default store's queries never reach a named
-// store's keys, and a named store's Query is refused, not run elsewhere.
+// markers and store keys; queries and indexes are each store's own, and
+// the default store's queries never reach a named store's keys.
 func TestStoresWithLabelsAndQueries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -49,7 +50,25 @@ func TestStoresWithLabelsAndQueries(t *testing.T) {
 	}
 	// (A query text is a proto string, valid UTF-8, so it cannot name the
 	// reserved prefix, which starts with 0xff.)
-	if _, err := a.Query(ctx, "prefix=orders/ state=open", client.WithQueryScan()); err == nil || !strings.Contains(err.Error(), "not available in a named store") {
-		t.Fatalf("query in a named store: %v, want refused", err)
+	// Store a: its own key, from a scan and from an index of its own,
+	// which the default store does not list.
+	if got := queryKeys(t, a, "prefix=orders/ state=open", client.WithQueryScan()); fmt.Sprint(got) != "[orders/1]" {
+		t.Fatalf("scan in store a: %v", got)
+	}
+	if _, err := a.CreateIndex(ctx, "orders/", "state"); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := a.Query(ctx, "prefix=orders/ state=open")
+	if err != nil || len(r2.KVs) != 1 || r2.KVs[0].Key != "orders/1" || strings.Contains(r2.Plan, "dkv/stores") {
+		t.Fatalf("indexed query in store a: %+v %v, want orders/1 from a's index", r2, err)
+	}
+	if ixs, err := a.ListIndexes(ctx); err != nil || len(ixs) != 1 || ixs[0].Prefix != "orders/" {
+		t.Fatalf("store a's indexes: %+v %v", ixs, err)
+	}
+	if ixs, err := def.ListIndexes(ctx); err != nil || len(ixs) != 0 {
+		t.Fatalf("default store's indexes: %+v %v, want none (a's is a's)", ixs, err)
+	}
+	if _, err := b.Query(ctx, "prefix=orders/ state=open"); !errors.Is(err, client.ErrNoIndex) || !strings.Contains(err.Error(), `under "orders/"; create one with: dkv --store b index create orders/ state`) {
+		t.Fatalf("store b, which has no index: %v, want ErrNoIndex naming b's own prefix and the command", err)
 	}
 }

@@ -2,8 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/storekeys"
 	"google.golang.org/protobuf/proto"
@@ -92,17 +96,28 @@ func (qs *queryService) Query(ctx context.Context, req *dkvpb.QueryRequest) (*dk
 	if err != nil {
 		return nil, err
 	}
+	clientPrefix := q.Prefix
 	store, prefix, err := qs.storePrefix(ctx, q.Prefix)
 	if err != nil {
 		return nil, err
 	}
 	q.Prefix = prefix
+	// The caller must be allowed to read every key of the store under the
+	// query's prefix.
+	nk, ne, np, err := store.Range(clientPrefix, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	need := &dkvpb.RangeRequest{Key: nk, RangeEnd: ne, Prefix: np}
+	if ctx, err = qs.s.checkCall(ctx, dkvpb.Query_Query_FullMethodName, need); err != nil {
+		return nil, err
+	}
 	// Reads wait like Range does (UnsafeLocalReads included).
 	if !req.GetSerializable() && !qs.s.cfg.UnsafeLocalReads {
 		if err := qs.s.node.WaitLinearizable(ctx); err != nil {
 			return nil, err
 		}
-		if _, err := qs.s.recheck(ctx, req); err != nil {
+		if _, err := qs.s.recheck(ctx, need); err != nil {
 			return nil, err
 		}
 	}
@@ -113,16 +128,43 @@ func (qs *queryService) Query(ctx context.Context, req *dkvpb.QueryRequest) (*dk
 		Scan: req.GetScan(), KeysOnly: req.GetKeysOnly(), Continuation: req.GetContinuation(),
 	})
 	if err != nil {
-		return nil, err
+		return nil, storeErr(store, err)
 	}
 	resp := &dkvpb.QueryResponse{
 		Header: qs.s.completeHeader(&dkvpb.ResponseHeader{Revision: res.Revision}),
 		// The default store's query of every key reaches named stores'
 		// keys too: KVs drops them (a page may then hold fewer keys).
-		Kvs: store.KVs(res.KVs), Continuation: res.Continuation, More: res.More, Plan: res.Plan,
+		Kvs: store.KVs(res.KVs), Continuation: res.Continuation, More: res.More, Plan: storePlan(store, res.Plan),
 	}
 	if err := replyFits(&dkvpb.RangeResponse{Kvs: resp.Kvs}); err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// storePlan is plan as the store's caller sees it: without the store's
+// physical key prefix.
+func storePlan(m storekeys.Mapper, plan string) string {
+	if m.Default() {
+		return plan
+	}
+	pre, _ := m.Span()
+	return strings.ReplaceAll(plan, string(pre), "")
+}
+
+// storeErr is err as the store's caller sees it: a message naming the
+// store's physical prefix (no index under it) names the store's own
+// prefix instead, and its hint the store.
+func storeErr(m storekeys.Mapper, err error) error {
+	var de *dkverr.Error
+	if m.Default() || !errors.As(err, &de) {
+		return err
+	}
+	pre, _ := m.Span()
+	quoted := strconv.Quote(string(pre))
+	c := *de
+	c.Msg = strings.ReplaceAll(c.Msg, quoted[1:len(quoted)-1], "")
+	c.Msg = strings.ReplaceAll(c.Msg, string(pre), "")
+	c.Msg = strings.ReplaceAll(c.Msg, "dkv index create ", "dkv --store "+m.Name()+" index create ")
+	return &c
 }

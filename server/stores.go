@@ -57,7 +57,11 @@ func (s *Server) storeOf(ctx context.Context) (storekeys.Mapper, error) {
 
 // storeAgnostic are the services whose calls name no key: they run the
 // same in every store.
-var storeAgnostic = []string{"/dkv.v1.Cluster/", "/dkv.v1.Maintenance/", "/dkv.v1.Auth/", "/dkv.v1.Store/", "/dkv.v1.Lease/"}
+//
+// The Query service names keys, but inside its query text; its handlers
+// map the text's prefix into the call's store themselves (query.go), and
+// check permissions on the mapped keys.
+var storeAgnostic = []string{"/dkv.v1.Cluster/", "/dkv.v1.Maintenance/", "/dkv.v1.Auth/", "/dkv.v1.Store/", "/dkv.v1.Lease/", "/dkv.v1.Query/"}
 
 // storeRequest maps req into ctx's store; the returned Mapper strips the
 // reply.
