@@ -80,8 +80,14 @@ func TestStorePermissions(t *testing.T) {
 		{"dan puts in a", func() error { _, err := dan.WithStore("a").Put(ctx, "k", []byte("v")); return err }()},
 		{"dan lists a", func() error { _, err := dan.WithStore("a").List(ctx, ""); return err }()},
 		{"dan watches a", func() error { _, err := dan.WithStore("a").WatchPrefix(ctx, ""); return err }()},
-		{"dan queries a", func() error { _, err := dan.WithStore("a").Query(ctx, "prefix= x=y", client.WithQueryScan()); return err }()},
-		{"alice queries b", func() error { _, err := alice.WithStore("b").Query(ctx, "prefix= x=y", client.WithQueryScan()); return err }()},
+		{"dan queries a", func() error {
+			_, err := dan.WithStore("a").Query(ctx, "prefix= x=y", client.WithQueryScan())
+			return err
+		}()},
+		{"alice queries b", func() error {
+			_, err := alice.WithStore("b").Query(ctx, "prefix= x=y", client.WithQueryScan())
+			return err
+		}()},
 		{"alice queries the default store", func() error {
 			_, err := alice.WithStore("").Query(ctx, "prefix= x=y", client.WithQueryScan())
 			return err
