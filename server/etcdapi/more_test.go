@@ -15,7 +15,7 @@ type pollT struct{ t *testing.T }
 
 func (p *pollT) until(cond func() bool, what string) {
 	p.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a bound for a loaded machine, not a timing claim
 	for !cond() {
 		if time.Now().After(deadline) {
 			p.t.Fatalf("timed out waiting for %s", what)
