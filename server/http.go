@@ -13,7 +13,6 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/storekeys"
 	"github.com/dkv-io/dkv/internal/ui"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -207,20 +206,32 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 // (404 if absent), PUT stores the request body, DELETE deletes. The key is
 // the rest of the path.
 func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
-	key := strings.TrimPrefix(r.URL.Path, "/v1/keys/")
-	// The default store's keys only (docs/data-model.md).
-	if _, err := (storekeys.Mapper{}).Key([]byte(key)); err != nil {
+	name := strings.TrimPrefix(r.URL.Path, "/v1/keys/")
+	kv := &kvService{s: s}
+	// These calls bypass grpcSrv and its interceptors: map the key into
+	// the request's store (?store= or Dkv-Store) and authorize here.
+	ctx := httpAuthContext(r)
+	if st := httpStoreName(r); st != "" {
+		md, _ := metadata.FromIncomingContext(ctx)
+		md = md.Copy()
+		md.Set(storeHeader, st)
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
+	store, err := s.storeOf(ctx)
+	if err != nil {
+		httpError(w, wireError(err))
+		return
+	}
+	pk, err := store.Key([]byte(name))
+	if err != nil {
 		httpError(w, err)
 		return
 	}
-	kv := &kvService{s: s}
-	// These calls bypass grpcSrv and its interceptors: authorize here.
-	ctx := httpAuthContext(r)
+	key := string(pk)
 	check := func(method string, req any) (err error) {
 		ctx, err = s.checkCall(ctx, method, req)
 		return err
 	}
-	var err error
 	switch r.Method {
 	case http.MethodGet:
 		var resp *dkvpb.RangeResponse
@@ -231,7 +242,7 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 		resp, err = kv.Range(ctx, req)
 		if err == nil {
 			if len(resp.Kvs) == 0 {
-				http.Error(w, fmt.Sprintf("key %q not found", key), http.StatusNotFound)
+				http.Error(w, fmt.Sprintf("key %q not found", name), http.StatusNotFound)
 				return
 			}
 			w.Header().Set("Content-Type", "application/octet-stream")
@@ -305,4 +316,13 @@ var httpStatus = map[dkverr.Code]int{
 	dkverr.Compacted: 410, dkverr.NoSpace: 507,
 	dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
 	dkverr.NoIndex: 412,
+}
+
+// httpStoreName is the store an HTTP request names: ?store=, else the
+// Dkv-Store header; "" for the default store.
+func httpStoreName(r *http.Request) string {
+	if st := r.URL.Query().Get("store"); st != "" {
+		return st
+	}
+	return r.Header.Get("Dkv-Store")
 }

@@ -62,4 +62,20 @@ func TestStoreHTTP(t *testing.T) {
 	if code, body := do("GET", "/v1/keys/"+url.PathEscape("\xff\xff\xffdkv/stores/a/x"), "", ""); code != 400 || !strings.Contains(body, "reserved") {
 		t.Errorf("GET /v1/keys/ of store a's physical key: %d %q, want 400", code, body)
 	}
+	// The plain-value endpoint takes the store the same two ways.
+	if code, body := do("GET", "/v1/keys/x?store=a", "", ""); code != 200 || body != "in-a" {
+		t.Errorf("GET /v1/keys/x?store=a: %d %q, want in-a", code, body)
+	}
+	if code, body := do("PUT", "/v1/keys/y", "a", "y-in-a"); code != 200 {
+		t.Errorf("PUT /v1/keys/y with Dkv-Store a: %d %q", code, body)
+	}
+	if code, body := do("GET", "/v1/keys/y", "", ""); code != 404 || !strings.Contains(body, `key "y" not found`) {
+		t.Errorf("GET /v1/keys/y in the default store: %d %q, want 404 (y is a's)", code, body)
+	}
+	if code, body := do("DELETE", "/v1/keys/y?store=a", "", ""); code != 200 || strings.TrimSpace(body) != "1" {
+		t.Errorf("DELETE /v1/keys/y?store=a: %d %q, want 1 deleted", code, body)
+	}
+	if code, body := do("GET", "/v1/keys/x?store=nope", "", ""); code != 404 || !strings.Contains(body, "dkv store create nope") {
+		t.Errorf("GET /v1/keys/x in a missing store: %d %q", code, body)
+	}
 }
