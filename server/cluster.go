@@ -40,6 +40,7 @@ func (c *clusterService) Status(ctx context.Context, _ *dkvpb.StatusRequest) (*d
 		Alarms:           s.sm.Alarms().List(),
 		IsLearner:        isLearner,
 		Version:          Version,
+		QuotaBytes:       max(s.cfg.QuotaBytes, 0),
 	}, nil
 }
 

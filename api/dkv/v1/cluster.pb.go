@@ -134,7 +134,10 @@ type StatusResponse struct {
 	// tables counts until a compaction (or 'dkv defrag') rewrites them.
 	DbSizeInUse int64 `protobuf:"varint,30,opt,name=db_size_in_use,json=dbSizeInUse,proto3" json:"db_size_in_use,omitempty"`
 	// alarms are the raised alarms (NOSPACE, CORRUPT) of every member.
-	Alarms        []*AlarmMember `protobuf:"bytes,31,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	Alarms []*AlarmMember `protobuf:"bytes,31,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	// quota_bytes is the --quota-bytes this member enforces on db_size (0:
+	// none). Each member has its own.
+	QuotaBytes    int64 `protobuf:"varint,32,opt,name=quota_bytes,json=quotaBytes,proto3" json:"quota_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +268,13 @@ func (x *StatusResponse) GetAlarms() []*AlarmMember {
 		return x.Alarms
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetQuotaBytes() int64 {
+	if x != nil {
+		return x.QuotaBytes
+	}
+	return 0
 }
 
 type HashKVRequest struct {
@@ -1071,7 +1081,7 @@ var File_dkv_v1_cluster_proto protoreflect.FileDescriptor
 const file_dkv_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x14dkv/v1/cluster.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x18dkv/v1/maintenance.proto\"\x0f\n" +
-	"\rStatusRequest\"\xe3\x03\n" +
+	"\rStatusRequest\"\x84\x04\n" +
 	"\x0eStatusResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -1089,7 +1099,9 @@ const file_dkv_v1_cluster_proto_rawDesc = "" +
 	"is_learner\x18\v \x01(\bR\tisLearner\x12\x18\n" +
 	"\aversion\x18\f \x01(\tR\aversion\x12#\n" +
 	"\x0edb_size_in_use\x18\x1e \x01(\x03R\vdbSizeInUse\x12+\n" +
-	"\x06alarms\x18\x1f \x03(\v2\x13.dkv.v1.AlarmMemberR\x06alarms\"+\n" +
+	"\x06alarms\x18\x1f \x03(\v2\x13.dkv.v1.AlarmMemberR\x06alarms\x12\x1f\n" +
+	"\vquota_bytes\x18  \x01(\x03R\n" +
+	"quotaBytes\"+\n" +
 	"\rHashKVRequest\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\"\xdf\x01\n" +
 	"\x0eHashKVResponse\x12.\n" +

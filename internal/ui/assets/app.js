@@ -256,8 +256,10 @@ async function clusterPage(ctx) {
       const ms_ = self ? st : (stOf[m.id] || {}).status; // the member's own status
       const why = self ? '' : (stOf[m.id] || {}).error;
       const lst = (stOf[leaderId] || {}).status;
-      const size = ms_ ? h('div', {}, `${fmtBytes(ms_.db_size)} (in use ${fmtBytes(ms_.db_size_in_use)})`, self ? (quota ? ' of ' + fmtBytes(quota) : ', no quota') : h('span', { class: 'muted', title: 'Each member has its own --quota-bytes, on its /metrics (dkv_quota_bytes)' }, ' (quota on its /metrics)'),
-        self && quota ? h('div', { class: 'bar', title: 'db size vs quota' }, h('div', { style: `width:${Math.min(100, (100 * num(st.db_size)) / quota).toFixed(1)}%` })) : null) : h('span', { class: 'muted', title: why || '' }, why ? 'no answer' : '—');
+      // Each member enforces its own --quota-bytes: its status says which.
+      const mq = self ? quota : num(ms_ && ms_.quota_bytes);
+      const size = ms_ ? h('div', {}, `${fmtBytes(ms_.db_size)} (in use ${fmtBytes(ms_.db_size_in_use)})`, mq ? ' of ' + fmtBytes(mq) : ', no quota',
+        mq ? h('div', { class: 'bar', title: 'db size vs quota' }, h('div', { style: `width:${Math.min(100, (100 * num(ms_.db_size)) / mq).toFixed(1)}%` })) : null) : h('span', { class: 'muted', title: why || '' }, why ? 'no answer' : '—');
       // Lag: the leader's view of the member's replication when this is
       // the leader; else the leader's commit index minus the member's
       // applied index, from their own statuses.
