@@ -55,8 +55,8 @@ func TestStoresWithLabelsAndQueries(t *testing.T) {
 	if got := queryKeys(t, a, "prefix=orders/ state=open", client.WithQueryScan()); fmt.Sprint(got) != "[orders/1]" {
 		t.Fatalf("scan in store a: %v", got)
 	}
-	if _, err := a.CreateIndex(ctx, "orders/", "state"); err != nil {
-		t.Fatal(err)
+	if ix, err := a.CreateIndex(ctx, "orders/", "state"); err != nil || ix.Prefix != "orders/" {
+		t.Fatalf("create an index in store a: %+v %v, want it on a's orders/", ix, err)
 	}
 	r2, err := a.Query(ctx, "prefix=orders/ state=open")
 	if err != nil || len(r2.KVs) != 1 || r2.KVs[0].Key != "orders/1" || strings.Contains(r2.Plan, "dkv/stores") {
@@ -64,6 +64,9 @@ func TestStoresWithLabelsAndQueries(t *testing.T) {
 	}
 	if ixs, err := a.ListIndexes(ctx); err != nil || len(ixs) != 1 || ixs[0].Prefix != "orders/" {
 		t.Fatalf("store a's indexes: %+v %v", ixs, err)
+	}
+	if err := b.DropIndex(ctx, "orders/", "state"); err == nil || strings.Contains(err.Error(), "dkv/stores") {
+		t.Fatalf("drop in store b of an index only a has: %v, want an error naming b's own prefix", err)
 	}
 	if ixs, err := def.ListIndexes(ctx); err != nil || len(ixs) != 0 {
 		t.Fatalf("default store's indexes: %+v %v, want none (a's is a's)", ixs, err)

@@ -45,23 +45,34 @@ func (qs *queryService) storePrefix(ctx context.Context, prefix []byte) (storeke
 }
 
 func (qs *queryService) CreateIndex(ctx context.Context, req *dkvpb.IndexCreateRequest) (*dkvpb.IndexCreateResponse, error) {
-	_, p, err := qs.storePrefix(ctx, req.GetPrefix())
+	m, p, err := qs.storePrefix(ctx, req.GetPrefix())
 	if err != nil {
 		return nil, err
 	}
 	req = proto.Clone(req).(*dkvpb.IndexCreateRequest)
 	req.Prefix = p
-	return propose[*dkvpb.IndexCreateResponse](ctx, qs.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexCreate{IndexCreate: req}})
+	resp, err := propose[*dkvpb.IndexCreateResponse](ctx, qs.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexCreate{IndexCreate: req}})
+	if err != nil {
+		return nil, storeErr(m, err)
+	}
+	if ix := resp.GetIndex(); ix != nil {
+		// A copy: the applied result may be shared with other waiters.
+		c := proto.Clone(ix).(*dkvpb.IndexInfo)
+		c.Prefix, _ = m.Strip(c.GetPrefix())
+		resp = &dkvpb.IndexCreateResponse{Header: resp.Header, Index: c, Built: resp.Built}
+	}
+	return resp, nil
 }
 
 func (qs *queryService) DropIndex(ctx context.Context, req *dkvpb.IndexDropRequest) (*dkvpb.IndexDropResponse, error) {
-	_, p, err := qs.storePrefix(ctx, req.GetPrefix())
+	m, p, err := qs.storePrefix(ctx, req.GetPrefix())
 	if err != nil {
 		return nil, err
 	}
 	req = proto.Clone(req).(*dkvpb.IndexDropRequest)
 	req.Prefix = p
-	return propose[*dkvpb.IndexDropResponse](ctx, qs.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexDrop{IndexDrop: req}})
+	resp, err := propose[*dkvpb.IndexDropResponse](ctx, qs.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexDrop{IndexDrop: req}})
+	return resp, storeErr(m, err)
 }
 
 func (qs *queryService) ListIndexes(ctx context.Context, _ *dkvpb.ListIndexesRequest) (*dkvpb.ListIndexesResponse, error) {
