@@ -22,17 +22,6 @@ type queryService struct {
 	s *Server
 }
 
-// queryPrefix is the key prefix a query text covers ("" when it does not
-// parse: every key). The one place a query's keys are derived, so a
-// mapping of client keys to stored keys applies here.
-func queryPrefix(text string) []byte {
-	q, err := mvcc.ParseQuery(text)
-	if err != nil {
-		return nil
-	}
-	return q.Prefix
-}
-
 // storePrefix maps prefix, a key prefix of the caller's store (the
 // dkv-store metadata), to the physical keys it covers.
 func (qs *queryService) storePrefix(ctx context.Context, prefix []byte) (storekeys.Mapper, []byte, error) {

@@ -226,7 +226,7 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 		}
 		query = q
 		req = proto.Clone(req).(*dkvpb.WatchCreateRequest)
-		req.Key, req.Prefix, req.PrevKv = queryPrefix(req.GetQuery()), true, true
+		req.Key, req.Prefix, req.PrevKv = q.Prefix, true, true
 	}
 	if _, err := store.Request(req); err != nil {
 		return refuse(err)
