@@ -309,8 +309,12 @@ type measurement struct {
 	System   string         `json:"system"`
 	Result   *runner.Result `json:"result,omitempty"`
 	Server   *serverUsage   `json:"server,omitempty"`
-	Err      string         `json:"error,omitempty"`
-	NA       string         `json:"not_applicable,omitempty"`
+	// ClientCPUSeconds is the CPU time (user+system) the load generator
+	// spent on the row: the dkv bench process for DKV, this process for
+	// the in-process clients (etcd, DKV's etcd API, ZooKeeper).
+	ClientCPUSeconds float64 `json:"client_cpu_seconds,omitempty"`
+	Err              string  `json:"error,omitempty"`
+	NA               string  `json:"not_applicable,omitempty"`
 }
 
 func run(ctx context.Context, c config) error {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -205,4 +206,14 @@ func (m *meter) stop() *serverUsage {
 		RSSBefore:   m.rss0,
 		RSSPeak:     peak,
 	}
+}
+
+// selfCPU is the CPU time (user+system) this process has used so far: the
+// in-process load generators' share of the machine.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

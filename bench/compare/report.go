@@ -401,6 +401,7 @@ func renderMarkdown(c config, m machine, t table) string {
 	if len(apiRatios(c)) > 0 {
 		b.WriteString("DKV etcd-API: DKV driven through its etcd API (etcdserverpb) by the same clientv3 harness as the etcd column; DKV etcd-API/etcd is its ratio to etcd, one client for both.\n")
 	}
+	b.WriteString(cpuTable(c, t))
 	fmt.Fprintf(&b, "\n- lock: acquire+release of a random key of %d (uncontended); etcd: one concurrency.Session per client, concurrency.NewMutex Lock+Unlock per op.\n", c.keys)
 	fmt.Fprintf(&b, "- watch: %d watchers on one prefix (multiplexed: one stream per connection/clientv3 client), %d writers; ops/s is delivered events/s, p50/p99 the put→event latency (send time embedded in the value).\n", c.watchers, c.watchW)
 	fmt.Fprintf(&b, "- lease-keepalive: %d leases shared out among the clients, each client renewing its share over one keep-alive stream; an op is one keep-alive acknowledged.\n", c.leases)
@@ -437,4 +438,34 @@ func moduleVersion(path string) string {
 		}
 	}
 	return "(unknown version)"
+}
+
+// cpuTable says where the machine's CPU went on each row: the servers'
+// and the load generator's CPU time over the row's wall time, in cores.
+// On a machine whose cores the servers and the load generator share, a
+// row whose total is near the core count is bound by CPU, and its ratio
+// is one of CPU cost per op, servers and client together.
+func cpuTable(c config, t table) string {
+	shown, _ := columns(c)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nWhere the machine's %d cores went on each row, in cores (CPU-seconds per second of the row): servers (all members), load generator (the dkv bench process for DKV; this harness's in-process clientv3 clients for etcd and DKV etcd-API), and both.\n\n", runtime.NumCPU())
+	b.WriteString("| workload |")
+	for _, s := range shown {
+		fmt.Fprintf(&b, " %s servers | %s client | %s total |", systemLabels[s], systemLabels[s], systemLabels[s])
+	}
+	b.WriteString("\n|---|" + strings.Repeat("--:|", 3*len(shown)) + "\n")
+	for _, r := range t.rows {
+		fmt.Fprintf(&b, "| %s |", r.workload.name)
+		for _, s := range shown {
+			m := r.bySystem[s]
+			if m == nil || m.Server == nil || m.Server.WallSeconds <= 0 {
+				b.WriteString(" - | - | - |")
+				continue
+			}
+			w := m.Server.WallSeconds
+			fmt.Fprintf(&b, " %.2f | %.2f | %.2f |", m.Server.CPUSeconds/w, m.ClientCPUSeconds/w, (m.Server.CPUSeconds+m.ClientCPUSeconds)/w)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

@@ -234,3 +234,25 @@ func TestQueueRowShowsJobs(t *testing.T) {
 		t.Errorf("ops %v %s, want 1000 jobs", m.ops(), m.opUnit())
 	}
 }
+
+// TestCPUTableCores: the cores table divides the servers' and the load
+// generator's CPU-seconds by the row's wall time, and shows - for a system
+// whose servers were not measured.
+func TestCPUTableCores(t *testing.T) {
+	c := testConfig()
+	ms := []measurement{
+		{Workload: "put", System: "etcd", Result: fakeResult("put", 10000, 5000), Server: &serverUsage{CPUSeconds: 6, WallSeconds: 4}, ClientCPUSeconds: 2},
+		{Workload: "put", System: "dkv", Result: fakeResult("put", 10000, 5000), Server: &serverUsage{CPUSeconds: 5, WallSeconds: 5}, ClientCPUSeconds: 2.5},
+		{Workload: "watch", System: "etcd", Result: fakeResult("watch", 1000, 1000)},
+	}
+	got := cpuTable(c, renderTable(c, ms))
+	for _, want := range []string{
+		"| workload | etcd servers | etcd client | etcd total | DKV servers | DKV client | DKV total |",
+		"| put | 1.50 | 0.50 | 2.00 | 1.00 | 0.50 | 1.50 |",
+		"| watch | - | - | - | - | - | - |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("cores table lacks %q:\n%s", want, got)
+		}
+	}
+}

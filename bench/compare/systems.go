@@ -128,6 +128,9 @@ func runDKV(ctx context.Context, c config, bin, dir string) ([]measurement, erro
 		meter := startMeter(cl)
 		err := cmd.Run()
 		m.Server = meter.stop()
+		if cmd.ProcessState != nil {
+			m.ClientCPUSeconds = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+		}
 		if err != nil {
 			m.Err = err.Error()
 		} else {
@@ -316,6 +319,7 @@ func runInProc(ctx context.Context, c config, sys inprocSystem) ([]measurement, 
 		// The server usage covers the row's setup, load and cleanup, as
 		// the DKV side's one dkv bench process does.
 		meter := startMeter(sys.cluster)
+		self0 := selfCPU()
 		sw, err := sys.workload(ctx, jc, w, nconns, seed)
 		var na notApplicable
 		switch {
@@ -355,6 +359,7 @@ func runInProc(ctx context.Context, c config, sys inprocSystem) ([]measurement, 
 		}
 		if m.NA == "" {
 			m.Server = meter.stop()
+			m.ClientCPUSeconds = (selfCPU() - self0).Seconds()
 		} else {
 			meter.stop()
 		}
