@@ -17,8 +17,8 @@ import (
 
 // The client's own load balancer keeps one connection per endpoint and
 // picks, per request, among those that are connected and not known to be
-// unresponsive (see router): a write goes to the leader when the client
-// knows it, anything else round-robin. It also keeps each endpoint's last
+// unresponsive (see router): a write, or a lease keep-alive stream, goes
+// to the leader when the client knows it, anything else round-robin. It also keeps each endpoint's last
 // connection error, so that "connection refused" or a DNS failure is what
 // the caller sees, at once, when no endpoint can be reached.
 const balancerName = "dkv_endpoints"

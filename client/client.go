@@ -417,6 +417,19 @@ func (c *Client) callWait(ctx context.Context, write bool, rpc func(context.Cont
 }
 
 func (c *Client) invoke(ctx context.Context, write, long bool, rpc func(context.Context, ...grpc.CallOption) error) error {
+	return c.invokeRouted(ctx, write, long, write, rpc)
+}
+
+// callOnLeader is call for a request retried like a read (repeating it is
+// harmless) that is still a raft proposal, such as a lease renewal: it
+// goes to the leader when the client knows it, as a write does.
+func (c *Client) callOnLeader(ctx context.Context, rpc func(context.Context, ...grpc.CallOption) error) error {
+	return c.invokeRouted(ctx, false, false, true, rpc)
+}
+
+// invokeRouted runs rpc with write's retry policy, routed to the leader
+// when toLeader and the leader is known.
+func (c *Client) invokeRouted(ctx context.Context, write, long, toLeader bool, rpc func(context.Context, ...grpc.CallOption) error) error {
 	kind := opRead
 	if write {
 		kind = opWrite
@@ -425,7 +438,7 @@ func (c *Client) invoke(ctx context.Context, write, long bool, rpc func(context.
 	for n := 0; ; n++ {
 		var p peer.Peer
 		actx, cancel := context.WithCancelCause(ctx)
-		a := &attempt{write: write, long: long, start: time.Now(), cancel: cancel}
+		a := &attempt{write: toLeader, long: long, start: time.Now(), cancel: cancel}
 		err := rpc(withAttempt(actx, a), grpc.Peer(&p))
 		cancel(nil)
 		if err == nil {

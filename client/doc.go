@@ -3,9 +3,9 @@
 // One *Client type serves two deployments with the same API:
 //
 //   - New connects to a remote DKV cluster over gRPC. With several
-//     endpoints it balances reads across them, sends writes to the
-//     leader once it knows it, and routes around members that are down
-//     or hung (Config.UnresponsiveTimeout).
+//     endpoints it balances reads across them, sends writes (and the
+//     lease keep-alive stream) to the leader once it knows it, and routes
+//     around members that are down or hung (Config.UnresponsiveTimeout).
 //   - Package client/embedded starts a single-node store in this process
 //     (no network listeners) and returns a *Client that talks to it
 //     through an in-memory pipe. This package does not link the server:

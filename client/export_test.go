@@ -7,3 +7,10 @@ func SetMaxWatchQueue(n int) (restore func()) {
 	maxWatchQueue = n
 	return func() { maxWatchQueue = old }
 }
+
+// LeaderKnown reports whether c's router knows which endpoint leads, for
+// a test that must wait for it (the client learns it from status probes
+// while it is busy).
+func LeaderKnown(c *Client) bool {
+	return c.router != nil && c.router.routes.Load().leader != ""
+}

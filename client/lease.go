@@ -103,8 +103,9 @@ func (c *Client) Revoke(ctx context.Context, id int64) error {
 // ErrLeaseNotFound if it does not exist.
 func (c *Client) KeepAliveOnce(ctx context.Context, id int64) (time.Duration, error) {
 	var resp *dkvpb.LeaseKeepAliveOnceResponse
-	// Renewing twice is harmless, so it is retried like a read.
-	err := c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	// Renewing twice is harmless, so it is retried like a read; it is a
+	// proposal, so it goes to the leader when known, like a write.
+	err := c.callOnLeader(ctx, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.leaseClient().KeepAliveOnce(ctx, &dkvpb.LeaseKeepAliveOnceRequest{Id: id}, o...)
 		return err
 	})
@@ -311,7 +312,9 @@ func (k *keepAliver) expireLocal(now time.Time) {
 // stream runs one keep-alive stream until it breaks or there is nothing
 // left to keep alive; it reports whether the stream got any answer.
 func (k *keepAliver) stream() (answered bool) {
-	ctx, heard, end := k.c.streamAttempt(context.Background())
+	// On the leader when known: a renewal sent to a follower is
+	// proposed there and forwarded, an extra hop per batch.
+	ctx, heard, end := k.c.streamAttempt(context.Background(), true)
 	defer end()
 	st, err := k.c.leaseClient().KeepAlive(ctx)
 	if err != nil {

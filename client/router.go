@@ -26,7 +26,7 @@ import (
 
 // attempt is one request as the router sees it.
 type attempt struct {
-	write bool // a mutation: prefer the leader
+	write bool // a mutation (or a lease renewal): prefer the leader
 	long  bool // may legitimately wait long (lock acquire with wait, streams)
 	probe bool // the router's own probe: never tracked or given up
 	only  string
@@ -160,10 +160,13 @@ func (r *router) end(a *attempt, e *endpoint) {
 // heard records each message received; if the stream's endpoint stops
 // answering the router ends the stream (its ctx is cancelled with an
 // *unresponsiveError), so that the caller reconnects elsewhere. end must
-// be called once the stream is over.
-func (c *Client) streamAttempt(ctx context.Context) (sctx context.Context, heard, end func()) {
+// be called once the stream is over. A write stream (lease keep-alive:
+// every renewal is a raft proposal) is opened on the leader when the
+// client knows it and it is connected and answering, like a unary write;
+// otherwise on any endpoint, as a watch stream always is.
+func (c *Client) streamAttempt(ctx context.Context, write bool) (sctx context.Context, heard, end func()) {
 	actx, cancel := context.WithCancelCause(ctx)
-	a := &attempt{long: true, start: time.Now(), cancel: cancel}
+	a := &attempt{write: write, long: true, start: time.Now(), cancel: cancel}
 	return withAttempt(actx, a), a.heard, func() { cancel(nil) }
 }
 

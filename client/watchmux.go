@@ -109,7 +109,7 @@ func (m *watchMux) subscribe(ctx context.Context, req *dkvpb.WatchCreateRequest)
 }
 
 func (wc *watchConn) dial() {
-	ctx, heard, end := wc.m.c.streamAttempt(context.Background())
+	ctx, heard, end := wc.m.c.streamAttempt(context.Background(), false)
 	st, err := dkvpb.NewWatchClient(wc.m.c.cc).Watch(ctx)
 	wc.heard, wc.end = heard, end
 	if err != nil {

@@ -36,6 +36,7 @@ type config struct {
 	duration   time.Duration
 	clients    int
 	conns      int
+	dkvRoute   string // dkv bench --route; "": its default (leader)
 	keys       int
 	valueSize  int
 	workloads  []string
@@ -77,6 +78,7 @@ func main() {
 	flag.IntVar(&c.clients, "clients", 64, "concurrent clients for the multi-client workloads")
 	flag.IntVar(&c.conns, "conns", 8, "gRPC connections the clients share, spread over the nodes")
 	flag.IntVar(&c.keys, "keys", 10000, "key space size")
+	flag.StringVar(&c.dkvRoute, "dkv-route", "", "DKV: dkv bench --route, leader or spread (default: dkv bench's own, leader: writes and keep-alive streams to the leader as DKV's Go client does; spread: every connection spread, followers forward writes, as clientv3 does)")
 	flag.IntVar(&c.valueSize, "value-size", 256, "value size in bytes")
 	flag.StringVar(&workloads, "workloads", strings.Join(defaultWorkloadNames(), ","), "comma-separated workloads to run, in order")
 	flag.StringVar(&systems, "systems", "etcd,dkv", "comma-separated systems to run, in order: etcd, zk, dkv, dkv-etcd (zk is opt-in; make compare ZK=1 passes etcd,zk,dkv; dkv-etcd is DKV driven through its etcd API by the clientv3 harness etcd runs with)")
@@ -137,6 +139,9 @@ func (c *config) validate() error {
 	}
 	if c.nodes != 1 && c.nodes != 3 && c.nodes != 5 {
 		return fmt.Errorf("-nodes must be 1, 3 or 5, got %d", c.nodes)
+	}
+	if c.dkvRoute != "" && c.dkvRoute != "leader" && c.dkvRoute != "spread" {
+		return fmt.Errorf("-dkv-route must be leader or spread, got %q", c.dkvRoute)
 	}
 	if c.duration <= 0 || c.clients < 1 || c.conns < 1 || c.keys < 1 || c.valueSize < 0 || c.watchers < 1 || c.watchW < 1 || c.leases < 1 {
 		return errors.New("-duration, -clients, -conns, -keys, -watchers, -watch-writers and -leases must be positive")

@@ -386,7 +386,8 @@ func renderMarkdown(c config, m machine, t table) string {
 	if zk {
 		fmt.Fprintf(&b, "; ZooKeeper: %d sessions, one member each", c.conns)
 	}
-	b.WriteString(")\n\n")
+	b.WriteString(")\n")
+	b.WriteString("- " + routeNote(c) + "\n\n")
 	h := header(c)
 	b.WriteString("| " + strings.Join(h, " | ") + " |\n|---|")
 	b.WriteString(strings.Repeat("--:|", len(h)-2) + "---|\n")
@@ -411,6 +412,15 @@ func renderMarkdown(c config, m machine, t table) string {
 		b.WriteString(zkNotes(c))
 	}
 	return b.String()
+}
+
+// routeNote says how each system's client routes requests over the
+// members: DKV's writes go to the leader unless -dkv-route spread.
+func routeNote(c config) string {
+	if c.dkvRoute == "spread" {
+		return "DKV: every connection spread over the members, followers forward writes to the leader (dkv bench --route spread), as clientv3 does; etcd: clientv3, one member per client"
+	}
+	return "DKV: writes and keep-alive streams to the leader (dkv bench --route leader), as DKV's Go client does; etcd: clientv3, one member per client"
 }
 
 // zkNotes says how each row maps onto ZooKeeper.

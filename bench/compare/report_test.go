@@ -256,3 +256,19 @@ func TestCPUTableCores(t *testing.T) {
 		}
 	}
 }
+
+// The report says how each system routes: DKV's writes to the leader by
+// default, spread with -dkv-route spread.
+func TestReportStatesRouting(t *testing.T) {
+	c := testConfig()
+	tab := renderTable(c, []measurement{{Workload: "put", System: "dkv", Result: fakeResult("put", 10, 10)}})
+	md := renderMarkdown(c, machine{}, tab)
+	want := "DKV: writes and keep-alive streams to the leader (dkv bench --route leader), as DKV's Go client does; etcd: clientv3, one member per client"
+	if !strings.Contains(md, want) {
+		t.Errorf("report lacks %q:\n%s", want, md)
+	}
+	c.dkvRoute = "spread"
+	if md := renderMarkdown(c, machine{}, tab); !strings.Contains(md, "dkv bench --route spread") {
+		t.Errorf("-dkv-route spread report does not say so:\n%s", md)
+	}
+}

@@ -109,6 +109,9 @@ func runDKV(ctx context.Context, c config, bin, dir string) ([]measurement, erro
 		args = append([]string{"bench", w.op}, append(args,
 			"--clients", strconv.Itoa(clients),
 			"--duration", jc.duration.String())...)
+		if jc.dkvRoute != "" {
+			args = append(args, "--route", jc.dkvRoute)
+		}
 		if w.serializable {
 			args = append(args, "--serializable")
 		}

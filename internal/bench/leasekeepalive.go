@@ -36,7 +36,7 @@ func (w *leaseKAWorkload) Setup(ctx context.Context, env *Env) error {
 	}
 	w.ids = make([]int64, n)
 	return fanOut(ctx, n, 64, true, func(c int) func(context.Context, int) error {
-		lc := dkvpb.NewLeaseClient(env.Conn(c))
+		lc := dkvpb.NewLeaseClient(env.WriteConn(c))
 		return func(ctx context.Context, j int) error {
 			gctx, cancel := opContext(ctx, env.Opts.OpTimeout)
 			defer cancel()
@@ -64,7 +64,9 @@ func (w *leaseKAWorkload) share(i, clients int) []int64 {
 }
 
 func (w *leaseKAWorkload) NewWorker(i int, env *Env) (Worker, error) {
-	return &kaWorker{conn: env.Conn(i), ids: w.share(i, env.Opts.Clients), acked: &w.acked}, nil
+	// A keep-alive stream's every renewal is a proposal on the leader:
+	// WriteConn, as the Go client opens its keep-alive stream.
+	return &kaWorker{conn: env.WriteConn(i), ids: w.share(i, env.Opts.Clients), acked: &w.acked}, nil
 }
 
 // Finish checks nothing was lost, reports the acknowledgment count and
@@ -80,7 +82,7 @@ func (w *leaseKAWorkload) Finish(ctx context.Context, env *Env, res *Result) err
 
 func revokeAll(ctx context.Context, env *Env, ids []int64) error {
 	return fanOut(ctx, len(ids), 64, false, func(c int) func(context.Context, int) error {
-		lc := dkvpb.NewLeaseClient(env.Conn(c))
+		lc := dkvpb.NewLeaseClient(env.WriteConn(c))
 		return func(ctx context.Context, j int) error {
 			rctx, cancel := opContext(ctx, env.Opts.OpTimeout)
 			defer cancel()

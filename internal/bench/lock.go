@@ -30,7 +30,7 @@ type lockWorker struct {
 }
 
 func (lockWorkload) NewWorker(i int, env *Env) (Worker, error) {
-	w := &lockWorker{lease: dkvpb.NewLeaseClient(env.Conn(i)), lock: dkvpb.NewLockClient(env.Conn(i)), owner: fmt.Sprintf("bench-%d-%d", env.Opts.Seed, i)}
+	w := &lockWorker{lease: dkvpb.NewLeaseClient(env.WriteConn(i)), lock: dkvpb.NewLockClient(env.WriteConn(i)), owner: fmt.Sprintf("bench-%d-%d", env.Opts.Seed, i)}
 	ctx, cancel := opContext(context.Background(), env.Opts.OpTimeout)
 	defer cancel()
 	g, err := w.lease.Grant(ctx, &dkvpb.LeaseGrantRequest{TtlMs: lockLeaseTTLMs})

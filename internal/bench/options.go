@@ -31,6 +31,16 @@ type Options struct {
 	// Endpoints are gRPC client addresses; connections are spread over
 	// them round-robin. Default 127.0.0.1:7861.
 	Endpoints []string
+	// Route is RouteLeader (the default: writes and keep-alive streams
+	// over Conns connections to the leader found at setup, reads spread
+	// over Endpoints, as DKV's Go client routes) or RouteSpread (every
+	// request over the spread connections; followers forward writes, as
+	// with etcd's clientv3). A leader that cannot be found means spread,
+	// said on Warn.
+	Route string
+	// Warn receives notices about the run's setup, such as a fallback
+	// from RouteLeader to spreading (nil: none).
+	Warn io.Writer
 	// Clients is the number of concurrent workers (default 64). Conns is
 	// the number of gRPC connections they share round-robin (default 8,
 	// at most Clients).
@@ -88,6 +98,9 @@ func (o *Options) EnsureDefaults() {
 	if len(o.Endpoints) == 0 {
 		o.Endpoints = []string{"127.0.0.1:7861"}
 	}
+	if o.Route == "" {
+		o.Route = RouteLeader
+	}
 	if o.Clients == 0 {
 		o.Clients = 64
 	}
@@ -124,6 +137,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("unknown workload %q (have %v)", o.Workload, WorkloadNames())
 	}
 	switch {
+	case o.Route != RouteLeader && o.Route != RouteSpread:
+		return fmt.Errorf("route must be %q or %q, got %q", RouteLeader, RouteSpread, o.Route)
 	case o.Clients < 1:
 		return fmt.Errorf("clients must be >= 1, got %d", o.Clients)
 	case o.Conns < 1:
@@ -200,15 +215,34 @@ func WorkloadDoc(name string) string { return registry[name].doc }
 
 // Env is what workloads see of the run: the options and the connections.
 type Env struct {
-	Opts  *Options
-	conns []*grpc.ClientConn
+	Opts *Options
+	// conns are spread over the endpoints; writes are to the leader
+	// (RouteLeader) or the same as conns.
+	conns, writes []*grpc.ClientConn
+	// route is the routing used (RouteSpread when the leader was not
+	// found), leader the leader's endpoint with RouteLeader.
+	route, leader string
 }
 
-// Conn is the connection client i uses (shared round-robin).
+// Conn is the connection client i reads on (shared round-robin, spread
+// over the endpoints).
 func (e *Env) Conn(i int) *grpc.ClientConn { return e.conns[i%len(e.conns)] }
 
-// KV is the KV client over Conn(i).
+// WriteConn is the connection client i sends writes on: to the leader
+// with RouteLeader, else Conn(i). Lease keep-alive streams use it too,
+// since every renewal is a raft proposal on the leader.
+func (e *Env) WriteConn(i int) *grpc.ClientConn {
+	if len(e.writes) == 0 {
+		return e.Conn(i)
+	}
+	return e.writes[i%len(e.writes)]
+}
+
+// KV is the KV client over Conn(i), for reads.
 func (e *Env) KV(i int) dkvpb.KVClient { return dkvpb.NewKVClient(e.Conn(i)) }
+
+// WriteKV is the KV client over WriteConn(i), for writes.
+func (e *Env) WriteKV(i int) dkvpb.KVClient { return dkvpb.NewKVClient(e.WriteConn(i)) }
 
 // Rand is a random source for client i, reproducible from Opts.Seed.
 func (e *Env) Rand(i int) *rand.Rand {
@@ -238,13 +272,17 @@ func appendKey(b []byte, prefix string, n int) []byte {
 	return append(b, s...)
 }
 
-func dialAll(ctx context.Context, o *Options) ([]*grpc.ClientConn, error) {
-	dial := o.Dial
-	if dial == nil {
-		dial = func(_ context.Context, ep string) (*grpc.ClientConn, error) {
-			return grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		}
+func dialFunc(o *Options) func(context.Context, string) (*grpc.ClientConn, error) {
+	if o.Dial != nil {
+		return o.Dial
 	}
+	return func(_ context.Context, ep string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+}
+
+func dialAll(ctx context.Context, o *Options) ([]*grpc.ClientConn, error) {
+	dial := dialFunc(o)
 	conns := make([]*grpc.ClientConn, o.Conns)
 	for i := range conns {
 		c, err := dial(ctx, o.Endpoints[i%len(o.Endpoints)])
@@ -275,7 +313,18 @@ func Bench(ctx context.Context, o Options) (*Result, error) {
 			c.Close()
 		}
 	}()
-	env := &Env{Opts: &o, conns: conns}
+	writes, route, leader, err := dialWrites(ctx, &o, dialFunc(&o), conns)
+	if err != nil {
+		return nil, err
+	}
+	if route == RouteLeader {
+		defer func() {
+			for _, c := range writes {
+				c.Close()
+			}
+		}()
+	}
+	env := &Env{Opts: &o, conns: conns, writes: writes, route: route, leader: leader}
 	if err := wl.Setup(ctx, env); err != nil {
 		return nil, fmt.Errorf("%s setup: %w", o.Workload, err)
 	}
@@ -297,6 +346,7 @@ func Bench(ctx context.Context, o Options) (*Result, error) {
 	})
 	if res != nil {
 		res.Conns = o.Conns
+		res.Route = route
 		res.Params = map[string]any{
 			"keys":       o.Keys,
 			"value_size": o.ValueSize,
@@ -314,6 +364,12 @@ func Bench(ctx context.Context, o Options) (*Result, error) {
 			if o.QueueAckClaim {
 				res.Params["queue_ack_claim"] = true
 			}
+		}
+		if leader != "" {
+			res.Params["leader"] = leader
+		}
+		if route != o.Route {
+			res.Params["route_requested"] = o.Route
 		}
 		if o.Serializable {
 			res.Params["serializable"] = true

@@ -34,14 +34,14 @@ type queueWorkload struct {
 func (w *queueWorkload) Setup(ctx context.Context, env *Env) error {
 	// Start from an empty queue, so leftovers of an earlier run do not
 	// count as claim latency.
-	c := client.NewFromConn(env.Conn(0), nil)
+	c := client.NewFromConn(env.WriteConn(0), nil)
 	_, err := c.Delete(ctx, recipe.QueuePrefix(queueName), client.WithPrefix())
 	w.start, w.window = time.Now(), env.Opts.Duration
 	return err
 }
 
 func (w *queueWorkload) NewWorker(i int, env *Env) (Worker, error) {
-	q, err := recipe.NewQueue(client.NewFromConn(env.Conn(i), nil), queueName)
+	q, err := recipe.NewQueue(client.NewFromConn(env.WriteConn(i), nil), queueName)
 	if err != nil {
 		return nil, err
 	}

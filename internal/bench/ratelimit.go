@@ -15,7 +15,7 @@ type rateLimitWorkload struct{}
 func (rateLimitWorkload) Setup(context.Context, *Env) error { return nil }
 
 func (rateLimitWorkload) NewWorker(i int, env *Env) (Worker, error) {
-	rl, r := dkvpb.NewRateLimitClient(env.Conn(i)), env.Rand(i)
+	rl, r := dkvpb.NewRateLimitClient(env.WriteConn(i)), env.Rand(i)
 	limit, burst := env.Opts.RateLimit, env.Opts.RateBurst
 	if limit <= 0 {
 		limit = 1_000_000

@@ -113,7 +113,7 @@ func (w *watchWorkload) Setup(ctx context.Context, env *Env) error {
 // NewWorker is one writer: each op puts a value carrying its send time to
 // a random key under the prefix.
 func (w *watchWorkload) NewWorker(i int, env *Env) (Worker, error) {
-	kv, r := env.KV(i), env.Rand(i)
+	kv, r := env.WriteKV(i), env.Rand(i)
 	filler := env.Value(r)
 	prefix := WatchPrefix(env.Opts)
 	return WorkerFunc(func(ctx context.Context) error {

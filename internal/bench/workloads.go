@@ -24,7 +24,7 @@ type putWorkload struct{}
 func (putWorkload) Setup(context.Context, *Env) error { return nil }
 
 func (putWorkload) NewWorker(i int, env *Env) (Worker, error) {
-	kv, r := env.KV(i), env.Rand(i)
+	kv, r := env.WriteKV(i), env.Rand(i)
 	val := env.Value(r)
 	return WorkerFunc(func(ctx context.Context) error {
 		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: env.Key(r.IntN(env.Opts.Keys)), Value: val})
@@ -49,7 +49,7 @@ type mixedWorkload struct{}
 func (mixedWorkload) Setup(ctx context.Context, env *Env) error { return preload(ctx, env) }
 
 func (mixedWorkload) NewWorker(i int, env *Env) (Worker, error) {
-	kv, r := env.KV(i), env.Rand(i)
+	kv, wkv, r := env.KV(i), env.WriteKV(i), env.Rand(i)
 	val := env.Value(r)
 	return WorkerFunc(func(ctx context.Context) error {
 		key := env.Key(r.IntN(env.Opts.Keys))
@@ -57,7 +57,7 @@ func (mixedWorkload) NewWorker(i int, env *Env) (Worker, error) {
 			_, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: key, Serializable: env.Opts.Serializable})
 			return err
 		}
-		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: key, Value: val})
+		_, err := wkv.Put(ctx, &dkvpb.PutRequest{Key: key, Value: val})
 		return err
 	}), nil
 }
@@ -71,7 +71,7 @@ type txnWorkload struct{}
 func (txnWorkload) Setup(context.Context, *Env) error { return nil }
 
 func (txnWorkload) NewWorker(i int, env *Env) (Worker, error) {
-	kv, r := env.KV(i), env.Rand(i)
+	kv, wkv, r := env.KV(i), env.WriteKV(i), env.Rand(i)
 	val := env.Value(r)
 	return WorkerFunc(func(ctx context.Context) error {
 		key := env.Key(r.IntN(env.Opts.Keys))
@@ -83,7 +83,7 @@ func (txnWorkload) NewWorker(i int, env *Env) (Worker, error) {
 		if len(got.Kvs) > 0 {
 			version = got.Kvs[0].Version
 		}
-		resp, err := kv.Txn(ctx, &dkvpb.TxnRequest{
+		resp, err := wkv.Txn(ctx, &dkvpb.TxnRequest{
 			Compare: []*dkvpb.Compare{{
 				Key:         key,
 				Target:      dkvpb.Compare_VERSION,
@@ -111,7 +111,7 @@ func (counterWorkload) Setup(context.Context, *Env) error { return nil }
 func CounterPrefix(o *Options) string { return o.KeyPrefix + "counter/" }
 
 func (counterWorkload) NewWorker(i int, env *Env) (Worker, error) {
-	kv, r := env.KV(i), env.Rand(i)
+	kv, r := env.WriteKV(i), env.Rand(i)
 	prefix := CounterPrefix(env.Opts)
 	return WorkerFunc(func(ctx context.Context) error {
 		_, err := kv.Counter(ctx, &dkvpb.CounterRequest{Key: appendKey(nil, prefix, r.IntN(env.Opts.Keys)), Delta: 1})
@@ -145,7 +145,7 @@ func preload(ctx context.Context, env *Env) error {
 	per := max(1, min(preloadBatch, preloadBatchBytes/max(1, env.Opts.ValueSize)))
 	batches := (env.Opts.Keys + per - 1) / per
 	return fanOut(ctx, batches, min(env.Opts.Clients, 64), true, func(w int) func(context.Context, int) error {
-		kv, val := env.KV(w), env.Value(env.Rand(w))
+		kv, val := env.WriteKV(w), env.Value(env.Rand(w))
 		return func(ctx context.Context, j int) error {
 			lo, hi := j*per, min((j+1)*per, env.Opts.Keys)
 			txn := &dkvpb.TxnRequest{Success: make([]*dkvpb.RequestOp, 0, hi-lo)}

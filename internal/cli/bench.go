@@ -38,6 +38,18 @@ first write every key once unless the key space is already full
 (--no-preload skips that). Run against a test cluster: put, mixed, txn and
 counter overwrite keys under the prefix.
 
+--route leader (the default) asks the endpoints at setup which member
+leads and sends every write (put, delete, txn, counter, lock, lease grant
+and revoke, queue and rate-limit calls) and every lease keep-alive stream
+over --conns connections to it, as DKV's Go client does once it knows the
+leader; reads and watch streams stay spread over the endpoints. --route
+spread spreads every connection over the endpoints round-robin, so writes
+that reach a follower are forwarded by it to the leader: what etcd's
+clientv3 does (each client talks to one member). If the leader cannot be
+found the run spreads and says so on stderr; the output's route line and
+the JSON "route" field say which routing was used. A leader change during
+the run is not followed: writes keep going to the old leader.
+
 lease-keepalive grants --keys leases, renews each client's share over one
 KeepAlive stream per client (an op = one acknowledged keep-alive), then
 revokes them. watch creates --watchers watches on <prefix>watch/ and runs
@@ -53,6 +65,7 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&o.Clients, "clients", 64, "concurrent clients (goroutines)")
 	pf.IntVar(&o.Conns, "conns", 8, "gRPC connections shared round-robin by the clients")
+	pf.StringVar(&o.Route, "route", bench.RouteLeader, "leader: writes and lease keep-alive streams go to the leader (found at setup), reads and watches spread, as DKV's Go client routes; spread: every connection spread over the endpoints, followers forward writes (what etcd's clientv3 does)")
 	pf.DurationVar(&duration, "duration", 10*time.Second, "how long to run (ignored with --total unless also given)")
 	pf.Int64Var(&o.Total, "total", 0, "stop after this many ops")
 	pf.Float64Var(&o.Rate, "rate", 0, "cap on ops/s across all clients (0: unlimited)")
@@ -94,6 +107,10 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 				if o.Duration == 0 && o.Total == 0 {
 					return usagef("set --duration or --total")
 				}
+				if o.Route != bench.RouteLeader && o.Route != bench.RouteSpread {
+					return usagef("--route must be leader or spread, got %q", o.Route)
+				}
+				o.Warn = a.stderr
 				if !quiet {
 					o.Progress = a.stderr
 				}

@@ -17,6 +17,11 @@ type Result struct {
 	System   string `json:"system,omitempty"`
 	Clients  int    `json:"clients"`
 	Conns    int    `json:"conns,omitempty"`
+	// Route is how the requests were routed over the cluster's members:
+	// "leader" (writes and lease keep-alive streams to the leader, reads
+	// spread) or "spread" (everything spread; followers forward writes).
+	// Empty for systems without the choice.
+	Route string `json:"route,omitempty"`
 	// Params records the workload's settings (keys, value size, ...).
 	Params map[string]any `json:"params,omitempty"`
 	// Elapsed is from the first op's start to the last worker's stop.
@@ -121,6 +126,11 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // WriteText writes r as one table.
 func (r *Result) WriteText(w io.Writer) error {
+	if r.Route != "" {
+		if _, err := fmt.Fprintf(w, "route: %s\n", routeText(r)); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKLOAD\tCLIENTS\tOPS\tOPS/S\tP50\tP90\tP99\tP99.9\tMAX\tERRORS")
 	fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\n",
@@ -144,6 +154,25 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// routeText describes r.Route for the text output's header.
+func routeText(r *Result) string {
+	s := r.Route
+	switch r.Route {
+	case "leader":
+		s += " (writes and lease keep-alive streams to the leader"
+		if l, ok := r.Params["leader"].(string); ok && l != "" {
+			s += " " + l
+		}
+		s += "; reads and watches spread over the endpoints)"
+	case "spread":
+		s += " (every connection spread over the endpoints; followers forward writes to the leader)"
+		if req, ok := r.Params["route_requested"].(string); ok && req != r.Route {
+			s += "; " + req + " was asked for but the leader could not be found"
+		}
+	}
+	return s
 }
 
 func (r *Result) errorsString() string {

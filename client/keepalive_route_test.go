@@ -1,0 +1,113 @@
+package client_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/tests"
+)
+
+// memberProposals is a member's dkv_proposals_total from its /metrics:
+// proposals made on that member. A keep-alive renewal is proposed by the
+// member its stream is on; on a follower, raft forwards it.
+func memberProposals(t *testing.T, nd *tests.Node) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + nd.Srv.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "dkv_proposals_total "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s: no dkv_proposals_total in /metrics", nd.Name)
+	return 0
+}
+
+// A client given every member opens its lease keep-alive stream on the
+// leader once it knows it, so the followers propose none of the renewals.
+// Several clients, each with its own stream: spread round-robin as
+// before, the chance that every stream lands on the leader is (1/3)^6.
+func TestKeepAliveStreamGoesToTheLeader(t *testing.T) {
+	c := tests.NewClusterEach(t, 3, server.Config{}, func(nd *tests.Node) { nd.Cfg.HTTPAddr = tests.FreeAddr(t) })
+	c.WaitLeader()
+	var eps []string
+	for _, nd := range c.Nodes {
+		eps = append(eps, nd.Srv.ClientAddr())
+	}
+	// Each member proposes its client URL once ready: wait for those, so
+	// that the proposals counted below are the renewals.
+	c.Eventually(20*time.Second, "every member's client URL in the member list", func() bool {
+		ml, err := c.Nodes[0].Cluster.MemberList(context.Background(), &dkvpb.MemberListRequest{Linearizable: true})
+		if err != nil || len(ml.GetMembers()) != 3 {
+			return false
+		}
+		for _, m := range ml.GetMembers() {
+			if m.GetClientUrl() == "" {
+				return false
+			}
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var clients []*client.Client
+	for range 6 {
+		cl, err := client.New(ctx, client.Config{Endpoints: eps, AutoSyncInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		// Busy, the client probes the members and learns the leader.
+		tests.Eventually(t, 20*time.Second, "the client to learn the leader", func() bool {
+			if _, err := cl.Put(ctx, "warm", []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			return client.LeaderKnown(cl)
+		})
+		clients = append(clients, cl)
+	}
+	before := map[string]float64{}
+	for _, nd := range c.Nodes {
+		before[nd.Name] = memberProposals(t, nd)
+	}
+	for _, cl := range clients {
+		g, err := cl.Grant(ctx, 1500*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.KeepAlive(ctx, g.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each stream renews its lease at once and then every 500ms: wait for
+	// the grants and a few rounds of renewals, wherever they are proposed.
+	tests.Eventually(t, 20*time.Second, "renewals", func() bool {
+		var n float64
+		for _, nd := range c.Nodes {
+			n += memberProposals(t, nd) - before[nd.Name]
+		}
+		return n >= 6+3*6
+	})
+	for _, nd := range c.Followers() {
+		if n := memberProposals(t, nd) - before[nd.Name]; n != 0 {
+			t.Errorf("follower %s made %v proposals: keep-alive renewals went through it", nd.Name, n)
+		}
+	}
+}
