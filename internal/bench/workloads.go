@@ -9,6 +9,8 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func init() {
@@ -127,7 +129,9 @@ func preload(ctx context.Context, env *Env) error {
 		return nil
 	}
 	kv := env.KV(0)
-	rctx, cancel := opContext(ctx, env.Opts.OpTimeout)
+	// Counting millions of keys takes the server a while: the count gets
+	// at least preloadCountTimeout, not one op's timeout.
+	rctx, cancel := opContext(ctx, max(env.Opts.OpTimeout, preloadCountTimeout))
 	got, err := kv.Range(rctx, &dkvpb.RangeRequest{Key: env.Key(0), RangeEnd: env.Key(env.Opts.Keys), CountOnly: true})
 	cancel()
 	if err != nil {
@@ -153,12 +157,41 @@ func preload(ctx context.Context, env *Env) error {
 				txn.Success = append(txn.Success, &dkvpb.RequestOp{Request: &dkvpb.RequestOp_RequestPut{
 					RequestPut: &dkvpb.PutRequest{Key: env.Key(k), Value: val}}})
 			}
-			rctx, cancel := opContext(ctx, env.Opts.OpTimeout)
-			defer cancel()
-			_, err := kv.Txn(rctx, txn)
-			return err
+			return preloadTxn(ctx, env.Opts.OpTimeout, func(ctx context.Context) error {
+				_, err := kv.Txn(ctx, txn)
+				return err
+			})
 		}
 	})
+}
+
+// preloadTxn runs one preload txn, trying again when it may not have
+// applied (the member was unavailable, the call timed out, or the leader
+// changed under it): a preload puts fixed values, so applying one twice
+// changes nothing the run measures, and a leader change during a
+// minutes-long preload of millions of keys should not end the run.
+func preloadTxn(ctx context.Context, timeout time.Duration, txn func(context.Context) error) error {
+	var err error
+	for attempt := 0; attempt < preloadAttempts; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		rctx, cancel := opContext(ctx, timeout)
+		err = txn(rctx)
+		cancel()
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded:
+			if ctx.Err() == nil {
+				continue
+			}
+		}
+		return err
+	}
+	return fmt.Errorf("preload txn failed %d times: %w", preloadAttempts, err)
 }
 
 // The preload's txn size: within the server's default --max-txn-ops
@@ -166,6 +199,9 @@ func preload(ctx context.Context, env *Env) error {
 const (
 	preloadBatch      = 100
 	preloadBatchBytes = 512 << 10
+
+	preloadAttempts     = 5
+	preloadCountTimeout = 2 * time.Minute
 )
 
 // fanOut runs an operation for every j in [0, n) on up to workers
