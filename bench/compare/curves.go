@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -392,6 +393,12 @@ func plotCurve(path string, d curveDef, c config, ms []measurement, metrics []me
 		p.X.Label.Text = d.xLabel()
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+		// The x range is the curve's, fixed: a panel whose points all
+		// failed still has a valid log axis (gonum panics on 0).
+		p.X.Min, p.X.Max = float64(slices.Min(xs)), float64(slices.Max(xs))
+		if p.X.Max <= p.X.Min {
+			p.X.Max = 2 * p.X.Min
+		}
 		p.Legend.Top = true
 		p.Legend.Left = true
 		p.Add(plotter.NewGrid())

@@ -272,3 +272,27 @@ func TestReportStatesRouting(t *testing.T) {
 		t.Errorf("-dkv-route spread report does not say so:\n%s", md)
 	}
 }
+
+// A curve whose every point failed (a preload that died) still gets its
+// PNG and table, with gaps: it used to panic in gonum's log axis.
+func TestWriteCurvesAllPointsFailed(t *testing.T) {
+	c := testConfig()
+	c.curves = []string{"get"}
+	var ms []measurement
+	for _, w := range c.curvePoints() {
+		for _, sys := range curveSystems {
+			ms = append(ms, measurement{Workload: w.name, Curve: w.curve, X: w.x, System: sys, Err: "preload: exit status 1"})
+		}
+	}
+	dir := t.TempDir()
+	if err := writeCurves(c, machine{}, dir, ms); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "get.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+		t.Errorf("get.png: %v", err)
+	}
+}
