@@ -99,7 +99,7 @@
 //     (Writer.get: a put's previous record, conditions, compares, counter,
 //     lease revoke, queue markers); Range, scans and client reads never
 //     do. It is bounded: at most 64 Ki entries and 32 MiB of keys, values
-//     and labels (64 bytes of bookkeeping counted per entry); a record
+//     and labels (160 bytes of bookkeeping counted per entry); a record
 //     whose value and labels exceed 1 KiB is not cached. A clock evicts.
 //     It is cleared wholesale by Reload (snapshot install; Open starts
 //     empty) and when a Writer begins on an empty batch after cache changes

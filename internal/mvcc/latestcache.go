@@ -50,7 +50,7 @@ const (
 	defaultCacheEntries     = 64 << 10
 	defaultCacheBytes       = 32 << 20
 	defaultCacheRecordBytes = 1 << 10
-	cacheSlotOverhead       = 64 // map and slot bookkeeping, counted per entry
+	cacheSlotOverhead       = 160 // map and slot bookkeeping, counted per entry (about what they take)
 )
 
 func newLatestCache(entries, bytes, recordBytes int) *latestCache {
