@@ -93,8 +93,6 @@ func newMetrics(s *Server) *metrics {
 	counter("raft_leader_changes_total", "Leader changes seen by this member.", func() float64 { return float64(n.Stats().LeaderChanges.Load()) })
 	gauge("mvcc_revision", "Current store revision.", func() float64 { return float64(s.kv.Revision()) })
 	gauge("mvcc_compact_revision", "Revision below which history is compacted.", func() float64 { return float64(s.kv.CompactRevision()) })
-	counter("mvcc_latest_cache_hits_total", "Apply-time reads of a key's latest record answered from the latest-record cache.", func() float64 { h, _ := s.kv.LatestCacheStats(); return float64(h) })
-	counter("mvcc_latest_cache_misses_total", "Apply-time reads of a key's latest record that went to Pebble.", func() float64 { _, m := s.kv.LatestCacheStats(); return float64(m) })
 	gauge("db_size_bytes", "Pebble disk space used.", func() float64 { return float64(s.dbSize()) })
 	counter("disk_full_total", "Writes that met ENOSPC; each released the ballast file (if any) and was retried.", func() float64 { return float64(s.diskFulls.Load()) })
 	gauge("nospace_alarms", "Members whose NOSPACE alarm is raised; while above 0 the cluster refuses writes that add data.", func() float64 { return float64(s.sm.Alarms().Count()) })

@@ -22,12 +22,9 @@ func BenchmarkApplyPut(b *testing.B) {
 			b.Fatal(res.Err)
 		}
 		if i%256 == 255 {
-			// As raftnode commits an applied batch.
-			h.s.BeginCommit()
 			if err := batch.Commit(pebble.NoSync); err != nil {
 				b.Fatal(err)
 			}
-			h.s.EndCommit()
 			batch.Close()
 			batch = h.db.NewIndexedBatch()
 		}

@@ -91,20 +91,4 @@
 //     setLease and deleteLease, and Open and Reload rebuild the copy, so
 //     a renewal, checkpoint, expiry or put with a lease decides from the
 //     same record a Pebble read would return.
-//   - Likewise the Store's latest-record cache (latestcache.go) holds, for
-//     each key it has, exactly the s/mk record (or its absence) the batch
-//     being applied holds: writePut and writeDelete, the only writers of
-//     s/mk, update it (a delete caches "absent"), and a miss of Writer.get
-//     reads the batch and fills it. Only apply-time point reads use it
-//     (Writer.get: a put's previous record, conditions, compares, counter,
-//     lease revoke, queue markers); Range, scans and client reads never
-//     do. It is bounded: at most 64 Ki entries and 32 MiB of keys, values
-//     and labels (160 bytes of bookkeeping counted per entry); a record
-//     whose value and labels exceed 1 KiB is not cached. A clock evicts.
-//     It is cleared wholesale by Reload (snapshot install; Open starts
-//     empty) and when a Writer begins on an empty batch after cache changes
-//     that no EndCommit confirmed (a batch dropped without a commit;
-//     raftnode never continues applying after one, it stops the node).
-//     No result depends on it, only the number of Pebble reads
-//     (LatestCacheStats counts hits and misses).
 package mvcc

@@ -399,10 +399,6 @@ func runModel(t *testing.T, seed int64, steps int) {
 	m := newModel()
 	g := &gen{rnd: rnd, m: m}
 	h := newHarness(t)
-	small := seed%2 == 1 // odd seeds: a tiny latest-record cache (latestcache_test.go)
-	if small {
-		h.s.cache = tinyCache()
-	}
 	fail := func(step int, format string, args ...any) {
 		t.Helper()
 		t.Fatalf("seed %d step %d: %s", seed, step, fmt.Sprintf(format, args...))
@@ -437,11 +433,9 @@ func runModel(t *testing.T, seed int64, steps int) {
 	b := h.db.NewIndexedBatch()
 	pending := 0
 	commit := func() {
-		h.s.BeginCommit()
 		if err := b.Commit(nil); err != nil {
 			t.Fatal(err)
 		}
-		h.s.EndCommit()
 		b.Close()
 		b = h.db.NewIndexedBatch()
 		pending = 0
@@ -477,9 +471,6 @@ func runModel(t *testing.T, seed int64, steps int) {
 			s, err := Open(h.db, Limits{})
 			if err != nil {
 				t.Fatal(err)
-			}
-			if small {
-				s.cache = tinyCache()
 			}
 			h.s = s
 		case 4:

@@ -101,11 +101,6 @@ type Store struct {
 	// covering its key without a Pebble read. A slice replaced, never
 	// modified, so readers may hold an old one.
 	indexes []IndexDef
-	// cache holds latest records for the apply goroutine's point reads
-	// (latestcache.go); latestReads counts the point reads that went to
-	// Pebble, for tests.
-	cache       *latestCache
-	latestReads uint64
 
 	// Scratch buffers, used by the apply goroutine only. Pebble copies keys
 	// and values on Set, so they can be reused across writes.
@@ -118,7 +113,7 @@ type Store struct {
 // Open reads the persisted revision and compact revision.
 func Open(r pebble.Reader, l Limits) (*Store, error) {
 	l.EnsureDefaults()
-	s := &Store{limits: l, cache: newLatestCache(defaultCacheEntries, defaultCacheBytes, defaultCacheRecordBytes)}
+	s := &Store{limits: l}
 	if err := s.Reload(r); err != nil {
 		return nil, err
 	}
@@ -129,7 +124,6 @@ func Open(r pebble.Reader, l Limits) (*Store, error) {
 // lease records from r
 // (after a snapshot is installed underneath).
 func (s *Store) Reload(r pebble.Reader) error {
-	s.cache.clear()
 	rev, comp, err := readCounters(r)
 	if err != nil {
 		return err
@@ -168,7 +162,6 @@ func (s *Store) BeginCommit() {
 
 // EndCommit is called once that batch is committed.
 func (s *Store) EndCommit() {
-	s.cache.dirty = false
 	s.committedRev.Store(s.rev.Load())
 	s.committedComp.Store(s.compact.Load())
 	if s.gen.Load()%2 == 1 {
@@ -284,11 +277,6 @@ type Writer struct {
 // Begin starts applying one command into b.
 // The Writer is valid until the next Begin.
 func (s *Store) Begin(b *pebble.Batch) *Writer {
-	if s.cache.dirty && b.Empty() {
-		// A new batch, and the last one changed the cache but was never
-		// committed (EndCommit): what the cache holds may not be stored.
-		s.cache.clear()
-	}
 	cur := s.rev.Load()
 	s.w = Writer{s: s, b: b, cur: cur, comp: s.compact.Load(), rev: cur + 1, changes: s.w.changes[:0]}
 	return &s.w
@@ -299,29 +287,10 @@ func (s *Store) Begin(b *pebble.Batch) *Writer {
 // replicated, never this member's clock: a lock grant records it.
 func (w *Writer) SetTime(unixNano int64) { w.now = unixNano }
 
-// get reads key's latest record as the batch holds it: from the cache,
-// or from Pebble, filling the cache.
 func (w *Writer) get(key []byte) (record, bool) {
-	s := w.s
-	if rec, live, ok := s.cache.get(key); ok {
-		return rec, live
-	}
-	s.latestReads++
-	v, c, err := w.b.Get(latestKey(s.kbuf[:0], key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		s.cache.set(key, nil, false)
-		return record{}, false
-	}
+	rec, ok, err := getLatest(w.b, w.s.kbuf[:0], key)
 	must(err)
-	defer c.Close()
-	var rec record
-	must(decodeLatest(v, &rec))
-	if stored, ok := s.cache.set(key, &rec, true); ok {
-		return stored, true
-	}
-	rec.value = append([]byte(nil), rec.value...)
-	rec.labels = append([]byte(nil), rec.labels...)
-	return rec, true
+	return rec, ok
 }
 
 // Finish writes the change log and the revision if the command changed
@@ -351,7 +320,6 @@ func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	s.kbuf = latestKey(s.kbuf, key)
 	s.vbuf = appendLatest(s.vbuf[:0], rec)
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
-	s.cache.set(key, rec, true)
 	s.queueFloorNote(key)
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	s.vbuf = appendHistPut(s.vbuf[:0], rec)
@@ -388,7 +356,6 @@ func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	s := w.s
 	s.kbuf = latestKey(s.kbuf, key)
 	must(w.b.Delete(s.kbuf, nil))
-	s.cache.set(key, nil, false)
 	w.queueFloorNoteMarker(key)
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	must(w.b.Set(s.kbuf, tombstoneValue, nil))
