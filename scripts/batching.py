@@ -13,6 +13,8 @@ its CPU time (/proc/PID/stat, utime+stime), then prints one table row per
     send (dkv_raft_loop_send_seconds), apply hand-off
     (dkv_raft_loop_apply_handoff_seconds); and the apply goroutine's busy
     share (dkv_apply_seconds)
+  - the mean synced raft write, apply batch and proposal (hand-off to
+    applied result, on the member that proposed)
   - the member's CPU-ms per 10,000 ops
 
 Usage:
@@ -33,6 +35,7 @@ NAMES = {
     "send": "dkv_raft_loop_send_seconds",
     "handoff": "dkv_raft_loop_apply_handoff_seconds",
     "applys": "dkv_apply_seconds",
+    "prop": "dkv_proposal_seconds",
 }
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -99,8 +102,8 @@ def main():
     https = a.http.split(",")
     pids = [int(p) for p in a.pids.split(",")]
     names = a.names.split(",") if a.names else ["m%d" % (i + 1) for i in range(len(pids))]
-    print("| clients | ops/s | p50 | p99 | member | entries/fsync mean, p50, p99 | fsyncs/s | entries/apply batch mean, p50, p99 | loop: persist | step | send | apply hand-off | apply goroutine busy | CPU-ms per 10k ops |")
-    print("|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("| clients | ops/s | p50 | p99 | member | entries/fsync mean, p50, p99 | fsyncs/s | entries/apply batch mean, p50, p99 | loop: persist | step | send | apply hand-off | apply goroutine busy | mean synced write | mean apply batch | mean proposal | CPU-ms per 10k ops |")
+    print("|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for c in [int(x) for x in a.clients.split(",")]:
         before = [scrape(h) for h in https]
         cpu0 = [cpu_ms(p) for p in pids]
@@ -126,11 +129,15 @@ def main():
                 _, s, _ = hist(b, f, NAMES[k])
                 share[k] = "%.0f%%" % (100 * s / wall)
             cpu10k = (cpu1[i] - cpu0[i]) * 10000 / ops if ops else float("nan")
+            means = []
+            for k in ("persist", "applys", "prop"):
+                n, t, _ = hist(b, f, NAMES[k])
+                means.append("%.2f ms" % (1000 * t / n) if n else "-")
             row = [str(c), "%.0f" % rate if i == 0 else "", str(p50) if i == 0 else "", str(p99) if i == 0 else "", names[i],
                    "%s, %s, %s" % (fmt(ss / sc if sc else float("nan")), fmt(quantile(sb, sc, .5)), fmt(quantile(sb, sc, .99))),
                    "%.0f" % (sc / wall),
                    "%s, %s, %s" % (fmt(as_ / ac if ac else float("nan")), fmt(quantile(ab, ac, .5)), fmt(quantile(ab, ac, .99))),
-                   share["persist"], share["step"], share["send"], share["handoff"], share["applys"], "%.0f" % cpu10k]
+                   share["persist"], share["step"], share["send"], share["handoff"], share["applys"]] + means + ["%.0f" % cpu10k]
             print("| " + " | ".join(row) + " |")
         sys.stdout.flush()
 
