@@ -42,7 +42,9 @@
 //     start, in revision order, each exactly once; the events of one
 //     revision are in one item (one response, or consecutive fragments).
 //   - Catch-up only reads revisions <= Hub.rev, which are committed to
-//     Pebble before Publish is called.
+//     Pebble before Publish is called, and never reads while a raft
+//     snapshot is being installed (keys.SnapshotInstalling is set): the
+//     state is then half replaced, and a read would skip revisions.
 //   - Each event is encoded once (per prev_kv variant) however many
 //     watchers receive it; responses carry the encoded bytes.
 package watch

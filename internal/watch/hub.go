@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keys"
 	"github.com/dkv-io/dkv/internal/mvcc"
 )
 
@@ -110,7 +111,7 @@ type Hub struct {
 	wg        sync.WaitGroup
 
 	// Stats, for tests and metrics.
-	gaps, catchUps, compactCancels atomic.Int64
+	gaps, catchUps, compactCancels, installWaits atomic.Int64
 }
 
 // New returns a running hub whose fan-out starts after revision rev (the
@@ -147,11 +148,12 @@ type Stats struct {
 	Gaps           int64 // hand-overs whose events were dropped
 	CatchUps       int64 // catch-up reads
 	CompactCancels int64 // watchers cancelled because they fell behind compaction
+	InstallWaits   int64 // catch-up passes that found a raft snapshot being installed and waited
 }
 
 // Stats returns the hub's counters.
 func (h *Hub) Stats() Stats {
-	return Stats{Watchers: h.nwatchers.Load(), Gaps: h.gaps.Load(), CatchUps: h.catchUps.Load(), CompactCancels: h.compactCancels.Load()}
+	return Stats{Watchers: h.nwatchers.Load(), Gaps: h.gaps.Load(), CatchUps: h.catchUps.Load(), CompactCancels: h.compactCancels.Load(), InstallWaits: h.installWaits.Load()}
 }
 
 // Rev is the revision the fan-out has reached.
@@ -407,6 +409,20 @@ func (h *Hub) catchUpPass() bool {
 	}
 	snap := h.db.NewSnapshot()
 	defer snap.Close()
+	if installing(snap) {
+		// A raft snapshot is being installed: the state is half replaced
+		// (the old one deleted, the new one partly written, in several
+		// batches), so history and change log may lack revisions that
+		// exist. A read now would move watchers past them and lose their
+		// events. Wait until the install's last batch, which clears the
+		// marker atomically with the rest of the new state.
+		h.installWaits.Add(1)
+		select {
+		case <-h.stop:
+		case <-time.After(installPoll):
+		}
+		return true
+	}
 	_, comp, err := mvcc.Counters(snap)
 	if err != nil {
 		h.cfg.Logger.Error("watch catch-up: reading counters", "err", err)
@@ -555,4 +571,20 @@ func (w *Watcher) contains(key []byte) bool {
 		return bytes.Equal(key, w.key)
 	}
 	return bytes.Compare(key, w.key) >= 0 && (w.end == nil || bytes.Compare(key, w.end) < 0)
+}
+
+// installPoll is how often catch-up looks again while a raft snapshot is
+// being installed.
+const installPoll = 10 * time.Millisecond
+
+// installing reports whether r shows a raft snapshot install under way
+// (package storage sets the marker, synced, before it touches the state
+// and deletes it in the batch that writes the last of the new state).
+func installing(r pebble.Reader) bool {
+	_, c, err := r.Get(keys.SnapshotInstalling)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
