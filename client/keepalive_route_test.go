@@ -1,11 +1,7 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,31 +10,6 @@ import (
 	"github.com/dkv-io/dkv/server"
 	"github.com/dkv-io/dkv/tests"
 )
-
-// memberProposals is a member's dkv_proposals_total from its /metrics:
-// proposals made on that member. A keep-alive renewal is proposed by the
-// member its stream is on; on a follower, raft forwards it.
-func memberProposals(t *testing.T, nd *tests.Node) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + nd.Srv.HTTPAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "dkv_proposals_total "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("%s: no dkv_proposals_total in /metrics", nd.Name)
-	return 0
-}
 
 // A client given every member opens its lease keep-alive stream on the
 // leader once it knows it, so the followers propose none of the renewals.
@@ -85,7 +56,7 @@ func TestKeepAliveStreamGoesToTheLeader(t *testing.T) {
 	}
 	before := map[string]float64{}
 	for _, nd := range c.Nodes {
-		before[nd.Name] = memberProposals(t, nd)
+		before[nd.Name] = nd.Metric(t, "dkv_proposals_total")
 	}
 	for _, cl := range clients {
 		g, err := cl.Grant(ctx, 1500*time.Millisecond)
@@ -101,12 +72,12 @@ func TestKeepAliveStreamGoesToTheLeader(t *testing.T) {
 	tests.Eventually(t, 20*time.Second, "renewals", func() bool {
 		var n float64
 		for _, nd := range c.Nodes {
-			n += memberProposals(t, nd) - before[nd.Name]
+			n += nd.Metric(t, "dkv_proposals_total") - before[nd.Name]
 		}
 		return n >= 6+3*6
 	})
 	for _, nd := range c.Followers() {
-		if n := memberProposals(t, nd) - before[nd.Name]; n != 0 {
+		if n := nd.Metric(t, "dkv_proposals_total") - before[nd.Name]; n != 0 {
 			t.Errorf("follower %s made %v proposals: keep-alive renewals went through it", nd.Name, n)
 		}
 	}

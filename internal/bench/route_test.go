@@ -1,10 +1,7 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,31 +10,6 @@ import (
 	"github.com/dkv-io/dkv/server"
 	"github.com/dkv-io/dkv/tests"
 )
-
-// proposals is a member's dkv_proposals_total, read from its /metrics as
-// a monitoring system would: the proposals made on that member (a write
-// reaching a follower is proposed there and forwarded by raft).
-func proposals(t *testing.T, nd *tests.Node) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + nd.Srv.HTTPAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "dkv_proposals_total "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("%s: no dkv_proposals_total in /metrics", nd.Name)
-	return 0
-}
 
 func threeNodes(t *testing.T) (*tests.Cluster, []string) {
 	c := tests.NewClusterEach(t, 3, server.Config{}, func(nd *tests.Node) { nd.Cfg.HTTPAddr = tests.FreeAddr(t) })
@@ -70,7 +42,7 @@ func settled(t *testing.T, c *tests.Cluster) {
 func followerProposals(t *testing.T, c *tests.Cluster) map[string]float64 {
 	m := map[string]float64{}
 	for _, nd := range c.Followers() {
-		m[nd.Name] = proposals(t, nd)
+		m[nd.Name] = nd.Metric(t, "dkv_proposals_total")
 	}
 	return m
 }
@@ -123,12 +95,12 @@ func TestRouteLeaderFromAFollowerEndpoint(t *testing.T) {
 	c, _ := threeNodes(t)
 	leader := c.WaitLeader()
 	f := c.Followers()[0]
-	before := proposals(t, f)
+	before := f.Metric(t, "dkv_proposals_total")
 	res := run(t, Options{Workload: "put", Endpoints: []string{f.Srv.ClientAddr()}, Clients: 4, Total: 100, Keys: 10})
 	if res.OK != 100 || res.Route != RouteLeader || res.Params["leader"] != leader.Srv.AdvertisedClientAddr() {
 		t.Fatalf("ok=%d route=%q leader=%v, want 100 through %s", res.OK, res.Route, res.Params["leader"], leader.Srv.AdvertisedClientAddr())
 	}
-	if n := proposals(t, f) - before; n != 0 {
+	if n := f.Metric(t, "dkv_proposals_total") - before; n != 0 {
 		t.Fatalf("the follower made %v proposals", n)
 	}
 }
