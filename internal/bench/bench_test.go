@@ -219,6 +219,7 @@ func TestValidateRejectsBadOptions(t *testing.T) {
 		{Workload: "put", Clients: -1},
 		{Workload: "mixed", ReadRatio: 1.5},
 		{Workload: "put", Keys: -3},
+		{Workload: "put", Route: "leder"},
 	} {
 		o.EnsureDefaults()
 		if err := o.Validate(); err == nil {
