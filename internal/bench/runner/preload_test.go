@@ -1,0 +1,55 @@
+package runner
+
+import (
+	"context"
+	"testing"
+)
+
+// A preload cut off with batches [0, L) written and some of the next
+// PreloadWindow in flight resumes at or below L and never past it; a
+// key space with holes below the boundary (written some other way) is
+// preloaded from the start.
+func TestResumeFrom(t *testing.T) {
+	const batches = 1000
+	for _, tc := range []struct {
+		name    string
+		written func(j int) bool
+		// The resume point must lie in [lo, hi]: hi is the first batch
+		// not written, lo is hi less the window (the preload rewrites
+		// at most that many batches it had already written).
+		lo, hi int
+	}{
+		{"nothing written", func(int) bool { return false }, 0, 0},
+		{"first batches only", func(j int) bool { return j < 40 }, 0, 0},
+		{"cut off at 500, window ragged", func(j int) bool { return j < 500 || (j < 500+PreloadWindow && j%3 == 0) }, 500 - PreloadWindow, 500},
+		{"cut off at 700, window empty", func(j int) bool { return j < 700 }, 700 - PreloadWindow, 700 - PreloadWindow},
+		{"all but the last in-flight batch", func(j int) bool { return j != batches-1 }, batches - 1 - PreloadWindow, batches - 1 - PreloadWindow},
+		{"holes below the boundary", func(j int) bool { return j%2 == 0 || j < 10 }, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			present := func(_ context.Context, j int) (bool, error) { return tc.written(j), nil }
+			countBelow := func(_ context.Context, b int) (bool, error) {
+				for j := range b {
+					if !tc.written(j) {
+						return false, nil
+					}
+				}
+				return true, nil
+			}
+			got, err := ResumeFrom(context.Background(), batches, present, countBelow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Whatever the boundary found, every batch below the
+			// resume point must be written: nothing is skipped.
+			for j := range got {
+				if !tc.written(j) {
+					t.Fatalf("resumes at %d, but batch %d was never written", got, j)
+				}
+			}
+			if got < tc.lo || got > tc.hi {
+				t.Errorf("resumes at batch %d, want it in [%d, %d]", got, tc.lo, tc.hi)
+			}
+		})
+	}
+}
