@@ -138,6 +138,11 @@ type Config struct {
 	// it back under. 0 (the default) is no quota; the free-space reserve
 	// still applies.
 	QuotaBytes int64
+	// CacheBytes is the size of the storage engine's block cache (default
+	// DefaultCacheBytes; at least 1 MiB). A key space larger than it is
+	// read from the OS page cache or the disk, at a CPU cost per read and
+	// per write (a put reads the key's previous record).
+	CacheBytes int64
 	// SpaceReserveBytes is the free disk space below which this member
 	// raises the NOSPACE alarm (default 128 MiB; negative: off). It leaves
 	// room for what is in flight, deletes and compaction.
@@ -185,6 +190,7 @@ type Config struct {
 const (
 	DefaultSpaceReserveBytes = 128 << 20
 	DefaultBallastBytes      = 64 << 20
+	DefaultCacheBytes        = 256 << 20
 )
 
 // DefaultLeaseMaxClockDrift is the default Config.LeaseMaxClockDrift: 1 %,
@@ -245,6 +251,9 @@ func (c *Config) EnsureDefaults() {
 	if c.BallastBytes == 0 {
 		c.BallastBytes = DefaultBallastBytes
 	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
 	if c.SpaceCheckInterval == 0 {
 		c.SpaceCheckInterval = time.Second
 	}
@@ -292,6 +301,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QuotaBytes > 0 && c.QuotaBytes < 16<<20 {
 		return fmt.Errorf("quota bytes %d is below the 16 MiB minimum (an empty database already takes several MiB)", c.QuotaBytes)
+	}
+	if c.CacheBytes < 1<<20 {
+		return fmt.Errorf("cache bytes %d is below the 1 MiB minimum (0: the default, %d)", c.CacheBytes, DefaultCacheBytes)
 	}
 	if c.BackupDir != "" && (c.BackupInterval < time.Second || c.BackupKeep < 1) {
 		return fmt.Errorf("backup interval %v must be at least 1s and backup keep %d at least 1", c.BackupInterval, c.BackupKeep)

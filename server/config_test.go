@@ -46,6 +46,9 @@ func TestConfigInitialClusterChecks(t *testing.T) {
 		{Config{Name: "n1", PeerAddr: "0.0.0.0:7862", AdvertisePeerAddr: "n1:7862", InitialCluster: "n1=n1:7862,n2=n2:7862"}, ""},
 		{Config{Name: "n1", PeerAddr: "127.0.0.1:7862", InitialCluster: "n1=127.0.0.1:7862"}, ""},
 		{Config{RequestTimeout: -time.Second}, "request timeout -1s must not be negative"},
+		{Config{CacheBytes: 4096}, "cache bytes 4096 is below the 1 MiB minimum"},
+		{Config{CacheBytes: -1}, "cache bytes -1 is below the 1 MiB minimum"},
+		{Config{CacheBytes: 512 << 20}, ""},
 	} {
 		c := tc.cfg
 		c.EnsureDefaults()

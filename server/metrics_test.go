@@ -56,3 +56,32 @@ func TestMetricsExportRaftLoopHistograms(t *testing.T) {
 		t.Errorf("dkv_apply_batch_entries_sum = %v, want at least the %d puts", sum, puts)
 	}
 }
+
+// --cache-bytes reaches the storage engine: /metrics reports the block
+// cache at the configured size, or at the default when unset.
+func TestMetricsBlockCacheFollowsCacheBytes(t *testing.T) {
+	for _, tc := range []struct{ set, want int64 }{{0, DefaultCacheBytes}, {8 << 20, 8 << 20}} {
+		_, base, _ := startHTTPTestServer(t, Config{CacheBytes: tc.set})
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"dkv_block_cache_size_bytes", "dkv_block_cache_hits_total", "dkv_block_cache_misses_total"} {
+			if !regexp.MustCompile(`(?m)^` + name + ` \S+`).Match(body) {
+				t.Errorf("/metrics has no %s", name)
+			}
+		}
+		m := regexp.MustCompile(`(?m)^dkv_block_cache_capacity_bytes (\S+)`).FindSubmatch(body)
+		if m == nil {
+			t.Fatal("/metrics has no dkv_block_cache_capacity_bytes")
+		}
+		if got, _ := strconv.ParseFloat(string(m[1]), 64); got != float64(tc.want) {
+			t.Errorf("CacheBytes %d: dkv_block_cache_capacity_bytes = %v, want %d", tc.set, got, tc.want)
+		}
+	}
+}

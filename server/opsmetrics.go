@@ -18,6 +18,20 @@ func registerOpsMetrics(s *Server, reg *prometheus.Registry) {
 	gauge("quota_bytes", "The --quota-bytes this member enforces (0: no quota); compare with db_size_bytes.", func() float64 {
 		return float64(max(s.cfg.QuotaBytes, 0))
 	})
+	// The storage engine's block cache (--cache-bytes): a key space that
+	// outgrows it shows as misses rising against hits.
+	gauge("block_cache_capacity_bytes", "The storage engine's block cache size (--cache-bytes).", func() float64 {
+		return float64(s.store.BlockCache().CapacityBytes)
+	})
+	gauge("block_cache_size_bytes", "What the storage engine's block cache holds now.", func() float64 {
+		return float64(s.store.BlockCache().SizeBytes)
+	})
+	counter("block_cache_hits_total", "Block reads the storage engine's block cache served.", func() float64 {
+		return float64(s.store.BlockCache().Hits)
+	})
+	counter("block_cache_misses_total", "Block reads that missed the storage engine's block cache and went to the table files (the OS page cache or the disk).", func() float64 {
+		return float64(s.store.BlockCache().Misses)
+	})
 	gauge("watch_fanout_lag_revisions", "Revisions applied to the store but not yet fanned out to watchers on this member.", func() float64 {
 		if s.watchHub == nil {
 			return 0

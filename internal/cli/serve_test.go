@@ -65,3 +65,14 @@ func TestServeTLSFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// A block cache under the minimum is refused before anything starts,
+// with a message naming the limit.
+func TestServeCacheBytesTooSmall(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := Run([]string{"serve", "--data-dir", t.TempDir(), "--client-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0",
+		"--cache-bytes", "4096"}, nil, &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "cache bytes 4096 is below the 1 MiB minimum") {
+		t.Fatalf("serve --cache-bytes 4096: exit %d, stderr %q; want a usage error naming the 1 MiB minimum", code, stderr.String())
+	}
+}

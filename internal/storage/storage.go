@@ -43,7 +43,7 @@ type Options struct {
 	// NoSync skips fsync on raft log appends. Unsafe; tests and CPU
 	// benchmarks only.
 	NoSync bool
-	// CacheBytes is Pebble's block cache size (default 64 MiB).
+	// CacheBytes is Pebble's block cache size (default 256 MiB).
 	CacheBytes int64
 	// WitnessInterval is how often the durability witness is refreshed
 	// (default DefaultWitnessInterval). See witness.go.
@@ -71,11 +71,15 @@ type Options struct {
 type Storage struct {
 	*raft.MemoryStorage
 
-	db   *pebble.DB
-	dir  string
-	fs   vfs.FS // what Pebble writes through (ENOSPC-aware)
-	sync bool
-	log  *slog.Logger
+	db    *pebble.DB
+	cache *pebble.Cache // the DB's block cache; the DB holds a reference
+	// cacheMu guards reading cache's stats against Close releasing it.
+	cacheMu     sync.RWMutex
+	cacheClosed bool
+	dir         string
+	fs          vfs.FS // what Pebble writes through (ENOSPC-aware)
+	sync        bool
+	log         *slog.Logger
 
 	rawFS        vfs.FS // fs without the ENOSPC wrapper, for the ballast
 	ballastBytes int64
@@ -119,7 +123,7 @@ const separateMinBytes = 1024
 func Open(dir string, opts Options) (*Storage, error) {
 	cache := opts.CacheBytes
 	if cache == 0 {
-		cache = 64 << 20
+		cache = 256 << 20
 	}
 	log := opts.Logger
 	if log == nil {
@@ -133,6 +137,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 	s.reportTornTail(newestWAL)
 	c := pebble.NewCache(cache)
 	defer c.Unref()
+	s.cache = c
 	po := &pebble.Options{
 		Cache:                       c,
 		FS:                          s.fs,
@@ -324,6 +329,9 @@ func (s *Storage) Close() error {
 				s.logf("cannot record the durability witness at close: %v", werr)
 			}
 		}
+		s.cacheMu.Lock()
+		s.cacheClosed = true
+		s.cacheMu.Unlock()
 		err = s.db.Close()
 	})
 	return err
