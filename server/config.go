@@ -138,10 +138,12 @@ type Config struct {
 	// it back under. 0 (the default) is no quota; the free-space reserve
 	// still applies.
 	QuotaBytes int64
-	// CacheBytes is the size of the storage engine's block cache (default
-	// DefaultCacheBytes; at least 1 MiB). A key space larger than it is
-	// read from the OS page cache or the disk, at a CPU cost per read and
-	// per write (a put reads the key's previous record).
+	// CacheBytes is the storage engine's block cache for table blocks
+	// (default DefaultCacheBytes; at least 1 MiB); the memtables, which
+	// the engine charges to the same cache, get room on top of it. A key
+	// space whose filter and index blocks outgrow it is read from the OS
+	// page cache or the disk, at a CPU cost per read and per write (a put
+	// reads the key's previous record).
 	CacheBytes int64
 	// SpaceReserveBytes is the free disk space below which this member
 	// raises the NOSPACE alarm (default 128 MiB; negative: off). It leaves
@@ -190,7 +192,7 @@ type Config struct {
 const (
 	DefaultSpaceReserveBytes = 128 << 20
 	DefaultBallastBytes      = 64 << 20
-	DefaultCacheBytes        = 256 << 20
+	DefaultCacheBytes        = 64 << 20
 )
 
 // DefaultLeaseMaxClockDrift is the default Config.LeaseMaxClockDrift: 1 %,

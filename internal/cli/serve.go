@@ -98,7 +98,7 @@ SIGHUP.`,
 	f.StringVar(&cfg.BackupDir, "backup-dir", "", "while this member leads, write a backup (as dkv snapshot save) into this directory every --backup-interval (default: none)")
 	f.DurationVar(&cfg.BackupInterval, "backup-interval", time.Hour, "how often the leader writes a scheduled backup (with --backup-dir)")
 	f.IntVar(&cfg.BackupKeep, "backup-keep", 24, "how many scheduled backups to keep in --backup-dir; older ones are deleted")
-	f.Int64Var(&cfg.CacheBytes, "cache-bytes", server.DefaultCacheBytes, "size of the storage engine's block cache, in bytes (at least 1 MiB): a key space larger than it is read from the page cache or the disk, for reads and for every put's read of the key's previous record")
+	f.Int64Var(&cfg.CacheBytes, "cache-bytes", server.DefaultCacheBytes, "storage engine block cache for table blocks, in bytes (at least 1 MiB; the memtables' share comes on top): matters at millions of keys, where every put reads the key's previous record")
 	f.Int64Var(&cfg.BallastBytes, "ballast-bytes", server.DefaultBallastBytes, "size of the ballast file kept in the data dir and released if the disk fills up anyway (negative: none)")
 	return cmd
 }

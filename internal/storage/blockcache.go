@@ -18,5 +18,6 @@ func (s *Storage) BlockCache() BlockCacheStats {
 		return BlockCacheStats{}
 	}
 	m := s.cache.Metrics()
-	return BlockCacheStats{CapacityBytes: s.cache.MaxSize(), SizeBytes: m.Size, Hits: m.Hits, Misses: m.Misses}
+	// The memtables' reservation is not the blocks' (see Open).
+	return BlockCacheStats{CapacityBytes: s.cache.MaxSize() - s.memReserve, SizeBytes: m.Size, Hits: m.Hits, Misses: m.Misses}
 }

@@ -43,7 +43,8 @@ type Options struct {
 	// NoSync skips fsync on raft log appends. Unsafe; tests and CPU
 	// benchmarks only.
 	NoSync bool
-	// CacheBytes is Pebble's block cache size (default 256 MiB).
+	// CacheBytes is Pebble's block cache size for blocks (default 64 MiB);
+	// the memtables' reservation comes on top (see Open).
 	CacheBytes int64
 	// WitnessInterval is how often the durability witness is refreshed
 	// (default DefaultWitnessInterval). See witness.go.
@@ -65,6 +66,10 @@ type Options struct {
 	// OnDiskFull is called (inside the write path: keep it quick) when a
 	// write met ENOSPC and the ballast was released.
 	OnDiskFull func()
+
+	// memTableSize replaces memTableSize in this package's tests, so
+	// that memtables reach their full size after a few MiB of writes.
+	memTableSize uint64
 }
 
 // Storage owns the node's Pebble database.
@@ -73,6 +78,8 @@ type Storage struct {
 
 	db    *pebble.DB
 	cache *pebble.Cache // the DB's block cache; the DB holds a reference
+	// memReserve is the room made in cache for the memtables (see Open).
+	memReserve int64
 	// cacheMu guards reading cache's stats against Close releasing it.
 	cacheMu     sync.RWMutex
 	cacheClosed bool
@@ -117,13 +124,21 @@ var separateValues = true
 
 const separateMinBytes = 1024
 
+// The memtables: their size, and how many may be queued before writes
+// stall. They can reserve at most that many, and one kept for reuse, in
+// the block cache.
+const (
+	memTableSize       = 64 << 20
+	memTableStopWrites = 4
+)
+
 // Open opens (or creates) the database in dir and loads the raft log tail.
 // Data that was durable and is damaged or missing is refused with a
 // *DamageError (errors.Is(err, ErrDamaged)).
 func Open(dir string, opts Options) (*Storage, error) {
 	cache := opts.CacheBytes
 	if cache == 0 {
-		cache = 256 << 20
+		cache = 64 << 20
 	}
 	log := opts.Logger
 	if log == nil {
@@ -135,14 +150,26 @@ func Open(dir string, opts Options) (*Storage, error) {
 	s.fs = s.wrapFS(s.rawFS, opts.OnDiskFull)
 	newestWAL := s.newestWAL() // before Open, which starts a new one
 	s.reportTornTail(newestWAL)
-	c := pebble.NewCache(cache)
+	// Pebble accounts every memtable against the block cache: each
+	// reserves its size there, the one being filled, those queued for
+	// flush and one kept for reuse. With 64 MiB memtables a cache of the
+	// same size held no block at all (0 hits: every previous-record read of
+	// every put went to the table files). So the cache is created with
+	// room for the most memtables there can be on top of the blocks' own
+	// share: blocks always get at least cache bytes.
+	memSize := uint64(memTableSize)
+	if opts.memTableSize > 0 {
+		memSize = opts.memTableSize
+	}
+	s.memReserve = int64(memSize) * (memTableStopWrites + 1)
+	c := pebble.NewCache(cache + s.memReserve)
 	defer c.Unref()
 	s.cache = c
 	po := &pebble.Options{
 		Cache:                       c,
 		FS:                          s.fs,
-		MemTableSize:                64 << 20,
-		MemTableStopWritesThreshold: 4,
+		MemTableSize:                memSize,
+		MemTableStopWritesThreshold: memTableStopWrites,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		Logger:                      s.pl,
