@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"testing"
@@ -26,15 +24,7 @@ func TestMetricsExportRaftLoopHistograms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := []byte(scrapeBody(t, base))
 	for _, name := range []string{"dkv_raft_sync_entries", "dkv_apply_batch_entries", "dkv_raft_loop_step_seconds", "dkv_raft_loop_send_seconds", "dkv_raft_loop_apply_handoff_seconds"} {
 		m := regexp.MustCompile(`(?m)^` + name + `_count (\d+)`).FindSubmatch(body)
 		if m == nil {
@@ -62,15 +52,7 @@ func TestMetricsExportRaftLoopHistograms(t *testing.T) {
 func TestMetricsBlockCacheFollowsCacheBytes(t *testing.T) {
 	for _, tc := range []struct{ set, want int64 }{{0, DefaultCacheBytes}, {8 << 20, 8 << 20}} {
 		_, base, _ := startHTTPTestServer(t, Config{CacheBytes: tc.set})
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(base + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		body := []byte(scrapeBody(t, base))
 		for _, name := range []string{"dkv_block_cache_size_bytes", "dkv_block_cache_hits_total", "dkv_block_cache_misses_total"} {
 			if !regexp.MustCompile(`(?m)^` + name + ` \S+`).Match(body) {
 				t.Errorf("/metrics has no %s", name)

@@ -468,15 +468,10 @@ func etcdPreload(ctx context.Context, clients []*clientv3.Client, prefix string,
 	if got > 0 {
 		// Go on from where a preload that was cut off stopped, as
 		// internal/bench does.
-		from, err = runner.ResumeFrom(ctx, batches,
-			func(ctx context.Context, j int) (bool, error) {
-				r, err := clients[0].Get(ctx, keyIn(prefix, j*per), clientv3.WithCountOnly())
-				return err == nil && r.Count > 0, err
-			},
-			func(ctx context.Context, j int) (bool, error) {
-				n, err := count(ctx, j*per)
-				return n == int64(j*per), err
-			})
+		from, err = runner.ResumeFrom(ctx, batches, per, func(ctx context.Context, k int) (bool, error) {
+			r, err := clients[0].Get(ctx, keyIn(prefix, k), clientv3.WithCountOnly())
+			return err == nil && r.Count > 0, err
+		}, count)
 		if err != nil {
 			return err
 		}

@@ -157,17 +157,12 @@ func preload(ctx context.Context, env *Env) error {
 	if got > 0 {
 		// A preload cut off earlier (its time bound, a failed member)
 		// goes on from where it stopped rather than from the first key.
-		from, err = runner.ResumeFrom(ctx, batches,
-			func(ctx context.Context, j int) (bool, error) {
-				rctx, cancel := opContext(ctx, env.Opts.OpTimeout)
-				defer cancel()
-				r, err := kv.Range(rctx, &dkvpb.RangeRequest{Key: env.Key(j * per), CountOnly: true})
-				return err == nil && r.Count > 0, err
-			},
-			func(ctx context.Context, j int) (bool, error) {
-				n, err := count(ctx, j*per)
-				return n == int64(j*per), err
-			})
+		from, err = runner.ResumeFrom(ctx, batches, per, func(ctx context.Context, k int) (bool, error) {
+			rctx, cancel := opContext(ctx, env.Opts.OpTimeout)
+			defer cancel()
+			r, err := kv.Range(rctx, &dkvpb.RangeRequest{Key: env.Key(k), CountOnly: true})
+			return err == nil && r.Count > 0, err
+		}, count)
 		if err != nil {
 			return err
 		}

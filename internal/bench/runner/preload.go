@@ -11,28 +11,28 @@ const PreloadWindow = 64
 // again, so that a multi-million-key preload stopped by its time bound (or
 // a failed member) does not begin again from its first key.
 //
-// A preload writes batches 0, 1, 2, ... of consecutive keys, each in one
-// atomic txn, handing the next batch to whichever of at most
+// A preload writes batches 0, 1, 2, ... of per consecutive keys, each in
+// one atomic txn, handing the next batch to whichever of at most
 // PreloadWindow writers is free. So when it stops, batches [0, L) are all
-// written, some of [L, L+PreloadWindow) are, and none after them; and a
-// batch is written exactly when its first key is present (present(j)).
+// written, some of [L, L+PreloadWindow) are, and none after them; and
+// batch j is written exactly when key j*per is present (present(k)).
 // A binary search over present finds a boundary f in [L, L+PreloadWindow],
 // so every batch below f-PreloadWindow is written. That claim is checked
-// before it is trusted: countBelow(b) must report all of batches [0, b)
-// present (the key space may have been written some other way, say by
-// random puts, which leave holes). If the check fails, the preload starts
-// from batch 0.
+// before it is trusted: count(n), the keys present among keys [0, n),
+// must be all of batches [0, b) (the key space may have been written some
+// other way, say by random puts, which leave holes). If the check fails,
+// the preload starts from batch 0.
 //
 // It returns a batch index in [0, batches]; batches themselves are not
 // written here.
-func ResumeFrom(ctx context.Context, batches int,
-	present func(ctx context.Context, batch int) (bool, error),
-	countBelow func(ctx context.Context, batch int) (full bool, err error),
+func ResumeFrom(ctx context.Context, batches, per int,
+	present func(ctx context.Context, key int) (bool, error),
+	count func(ctx context.Context, keys int) (int64, error),
 ) (int, error) {
 	lo, hi := 0, batches
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		ok, err := present(ctx, mid)
+		ok, err := present(ctx, mid*per)
 		if err != nil {
 			return 0, err
 		}
@@ -46,11 +46,11 @@ func ResumeFrom(ctx context.Context, batches int,
 	if from == 0 {
 		return 0, nil
 	}
-	full, err := countBelow(ctx, from)
+	n, err := count(ctx, from*per)
 	if err != nil {
 		return 0, err
 	}
-	if !full {
+	if n != int64(from*per) {
 		return 0, nil
 	}
 	return from, nil

@@ -27,16 +27,19 @@ func TestResumeFrom(t *testing.T) {
 		{"holes below the boundary", func(j int) bool { return j%2 == 0 || j < 10 }, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			present := func(_ context.Context, j int) (bool, error) { return tc.written(j), nil }
-			countBelow := func(_ context.Context, b int) (bool, error) {
-				for j := range b {
-					if !tc.written(j) {
-						return false, nil
+			// Batches of 10 keys; a written batch has all its keys.
+			const per = 10
+			present := func(_ context.Context, k int) (bool, error) { return tc.written(k / per), nil }
+			count := func(_ context.Context, n int) (int64, error) {
+				var c int64
+				for k := range n {
+					if tc.written(k / per) {
+						c++
 					}
 				}
-				return true, nil
+				return c, nil
 			}
-			got, err := ResumeFrom(context.Background(), batches, present, countBelow)
+			got, err := ResumeFrom(context.Background(), batches, per, present, count)
 			if err != nil {
 				t.Fatal(err)
 			}
