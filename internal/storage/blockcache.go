@@ -14,10 +14,9 @@ type BlockCacheStats struct {
 func (s *Storage) BlockCache() BlockCacheStats {
 	s.cacheMu.RLock()
 	defer s.cacheMu.RUnlock()
-	if s.cacheClosed {
+	if s.cache == nil {
 		return BlockCacheStats{}
 	}
 	m := s.cache.Metrics()
-	// The memtables' reservation is not the blocks' (see Open).
-	return BlockCacheStats{CapacityBytes: s.cache.MaxSize() - s.memReserve, SizeBytes: m.Size, Hits: m.Hits, Misses: m.Misses}
+	return BlockCacheStats{CapacityBytes: s.cacheBytes, SizeBytes: m.Size, Hits: m.Hits, Misses: m.Misses}
 }

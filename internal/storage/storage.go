@@ -67,8 +67,8 @@ type Options struct {
 	// write met ENOSPC and the ballast was released.
 	OnDiskFull func()
 
-	// memTableSize replaces memTableSize in this package's tests, so
-	// that memtables reach their full size after a few MiB of writes.
+	// memTableSize, if set, replaces the memTableSize constant: this
+	// package's tests fill full-size memtables with a few MiB of writes.
 	memTableSize uint64
 }
 
@@ -76,17 +76,17 @@ type Options struct {
 type Storage struct {
 	*raft.MemoryStorage
 
-	db    *pebble.DB
-	cache *pebble.Cache // the DB's block cache; the DB holds a reference
-	// memReserve is the room made in cache for the memtables (see Open).
-	memReserve int64
-	// cacheMu guards reading cache's stats against Close releasing it.
-	cacheMu     sync.RWMutex
-	cacheClosed bool
-	dir         string
-	fs          vfs.FS // what Pebble writes through (ENOSPC-aware)
-	sync        bool
-	log         *slog.Logger
+	db *pebble.DB
+	// cache is the DB's block cache (the DB holds the reference), nil
+	// once Close has released it; cacheMu guards that. cacheBytes is the
+	// blocks' share of it (Options.CacheBytes; see Open).
+	cacheMu    sync.RWMutex
+	cache      *pebble.Cache
+	cacheBytes int64
+	dir        string
+	fs         vfs.FS // what Pebble writes through (ENOSPC-aware)
+	sync       bool
+	log        *slog.Logger
 
 	rawFS        vfs.FS // fs without the ENOSPC wrapper, for the ballast
 	ballastBytes int64
@@ -161,10 +161,9 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if opts.memTableSize > 0 {
 		memSize = opts.memTableSize
 	}
-	s.memReserve = int64(memSize) * (memTableStopWrites + 1)
-	c := pebble.NewCache(cache + s.memReserve)
+	c := pebble.NewCache(cache + int64(memSize)*(memTableStopWrites+1))
 	defer c.Unref()
-	s.cache = c
+	s.cache, s.cacheBytes = c, cache
 	po := &pebble.Options{
 		Cache:                       c,
 		FS:                          s.fs,
@@ -357,7 +356,7 @@ func (s *Storage) Close() error {
 			}
 		}
 		s.cacheMu.Lock()
-		s.cacheClosed = true
+		s.cache = nil
 		s.cacheMu.Unlock()
 		err = s.db.Close()
 	})
