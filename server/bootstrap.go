@@ -176,6 +176,7 @@ func (s *Server) startNode(ctx context.Context) error {
 		Join:          join,
 		KnownMembers:  memberIDs(initial),
 		ConfChanged:   s.syncPeers,
+		MemberName:    s.memberName,
 		Logger:        s.log,
 	}
 	rc.SnapshotCount, rc.CatchUpEntries = s.cfg.SnapshotCount, s.cfg.CatchUpEntries

@@ -101,7 +101,7 @@ func newMetrics(s *Server) *metrics {
 	// Where the raft loop spends its time and how many entries share an
 	// fsync and an apply batch (BENCHMARKS.md, issue #15).
 	m.reg.MustRegister(n.Stats().LoopCollectors()...)
-	counter("raft_log_divergence_total", "Appends from the leader showing this member's committed log differs from the leader's; the member cannot catch up and must be removed and re-added.", func() float64 { return float64(n.Stats().LogDivergence.Load()) })
+	counter("raft_log_divergence_total", "Raft messages dropped because they show a log that differs from this member's: on a follower, appends from the leader showing its committed log differs from the leader's; on the leader, acknowledgements of entries it does not have. The member whose log differs cannot catch up and must be removed and re-added.", func() float64 { return float64(n.Stats().LogDivergence.Load()) })
 	// The job queues' statistics (issue #17), computed on scrape.
 	m.reg.MustRegister(newQueueCollector(s.kv, s.store.DB))
 	registerOpsMetrics(s, m.reg)

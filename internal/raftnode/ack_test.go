@@ -99,9 +99,11 @@ func TestLeaderSurvivesAckBeyondItsLog(t *testing.T) {
 	logs := &syncBuffer{}
 	n, sent, term := leaderOf(t, logs)
 	// The leader's log: the two bootstrap conf changes and its empty
-	// entry at 3. A rejection hinting far past it, and a heartbeat
-	// response, are possible and go to raft; then two acks of 30004.
+	// entry at 3, which n2 acknowledges as a follower would. A rejection
+	// hinting far past it, and a heartbeat response, are possible and go
+	// to raft; then two acks of 30004.
 	for _, m := range []*raftpb.Message{
+		{Type: raftpb.MsgAppResp.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(term), Index: new(uint64(3))},
 		{Type: raftpb.MsgAppResp.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(term),
 			Index: new(uint64(3)), Reject: new(true), RejectHint: new(uint64(30004)), LogTerm: new(term)},
 		{Type: raftpb.MsgHeartbeatResp.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(term)},
@@ -111,7 +113,7 @@ func TestLeaderSurvivesAckBeyondItsLog(t *testing.T) {
 		step(t, n, m)
 	}
 	// Messages are stepped in the order received: once both acks are
-	// counted, the two before them went to raft uncounted.
+	// counted, the three before them went to raft uncounted.
 	poll(t, "the acks beyond the log counted", func() bool { return n.Stats().LogDivergence.Load() >= 2 })
 	if got := n.Stats().LogDivergence.Load(); got != 2 {
 		t.Fatalf("dkv_raft_log_divergence_total = %d, want 2 (the two acks of 30004 only)", got)

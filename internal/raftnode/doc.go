@@ -27,7 +27,8 @@
 // Files: node.go (Node, Config, New), loop.go (the Ready loop), apply.go
 // (the apply goroutine, snapshots, compaction), propose.go (proposals and
 // their waiters), confchange.go (membership changes), read.go (the
-// ReadIndex batcher), members.go (who may send), control.go (the rest of
+// ReadIndex batcher), members.go (who may send, and the impossible
+// appends and acknowledgements dropped before raft), control.go (the rest of
 // the API), metrics.go (Stats), inmem.go (an in-memory network for
 // tests).
 //

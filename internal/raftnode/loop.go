@@ -241,7 +241,7 @@ drain:
 }
 
 func (n *Node[R]) stepRecv(m *raftpb.Message) {
-	if n.checkAppend(m) {
+	if n.checkAppend(m) || n.checkAck(m) {
 		return
 	}
 	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {

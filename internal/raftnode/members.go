@@ -155,7 +155,21 @@ func (n *Node[R]) scanPendingConfChanges(applied uint64) error {
 	return nil
 }
 
-// divergence detects a log that differs from the leader's below this
+// logDropEvery: a message dropped as impossible is logged once per kind
+// (and sender) per interval.
+const logDropEvery = 10 * time.Second
+
+// memberName names member id for a log line.
+func (n *Node[R]) memberName(id uint64) string {
+	if n.cfg.MemberName != nil {
+		if name := n.cfg.MemberName(id); name != "" {
+			return name
+		}
+	}
+	return fmt.Sprintf("%x", id)
+}
+
+// checkAppend detects a log that differs from the leader's below this
 // node's commit index. Raft cannot repair that: the leader's probe is
 // answered "stale" for any index below the commit and rejected at it, so
 // the two would ping-pong forever, the follower never catching up and
@@ -163,14 +177,9 @@ func (n *Node[R]) scanPendingConfChanges(applied uint64) error {
 // one member only). Correct members can never produce it (the leader of a
 // term holds every committed entry), so the message is dropped, the
 // member says what happened, and it stays behind loudly, not silently.
-type divergence struct {
-	mu   sync.Mutex
-	last time.Time
-}
-
-// checkAppend reports whether m, a MsgApp, shows a committed log that
-// diverges from its sender's, the current leader's; only the raft loop
-// calls it.
+//
+// It reports whether m, a MsgApp, shows a committed log that diverges
+// from its sender's, the current leader's; only the raft loop calls it.
 func (n *Node[R]) checkAppend(m *raftpb.Message) bool {
 	if m.GetType() != raftpb.MsgApp {
 		return false
@@ -184,12 +193,52 @@ func (n *Node[R]) checkAppend(m *raftpb.Message) bool {
 		return false // compacted or not yet persisted: nothing to compare
 	}
 	n.stats.LogDivergence.Add(1)
-	n.diverge.mu.Lock()
-	defer n.diverge.mu.Unlock()
-	if time.Since(n.diverge.last) > 10*time.Second {
-		n.diverge.last = time.Now()
+	if skipped, ok := n.logLimit.Allow("diverged_append"); ok {
 		n.log.Error("this member's committed raft log differs from the leader's: it cannot catch up and must be removed and re-added (docs/cluster.md)",
-			"index", idx, "local_term", t, "leader_term_at_index", m.GetLogTerm(), "leader", fmt.Sprintf("%x", m.GetFrom()), "commit", n.committed.Load())
+			"index", idx, "local_term", t, "leader_term_at_index", m.GetLogTerm(), "leader", n.memberName(m.GetFrom()), "commit", n.committed.Load(),
+			"not_logged_since_last", skipped)
+	}
+	return true
+}
+
+// checkAck reports whether m, sent to this leader, acknowledges log
+// entries the leader does not have, and drops it if so; only the raft
+// loop calls it.
+//
+// Raft takes a successful MsgAppResp's index as the member's match index
+// without checking it against its own log: past the log's end it finds
+// no entry to send next, falls back to a snapshot, has none and panics
+// ("need non-empty snapshot"), taking the leader down. A member whose log
+// holds entries this leader never sent (a forged append committed there,
+// a data dir from another cluster) answers every probe that way, and a
+// forger with the peer secret can send it outright.
+//
+// Impossible here: a successful MsgAppResp of this leader's term whose
+// index is past the leader's persisted last index. A member acknowledges
+// only entries the leader of that term sent it, and every Ready's entries
+// are persisted before the loop steps another message, so the persisted
+// last index bounds every ack raft could have asked for. Everything else
+// goes to raft, which handles it safely: a response from another term
+// (ignored, or it deposes the leader), a rejection (its index must be the
+// one raft probed, and the hint only lowers where raft probes next), and
+// every heartbeat response (it carries no log position: raft reads only
+// its read-index context, and ignores contexts it did not send).
+func (n *Node[R]) checkAck(m *raftpb.Message) bool {
+	if m.GetType() != raftpb.MsgAppResp || m.GetReject() || !n.isLeader.Load() || m.GetTerm() != n.term.Load() {
+		return false
+	}
+	last, err := n.store.LastIndex()
+	if err != nil || m.GetIndex() <= last {
+		return false
+	}
+	n.stats.LogDivergence.Add(1)
+	from := m.GetFrom()
+	if skipped, ok := n.logLimit.Allow(fmt.Sprintf("ack_beyond_log/%x", from)); ok {
+		n.log.Error("a member acknowledged raft entries this leader does not have; the acknowledgement was dropped. "+
+			"Its log holds entries no leader of this cluster sent (a forged append, or a data dir from another cluster): "+
+			"remove the member and add it back with an empty data dir (docs/cluster.md), and check who holds the peer secret",
+			"member", n.memberName(from), "id", fmt.Sprintf("%x", from), "index", m.GetIndex(), "last_index", last, "term", m.GetTerm(),
+			"not_logged_since_last", skipped)
 	}
 	return true
 }

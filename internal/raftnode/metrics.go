@@ -18,8 +18,11 @@ type Stats struct {
 	PendingProps     atomic.Int64
 	LeaderChanges    atomic.Uint64
 	Readies          atomic.Uint64
-	// LogDivergence counts appends from the leader that showed this
-	// member's committed log differs from the leader's (see checkAppend).
+	// LogDivergence counts messages dropped because they showed a log
+	// that differs from this member's: appends from the leader showing
+	// this member's committed log differs from the leader's (see
+	// checkAppend), and, on the leader, acknowledgements of entries it
+	// does not have (see checkAck).
 	LogDivergence atomic.Uint64
 
 	// Where a write's time goes: the synced raft log write of a Ready,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/dkv-io/dkv/internal/lograte"
 	"github.com/dkv-io/dkv/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -80,7 +81,10 @@ type Config[R any] struct {
 	// ConfChanged, when set, is called after a batch that changed the
 	// membership has been committed, or a snapshot was installed.
 	ConfChanged func()
-	Logger      *slog.Logger
+	// MemberName, when set, names a member in log lines (the member
+	// table's name); nil, or "" from it, means the id in hex.
+	MemberName func(id uint64) string
+	Logger     *slog.Logger
 }
 
 // Node is one running raft member.
@@ -121,7 +125,9 @@ type Node[R any] struct {
 	appliedCh atomic.Pointer[chan struct{}] // closed and replaced after each apply batch
 	confState atomic.Pointer[raftpb.ConfState]
 	members   memberSet
-	diverge   divergence
+	// logLimit keeps messages dropped as impossible (checkAppend,
+	// checkAck) from flooding the log: one line per kind per interval.
+	logLimit *lograte.Limiter
 
 	stats Stats
 
@@ -215,6 +221,7 @@ func New[R any](cfg Config[R]) (*Node[R], error) {
 		waiters:  waiters[R]{m: make(map[uint64]chan R)},
 		idPrefix: (cfg.ID & 0xffff) << 48,
 		stats:    newStats(),
+		logLimit: lograte.New(logDropEvery),
 		loop:     loop{reads: readBatcher{retryTicks: uint64(cfg.ElectionTicks)}},
 	}
 	n.idSeq.Store(uint64(time.Now().UnixMilli()) << 8 & (1<<48 - 1))
