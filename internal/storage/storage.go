@@ -116,6 +116,11 @@ type Storage struct {
 
 	damage   atomic.Pointer[DamageError]
 	onDamage func(error)
+
+	// manifestTail, when set, is the current MANIFEST's incomplete end
+	// found before Pebble opened it (manifest.go): named if the log turns
+	// out to have lost entries.
+	manifestTail *manifestTail
 }
 
 // Value separation (see Open). separateValues is a variable so that tests
@@ -150,6 +155,17 @@ func Open(dir string, opts Options) (*Storage, error) {
 	s.fs = s.wrapFS(s.rawFS, opts.OnDiskFull)
 	newestWAL := s.newestWAL() // before Open, which starts a new one
 	s.reportTornTail(newestWAL)
+	// Before Pebble reads the MANIFEST: it would open an older version
+	// past damage (manifest.go).
+	tail, err := checkManifest(s.rawFS, dir)
+	if err != nil {
+		var de *DamageError
+		if errors.As(err, &de) {
+			s.attachWitness(de)
+		}
+		return nil, err
+	}
+	s.manifestTail = tail
 	// Pebble accounts every memtable against the block cache: each
 	// reserves its size there, the one being filled, those queued for
 	// flush and one kept for reuse. With 64 MiB memtables a cache of the
@@ -232,11 +248,15 @@ func Open(dir string, opts Options) (*Storage, error) {
 			return nil, err
 		}
 		if pebble.IsCorruptionError(err) {
-			w, _, _ := s.readWitness()
 			de := &DamageError{Dir: dir, File: corruptFile(s.fs, dir, err), Problem: fmt.Sprintf("Pebble cannot open it: %v", err)}
-			if !w.empty() {
-				de.Witness = &w
-			}
+			s.attachWitness(de)
+			return nil, de
+		}
+		if m := sizeMismatch.FindStringSubmatch(err.Error()); m != nil {
+			// A table file cut short (or grown) since the MANIFEST recorded
+			// it: Pebble refuses it, but not as corruption.
+			de := &DamageError{Dir: dir, File: m[1], Problem: fmt.Sprintf("a table file is %s bytes long where the MANIFEST recorded %s: it was cut short or overwritten", m[2], m[3])}
+			s.attachWitness(de)
 			return nil, de
 		}
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
@@ -298,7 +318,18 @@ func (s *Storage) newestWAL() string {
 var (
 	walInError  = regexp.MustCompile(`wal (\d+)`)
 	pathInError = regexp.MustCompile(`path: (\S+)`)
+	// Pebble's open-time consistency check (checkConsistency in open.go).
+	sizeMismatch = regexp.MustCompile(`object size mismatch \((\S+)\): (\d+) \(disk\) != (\d+) \(MANIFEST\)`)
 )
+
+// attachWitness adds to de what the durability witness recorded as
+// durable (the last raft index among it), when there is one: before the
+// log is loaded it is the best account of what was good.
+func (s *Storage) attachWitness(de *DamageError) {
+	if w, _, _ := s.readWitness(); !w.empty() {
+		de.Witness = &w
+	}
+}
 
 // corruptFile names the file a Pebble corruption error is about, when it
 // says.
@@ -404,15 +435,27 @@ func (s *Storage) load() error {
 	}
 	defer it.Close()
 	var ents []*raftpb.Entry
+	next := first // the index the next entry must have
 	for it.First(); it.Valid(); it.Next() {
 		e := &raftpb.Entry{}
 		if err := proto.Unmarshal(it.Value(), e); err != nil {
 			return fmt.Errorf("decode entry %x: %w", it.Key(), err)
 		}
+		if e.GetIndex() != next {
+			// Raft's MemoryStorage.Append panics on a hole ("missing log
+			// entry"): what a MANIFEST cut short, or a lost table file,
+			// leaves behind.
+			return s.logDamage(next-1, fmt.Sprintf("the raft log has a hole: entries %d to %d are missing", next, e.GetIndex()-1))
+		}
+		next++
 		ents = append(ents, e)
 	}
 	if err := it.Error(); err != nil {
 		return err
+	}
+	if c := s.hardState.GetCommit(); c > next-1 {
+		// Raft panics at start on a commit index past the log's end.
+		return s.logDamage(next-1, fmt.Sprintf("the raft log ends at %d but its commit index is %d: committed entries are missing", next-1, c))
 	}
 	if len(ents) > 0 {
 		if err := s.MemoryStorage.Append(ents); err != nil {
@@ -421,6 +464,18 @@ func (s *Storage) load() error {
 		s.lastIndex = ents[len(ents)-1].GetIndex()
 	}
 	return nil
+}
+
+// logDamage is the *DamageError for a raft log found inconsistent at
+// load, whose entries up to lastGood are intact.
+func (s *Storage) logDamage(lastGood uint64, problem string) *DamageError {
+	de := &DamageError{Dir: s.dir, Problem: problem, LastGood: lastGood}
+	if t := s.manifestTail; t != nil {
+		de.File = t.path
+		de.Problem += fmt.Sprintf("; the MANIFEST (Pebble's list of table files) ends in a record that is incomplete or fails its checksum, at byte %d of %d: it was damaged or cut short, and Pebble opened the older version of the data before it", t.offset, t.size)
+	}
+	s.attachWitness(de)
+	return de
 }
 
 // InitialState is raft.Storage's: the persisted HardState, and the
