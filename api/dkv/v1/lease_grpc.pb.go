@@ -52,7 +52,8 @@ type LeaseClient interface {
 	// TimeToLive reports a lease's granted and remaining TTL and,
 	// optionally, its keys.
 	TimeToLive(ctx context.Context, in *LeaseTimeToLiveRequest, opts ...grpc.CallOption) (*LeaseTimeToLiveResponse, error)
-	// Leases lists every lease.
+	// Leases lists every lease (with auth enabled, those the caller
+	// granted; root sees all).
 	Leases(ctx context.Context, in *LeaseLeasesRequest, opts ...grpc.CallOption) (*LeaseLeasesResponse, error)
 }
 
@@ -152,7 +153,8 @@ type LeaseServer interface {
 	// TimeToLive reports a lease's granted and remaining TTL and,
 	// optionally, its keys.
 	TimeToLive(context.Context, *LeaseTimeToLiveRequest) (*LeaseTimeToLiveResponse, error)
-	// Leases lists every lease.
+	// Leases lists every lease (with auth enabled, those the caller
+	// granted; root sees all).
 	Leases(context.Context, *LeaseLeasesRequest) (*LeaseLeasesResponse, error)
 	mustEmbedUnimplementedLeaseServer()
 }
