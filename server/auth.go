@@ -72,16 +72,26 @@ func memberCall(ctx context.Context) context.Context {
 // the command, see state.Auth.checkFresh). Unchanged, it costs one atomic
 // load and a context lookup.
 func (s *Server) recheck(ctx context.Context, req any) (*auth.View, error) {
+	v, _, err := s.recheckCaller(ctx, req)
+	return v, err
+}
+
+// recheckCaller is recheck that also returns the caller it checked (nil
+// with auth disabled).
+func (s *Server) recheckCaller(ctx context.Context, req any) (*auth.View, *auth.User, error) {
 	v := s.sm.Auth().View()
 	if !v.Enabled {
-		return v, nil
+		return v, nil, nil
 	}
 	if c, _ := ctx.Value(callerKey{}).(*checked); c != nil && c.view == v {
-		return v, nil
+		return v, c.user, nil
 	}
 	method, _ := grpc.Method(ctx)
-	_, err := s.checkView(ctx, v, method, req)
-	return v, err
+	cctx, err := s.checkView(ctx, v, method, req)
+	if err != nil {
+		return v, nil, err
+	}
+	return v, callerUser(cctx), nil
 }
 
 // callerOf resolves the caller of ctx from its token (gRPC metadata
@@ -120,20 +130,30 @@ func (s *Server) callerOf(ctx context.Context, v *auth.View) (*auth.User, error)
 
 // stampAuth rechecks a client command against the auth view it is
 // proposed under and stamps that view's revision into it; the state
-// machine applies it only at that revision.
+// machine applies it only at that revision. It also stamps the caller's
+// name into every command a client made, so apply can check lease
+// ownership (a lease belongs to the user who granted it).
 func (s *Server) stampAuth(ctx context.Context, req *dkvpb.InternalRequest) error {
-	if !state.ClientCommand(req) {
-		return nil
-	}
 	if ctx.Value(memberCallKey{}) != nil {
-		req.AuthRevision = s.sm.Auth().View().Revision
+		if state.ClientCommand(req) {
+			req.AuthRevision = s.sm.Auth().View().Revision
+		}
 		return nil
 	}
-	v, err := s.recheck(ctx, clientMessage(req))
+	if !state.ClientCommand(req) {
+		if u := callerUser(ctx); u != nil {
+			req.User = u.Name
+		}
+		return nil
+	}
+	v, u, err := s.recheckCaller(ctx, clientMessage(req))
 	if err != nil {
 		return err
 	}
 	req.AuthRevision = v.Revision
+	if u != nil {
+		req.User = u.Name
+	}
 	return nil
 }
 
@@ -518,11 +538,25 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, method string, handle
 	case dkvpb.Watch_Watch_FullMethodName, dkvpb.Lease_KeepAlive_FullMethodName:
 		req = &dkvpb.LeaseKeepAliveRequest{} // authenticated, no more
 	}
-	if _, err := s.checkCall(ss.Context(), method, req); err != nil {
+	ctx, err := s.checkCall(ss.Context(), method, req)
+	if err != nil {
 		return err
+	}
+	if ctx != ss.Context() {
+		// The handler learns who the caller is (a keep-alive renews only
+		// the caller's own leases).
+		ss = callerStream{ServerStream: ss, ctx: ctx}
 	}
 	return handler(srv, ss)
 }
+
+// callerStream is a stream whose context carries its checked caller.
+type callerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (c callerStream) Context() context.Context { return c.ctx }
 
 // forwardCredentials passes the caller's token on when a member forwards
 // its call to the leader (member changes, leader transfer), so the leader
