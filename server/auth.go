@@ -261,7 +261,8 @@ func requirements(req any) []need {
 		return n
 	case *dkvpb.CounterRequest:
 		// The reply carries the new value, and so reveals the old one.
-		return []need{{auth.Read | auth.Write, auth.Key(r.GetKey()), "counter"}}
+		k := auth.Key(r.GetKey())
+		return handleNeeds(r.GetLock(), k, "counter", []need{{auth.Read | auth.Write, k, "counter"}})
 	case *dkvpb.LockAcquireRequest:
 		return []need{{auth.Write, auth.Key(r.GetKey()), "lock acquire"}}
 	case *dkvpb.LockReleaseRequest:
@@ -308,7 +309,9 @@ func requirements(req any) []need {
 // op it does not know.
 func txnNeeds(t *dkvpb.TxnRequest, n []need) ([]need, bool) {
 	for _, c := range t.GetCompare() {
-		n = append(n, need{auth.Read, auth.SpanOf(c.GetKey(), c.GetRangeEnd(), false), "txn compare"})
+		sp := auth.SpanOf(c.GetKey(), c.GetRangeEnd(), false)
+		n = append(n, need{auth.Read, sp, "txn compare"})
+		n = handleNeeds(c.GetLock(), sp, "txn compare", n)
 	}
 	for _, ops := range [][]*dkvpb.RequestOp{t.GetSuccess(), t.GetFailure()} {
 		for _, op := range ops {
@@ -333,11 +336,34 @@ func txnNeeds(t *dkvpb.TxnRequest, n []need) ([]need, bool) {
 }
 
 func rangeNeeds(r *dkvpb.RangeRequest, n []need) []need {
-	return append(n, need{auth.Read, auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix()), "range"})
+	sp := auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix())
+	n = append(n, need{auth.Read, sp, "range"})
+	return handleNeeds(r.GetLock(), sp, "range", n)
+}
+
+// handleNeeds is what carrying lock handle h on a request over span sp
+// needs. A handle for a key within sp needs nothing more: the request's
+// own permission covers it. A handle for another key fences the request
+// on that lock (docs/locks.md, guarantee 4), and its outcome tells
+// whether that lock is held by exactly that handle; so it needs read on
+// the lock's key, with which the caller could read the lock anyway
+// (Describe). Checked here, before the request goes anywhere near the
+// lock table, so a refusal is the same whatever the lock's state: a
+// handle is no oracle for another tenant's locks (issue #32, finding 8).
+func handleNeeds(h *dkvpb.LockHandle, sp auth.Span, what string, n []need) []need {
+	if h == nil {
+		return n
+	}
+	hk := auth.Key(h.GetKey())
+	if auth.Covers([]auth.Span{sp}, hk) {
+		return n
+	}
+	return append(n, need{auth.Read, hk, what + " lock handle for another key"})
 }
 
 func putNeeds(r *dkvpb.PutRequest, n []need) []need {
 	n = append(n, need{auth.Write, auth.Key(r.GetKey()), "put"})
+	n = handleNeeds(r.GetLock(), auth.Key(r.GetKey()), "put", n)
 	switch {
 	case r.GetPrevKv():
 		n = append(n, need{auth.Read, auth.Key(r.GetKey()), "put prev_kv"})
@@ -351,6 +377,7 @@ func putNeeds(r *dkvpb.PutRequest, n []need) []need {
 func deleteNeeds(r *dkvpb.DeleteRangeRequest, n []need) []need {
 	sp := auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix())
 	n = append(n, need{auth.Write, sp, "delete"})
+	n = handleNeeds(r.GetLock(), sp, "delete", n)
 	if r.GetPrevKv() || r.GetIfVersion() != 0 {
 		n = append(n, need{auth.Read, sp, "delete prev_kv"})
 	}
