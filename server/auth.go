@@ -569,9 +569,9 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, method string, handle
 	if err != nil {
 		return err
 	}
-	if ctx != ss.Context() {
-		// The handler learns who the caller is (a keep-alive renews only
-		// the caller's own leases).
+	if method == dkvpb.Lease_KeepAlive_FullMethodName && ctx != ss.Context() {
+		// The handler learns who the caller is: a keep-alive renews only
+		// the caller's own leases.
 		ss = callerStream{ServerStream: ss, ctx: ctx}
 	}
 	return handler(srv, ss)
