@@ -141,7 +141,8 @@ func (c *Client) TimeToLive(ctx context.Context, id int64, opts ...LeaseOption) 
 	return info, nil
 }
 
-// Leases lists every lease.
+// Leases lists every lease; with auth enabled, only the caller's own
+// (root: every lease).
 func (c *Client) Leases(ctx context.Context) ([]LeaseStatus, error) {
 	var resp *dkvpb.LeaseLeasesResponse
 	err := c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {

@@ -72,16 +72,26 @@ func memberCall(ctx context.Context) context.Context {
 // the command, see state.Auth.checkFresh). Unchanged, it costs one atomic
 // load and a context lookup.
 func (s *Server) recheck(ctx context.Context, req any) (*auth.View, error) {
+	v, _, err := s.recheckCaller(ctx, req)
+	return v, err
+}
+
+// recheckCaller is recheck that also returns the caller it checked (nil
+// with auth disabled).
+func (s *Server) recheckCaller(ctx context.Context, req any) (*auth.View, *auth.User, error) {
 	v := s.sm.Auth().View()
 	if !v.Enabled {
-		return v, nil
+		return v, nil, nil
 	}
 	if c, _ := ctx.Value(callerKey{}).(*checked); c != nil && c.view == v {
-		return v, nil
+		return v, c.user, nil
 	}
 	method, _ := grpc.Method(ctx)
-	_, err := s.checkView(ctx, v, method, req)
-	return v, err
+	cctx, err := s.checkView(ctx, v, method, req)
+	if err != nil {
+		return v, nil, err
+	}
+	return v, callerUser(cctx), nil
 }
 
 // callerOf resolves the caller of ctx from its token (gRPC metadata
@@ -120,20 +130,30 @@ func (s *Server) callerOf(ctx context.Context, v *auth.View) (*auth.User, error)
 
 // stampAuth rechecks a client command against the auth view it is
 // proposed under and stamps that view's revision into it; the state
-// machine applies it only at that revision.
+// machine applies it only at that revision. It also stamps the caller's
+// name into every command a client made, so apply can check lease
+// ownership (a lease belongs to the user who granted it).
 func (s *Server) stampAuth(ctx context.Context, req *dkvpb.InternalRequest) error {
-	if !state.ClientCommand(req) {
-		return nil
-	}
 	if ctx.Value(memberCallKey{}) != nil {
-		req.AuthRevision = s.sm.Auth().View().Revision
+		if state.ClientCommand(req) {
+			req.AuthRevision = s.sm.Auth().View().Revision
+		}
 		return nil
 	}
-	v, err := s.recheck(ctx, clientMessage(req))
+	if !state.ClientCommand(req) {
+		if u := callerUser(ctx); u != nil {
+			req.User = u.Name
+		}
+		return nil
+	}
+	v, u, err := s.recheckCaller(ctx, clientMessage(req))
 	if err != nil {
 		return err
 	}
 	req.AuthRevision = v.Revision
+	if u != nil {
+		req.User = u.Name
+	}
 	return nil
 }
 
@@ -241,7 +261,8 @@ func requirements(req any) []need {
 		return n
 	case *dkvpb.CounterRequest:
 		// The reply carries the new value, and so reveals the old one.
-		return []need{{auth.Read | auth.Write, auth.Key(r.GetKey()), "counter"}}
+		k := auth.Key(r.GetKey())
+		return handleNeeds(r.GetLock(), k, "counter", []need{{auth.Read | auth.Write, k, "counter"}})
 	case *dkvpb.LockAcquireRequest:
 		return []need{{auth.Write, auth.Key(r.GetKey()), "lock acquire"}}
 	case *dkvpb.LockReleaseRequest:
@@ -288,7 +309,9 @@ func requirements(req any) []need {
 // op it does not know.
 func txnNeeds(t *dkvpb.TxnRequest, n []need) ([]need, bool) {
 	for _, c := range t.GetCompare() {
-		n = append(n, need{auth.Read, auth.SpanOf(c.GetKey(), c.GetRangeEnd(), false), "txn compare"})
+		sp := auth.SpanOf(c.GetKey(), c.GetRangeEnd(), false)
+		n = append(n, need{auth.Read, sp, "txn compare"})
+		n = handleNeeds(c.GetLock(), sp, "txn compare", n)
 	}
 	for _, ops := range [][]*dkvpb.RequestOp{t.GetSuccess(), t.GetFailure()} {
 		for _, op := range ops {
@@ -313,11 +336,34 @@ func txnNeeds(t *dkvpb.TxnRequest, n []need) ([]need, bool) {
 }
 
 func rangeNeeds(r *dkvpb.RangeRequest, n []need) []need {
-	return append(n, need{auth.Read, auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix()), "range"})
+	sp := auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix())
+	n = append(n, need{auth.Read, sp, "range"})
+	return handleNeeds(r.GetLock(), sp, "range", n)
+}
+
+// handleNeeds is what carrying lock handle h on a request over span sp
+// needs. A handle for a key within sp needs nothing more: the request's
+// own permission covers it. A handle for another key fences the request
+// on that lock (docs/locks.md, guarantee 4), and its outcome tells
+// whether that lock is held by exactly that handle; so it needs read on
+// the lock's key, with which the caller could read the lock anyway
+// (Describe). Checked here, before the request goes anywhere near the
+// lock table, so a refusal is the same whatever the lock's state: a
+// handle is no oracle for another tenant's locks (issue #32, finding 8).
+func handleNeeds(h *dkvpb.LockHandle, sp auth.Span, what string, n []need) []need {
+	if h == nil {
+		return n
+	}
+	hk := auth.Key(h.GetKey())
+	if auth.Covers([]auth.Span{sp}, hk) {
+		return n
+	}
+	return append(n, need{auth.Read, hk, what + " lock handle for another key"})
 }
 
 func putNeeds(r *dkvpb.PutRequest, n []need) []need {
 	n = append(n, need{auth.Write, auth.Key(r.GetKey()), "put"})
+	n = handleNeeds(r.GetLock(), auth.Key(r.GetKey()), "put", n)
 	switch {
 	case r.GetPrevKv():
 		n = append(n, need{auth.Read, auth.Key(r.GetKey()), "put prev_kv"})
@@ -331,6 +377,7 @@ func putNeeds(r *dkvpb.PutRequest, n []need) []need {
 func deleteNeeds(r *dkvpb.DeleteRangeRequest, n []need) []need {
 	sp := auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix())
 	n = append(n, need{auth.Write, sp, "delete"})
+	n = handleNeeds(r.GetLock(), sp, "delete", n)
 	if r.GetPrevKv() || r.GetIfVersion() != 0 {
 		n = append(n, need{auth.Read, sp, "delete prev_kv"})
 	}
@@ -518,11 +565,25 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, method string, handle
 	case dkvpb.Watch_Watch_FullMethodName, dkvpb.Lease_KeepAlive_FullMethodName:
 		req = &dkvpb.LeaseKeepAliveRequest{} // authenticated, no more
 	}
-	if _, err := s.checkCall(ss.Context(), method, req); err != nil {
+	ctx, err := s.checkCall(ss.Context(), method, req)
+	if err != nil {
 		return err
+	}
+	if method == dkvpb.Lease_KeepAlive_FullMethodName && ctx != ss.Context() {
+		// The handler learns who the caller is: a keep-alive renews only
+		// the caller's own leases.
+		ss = callerStream{ServerStream: ss, ctx: ctx}
 	}
 	return handler(srv, ss)
 }
+
+// callerStream is a stream whose context carries its checked caller.
+type callerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (c callerStream) Context() context.Context { return c.ctx }
 
 // forwardCredentials passes the caller's token on when a member forwards
 // its call to the leader (member changes, leader transfer), so the leader

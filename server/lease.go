@@ -163,7 +163,8 @@ func (l *leaseService) TimeToLive(ctx context.Context, req *dkvpb.LeaseTimeToLiv
 	if err := l.s.node.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := l.s.recheck(ctx, req); err != nil {
+	v, u, err := l.s.recheckCaller(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	db := l.s.store.DB()
@@ -173,6 +174,9 @@ func (l *leaseService) TimeToLive(ctx context.Context, req *dkvpb.LeaseTimeToLiv
 	}
 	if !ok {
 		return nil, lease.NotFound(req.GetId())
+	}
+	if v.Enabled && u != nil && !lease.MayUse(u.Name, u.Root, rec.Owner) {
+		return nil, lease.Denied(u.Name, rec.ID, rec.Owner, "read the time to live of")
 	}
 	resp := &dkvpb.LeaseTimeToLiveResponse{Id: rec.ID, GrantedTtlMs: rec.TTLMs}
 	if _, rem, ok := l.s.lessor.Remaining(rec.ID); ok {
@@ -194,9 +198,21 @@ func (l *leaseService) Leases(ctx context.Context, req *dkvpb.LeaseLeasesRequest
 	if err := l.s.node.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
+	v, u, err := l.s.recheckCaller(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	// With auth enabled a caller sees only the leases it granted; root
+	// sees all.
+	mine := func(lease.Record) bool { return true }
+	if v.Enabled {
+		mine = func(r lease.Record) bool { return u != nil && lease.MayUse(u.Name, u.Root, r.Owner) }
+	}
 	resp := &dkvpb.LeaseLeasesResponse{}
 	if err := lease.List(l.s.store.DB(), func(r lease.Record) bool {
-		resp.Leases = append(resp.Leases, &dkvpb.LeaseStatus{Id: r.ID, GrantedTtlMs: r.TTLMs})
+		if mine(r) {
+			resp.Leases = append(resp.Leases, &dkvpb.LeaseStatus{Id: r.ID, GrantedTtlMs: r.TTLMs})
+		}
 		return true
 	}); err != nil {
 		return nil, err

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/raftnode"
 )
 
@@ -21,28 +23,45 @@ type renewer struct {
 }
 
 type renewBatch struct {
-	ids  []int64
-	idx  map[int64]int
-	done chan struct{}
-	ttls []int64 // per ids[i]; 0: not found
-	err  error
+	ids []int64
+	// users[i] is the user who asked to renew ids[i] ("" with auth
+	// disabled): apply renews a lease only for its owner or root.
+	users  []string
+	idx    map[renewKey]int
+	done   chan struct{}
+	ttls   []int64 // per ids[i]; 0: not found
+	denied []bool  // per ids[i], or nil: none denied
+	err    error
+}
+
+type renewKey struct {
+	id   int64
+	user string
 }
 
 func newRenewer(s *Server) *renewer { return &renewer{s: s, kick: make(chan struct{}, 1)} }
 
-// renew renews ids and returns each one's TTL in ms (0: not found), once
-// the renewal is applied on this member.
+// renew renews ids for the caller of ctx and returns each one's TTL in ms
+// (0: not found), once the renewal is applied on this member. A lease the
+// caller does not own (with auth enabled) fails the call with
+// PermissionDenied.
 func (r *renewer) renew(ctx context.Context, ids []int64) ([]int64, error) {
+	user := ""
+	if u := callerUser(ctx); u != nil {
+		user = u.Name
+	}
 	r.mu.Lock()
 	b := r.cur
 	if b == nil {
-		b = &renewBatch{idx: map[int64]int{}, done: make(chan struct{})}
+		b = &renewBatch{idx: map[renewKey]int{}, done: make(chan struct{})}
 		r.cur = b
 	}
 	for _, id := range ids {
-		if _, ok := b.idx[id]; !ok {
-			b.idx[id] = len(b.ids)
+		k := renewKey{id, user}
+		if _, ok := b.idx[k]; !ok {
+			b.idx[k] = len(b.ids)
 			b.ids = append(b.ids, id)
+			b.users = append(b.users, user)
 		}
 	}
 	r.mu.Unlock()
@@ -62,9 +81,20 @@ func (r *renewer) renew(ctx context.Context, ids []int64) ([]int64, error) {
 	}
 	out := make([]int64, len(ids))
 	for i, id := range ids {
-		out[i] = b.ttls[b.idx[id]]
+		j := b.idx[renewKey{id, user}]
+		if b.denied != nil && b.denied[j] {
+			return nil, r.denied(user, id)
+		}
+		out[i] = b.ttls[j]
 	}
 	return out, nil
+}
+
+// denied is the refusal of user's keep-alive of lease id, which apply
+// found it does not own.
+func (r *renewer) denied(user string, id int64) error {
+	rec, _, _ := lease.Get(r.s.store.DB(), id) // for the message only
+	return lease.Denied(user, id, rec.Owner, "keep alive")
 }
 
 func (r *renewer) loop() {
@@ -83,13 +113,13 @@ func (r *renewer) loop() {
 			if b == nil {
 				break
 			}
-			resp, err := r.propose(b.ids)
-			if err == nil && len(resp.GetTtlMs()) != len(b.ids) {
+			resp, err := r.propose(b.ids, b.users)
+			if err == nil && (len(resp.GetTtlMs()) != len(b.ids) || resp.Denied != nil && len(resp.Denied) != len(b.ids)) {
 				err = dkverr.New(dkverr.Internal, "renew answered %d leases, asked %d", len(resp.GetTtlMs()), len(b.ids))
 			}
 			b.err = err
 			if err == nil {
-				b.ttls = resp.GetTtlMs()
+				b.ttls, b.denied = resp.GetTtlMs(), resp.GetDenied()
 			}
 			close(b.done)
 		}
@@ -105,10 +135,13 @@ const renewAttempt = time.Second
 // renewAttempt (renewing twice is harmless), for up to leaseProposeTimeout:
 // a member that forwarded a renewal to a dead leader must not sit on its
 // clients' keep-alives until their leases run out.
-func (r *renewer) propose(ids []int64) (*dkvpb.LeaseRenewResponse, error) {
+func (r *renewer) propose(ids []int64, users []string) (*dkvpb.LeaseRenewResponse, error) {
 	ctx, cancel := r.s.leaseCtx()
 	defer cancel()
 	req := &dkvpb.LeaseRenewRequest{Ids: ids}
+	if slices.ContainsFunc(users, func(u string) bool { return u != "" }) {
+		req.Users = users // none with auth disabled: the entry stays as it was
+	}
 	for {
 		changed := r.s.node.LeaderChanged()
 		actx, acancel := context.WithTimeout(ctx, renewAttempt)

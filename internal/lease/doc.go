@@ -15,7 +15,8 @@
 //
 // # Key layout
 //
-//	s/ll/<id>          lease record: uvarint ttl_ms, remaining_ms, epoch; flags byte
+//	s/ll/<id>          lease record: uvarint ttl_ms, remaining_ms, epoch; flags byte;
+//	                   then, if flag 2 is set, the owner's user name
 //	s/lk/<id><key>     the key is attached to lease id (empty value)
 //	s/lm/seq           the last server-assigned lease id, 8 bytes big-endian
 //
@@ -35,6 +36,10 @@
 //     leader measured). A member that applied that command at local time t
 //     knows the lease cannot expire before t + remaining_ms, which is what
 //     a new leader starts from (see Lessor.Promote and docs/leases.md).
+//   - A record's owner is the user who granted it, fixed at grant. With
+//     auth enabled, apply renews, revokes and attaches keys and locks to a
+//     lease only for its owner or root (MayUse); a lease granted with auth
+//     disabled has no owner and is root's alone once auth is enabled.
 //   - Every duration above is measured on the Lessor's clock slowed by
 //     1+maxDrift (NewLessor). For members whose clocks run within
 //     ±maxDrift of real time it is never longer than the real duration,

@@ -51,6 +51,28 @@ type Record struct {
 	// Auto marks a lease granted by a put with ttl_ms: it is deleted as
 	// soon as it has no keys left.
 	Auto bool
+	// Owner is the user who granted the lease; empty when auth was
+	// disabled at the time. With auth enabled only the owner or root may
+	// renew, revoke or attach to it (see MayUse).
+	Owner string
+}
+
+// MayUse reports whether user may renew, revoke, read or attach to a lease
+// owned by owner, given whether user has the root role. An empty user is
+// a command made with auth disabled or by a member itself: unrestricted.
+// A lease without owner was granted while auth was disabled and is
+// root's alone once it is enabled.
+func MayUse(user string, root bool, owner string) bool {
+	return user == "" || root || owner != "" && owner == user
+}
+
+// Denied is the PermissionDenied error for user's attempt to do what to
+// lease id, which it does not own.
+func Denied(user string, id int64, owner, what string) error {
+	if owner == "" {
+		return dkverr.New(dkverr.PermissionDenied, "user %q may not %s lease %d: it was granted before auth was enabled, so only root may", user, what, id)
+	}
+	return dkverr.New(dkverr.PermissionDenied, "user %q may not %s lease %d: a lease belongs to the user who granted it, and only that user or root may", user, what, id)
 }
 
 func recordKey(id int64) []byte {
@@ -76,10 +98,22 @@ func encode(r *Record) []byte {
 	b = binary.AppendUvarint(b, r.Epoch)
 	var flags byte
 	if r.Auto {
-		flags |= 1
+		flags |= flagAuto
 	}
-	return append(b, flags)
+	if r.Owner == "" {
+		// As before owners existed: a cluster with auth disabled writes
+		// the same bytes as older versions.
+		return append(b, flags)
+	}
+	return append(append(b, flags|flagOwner), r.Owner...)
 }
+
+// Record flags; the owner's name, when flagOwner is set, is the rest of
+// the value.
+const (
+	flagAuto  = 1
+	flagOwner = 2
+)
 
 var errCorrupt = errors.New("lease: corrupt record")
 
@@ -93,10 +127,15 @@ func decode(id int64, b []byte) (Record, error) {
 		}
 		vals[i], b = u, b[n:]
 	}
-	if len(b) != 1 {
+	if len(b) < 1 {
 		return r, errCorrupt
 	}
-	r.TTLMs, r.RemainingMs, r.Epoch, r.Auto = int64(vals[0]), int64(vals[1]), vals[2], b[0]&1 != 0
+	flags, rest := b[0], b[1:]
+	if flags&^(flagAuto|flagOwner) != 0 || (flags&flagOwner != 0) != (len(rest) > 0) {
+		return r, errCorrupt
+	}
+	r.TTLMs, r.RemainingMs, r.Epoch, r.Auto = int64(vals[0]), int64(vals[1]), vals[2], flags&flagAuto != 0
+	r.Owner = string(rest)
 	return r, nil
 }
 

@@ -32,6 +32,9 @@ func validateLease(req *dkvpb.InternalRequest) error {
 		if len(ids) == 0 {
 			return invalid("lease renew names no lease")
 		}
+		if u := r.LeaseRenew.GetUsers(); len(u) != 0 && len(u) != len(ids) {
+			return invalid("lease renew names %d leases and %d users", len(ids), len(u))
+		}
 		for _, id := range ids {
 			if err := checkLeaseID(id); err != nil {
 				return err
@@ -90,18 +93,32 @@ func (w *Writer) deleteLease(id int64) {
 	delete(w.s.leaseRecs, id)
 }
 
-// checkLease refuses a write that attaches a key to a lease that does not
-// exist.
+// mayUse reports whether user may renew, revoke or attach to rec (see
+// SetCaller and lease.MayUse).
+func (w *Writer) mayUse(user string, rec *lease.Record) bool {
+	if w.isRoot == nil {
+		return true
+	}
+	return lease.MayUse(user, user != "" && w.isRoot(user), rec.Owner)
+}
+
+// checkLease refuses a write that attaches a key (or a lock) to a lease
+// that does not exist or that the caller does not own.
 func (w *Writer) checkLease(id int64) error {
 	if id == 0 {
 		return nil
 	}
-	if _, ok := w.getLease(id); !ok {
+	rec, ok := w.getLease(id)
+	if !ok {
 		return lease.NotFound(id)
+	}
+	if !w.mayUse(w.user, &rec) {
+		return lease.Denied(w.user, id, rec.Owner, "attach a key or a lock to")
 	}
 	return nil
 }
 
+// grant writes a new lease, owned by the caller when auth is enabled.
 func (w *Writer) grant(id, ttlMs int64, auto bool) int64 {
 	if id == 0 {
 		var err error
@@ -109,6 +126,9 @@ func (w *Writer) grant(id, ttlMs int64, auto bool) int64 {
 		must(err)
 	}
 	rec := lease.Record{ID: id, TTLMs: ttlMs, RemainingMs: ttlMs, Epoch: 1, Auto: auto}
+	if w.isRoot != nil {
+		rec.Owner = w.user
+	}
 	w.setLease(&rec)
 	w.leases = append(w.leases, lease.Change{Kind: lease.Granted, ID: id, TTLMs: ttlMs, RemainingMs: ttlMs, Epoch: 1})
 	return id
@@ -125,8 +145,14 @@ func (w *Writer) LeaseGrant(g *dkvpb.LeaseGrantRequest) (*dkvpb.LeaseGrantRespon
 	return &dkvpb.LeaseGrantResponse{Id: id, TtlMs: g.TtlMs}, nil
 }
 
-// LeaseRevoke applies a lease revocation.
-func (w *Writer) LeaseRevoke(id int64) (*dkvpb.LeaseRevokeResponse, error) { return w.leaseRevoke(id) }
+// LeaseRevoke applies a client's lease revocation: only the lease's owner
+// or root may revoke it.
+func (w *Writer) LeaseRevoke(id int64) (*dkvpb.LeaseRevokeResponse, error) {
+	if rec, ok := w.getLease(id); ok && !w.mayUse(w.user, &rec) {
+		return nil, lease.Denied(w.user, id, rec.Owner, "revoke")
+	}
+	return w.leaseRevoke(id)
+}
 
 // leaseRevoke deletes the lease and then its keys, at one revision (none
 // if it had no keys).
@@ -157,12 +183,21 @@ func (w *Writer) leaseRevoke(id int64) (*dkvpb.LeaseRevokeResponse, error) {
 	return &dkvpb.LeaseRevokeResponse{}, nil
 }
 
-// LeaseRenew applies a renewal (a keep-alive batch).
+// LeaseRenew applies a renewal (a keep-alive batch). Each lease is renewed
+// only for its owner or root (users[i] is who asked for ids[i]); the
+// others are reported denied.
 func (w *Writer) LeaseRenew(r *dkvpb.LeaseRenewRequest) *dkvpb.LeaseRenewResponse {
 	resp := &dkvpb.LeaseRenewResponse{TtlMs: make([]int64, len(r.Ids))}
 	for i, id := range r.Ids {
 		rec, ok := w.getLease(id)
 		if !ok {
+			continue
+		}
+		if len(r.Users) == len(r.Ids) && !w.mayUse(r.Users[i], &rec) {
+			if resp.Denied == nil {
+				resp.Denied = make([]bool, len(r.Ids))
+			}
+			resp.Denied[i] = true
 			continue
 		}
 		rec.Epoch++

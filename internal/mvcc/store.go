@@ -268,6 +268,8 @@ type Writer struct {
 	comp    int64
 	rev     int64 // revision of the command's writes
 	now     int64 // the raft entry's time in Unix ns (SetTime); 0 if none
+	user    string
+	isRoot  func(user string) bool // nil: leases are unrestricted (SetCaller)
 	changes []change
 	events  []Event
 	leases  []lease.Change
@@ -286,6 +288,15 @@ func (s *Store) Begin(b *pebble.Batch) *Writer {
 // entry (InternalRequest.time_unix_nano; 0 when it stamped none). It is
 // replicated, never this member's clock: a lock grant records it.
 func (w *Writer) SetTime(unixNano int64) { w.now = unixNano }
+
+// SetCaller names who made the command, for lease ownership: user is the
+// authenticated user (InternalRequest.user; "" with auth disabled or for a
+// member's own command) and isRoot tells whether a user has the root role
+// in the replicated auth state. A nil isRoot (auth disabled) leaves every
+// lease open to every command, as before leases had owners.
+func (w *Writer) SetCaller(user string, isRoot func(user string) bool) {
+	w.user, w.isRoot = user, isRoot
+}
 
 func (w *Writer) get(key []byte) (record, bool) {
 	rec, ok, err := getLatest(w.b, w.s.kbuf[:0], key)

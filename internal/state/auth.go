@@ -23,8 +23,9 @@ const MinSigningKeyBytes = 32
 // goroutine changes it; any goroutine reads the current View with one
 // atomic load.
 type Auth struct {
-	state *dkvpb.AuthState // apply goroutine only
-	view  atomic.Pointer[auth.View]
+	state  *dkvpb.AuthState       // apply goroutine only
+	isRoot func(user string) bool // apply goroutine only; see rootTest
+	view   atomic.Pointer[auth.View]
 }
 
 // View is the current auth view; never nil once the machine is built.
@@ -45,7 +46,7 @@ func (a *Auth) load(r pebble.Reader) error {
 		}
 	}
 	a.state = st
-	a.view.Store(auth.NewView(st))
+	a.setView(auth.NewView(st))
 	return nil
 }
 
@@ -63,6 +64,23 @@ func ClientCommand(req *dkvpb.InternalRequest) bool {
 		return true
 	}
 	return false
+}
+
+// rootTest is, with auth enabled, a test of whether a user has the root
+// role in the applied auth state, for lease ownership (mvcc.SetCaller);
+// nil with auth disabled, when leases are open to everyone.
+func (a *Auth) rootTest() func(user string) bool { return a.isRoot }
+
+// setView makes v the current view (apply goroutine only).
+func (a *Auth) setView(v *auth.View) {
+	a.view.Store(v)
+	a.isRoot = nil
+	if v.Enabled {
+		a.isRoot = func(user string) bool {
+			u, ok := v.User(user)
+			return ok && u.Root
+		}
+	}
 }
 
 // checkFresh refuses a client command checked against another auth state
@@ -99,7 +117,7 @@ func (a *Auth) apply(b *pebble.Batch, ch *dkvpb.AuthChange) (uint64, error) {
 	must(err)
 	must(b.Set(keys.AuthState, data, nil))
 	a.state = st
-	a.view.Store(auth.NewView(st))
+	a.setView(auth.NewView(st))
 	return rev, nil
 }
 

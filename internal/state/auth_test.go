@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -195,4 +196,50 @@ func TestAuthRestored(t *testing.T) {
 	if res := b.one(userAdd("alice")); !errors.Is(res.Err, dkverr.Sentinel(dkverr.Conflict)) {
 		t.Fatalf("user add after restore: %v, want Conflict", res.Err)
 	}
+}
+
+// as stamps req as a client command of user, checked at the current auth
+// revision, as the proposing member does.
+func (h *harness) as(user string, req *dkvpb.InternalRequest) *dkvpb.InternalRequest {
+	req.User = user
+	req.AuthRevision = h.m.Auth().View().Revision
+	return req
+}
+
+// TestApplyLeaseOwnership (issue #32, finding 5): apply renews, revokes and
+// attaches to a lease only for its owner or root, from the user stamped in
+// the entry; a lease granted before auth was enabled is root's alone.
+func TestApplyLeaseOwnership(t *testing.T) {
+	h := newHarness(t)
+	grant := func(id int64) *dkvpb.InternalRequest {
+		return &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseGrant{LeaseGrant: &dkvpb.LeaseGrantRequest{Id: id, TtlMs: 60_000}}}
+	}
+	revoke := func(id int64) *dkvpb.InternalRequest {
+		return &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseRevoke{LeaseRevoke: &dkvpb.LeaseRevokeRequest{Id: id}}}
+	}
+	h.ok(grant(9)) // auth disabled: no owner
+	for _, r := range []*dkvpb.InternalRequest{userAdd("root"), grantRole("root", "root"), userAdd("alice"), userAdd("bob"),
+		roleAdd("rw"), rolePrefix("rw", "k", dkvpb.Permission_READWRITE), grantRole("alice", "rw"), grantRole("bob", "rw"), enable(key32)} {
+		h.ok(r)
+	}
+	h.ok(h.as("alice", grant(1)))
+	denied := func(what string, res Result) {
+		t.Helper()
+		if dkverr.CodeOf(res.Err) != dkverr.PermissionDenied {
+			t.Errorf("%s: %v, want PermissionDenied", what, res.Err)
+		}
+	}
+	denied("bob's put on alice's lease", h.one(h.as("bob", put("k", "v", 1))))
+	denied("bob's put on the ownerless lease", h.one(h.as("bob", put("k", "v", 9))))
+	denied("bob's revoke of alice's lease", h.one(h.as("bob", revoke(1))))
+	renew := h.ok(&dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseRenew{LeaseRenew: &dkvpb.LeaseRenewRequest{
+		Ids: []int64{1, 1, 9, 9, 1}, Users: []string{"bob", "alice", "alice", "root", "root"}}}}).Resp.(*dkvpb.LeaseRenewResponse)
+	if want := []bool{true, false, true, false, false}; !slices.Equal(renew.Denied, want) || renew.TtlMs[1] == 0 || renew.TtlMs[0] != 0 {
+		t.Errorf("renewals by bob, alice, alice, root, root: denied %v ttls %v, want denied %v", renew.Denied, renew.TtlMs, want)
+	}
+	h.ok(h.as("alice", put("k", "v", 1)))
+	h.ok(h.as("root", put("k2", "v", 9)))
+	h.ok(h.as("root", put("k3", "v", 1)))
+	h.ok(h.as("alice", revoke(1)))
+	h.ok(h.as("root", revoke(9)))
 }

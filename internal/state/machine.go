@@ -131,6 +131,7 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 	m.quota.reset(b)
 	w := m.kv.Begin(b)
 	w.SetTime(req.GetTimeUnixNano())
+	w.SetCaller(req.GetUser(), m.auth.rootTest())
 	var (
 		resp  proto.Message
 		err   error

@@ -766,8 +766,12 @@ func (x *LeaseLeasesResponse) GetLeases() []*LeaseStatus {
 // any member, group-committed. It is what makes a keep-alive durable before
 // it is acknowledged.
 type LeaseRenewRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ids           []int64                `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ids   []int64                `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// users, when set, holds for each id the user whose keep-alive asked
+	// for it ("" for none): with auth enabled a lease is renewed only for
+	// its owner or root.
+	Users         []string `protobuf:"bytes,2,rep,name=users,proto3" json:"users,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -809,12 +813,22 @@ func (x *LeaseRenewRequest) GetIds() []int64 {
 	return nil
 }
 
+func (x *LeaseRenewRequest) GetUsers() []string {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
 // LeaseRenewResponse reports the TTL of each renewed lease (0: not found),
 // in the order of the request.
 type LeaseRenewResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	TtlMs         []int64                `protobuf:"varint,2,rep,packed,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	TtlMs  []int64                `protobuf:"varint,2,rep,packed,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// denied, when set, is true for each lease not renewed because its
+	// user (LeaseRenewRequest.users) does not own it and is not root.
+	Denied        []bool `protobuf:"varint,3,rep,packed,name=denied,proto3" json:"denied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -859,6 +873,13 @@ func (x *LeaseRenewResponse) GetHeader() *ResponseHeader {
 func (x *LeaseRenewResponse) GetTtlMs() []int64 {
 	if x != nil {
 		return x.TtlMs
+	}
+	return nil
+}
+
+func (x *LeaseRenewResponse) GetDenied() []bool {
+	if x != nil {
+		return x.Denied
 	}
 	return nil
 }
@@ -1168,12 +1189,14 @@ const file_dkv_v1_lease_proto_rawDesc = "" +
 	"\x0egranted_ttl_ms\x18\x02 \x01(\x03R\fgrantedTtlMs\"r\n" +
 	"\x13LeaseLeasesResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12+\n" +
-	"\x06leases\x18\x02 \x03(\v2\x13.dkv.v1.LeaseStatusR\x06leases\"%\n" +
+	"\x06leases\x18\x02 \x03(\v2\x13.dkv.v1.LeaseStatusR\x06leases\";\n" +
 	"\x11LeaseRenewRequest\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x03R\x03ids\"[\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x14\n" +
+	"\x05users\x18\x02 \x03(\tR\x05users\"s\n" +
 	"\x12LeaseRenewResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x15\n" +
-	"\x06ttl_ms\x18\x02 \x03(\x03R\x05ttlMs\"Z\n" +
+	"\x06ttl_ms\x18\x02 \x03(\x03R\x05ttlMs\x12\x16\n" +
+	"\x06denied\x18\x03 \x03(\bR\x06denied\"Z\n" +
 	"\x0fLeaseCheckpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12!\n" +

@@ -35,6 +35,9 @@ const (
 // are deleted, one revision per lease, when it is revoked or expires. Expiry
 // is decided by the raft leader and applied through raft; see docs/leases.md
 // for the exact guarantee. TTLs are in milliseconds, between 1 s and 1 year.
+// With auth enabled a lease belongs to the user who granted it: only that
+// user or root may revoke it, keep it alive, read its TTL or attach keys
+// and locks to it (PERMISSION_DENIED otherwise).
 type LeaseClient interface {
 	// Grant creates a lease with a TTL, and an id the server picks unless
 	// the request names one (CONFLICT if that id is in use).
@@ -52,7 +55,8 @@ type LeaseClient interface {
 	// TimeToLive reports a lease's granted and remaining TTL and,
 	// optionally, its keys.
 	TimeToLive(ctx context.Context, in *LeaseTimeToLiveRequest, opts ...grpc.CallOption) (*LeaseTimeToLiveResponse, error)
-	// Leases lists every lease.
+	// Leases lists every lease (with auth enabled, those the caller
+	// granted; root sees all).
 	Leases(ctx context.Context, in *LeaseLeasesRequest, opts ...grpc.CallOption) (*LeaseLeasesResponse, error)
 }
 
@@ -135,6 +139,9 @@ func (c *leaseClient) Leases(ctx context.Context, in *LeaseLeasesRequest, opts .
 // are deleted, one revision per lease, when it is revoked or expires. Expiry
 // is decided by the raft leader and applied through raft; see docs/leases.md
 // for the exact guarantee. TTLs are in milliseconds, between 1 s and 1 year.
+// With auth enabled a lease belongs to the user who granted it: only that
+// user or root may revoke it, keep it alive, read its TTL or attach keys
+// and locks to it (PERMISSION_DENIED otherwise).
 type LeaseServer interface {
 	// Grant creates a lease with a TTL, and an id the server picks unless
 	// the request names one (CONFLICT if that id is in use).
@@ -152,7 +159,8 @@ type LeaseServer interface {
 	// TimeToLive reports a lease's granted and remaining TTL and,
 	// optionally, its keys.
 	TimeToLive(context.Context, *LeaseTimeToLiveRequest) (*LeaseTimeToLiveResponse, error)
-	// Leases lists every lease.
+	// Leases lists every lease (with auth enabled, those the caller
+	// granted; root sees all).
 	Leases(context.Context, *LeaseLeasesRequest) (*LeaseLeasesResponse, error)
 	mustEmbedUnimplementedLeaseServer()
 }

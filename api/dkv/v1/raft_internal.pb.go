@@ -40,6 +40,11 @@ type InternalRequest struct {
 	// with Unavailable, not applied, and the client retries. (Field numbers
 	// 60-79 are auth's.)
 	AuthRevision uint64 `protobuf:"varint,79,opt,name=auth_revision,json=authRevision,proto3" json:"auth_revision,omitempty"`
+	// user is the authenticated user who made a client command (empty with
+	// auth disabled and for members' own commands). Apply checks lease
+	// ownership against it: a lease belongs to the user who granted it, and
+	// only that user or root may renew, revoke or attach to it.
+	User string `protobuf:"bytes,78,opt,name=user,proto3" json:"user,omitempty"`
 	// Types that are valid to be assigned to Request:
 	//
 	//	*InternalRequest_Put
@@ -120,6 +125,13 @@ func (x *InternalRequest) GetAuthRevision() uint64 {
 		return x.AuthRevision
 	}
 	return 0
+}
+
+func (x *InternalRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
 }
 
 func (x *InternalRequest) GetRequest() isInternalRequest_Request {
@@ -686,11 +698,12 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\x1a\x12dkv/v1/store.proto\x1a\x12dkv/v1/query.proto\"\x8b\f\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\x1a\x12dkv/v1/store.proto\x1a\x12dkv/v1/query.proto\"\x9f\f\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
-	"\rauth_revision\x18O \x01(\x04R\fauthRevision\x12&\n" +
+	"\rauth_revision\x18O \x01(\x04R\fauthRevision\x12\x12\n" +
+	"\x04user\x18N \x01(\tR\x04user\x12&\n" +
 	"\x03put\x18\n" +
 	" \x01(\v2\x12.dkv.v1.PutRequestH\x00R\x03put\x12?\n" +
 	"\fdelete_range\x18\v \x01(\v2\x1a.dkv.v1.DeleteRangeRequestH\x00R\vdeleteRange\x12&\n" +
