@@ -72,12 +72,18 @@ func loginServer(t *testing.T) (s *Server, offset *atomic.Int64, compares *atomi
 	defer conn.Close()
 	ac := dkvpb.NewAuthClient(conn)
 	for _, step := range []func() error{
-		func() error { _, err := ac.UserAdd(ctx, &dkvpb.UserAddRequest{Name: "root", Password: "rootpw"}); return err },
+		func() error {
+			_, err := ac.UserAdd(ctx, &dkvpb.UserAddRequest{Name: "root", Password: "rootpw"})
+			return err
+		},
 		func() error {
 			_, err := ac.UserGrantRole(ctx, &dkvpb.UserRoleRequest{User: "root", Role: "root"})
 			return err
 		},
-		func() error { _, err := ac.UserAdd(ctx, &dkvpb.UserAddRequest{Name: "alice", Password: "alicepw"}); return err },
+		func() error {
+			_, err := ac.UserAdd(ctx, &dkvpb.UserAddRequest{Name: "alice", Password: "alicepw"})
+			return err
+		},
 		func() error { _, err := ac.AuthEnable(ctx, &dkvpb.AuthEnableRequest{}); return err },
 	} {
 		if err := step(); err != nil {
