@@ -266,6 +266,10 @@ func requirements(req any) []need {
 			n = queueAckNeeds(a, n)
 		}
 		return n
+	case *dkvpb.RateLimitRequest:
+		// A decision changes the bucket, and its answer tells the
+		// bucket's state: the limiter's key needs what a counter's does.
+		return []need{{auth.Read | auth.Write, auth.Key(r.GetKey()), "ratelimit"}}
 	case *dkvpb.LockDescribeRequest:
 		return []need{{auth.Read, auth.Key(r.GetKey()), "lock describe"}}
 	case *dkvpb.LeaseGrantRequest, *dkvpb.LeaseKeepAliveOnceRequest, *dkvpb.LeaseLeasesRequest,
