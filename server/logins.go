@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net"
 	"runtime"
 	"strconv"
@@ -83,7 +85,16 @@ func newLoginGuard(cost int) *loginGuard {
 	}
 }
 
-func userKey(user, addr string) string { return "u\x00" + user + "\x00" + addr }
+// userKey is the throttle's key for user from addr. A long name (no
+// limit binds it; only an existing user's is short) is kept as its hash,
+// so a guesser's names cannot fill the memory.
+func userKey(user, addr string) string {
+	if len(user) > 128 {
+		sum := sha256.Sum256([]byte(user))
+		user = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return "u\x00" + user + "\x00" + addr
+}
 func addrKey(addr string) string       { return "a\x00" + addr }
 
 // expire drops the failures older than the window.
@@ -132,7 +143,11 @@ func (g *loginGuard) begin(user, addr string) error {
 	now := g.now()
 	uk, ak := userKey(user, addr), addrKey(addr)
 	if w := g.wait(uk, loginFailsPerUser, now); w > 0 {
-		return throttled(w, "too many failed logins for %s from %s; retry in %s", user, addr)
+		shown := user
+		if len(shown) > 64 {
+			shown = shown[:64] + "..."
+		}
+		return throttled(w, "too many failed logins for %s from %s; retry in %s", shown, addr)
 	}
 	if w := g.wait(ak, loginFailsPerAddr, now); w > 0 {
 		return throttled(w, "too many failed logins from %s; retry in %s", addr)
