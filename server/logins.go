@@ -95,7 +95,7 @@ func userKey(user, addr string) string {
 	}
 	return "u\x00" + user + "\x00" + addr
 }
-func addrKey(addr string) string       { return "a\x00" + addr }
+func addrKey(addr string) string { return "a\x00" + addr }
 
 // expire drops the failures older than the window.
 func (f *loginFails) expire(now time.Time) {
