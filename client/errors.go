@@ -62,6 +62,11 @@ var (
 	// ErrNoIndex: a label query has no index to serve it; the message
 	// names the index to create (or ask for a scan, WithQueryScan).
 	ErrNoIndex = errors.New("no index for query")
+	// ErrThrottled: too many failed logins for this user from this
+	// address, or from this address; the message names the wait, and
+	// Error.Metadata["retry_after_ms"] carries it. Nothing was checked:
+	// retry after the wait (a correct password does not skip it).
+	ErrThrottled = errors.New("throttled")
 )
 
 // codeErrors is the one table from wire status codes to client errors.
@@ -78,6 +83,7 @@ var codeErrors = map[dkverr.Code]error{
 	dkverr.Unauthenticated:  ErrUnauthenticated,
 	dkverr.PermissionDenied: ErrPermissionDenied,
 	dkverr.NoIndex:          ErrNoIndex,
+	dkverr.Throttled:        ErrThrottled,
 }
 
 // Error is a failure with a DKV status. errors.Is(err, Kind) holds, so

@@ -287,6 +287,10 @@ func requirements(req any) []need {
 			n = queueAckNeeds(a, n)
 		}
 		return n
+	case *dkvpb.RateLimitRequest:
+		// A decision changes the bucket, and its answer tells the
+		// bucket's state: the limiter's key needs what a counter's does.
+		return []need{{auth.Read | auth.Write, auth.Key(r.GetKey()), "ratelimit"}}
 	case *dkvpb.LockDescribeRequest:
 		return []need{{auth.Read, auth.Key(r.GetKey()), "lock describe"}}
 	case *dkvpb.LeaseGrantRequest, *dkvpb.LeaseKeepAliveOnceRequest, *dkvpb.LeaseLeasesRequest,
@@ -482,13 +486,27 @@ func allowed(u *auth.User, n need) error {
 // denied records a refused call: a structured log line and a counter.
 func (s *Server) denied(user, method, span string, err error) {
 	reason := "permission_denied"
-	if dkverr.CodeOf(err) == dkverr.Unauthenticated {
+	switch dkverr.CodeOf(err) {
+	case dkverr.Unauthenticated:
 		reason = "unauthenticated"
+	case dkverr.Throttled:
+		reason = "throttled"
 	}
 	if s.metrics != nil {
 		s.metrics.authDenied.WithLabelValues(reason).Inc()
 	}
-	s.log.Warn("auth: call refused", "user", user, "method", method, "key_range", span, "reason", reason, "detail", dkverr.Message(err))
+	// One line per reason and method every 10 s: a flood of refusals
+	// (password guessing) must not flood the log; the counter above
+	// counts them all.
+	suppressed := 0
+	if s.deniedLog != nil {
+		n, ok := s.deniedLog.Allow(reason + " " + method)
+		if !ok {
+			return
+		}
+		suppressed = n
+	}
+	s.log.Warn("auth: call refused", "user", user, "method", method, "key_range", span, "reason", reason, "detail", dkverr.Message(err), "suppressed_since_last", suppressed)
 }
 
 // filterReply removes from resp what the caller may not see: a member's
@@ -696,8 +714,26 @@ func (a *authService) Authenticate(ctx context.Context, req *dkvpb.AuthenticateR
 		// No token is needed; the client sends none.
 		return &dkvpb.AuthenticateResponse{Header: a.s.header(0)}, nil
 	}
+	// Failed logins are throttled per user and source address, and per
+	// address; the check is bounded and costs the same for an unknown
+	// user (logins.go).
+	g, from := a.s.logins, loginSource(ctx)
+	if err := g.begin(req.GetName(), from); err != nil {
+		a.s.denied(req.GetName(), dkvpb.Auth_Authenticate_FullMethodName, "", err)
+		return nil, err
+	}
 	u, ok := v.User(req.GetName())
-	if !ok || u.NoPassword || bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(req.GetPassword())) != nil {
+	var hash []byte
+	if ok && !u.NoPassword {
+		hash = u.PasswordHash
+	}
+	match, err := g.check(ctx, hash, req.GetPassword())
+	if err != nil {
+		g.abandon(req.GetName(), from) // not a guess: the caller gave up waiting
+		return nil, err
+	}
+	g.end(req.GetName(), from, match)
+	if !match {
 		err := dkverr.New(dkverr.Unauthenticated, "wrong user name or password for %q", req.GetName())
 		a.s.denied(req.GetName(), dkvpb.Auth_Authenticate_FullMethodName, "", err)
 		return nil, err

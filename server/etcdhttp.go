@@ -16,10 +16,10 @@ import (
 // and base64 bytes, as etcd's own gateway speaks.
 func (s *Server) etcdGateway(conn *grpc.ClientConn) (http.Handler, error) {
 	mux := runtime.NewServeMux(append(gatewayCNOptions(),
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &depthJSONPb{runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
-		}))...)
+		}}))...)
 	bg := context.Background()
 	for _, reg := range append([]func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		gw.RegisterKVHandler, gw.RegisterWatchHandler, gw.RegisterLeaseHandler,

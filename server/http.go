@@ -168,20 +168,23 @@ func gatewayCNOptions() []runtime.ServeMuxOption {
 	return []runtime.ServeMuxOption{runtime.WithIncomingHeaderMatcher(gatewayHeaderMatcher), runtime.WithMetadata(gatewayClientCN)}
 }
 
-// gatewayClientCN passes the HTTP client's verified CN to the gRPC
-// handler the gateway calls.
+// gatewayClientCN passes the HTTP client's verified CN, and its address
+// (the source a login is throttled by, logins.go), to the gRPC handler
+// the gateway calls.
 func gatewayClientCN(_ context.Context, r *http.Request) metadata.MD {
+	md := metadata.Pairs(gatewayClientAddrHeader, r.RemoteAddr)
 	if leaf := verifiedLeaf(r.TLS); leaf != nil && leaf.Subject.CommonName != "" {
-		return metadata.Pairs(gatewayCNHeader, leaf.Subject.CommonName)
+		md.Set(gatewayCNHeader, leaf.Subject.CommonName)
 	}
-	return nil
+	return md
 }
 
 // gatewayHeaderMatcher is the gateway's default header mapping, except
-// that no HTTP header may set gatewayCNHeader: only a verified
-// certificate does.
+// that no HTTP header may set gatewayCNHeader (only a verified
+// certificate does) or gatewayClientAddrHeader (only the connection).
 func gatewayHeaderMatcher(key string) (string, bool) {
-	if strings.EqualFold(strings.TrimPrefix(strings.ToLower(key), strings.ToLower(runtime.MetadataHeaderPrefix)), gatewayCNHeader) {
+	switch strings.TrimPrefix(strings.ToLower(key), strings.ToLower(runtime.MetadataHeaderPrefix)) {
+	case gatewayCNHeader, gatewayClientAddrHeader:
 		return "", false
 	}
 	if strings.EqualFold(key, "Dkv-Store") {
@@ -315,7 +318,7 @@ var httpStatus = map[dkverr.Code]int{
 	dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
 	dkverr.Compacted: 410, dkverr.NoSpace: 507,
 	dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
-	dkverr.NoIndex: 412,
+	dkverr.NoIndex: 412, dkverr.Throttled: 429,
 }
 
 // httpStoreName is the store an HTTP request names: ?store=, else the

@@ -15,6 +15,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -147,25 +148,86 @@ type strictJSONPb struct {
 }
 
 func (m *strictJSONPb) NewDecoder(r io.Reader) runtime.Decoder {
+	return &strictDecoder{dec: json.NewDecoder(r), m: &m.JSONPb, strict: true}
+}
+
+// depthJSONPb is a gateway's JSON marshaler whose decoder refuses a body
+// nested deeper than maxJSONDepth before decoding it (etcd's gateway:
+// etcd's JSON keeps its own base64 rules).
+type depthJSONPb struct {
+	runtime.JSONPb
+}
+
+func (m *depthJSONPb) NewDecoder(r io.Reader) runtime.Decoder {
 	return &strictDecoder{dec: json.NewDecoder(r), m: &m.JSONPb}
 }
 
 type strictDecoder struct {
-	dec *json.Decoder
-	m   *runtime.JSONPb
+	dec    *json.Decoder
+	m      *runtime.JSONPb
+	strict bool // check bytes fields' base64
 }
 
 func (d *strictDecoder) Decode(v any) error {
 	var raw json.RawMessage
 	if err := d.dec.Decode(&raw); err != nil {
+		if strings.Contains(err.Error(), "exceeded max depth") {
+			return errJSONTooDeep()
+		}
 		return err
 	}
-	if pm, ok := v.(proto.Message); ok {
+	// Decoding recurses (checkBytesFields, protojson): the nesting is
+	// checked first, by a scan.
+	if jsonDepth(raw, maxJSONDepth) > maxJSONDepth {
+		return errJSONTooDeep()
+	}
+	if pm, ok := v.(proto.Message); ok && d.strict {
 		if err := checkBytesFields(pm.ProtoReflect().Descriptor(), raw); err != nil {
 			return err
 		}
 	}
 	return d.m.Unmarshal(raw, v)
+}
+
+// maxJSONDepth is the deepest a JSON request may nest: a txn with txns
+// nested mvcc.MaxTxnDepth levels in it (three JSON levels each: the
+// branch's array, the op, the txn), with room for the innermost ops.
+// A txn nested one level more fits too, and is refused by the gRPC
+// server's codec, naming the limit; deeper ones stop here.
+const maxJSONDepth = 3*(mvcc.MaxTxnDepth+1) + 8
+
+func errJSONTooDeep() error {
+	return fmt.Errorf("the JSON body nests more than %d levels; txns are nested at most %d deep", maxJSONDepth, mvcc.MaxTxnDepth)
+}
+
+// jsonDepth is how deep objects and arrays nest in b, counted up to
+// limit+1.
+func jsonDepth(b []byte, limit int) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > deepest {
+				if deepest = depth; deepest > limit {
+					return deepest
+				}
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // decodeStrict is what the gateway does with one JSON request.

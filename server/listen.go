@@ -296,8 +296,9 @@ func (s *Server) startGRPC() error {
 		return err
 	}
 	s.grpcSrv = grpc.NewServer(append(append(s.clientGRPCOptions(), s.clientServerOption()...),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors, s.unaryCorrupt, s.unaryAuth),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors, s.streamCorrupt, s.streamAuth),
+		grpc.ForceServerCodecV2(newDepthCodec()), // txn nesting checked before decoding (codec.go)
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors, unaryDecodeRefusals, s.unaryCorrupt, s.unaryAuth),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors, streamDecodeRefusals, s.streamCorrupt, s.streamAuth),
 	)...)
 	kv := &kvService{s: s}
 	dkvpb.RegisterKVServer(s.grpcSrv, kv)

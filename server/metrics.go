@@ -58,7 +58,7 @@ func newMetrics(s *Server) *metrics {
 		}, []string{"method"}),
 		authDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "dkv", Name: "auth_denied_total",
-			Help: "Calls refused by authentication or authorization, by reason (unauthenticated, permission_denied).",
+			Help: "Calls refused by authentication or authorization, by reason (unauthenticated, permission_denied, throttled: a login refused for too many failed ones).",
 		}, []string{"reason"}),
 	}
 	gauge := func(name, help string, f func() float64) {

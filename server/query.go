@@ -123,7 +123,7 @@ func (qs *queryService) Query(ctx context.Context, req *dkvpb.QueryRequest) (*dk
 	}
 	snap := qs.s.store.DB().NewSnapshot()
 	defer snap.Close()
-	res, err := qs.s.kv.Query(snap, q, mvcc.QueryOptions{
+	res, err := qs.s.kv.Query(ctx, snap, q, mvcc.QueryOptions{
 		Revision: req.GetRevision(), Limit: req.GetLimit(), OrderBy: req.GetOrderBy(),
 		Scan: req.GetScan(), KeysOnly: req.GetKeysOnly(), Continuation: req.GetContinuation(),
 	})

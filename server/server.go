@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/internal/lease"
+	"github.com/dkv-io/dkv/internal/lograte"
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/raftnode"
 	"github.com/dkv-io/dkv/internal/state"
@@ -76,6 +77,8 @@ type Server struct {
 	watchHub  *watch.Hub
 	lockWait  lockWaiters // wakes Acquire calls waiting for a grant
 	tokens    tokenCache  // auth tokens already verified (auth.go)
+	logins    *loginGuard // failed-login throttle, bcrypt slots (logins.go)
+	deniedLog *lograte.Limiter
 
 	removed     chan struct{}
 	removedOnce sync.Once
@@ -115,6 +118,8 @@ func New(cfg Config) (*Server, error) {
 		removed:   make(chan struct{}),
 		spaceKick: make(chan struct{}, 1),
 		failed:    make(chan struct{}),
+		logins:    newLoginGuard(cfg.AuthBcryptCost),
+		deniedLog: lograte.New(10 * time.Second),
 	}, nil
 }
 

@@ -28,6 +28,7 @@ const (
 	exitPermission    = 12
 	exitUnauth        = 13
 	exitNoIndex       = 14
+	exitThrottled     = 15
 )
 
 // usageError marks a command-line mistake: exit code 2.
@@ -72,6 +73,7 @@ var codes = []struct {
 	{client.ErrPermissionDenied, exitPermission, "PermissionDenied"},
 	{client.ErrUnauthenticated, exitUnauth, "Unauthenticated"},
 	{client.ErrNoIndex, exitNoIndex, "NoIndex"},
+	{client.ErrThrottled, exitThrottled, "Throttled"},
 }
 
 func exitCode(err error) int {

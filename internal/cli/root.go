@@ -34,7 +34,9 @@ const exitCodeHelp = `Exit codes:
  13  Unauthenticated (auth is enabled and no valid token: no --user, a
      wrong password, or an expired token)
  14  NoIndex (dkv query: no index serves the query; the message names
-     the one to create, or use --scan)`
+     the one to create, or use --scan)
+ 15  Throttled (too many failed logins for the user from this address,
+     or from this address; the message names the wait)`
 
 // Main runs the dkv command with the process's arguments and exits.
 func Main() {

@@ -42,11 +42,15 @@ const (
 	// NoIndex: a label query has no index to serve it (and did not ask
 	// to scan); the message names the index to create.
 	NoIndex
+	// Throttled: the caller tried too often and failed (wrong
+	// passwords); the message names the wait, and metadata
+	// "retry_after_ms" carries it.
+	Throttled
 )
 
 // NumCodes is the number of codes, for tables indexed by Code; a new
 // code goes before it in the list above and moves it.
-const NumCodes = int(NoIndex) + 1
+const NumCodes = int(Throttled) + 1
 
 // Domain is the ErrorInfo domain DKV errors carry on the wire.
 const Domain = "dkv.io"
@@ -69,6 +73,7 @@ var codeInfo = []struct {
 	Unauthenticated:  {"Unauthenticated", "UNAUTHENTICATED", codes.Unauthenticated},
 	PermissionDenied: {"PermissionDenied", "PERMISSION_DENIED", codes.PermissionDenied},
 	NoIndex:          {"NoIndex", "NO_INDEX", codes.FailedPrecondition},
+	Throttled:        {"Throttled", "THROTTLED", codes.ResourceExhausted},
 }
 
 func (c Code) String() string {

@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -139,7 +140,7 @@ func queryKeys(t *testing.T, h *harness, q string, rev int64) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.s.Query(h.db, pq, QueryOptions{Revision: rev})
+	res, err := h.s.Query(context.Background(), h.db, pq, QueryOptions{Revision: rev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestIndexLeaseAndCompaction(t *testing.T) {
 		t.Fatalf("after the purge: %v", got)
 	}
 	pq, _ := ParseQuery("prefix=o/ state=open")
-	if _, err := h.s.Query(h.db, pq, QueryOptions{Revision: before}); codeOf(err) != dkverr.Compacted {
+	if _, err := h.s.Query(context.Background(), h.db, pq, QueryOptions{Revision: before}); codeOf(err) != dkverr.Compacted {
 		t.Fatalf("query below the compact revision: %v", err)
 	}
 }

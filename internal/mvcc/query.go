@@ -2,8 +2,10 @@ package mvcc
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -52,11 +54,29 @@ type Query struct {
 	Text   string
 }
 
+// The limits of a query's text. A query is parsed, planned and matched
+// in time linear in its size, but every term is evaluated on every
+// candidate key: the caps bound that work per key.
+const (
+	// MaxQueryBytes is the longest query text accepted.
+	MaxQueryBytes = 16 << 10
+	// MaxQueryTerms is the most terms a query may have, counting each
+	// value of name=v1|v2 as a term (it is name=v1 OR name=v2).
+	MaxQueryTerms = 256
+)
+
 // ParseQuery parses the query language.
 func ParseQuery(text string) (*Query, error) {
+	if len(text) > MaxQueryBytes {
+		return nil, invalid("query is %d bytes; the limit is %d", len(text), MaxQueryBytes)
+	}
 	q := &Query{Text: text}
 	var cur []Term
+	// ranges indexes cur's range terms by label, so that merging a bound
+	// into an earlier one does not scan the conjunction.
+	ranges := map[string]int{}
 	prefixSet := false
+	terms := 0
 	fields := strings.Fields(text)
 	if len(fields) == 0 {
 		return nil, invalid("query is empty")
@@ -68,6 +88,7 @@ func ParseQuery(text string) (*Query, error) {
 			}
 			q.Alts = append(q.Alts, cur)
 			cur = nil
+			clear(ranges)
 			continue
 		}
 		if p, ok := strings.CutPrefix(f, ReservedLabel+"="); ok {
@@ -82,7 +103,11 @@ func ParseQuery(text string) (*Query, error) {
 		if err != nil {
 			return nil, prefixErr(err, "query %q: ", text)
 		}
-		cur = mergeTerm(cur, t)
+		terms += max(len(t.Values), 1)
+		cur = mergeTerm(cur, ranges, t)
+	}
+	if terms > MaxQueryTerms {
+		return nil, invalid("query has %d terms; the limit is %d (each value of name=v1|v2 counts)", terms, MaxQueryTerms)
 	}
 	if len(cur) > 0 || len(q.Alts) == 0 {
 		q.Alts = append(q.Alts, cur)
@@ -112,8 +137,7 @@ func parseTerm(f string) (Term, error) {
 	switch op {
 	case "=":
 		t.Kind = TermEq
-		t.Values = strings.Split(rest, "|")
-		sort.Strings(t.Values)
+		t.Values = slices.Compact(slices.Sorted(slices.Values(strings.Split(rest, "|"))))
 	case "^=":
 		t.Kind, t.Prefix = TermPrefix, rest
 	case ">=", ">":
@@ -130,14 +154,12 @@ func parseTerm(f string) (Term, error) {
 }
 
 // mergeTerm adds t to a conjunction, folding a range bound into an
-// earlier range term on the same label.
-func mergeTerm(ts []Term, t Term) []Term {
+// earlier range term on the same label; ranges maps the labels of ts's
+// range terms to their positions.
+func mergeTerm(ts []Term, ranges map[string]int, t Term) []Term {
 	if t.Kind == TermRange {
-		for i := range ts {
+		if i, ok := ranges[t.Label]; ok {
 			o := &ts[i]
-			if o.Kind != TermRange || o.Label != t.Label {
-				continue
-			}
 			if t.HasLo && (!o.HasLo || t.Lo > o.Lo || (t.Lo == o.Lo && !t.LoIncl)) {
 				o.Lo, o.HasLo, o.LoIncl = t.Lo, true, t.LoIncl
 			}
@@ -146,6 +168,7 @@ func mergeTerm(ts []Term, t Term) []Term {
 			}
 			return ts
 		}
+		ranges[t.Label] = len(ts)
 	}
 	return append(ts, t)
 }
@@ -154,12 +177,8 @@ func mergeTerm(ts []Term, t Term) []Term {
 func (t *Term) matchValue(v string) bool {
 	switch t.Kind {
 	case TermEq:
-		for _, x := range t.Values {
-			if v == x {
-				return true
-			}
-		}
-		return false
+		_, ok := slices.BinarySearch(t.Values, v) // sorted by parseTerm
+		return ok
 	case TermPrefix:
 		return strings.HasPrefix(v, t.Prefix)
 	}
@@ -193,24 +212,16 @@ func (q *Query) Matches(key []byte, labels map[string]string) bool {
 	return false
 }
 
-func (q *Query) matchEncoded(key, labels []byte) bool {
-	if !bytes.HasPrefix(key, q.Prefix) {
-		return false
-	}
-	for _, alt := range q.Alts {
-		ok := true
-		for i := range alt {
-			v, has := labelOf(labels, alt[i].Label)
-			if !has || !alt[i].matchValue(v) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
+// matchAlt reports whether a key with these encoded labels matches
+// every term of alt.
+func matchAlt(alt []Term, labels []byte) bool {
+	for i := range alt {
+		v, has := labelOf(labels, alt[i].Label)
+		if !has || !alt[i].matchValue(v) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // QueryOptions are a query's execution options.
@@ -224,6 +235,9 @@ type QueryOptions struct {
 	// forceScan scans even where an index could serve (benchmarks
 	// compare the two on one store).
 	forceScan bool
+	// visit, when set, is called for every record a query examines
+	// (tests count a query's work with it).
+	visit func()
 }
 
 // ErrNoIndex is the FailedPrecondition a query without a usable index
@@ -251,6 +265,32 @@ type plan struct {
 	scan bool
 }
 
+// queryCheckEvery is how many records a query examines between two
+// looks at its caller's context.
+const queryCheckEvery = 64
+
+// walkKey names how p reads its candidates: plans with one key share
+// one walk.
+func (p plan) walkKey() string {
+	if p.scan {
+		return "scan"
+	}
+	t := p.term
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %d %q", p.idx.ID, t.Kind, t.Label)
+	switch t.Kind {
+	case TermEq:
+		for _, v := range t.Values {
+			fmt.Fprintf(&b, " %q", v)
+		}
+	case TermPrefix:
+		fmt.Fprintf(&b, " %q", t.Prefix)
+	case TermRange:
+		fmt.Fprintf(&b, " %t %t %q %t %t %q", t.HasLo, t.LoIncl, t.Lo, t.HasHi, t.HiIncl, t.Hi)
+	}
+	return b.String()
+}
+
 // termRank orders the usable terms by expected selectivity: equality on
 // few values first, then prefix, then range.
 func termRank(t *Term) int {
@@ -263,14 +303,16 @@ func termRank(t *Term) int {
 	return 2000
 }
 
-func choosePlan(ds []IndexDef, q *Query, alt []Term, rev int64, scan bool) (plan, error) {
+// choosePlan picks the plan of one alternative; byLabel holds the
+// indexes by label, so the cost is linear in the alternative's terms.
+func choosePlan(byLabel map[string][]IndexDef, q *Query, alt []Term, rev int64, scan bool) (plan, error) {
 	var best *plan
 	bestRank := 0
 	stale := ""
 	for i := range alt {
 		t := &alt[i]
-		for _, d := range ds {
-			if d.Label != t.Label || !bytes.HasPrefix(q.Prefix, d.Prefix) {
+		for _, d := range byLabel[t.Label] {
+			if !bytes.HasPrefix(q.Prefix, d.Prefix) {
 				continue
 			}
 			if d.Created > rev {
@@ -319,7 +361,7 @@ type QueryResult struct {
 
 // Query runs q against r (a snapshot or the DB when nothing writes
 // concurrently), reading the revisions stored in r.
-func (s *Store) Query(r pebble.Reader, q *Query, o QueryOptions) (*QueryResult, error) {
+func (s *Store) Query(ctx context.Context, r pebble.Reader, q *Query, o QueryOptions) (*QueryResult, error) {
 	cur, comp, err := readCounters(r)
 	if err != nil {
 		return nil, err
@@ -360,19 +402,65 @@ func (s *Store) Query(r pebble.Reader, q *Query, o QueryOptions) (*QueryResult, 
 	if err != nil {
 		return nil, err
 	}
+	byLabel := map[string][]IndexDef{}
+	for _, d := range ds {
+		byLabel[d.Label] = append(byLabel[d.Label], d)
+	}
 	plans := make([]plan, len(q.Alts))
 	for i, alt := range q.Alts {
 		if o.forceScan {
 			plans[i] = plan{scan: true}
-		} else if plans[i], err = choosePlan(ds, q, alt, rev, o.Scan); err != nil {
+		} else if plans[i], err = choosePlan(byLabel, q, alt, rev, o.Scan); err != nil {
 			return nil, err
 		}
 	}
+	// Alternatives answered the same way share one walk: every
+	// alternative to scan one scan of the prefix, every alternative
+	// served by the same term of the same index one walk of it. A key a
+	// walk yields is checked against that walk's alternatives only: a key
+	// matching another alternative is found by that one's walk.
+	type walk struct {
+		p    plan
+		alts []int
+	}
+	var walks []*walk
+	byPlan := map[string]*walk{}
+	for i, p := range plans {
+		k := p.walkKey()
+		w := byPlan[k]
+		if w == nil {
+			w = &walk{p: p}
+			byPlan[k] = w
+			walks = append(walks, w)
+		}
+		w.alts = append(w.alts, i)
+	}
 	found := map[string]*dkvpb.KeyValue{}
 	var sl slab
-	keep := func(key []byte, rec *record) {
-		if _, dup := found[string(key)]; dup || !q.matchEncoded(key, rec.labels) {
-			return
+	examined := 0
+	// keep adds key if it matches one of alts, and reports the caller's
+	// context's error every queryCheckEvery records, so that a query
+	// whose caller went away stops.
+	keep := func(key []byte, rec *record, alts []int) error {
+		if o.visit != nil {
+			o.visit()
+		}
+		if examined++; examined%queryCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if !bytes.HasPrefix(key, q.Prefix) {
+			return nil
+		}
+		match := false
+		for _, a := range alts {
+			if match = matchAlt(q.Alts[a], rec.labels); match {
+				break
+			}
+		}
+		if !match {
+			return nil
 		}
 		kv := sl.kv()
 		kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease = rec.create, rec.mod, rec.version, rec.lease
@@ -383,14 +471,34 @@ func (s *Store) Query(r pebble.Reader, q *Query, o QueryOptions) (*QueryResult, 
 			kv.Key, kv.Value = sl.bytes2(key, rec.value)
 		}
 		found[string(kv.Key)] = kv
+		return nil
 	}
-	for _, p := range plans {
-		if p.scan {
-			err = s.scanAt(r, makeSpan(q.Prefix, nil, true), rev, cur, func(key []byte, rec *record) bool { keep(key, rec); return true })
-		} else {
-			err = s.indexCandidates(r, p, q.Prefix, rev, func(key []byte) error {
-				return s.getAt(r, key, rev, cur, func(rec *record) { keep(key, rec) })
+	for _, w := range walks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var stop error
+		if w.p.scan {
+			err = s.scanAt(r, makeSpan(q.Prefix, nil, true), rev, cur, func(key []byte, rec *record) bool {
+				if _, dup := found[string(key)]; dup {
+					return true
+				}
+				stop = keep(key, rec, w.alts)
+				return stop == nil
 			})
+		} else {
+			err = s.indexCandidates(r, w.p, q.Prefix, rev, func(key []byte) error {
+				if _, dup := found[string(key)]; dup {
+					return nil
+				}
+				if err := s.getAt(r, key, rev, cur, func(rec *record) { stop = keep(key, rec, w.alts) }); err != nil {
+					return err
+				}
+				return stop
+			})
+		}
+		if err == nil {
+			err = stop
 		}
 		if err != nil {
 			return nil, err

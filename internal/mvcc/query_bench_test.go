@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"testing"
@@ -74,7 +75,7 @@ func BenchmarkQuery1M(b *testing.B) {
 				for range bc.iters {
 					snap := h.db.NewSnapshot()
 					t := time.Now()
-					r, err := h.s.Query(snap, q, QueryOptions{forceScan: bc.scan})
+					r, err := h.s.Query(context.Background(), snap, q, QueryOptions{forceScan: bc.scan})
 					want := "index o/ state"
 					if bc.scan {
 						want = "scan o/"

@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"sort"
@@ -398,7 +399,7 @@ func checkQuery(t *testing.T, h *qmHarness, rng *rand.Rand, states []map[string]
 	var got []string
 	var token []byte
 	for page := 0; ; page++ {
-		res, err := h.s.Query(h.db, pq, QueryOptions{Revision: rev, Limit: limit, Scan: scan, Continuation: token})
+		res, err := h.s.Query(context.Background(), h.db, pq, QueryOptions{Revision: rev, Limit: limit, Scan: scan, Continuation: token})
 		if rev != 0 && rev < compact {
 			if codeOf(err) != dkverr.Compacted {
 				t.Fatalf("step %d: query %q at compacted revision %d (compact %d): %v", step, q.text, rev, compact, err)

@@ -408,8 +408,10 @@ func (s span) overlaps(o span) bool {
 
 func isEmpty(s span) bool { return !s.single && s.end != nil && bytes.Compare(s.start, s.end) >= 0 }
 
-// maxTxnDepth bounds the nesting of txns in txns.
-const maxTxnDepth = 16
+// MaxTxnDepth bounds the nesting of txns in txns: a txn may hold txns
+// nested up to 16 levels below it. The server checks it on the wire
+// before decoding (server/codec.go), and here again.
+const MaxTxnDepth = 16
 
 func validateBranch(name string, ops []*dkvpb.RequestOp, l Limits) error {
 	ws, err := branchWrites(name, ops, l, 0)
@@ -493,8 +495,8 @@ func nestedTxnWrites(t *dkvpb.TxnRequest, l Limits, depth int) ([]write, error) 
 	if t == nil {
 		return nil, invalid("nested txn is empty")
 	}
-	if depth > maxTxnDepth {
-		return nil, invalid("txns are nested more than %d deep", maxTxnDepth)
+	if depth > MaxTxnDepth {
+		return nil, invalid("txns are nested more than %d deep", MaxTxnDepth)
 	}
 	if n := len(t.Success) + len(t.Failure); n > l.MaxTxnOps {
 		return nil, invalid("nested txn has %d ops; the limit is %d", n, l.MaxTxnOps)

@@ -129,6 +129,9 @@ func DKVCode(err error) dkverr.Code {
 		}
 		return dkverr.Conflict
 	case codes.ResourceExhausted:
+		if strings.Contains(st.Message(), "too many failed logins") {
+			return dkverr.Throttled
+		}
 		return dkverr.NoSpace
 	case codes.Unauthenticated:
 		return dkverr.Unauthenticated
