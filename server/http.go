@@ -13,6 +13,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	"github.com/dkv-io/dkv/internal/ui"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -76,7 +77,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gatewayStore(gw))
-	mux.Handle("/v3/", etcdGW)
+	mux.Handle("/v3/", gatewayStore(etcdGW))
 	mux.HandleFunc("/v1/keys/", s.handleKey)
 	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
 	mux.HandleFunc("POST /v1/watch", s.handleWatchPost(gw))
@@ -210,14 +211,7 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 	kv := &kvService{s: s}
 	// These calls bypass grpcSrv and its interceptors: map the key into
 	// the request's store (?store= or Dkv-Store) and authorize here.
-	ctx := httpAuthContext(r)
-	if st := httpStoreName(r); st != "" {
-		md, _ := metadata.FromIncomingContext(ctx)
-		md = md.Copy()
-		md.Set(storeHeader, st)
-		ctx = metadata.NewIncomingContext(ctx, md)
-	}
-	store, err := s.storeOf(ctx)
+	ctx, store, err := s.httpStore(r)
 	if err != nil {
 		httpError(w, wireError(err))
 		return
@@ -316,6 +310,22 @@ var httpStatus = map[dkverr.Code]int{
 	dkverr.Compacted: 410, dkverr.NoSpace: 507,
 	dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
 	dkverr.NoIndex: 412,
+}
+
+// httpStore is the context of an HTTP request served without the
+// gateway (its credentials and its store as incoming gRPC metadata) and
+// the Mapper of its store: handlers map keys with it before they check
+// permissions, which apply to the mapped keys.
+func (s *Server) httpStore(r *http.Request) (context.Context, storekeys.Mapper, error) {
+	ctx := httpAuthContext(r)
+	if st := httpStoreName(r); st != "" {
+		md, _ := metadata.FromIncomingContext(ctx)
+		md = md.Copy()
+		md.Set(storeHeader, st)
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
+	m, err := s.storeOf(ctx)
+	return ctx, m, err
 }
 
 // httpStoreName is the store an HTTP request names: ?store=, else the
