@@ -191,9 +191,17 @@ func gatewayHeaderMatcher(key string) (string, bool) {
 	return runtime.DefaultHeaderMatcher(key)
 }
 
-// handleReadyz answers 200 when a linearizable read succeeds within a
-// second: the node has a leader and is caught up.
+// handleReadyz answers 200 once the node has reported Ready and while a
+// linearizable read succeeds within a second: the node has a leader and
+// is caught up.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-s.ready:
+	default:
+		// Ready also waits for a start-up NOSPACE alarm to commit.
+		http.Error(w, "not ready: starting", http.StatusServiceUnavailable)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	if err := s.node.WaitLinearizable(ctx); err != nil {
