@@ -61,7 +61,44 @@ func (s *Server) measureSpace() (why string, ballastRoom bool, err error) {
 			storage.FormatBytes(du.DBBytes), storage.FormatBytes(uint64(s.cfg.QuotaBytes)))
 	}
 	ballastRoom = free >= reserve+uint64(max(s.cfg.BallastBytes, 0))
+	if why == "" && !ballastRoom && s.ballastOwed.Load() && s.cfg.BallastBytes > 0 {
+		// The ballast's space looks free, but it is the reserve that
+		// absorbs the next ENOSPC; without it that write would fail
+		// Pebble's commit pipeline.
+		why = fmt.Sprintf("the disk was full and the ballast file was released; %s free (once the write-ahead log is flushed) is too little to restore it: %s needed (the reserve plus the %s ballast)",
+			storage.FormatBytes(free), storage.FormatBytes(reserve+uint64(s.cfg.BallastBytes)), storage.FormatBytes(uint64(s.cfg.BallastBytes)))
+	}
 	return why, ballastRoom, nil
+}
+
+// alarmProposeTimeout bounds one proposal of an alarm change. A
+// proposal lost (a leader change) is retried at the next check after
+// it; short, so that an alarm clears within a couple of check
+// intervals of space being freed.
+func (s *Server) alarmProposeTimeout() time.Duration {
+	return min(max(2*s.cfg.SpaceCheckInterval, time.Second), 5*time.Second)
+}
+
+// raiseAlarmBeforeReady commits this member's alarm if it started short
+// of space (localFull) and the alarm is not raised yet; waitReady calls
+// it before reporting ready, so that the alarm is in force on every
+// member, not just this one's local refusal, from the first request.
+func (s *Server) raiseAlarmBeforeReady(ctx context.Context) error {
+	why, _ := s.localFull.Load().(string)
+	if why == "" || s.sm.Alarms().Raised(s.memberID) {
+		return nil
+	}
+	res, err := s.proposeRequest(ctx, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Alarm{Alarm: &dkvpb.AlarmRequest{
+		MemberId: s.memberID, Active: true, Reason: why,
+	}}})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Warn("NOSPACE alarm raised for the cluster before reporting ready", "reason", why)
+	return nil
 }
 
 // spaceLoop measures the disk every SpaceCheckInterval (and at once when
@@ -106,11 +143,13 @@ func (s *Server) updateAlarm(why string, ballastRoom bool) {
 		if why == "" && ballastRoom {
 			if err := s.store.EnsureBallast(); err != nil {
 				s.log.Warn("cannot restore the ballast file", "err", err)
+			} else {
+				s.ballastOwed.Store(false)
 			}
 		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), s.alarmProposeTimeout())
 	defer cancel()
 	req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Alarm{Alarm: &dkvpb.AlarmRequest{
 		MemberId: s.memberID, Active: why != "", Reason: why,
@@ -133,6 +172,7 @@ func (s *Server) updateAlarm(why string, ballastRoom bool) {
 // is gone: note it and wake the monitor, nothing slow.
 func (s *Server) onDiskFull() {
 	s.diskFulls.Add(1)
+	s.ballastOwed.Store(true)
 	s.diskFullHit.Store(true)
 	s.localFull.Store("the disk filled up (ENOSPC); the ballast file was released")
 	select {

@@ -13,6 +13,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	"github.com/dkv-io/dkv/internal/ui"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -76,7 +77,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gatewayStore(gw))
-	mux.Handle("/v3/", etcdGW)
+	mux.Handle("/v3/", gatewayStore(etcdGW))
 	mux.HandleFunc("/v1/keys/", s.handleKey)
 	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
 	mux.HandleFunc("POST /v1/watch", s.handleWatchPost(gw))
@@ -193,9 +194,17 @@ func gatewayHeaderMatcher(key string) (string, bool) {
 	return runtime.DefaultHeaderMatcher(key)
 }
 
-// handleReadyz answers 200 when a linearizable read succeeds within a
-// second: the node has a leader and is caught up.
+// handleReadyz answers 200 once the node has reported Ready and while a
+// linearizable read succeeds within a second: the node has a leader and
+// is caught up.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-s.ready:
+	default:
+		// Ready also waits for a start-up NOSPACE alarm to commit.
+		http.Error(w, "not ready: starting", http.StatusServiceUnavailable)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	if err := s.node.WaitLinearizable(ctx); err != nil {
@@ -213,14 +222,7 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 	kv := &kvService{s: s}
 	// These calls bypass grpcSrv and its interceptors: map the key into
 	// the request's store (?store= or Dkv-Store) and authorize here.
-	ctx := httpAuthContext(r)
-	if st := httpStoreName(r); st != "" {
-		md, _ := metadata.FromIncomingContext(ctx)
-		md = md.Copy()
-		md.Set(storeHeader, st)
-		ctx = metadata.NewIncomingContext(ctx, md)
-	}
-	store, err := s.storeOf(ctx)
+	ctx, store, err := s.httpStore(r)
 	if err != nil {
 		httpError(w, wireError(err))
 		return
@@ -319,6 +321,22 @@ var httpStatus = map[dkverr.Code]int{
 	dkverr.Compacted: 410, dkverr.NoSpace: 507,
 	dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
 	dkverr.NoIndex: 412, dkverr.Throttled: 429,
+}
+
+// httpStore is the context of an HTTP request served without the
+// gateway (its credentials and its store as incoming gRPC metadata) and
+// the Mapper of its store: handlers map keys with it before they check
+// permissions, which apply to the mapped keys.
+func (s *Server) httpStore(r *http.Request) (context.Context, storekeys.Mapper, error) {
+	ctx := httpAuthContext(r)
+	if st := httpStoreName(r); st != "" {
+		md, _ := metadata.FromIncomingContext(ctx)
+		md = md.Copy()
+		md.Set(storeHeader, st)
+		ctx = metadata.NewIncomingContext(ctx, md)
+	}
+	m, err := s.storeOf(ctx)
+	return ctx, m, err
 }
 
 // httpStoreName is the store an HTTP request names: ?store=, else the

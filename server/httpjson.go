@@ -363,6 +363,6 @@ func (s *Server) handleWatchPost(gw *runtime.ServeMux) http.HandlerFunc {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(raw), dec.Buffered(), r.Body), r.Body}
-		gw.ServeHTTP(w, r)
+		gatewayStore(gw).ServeHTTP(w, r)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lock"
 	"github.com/dkv-io/dkv/internal/mvcc"
-	"github.com/dkv-io/dkv/internal/storekeys"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
 )
@@ -47,7 +46,7 @@ type lockListResponse struct {
 	More     bool            `json:"more"`
 }
 
-// handleLocksHTTP serves GET /v1/locks[?prefix=P][&limit=N]: the held
+// handleLocksHTTP serves GET /v1/locks[?prefix=P][&limit=N][&store=S]: the held
 // locks whose key starts with P, in key order, each with its holder,
 // fencing token, remaining time and FIFO queue of waiters. Lock.Describe
 // answers for one known key; this lists them (the dashboard's locks and
@@ -65,18 +64,26 @@ func (s *Server) handleLocksHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	ctx := httpAuthContext(r)
+	ctx, store, err := s.httpStore(r) // ?store= or Dkv-Store
+	if err != nil {
+		httpError(w, wireError(err))
+		return
+	}
+	if prefix, err = store.KeyPrefix(prefix); err != nil {
+		httpError(w, err)
+		return
+	}
 	if err := s.node.WaitLinearizable(ctx); err != nil {
 		httpError(w, wireError(err))
 		return
 	}
 	snap := s.store.DB().NewSnapshot()
 	defer snap.Close()
-	var keys [][]byte
-	err := lock.HeldKeys(snap, func(k []byte) {
-		// The default store's locks only: named stores' keys sort after
-		// its own (internal/storekeys).
-		if _, own := (storekeys.Mapper{}).Strip(k); own && bytes.HasPrefix(k, prefix) {
+	var keys [][]byte // physical: permissions apply to them
+	err = lock.HeldKeys(snap, func(k []byte) {
+		// The request's store's locks only: the default store's empty
+		// prefix would also reach the named stores' keys.
+		if _, own := store.Strip(k); own && bytes.HasPrefix(k, prefix) {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 	})
@@ -105,7 +112,8 @@ func (s *Server) handleLocksHTTP(w http.ResponseWriter, r *http.Request) {
 		if st.Holder == nil {
 			continue
 		}
-		e := lockListEntry{Key: string(k), Owner: st.Holder.Owner, Lease: st.Holder.Lease, Token: st.Holder.Token,
+		sk, _ := store.Strip(k) // k is the store's: the scan kept only its keys
+		e := lockListEntry{Key: string(sk), Owner: st.Holder.Owner, Lease: st.Holder.Lease, Token: st.Holder.Token,
 			LastToken: st.LastToken, Waiters: []lockListWaiter{}}
 		grev, gns, ok, err := lock.GetGrant(snap, k)
 		if err != nil {

@@ -10,7 +10,6 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/ratelimit"
-	"github.com/dkv-io/dkv/internal/storekeys"
 )
 
 // maxRateLimitsListed bounds one GET /v1/ratelimits answer.
@@ -38,7 +37,7 @@ type rateLimitListResponse struct {
 	More      bool             `json:"more"`
 }
 
-// handleRateLimitsHTTP serves GET /v1/ratelimits[?prefix=P][&limit=N]:
+// handleRateLimitsHTTP serves GET /v1/ratelimits[?prefix=P][&limit=N][&store=S]:
 // the rate limiter's buckets whose key starts with P, in key order, each
 // with its last decision time and when it is full again. With auth on,
 // only buckets whose key the caller may read are listed.
@@ -54,7 +53,15 @@ func (s *Server) handleRateLimitsHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	ctx := httpAuthContext(r)
+	ctx, store, err := s.httpStore(r) // ?store= or Dkv-Store
+	if err != nil {
+		httpError(w, wireError(err))
+		return
+	}
+	if prefix, err = store.KeyPrefix(prefix); err != nil {
+		httpError(w, err)
+		return
+	}
 	if err := s.node.WaitLinearizable(ctx); err != nil {
 		httpError(w, wireError(err))
 		return
@@ -66,7 +73,7 @@ func (s *Server) handleRateLimitsHTTP(w http.ResponseWriter, r *http.Request) {
 		st  ratelimit.State
 	}
 	var all []bucket
-	err := ratelimit.Each(snap, prefix, func(k []byte, st ratelimit.State) bool {
+	err = ratelimit.Each(snap, prefix, func(k []byte, st ratelimit.State) bool {
 		all = append(all, bucket{bytes.Clone(k), st})
 		return len(all) <= 10*maxRateLimitsListed // enough to fill a page past unreadable keys
 	})
@@ -77,9 +84,11 @@ func (s *Server) handleRateLimitsHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().UnixNano()
 	resp := rateLimitListResponse{NowUnixMs: now / 1e6, Buckets: []rateLimitEntry{}}
 	for _, b := range all {
-		if _, own := (storekeys.Mapper{}).Strip(b.key); !own {
-			continue // a named store's bucket: this endpoint serves the default store
+		key, own := store.Strip(b.key)
+		if !own {
+			continue // another store's bucket: the default store's empty prefix reaches them
 		}
+		// Permissions apply to the physical (store-mapped) key.
 		if _, err := s.checkCall(ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
 			if dkverr.CodeOf(err) == dkverr.Unauthenticated {
 				httpError(w, wireError(err))
@@ -91,7 +100,7 @@ func (s *Server) handleRateLimitsHTTP(w http.ResponseWriter, r *http.Request) {
 			resp.More = true
 			break
 		}
-		resp.Buckets = append(resp.Buckets, rateLimitEntry{Key: string(b.key), LastUnixMs: b.st.Last / 1e6,
+		resp.Buckets = append(resp.Buckets, rateLimitEntry{Key: string(key), LastUnixMs: b.st.Last / 1e6,
 			TatUnixMs: b.st.TAT / 1e6, FullInMs: (max(0, b.st.TAT-now) + 999_999) / 1e6})
 	}
 	if len(all) > 10*maxRateLimitsListed {

@@ -89,7 +89,11 @@ type Server struct {
 	running    atomic.Bool  // Start has finished
 	contacts   contactTable // when each member was last heard from
 
-	localFull   atomic.Value  // string: why this member measured no space, "" if it has
+	localFull atomic.Value // string: why this member measured no space, "" if it has
+	// ballastOwed: the ballast file was released (at open on a full
+	// disk, or at ENOSPC) and is not back yet; until there is room for
+	// it, the space it held is not free (alarm.go, measureSpace).
+	ballastOwed atomic.Bool
 	diskFullHit atomic.Bool   // a write met ENOSPC since the last measurement
 	diskFulls   atomic.Uint64 // writes that met ENOSPC (ballast released)
 	spaceKick   chan struct{}
@@ -169,7 +173,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return err // a *storage.DamageError says what is damaged and what to do
 	}
 	s.store = st
-	// Started on a nearly full disk: read-only from the first request.
+	if st.BallastReleasedAtOpen() {
+		s.ballastOwed.Store(true)
+	}
+	// Started on a nearly full disk: read-only from the first request,
+	// and the alarm raised before Ready (waitReady).
 	if why, _, err := s.measureSpace(); err == nil && why != "" {
 		s.localFull.Store(why)
 		s.log.Warn("NOSPACE at start: refusing writes that add data until space is freed", "reason", why)
@@ -315,6 +323,11 @@ func (s *Server) waitReady() {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := s.node.WaitLinearizable(ctx)
+		if err == nil {
+			// A node that starts short of space reports ready only
+			// with its alarm committed: no write gets in between.
+			err = s.raiseAlarmBeforeReady(ctx)
+		}
 		cancel()
 		if err == nil {
 			close(s.ready)

@@ -9,6 +9,7 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storekeys"
+	"github.com/dkv-io/dkv/server/etcdapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -20,8 +21,10 @@ import (
 // key outside its store. The HTTP gateway takes ?store= or a Dkv-Store
 // header.
 
-// storeHeader is the gRPC metadata key naming a call's store.
-const storeHeader = "dkv-store"
+// storeHeader is the gRPC metadata key naming a call's store; the etcd
+// lock and election services pass it on to their calls back into this
+// server.
+const storeHeader = etcdapi.StoreMetadata
 
 // storeOf is the Mapper of the store ctx's call names; a named store must
 // exist. A store this member does not know yet may have been created on

@@ -194,7 +194,11 @@ const minOpenFreeBytes = 4 << 20
 // says what to do, when the disk is too full to do so. Pebble itself would
 // retry flushing the replayed log forever: the node would never listen,
 // burn CPU and fill its log.
-func openPebble(dir string, fs vfs.FS, po *pebble.Options, pl *pebbleLogger) (*pebble.DB, error) {
+//
+// released reports that the ballast file was deleted to make room: the
+// disk was full at start, and the space the ballast held now looks free
+// although it is the reserve (Storage.BallastReleasedAtOpen).
+func openPebble(dir string, fs vfs.FS, po *pebble.Options, pl *pebbleLogger) (db *pebble.DB, released bool, err error) {
 	// Flushing the replayed log needs up to its size (less when it
 	// compresses); the ballast is released for that. Below the bare
 	// minimum, give up at once; otherwise a flush that meets ENOSPC
@@ -211,11 +215,12 @@ func openPebble(dir string, fs vfs.FS, po *pebble.Options, pl *pebbleLogger) (*p
 	}
 	need := uint64(minOpenFreeBytes)
 	if releaseBallastIfFull(fs, dir, need+walBytes) {
+		released = true
 		pl.log.Warn("disk nearly full at start: released the ballast file; the node starts refusing writes until space is freed", "dir", dir)
 	}
 	if du, err := fs.GetDiskUsage(dir); err == nil {
 		if du.AvailBytes < need {
-			return nil, fmt.Errorf("data dir %s: %w: %s free, opening the database needs at least %s (and up to %s more to flush its write-ahead log); free space on that filesystem and start again",
+			return nil, released, fmt.Errorf("data dir %s: %w: %s free, opening the database needs at least %s (and up to %s more to flush its write-ahead log); free space on that filesystem and start again",
 				dir, ErrDiskFull, FormatBytes(du.AvailBytes), FormatBytes(need), FormatBytes(walBytes))
 		}
 	}
@@ -230,11 +235,11 @@ func openPebble(dir string, fs vfs.FS, po *pebble.Options, pl *pebbleLogger) (*p
 	}()
 	select {
 	case r := <-done:
-		return r.db, r.err
+		return r.db, released, r.err
 	case err := <-pl.diskFull:
 		// Open is stuck behind a flush that cannot succeed. Leave it: the
 		// caller gives up on this database (the process normally exits).
-		return nil, fmt.Errorf("data dir %s: %w while opening (%v); free space on that filesystem and start again", dir, ErrDiskFull, err)
+		return nil, released, fmt.Errorf("data dir %s: %w while opening (%v); free space on that filesystem and start again", dir, ErrDiskFull, err)
 	}
 }
 
@@ -351,6 +356,13 @@ func (s *Storage) EnsureBallast() error {
 	}
 	return s.rawFS.Rename(tmp, path)
 }
+
+// BallastReleasedAtOpen reports that Open deleted the ballast file
+// because the disk was too full to open with it. The space it held then
+// looks free, but it is the reserve that absorbs the next ENOSPC: the
+// caller must refuse writes that add data until there is room to put the
+// ballast back (EnsureBallast), not merely room above its own reserve.
+func (s *Storage) BallastReleasedAtOpen() bool { return s.ballastReleasedAtOpen }
 
 // releaseBallastIfFull deletes the ballast before opening when the disk
 // is too full to open with it: that is what it is for.

@@ -10,12 +10,15 @@ import (
 // FaultFS wraps a vfs.FS for disk-full tests: while Full is set every
 // write fails with ENOSPC; FailNext makes only the next n writes fail (a
 // disk that had a little room freed); Avail, when > 0, is the free space
-// GetDiskUsage reports.
+// GetDiskUsage reports. Usage, when set (before the FS is used), has the
+// last word on what GetDiskUsage reports: a test models a disk whose free
+// space follows the files on it (the ballast's, say) with it.
 type FaultFS struct {
 	vfs.FS
 	Full     atomic.Bool
 	FailNext atomic.Int32
 	Avail    atomic.Int64
+	Usage    func(path string, du vfs.DiskUsage) vfs.DiskUsage
 }
 
 // NewFaultFS wraps fs (vfs.Default if nil).
@@ -71,6 +74,9 @@ func (f *FaultFS) GetDiskUsage(path string) (vfs.DiskUsage, error) {
 			du.TotalBytes = du.AvailBytes
 		}
 		err = nil
+	}
+	if f.Usage != nil && err == nil {
+		du = f.Usage(path, du)
 	}
 	return du, err
 }

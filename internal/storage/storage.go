@@ -90,7 +90,10 @@ type Storage struct {
 
 	rawFS        vfs.FS // fs without the ENOSPC wrapper, for the ballast
 	ballastBytes int64
-	pl           *pebbleLogger
+	// ballastReleasedAtOpen: Open deleted the ballast to open on a full
+	// disk (BallastReleasedAtOpen).
+	ballastReleasedAtOpen bool
+	pl                    *pebbleLogger
 
 	mu        sync.Mutex
 	lastIndex uint64            // last log index persisted to Pebble
@@ -235,14 +238,17 @@ func Open(dir string, opts Options) (*Storage, error) {
 		logBackground(err)
 	}
 	po.EventListener = el
-	db, err := openPebble(dir, s.rawFS, po, s.pl)
+	db, released, err := openPebble(dir, s.rawFS, po, s.pl)
 	if err == nil && newestWAL == "" {
 		// A new store's first WAL predates its format upgrade and lacks
 		// sync offsets; reopening starts one that has them.
 		if err = db.Close(); err == nil {
-			db, err = openPebble(dir, s.rawFS, po, s.pl)
+			var again bool
+			db, again, err = openPebble(dir, s.rawFS, po, s.pl)
+			released = released || again
 		}
 	}
+	s.ballastReleasedAtOpen = released
 	if err != nil {
 		if errors.Is(err, ErrDiskFull) {
 			return nil, err

@@ -29,9 +29,16 @@ type selfConn struct {
 	l    etcdserverpb.LeaseClient
 }
 
+// StoreMetadata is the gRPC metadata key naming a call's store (DKV's
+// named stores, docs/data-model.md). The server reads it; it is here so
+// that the self calls can carry it on.
+const StoreMetadata = "dkv-store"
+
 // forwarded are the incoming metadata keys a self call carries on: the
-// caller's token and etcd's require-leader flag.
-var forwarded = []string{"token", "authorization", rpctypes.MetadataRequireLeaderKey}
+// caller's token, its store and etcd's require-leader flag. Dropping
+// the store would run a lock or a campaign named in store S in the
+// default store's keys (issue #32, finding 9).
+var forwarded = []string{"token", "authorization", StoreMetadata, rpctypes.MetadataRequireLeaderKey}
 
 // ctx is ctx with the caller's credentials as outgoing metadata; it
 // fails if the connection cannot be made.
