@@ -273,3 +273,95 @@ func TestMetricsNeedCredentialsWithAuth(t *testing.T) {
 }
 
 func b64s(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestHTTPCORSPreflight: a preflight from an origin in
+// --cors-allowed-origins is answered with the Access-Control-Allow-*
+// headers, and its page's requests are served and readable; one from
+// another origin is refused 403, without them.
+func TestHTTPCORSPreflight(t *testing.T) {
+	_, base, conn := startHTTPTestServer(t, Config{Name: "n1", CORSAllowedOrigins: []string{"https://App.example:443/"}})
+	pre := func(origin string) (int, http.Header) {
+		code, h, _ := guardReq(t, nil, "OPTIONS", base+"/v1/kv/put", "", map[string]string{
+			"Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type"})
+		return code, h
+	}
+	code, h := pre("https://app.example")
+	if code != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") ||
+		!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "content-type") ||
+		!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "authorization") {
+		t.Errorf("preflight from the allowed origin: %d %v; want 204 allowing POST with Authorization and Content-Type", code, h)
+	}
+	for _, o := range []string{"https://evil.example", "http://app.example", "https://app.example:8443", "null"} {
+		if code, h := pre(o); code != http.StatusForbidden || h.Get("Access-Control-Allow-Origin") != "" || h.Get("Access-Control-Allow-Methods") != "" {
+			t.Errorf("preflight from %s: %d %v; want 403 without Access-Control headers", o, code, h)
+		}
+	}
+	body := `{"key":"` + b64s("cors/ok") + `","value":"dg=="}`
+	code, h, msg := guardReq(t, nil, "POST", base+"/v1/kv/put", body, map[string]string{"Origin": "https://app.example", "Content-Type": "application/json"})
+	if code != 200 || h.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Errorf("POST from the allowed origin: %d %v %s; want 200 with Access-Control-Allow-Origin", code, h, msg)
+	}
+	// The allowed origin's page still cannot write with a simple request.
+	body = `{"key":"` + b64s("cors/plain") + `","value":"dg=="}`
+	if code, _, msg := guardReq(t, nil, "POST", base+"/v1/kv/put", body, map[string]string{"Origin": "https://app.example", "Content-Type": "text/plain"}); code != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain POST from the allowed origin: %d %s; want 415", code, msg)
+	}
+	keyAbsent(t, conn, "cors/plain")
+}
+
+// TestHTTPAllowedHosts: a name in --http-allowed-hosts is served, "*"
+// serves any.
+func TestHTTPAllowedHosts(t *testing.T) {
+	_, base, _ := startHTTPTestServer(t, Config{Name: "n1", HTTPAllowedHosts: []string{"dkv.example.com:7863"}})
+	for host, want := range map[string]int{"dkv.example.com": 200, "DKV.example.com.:1": 200, "other.example.com": 421} {
+		if code, _, body := guardReq(t, nil, "GET", base+"/v1/cluster/status", "", map[string]string{"Host": host}); code != want {
+			t.Errorf("Host %q with --http-allowed-hosts dkv.example.com:7863: %d %s, want %d", host, code, body, want)
+		}
+	}
+	_, base, _ = startHTTPTestServer(t, Config{Name: "n1", HTTPAllowedHosts: []string{"*"}})
+	if code, _, body := guardReq(t, nil, "GET", base+"/v1/cluster/status", "", map[string]string{"Host": "anything.example"}); code != 200 {
+		t.Errorf("Host anything.example with --http-allowed-hosts '*': %d %s, want 200", code, body)
+	}
+}
+
+// TestHTTPGuardConfigValidation: a malformed origin or host is refused
+// at New, naming the flag and what is wrong.
+func TestHTTPGuardConfigValidation(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{CORSAllowedOrigins: []string{"app.example"}}, `--cors-allowed-origins: "app.example" is not an origin: it needs the scheme http:// or https://`},
+		{Config{CORSAllowedOrigins: []string{"https://app.example/path"}}, "--cors-allowed-origins: \"https://app.example/path\" is not an origin: write scheme://host[:port]"},
+		{Config{CORSAllowedOrigins: []string{"*"}}, "--cors-allowed-origins"},
+		{Config{CORSAllowedOrigins: []string{"ftp://app.example"}}, "needs the scheme http:// or https://"},
+		{Config{HTTPAllowedHosts: []string{"https://dkv.example.com"}}, `--http-allowed-hosts: "https://dkv.example.com" is not a host name`},
+		{Config{HTTPAllowedHosts: []string{""}}, "--http-allowed-hosts"},
+	} {
+		c.cfg.DataDir = t.TempDir()
+		_, err := New(c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v): %v; want an error containing %q", c.cfg.CORSAllowedOrigins, err, c.want)
+		}
+	}
+	for _, ok := range []Config{
+		{CORSAllowedOrigins: []string{"https://app.example", "http://127.0.0.1:8080", "http://[::1]:3000/"}, HTTPAllowedHosts: []string{"dkv.example.com", "10.0.0.5:7863", "[::1]", "*"}},
+	} {
+		ok.DataDir = t.TempDir()
+		ok.EnsureDefaults()
+		if err := ok.Validate(); err != nil {
+			t.Errorf("Validate(%v %v): %v", ok.CORSAllowedOrigins, ok.HTTPAllowedHosts, err)
+		}
+	}
+}
+
+// TestMetricsOpenFlag: --metrics-open serves /metrics without
+// credentials with auth on.
+func TestMetricsOpenFlag(t *testing.T) {
+	_, base, _ := startHTTPTestServer(t, Config{Name: "n1", MetricsOpen: true})
+	enableAuthHTTP(t, base)
+	if code, _, body := guardReq(t, nil, "GET", base+"/metrics", "", nil); code != 200 || !strings.Contains(body, "dkv_") {
+		t.Errorf("/metrics without a token, auth on, --metrics-open: %d, want 200", code)
+	}
+}
