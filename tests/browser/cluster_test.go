@@ -202,6 +202,9 @@ func call(ctx context.Context, addr, method, path string, body, out any) error {
 	if err != nil {
 		return err
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json") // the HTTP port takes no other JSON (docs/security.md)
+	}
 	resp, err := httpc.Do(req)
 	if err != nil {
 		return err
