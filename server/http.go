@@ -207,8 +207,12 @@ func (s *Server) metricsHTTP(h http.Handler) http.Handler {
 			if _, err := s.callerOf(httpAuthContext(r), v); err != nil {
 				s.denied("", "HTTP /metrics", "", err)
 				code := dkverr.CodeOf(err)
+				st := httpStatus[code]
+				if st == 0 {
+					st = http.StatusUnauthorized
+				}
 				w.Header().Set("X-Dkv-Status", code.Reason())
-				http.Error(w, dkverr.Message(err)+" (/metrics needs a token or client certificate of any user while auth is enabled, or --metrics-open)", httpStatus[code])
+				http.Error(w, dkverr.Message(err)+" (/metrics needs a token or client certificate of any user while auth is enabled, or --metrics-open)", st)
 				return
 			}
 		}
