@@ -15,13 +15,14 @@ import (
 )
 
 // attackerPage is a page on another origin that tries to write to the
-// member at TARGET through the visitor's browser: text/plain forms (one
-// shaped as JSON for the JSON API) posted into a hidden frame.
+// member at TARGET through the visitor's browser: text/plain forms posted
+// into a frame. A text/plain form sends name=value, so the second one's
+// body is the JSON {"key":"KEY","value":"dg=="}.
 const attackerPage = `<!doctype html>
 <html><body>
 <iframe name="sink"></iframe>
 <form id="plain" method="POST" enctype="text/plain" target="sink" action="TARGET/v1/keys/xsite/form"><input name="v" value="1"></form>
-<form id="json" method="POST" enctype="text/plain" target="sink" action="TARGET/v1/kv/put"><input name='{"key":"KEY","value":"dg==","x":"' value='"}'></form>
+<form id="json" method="POST" enctype="text/plain" target="sink" action="TARGET/v1/kv/put"><input name='{"key":"KEY","value":"dg=' value='"}'></form>
 </body></html>`
 
 // TestCrossSiteAndRebinding is issue #32's finding 4 in Chromium, auth
