@@ -113,6 +113,23 @@ type Config struct {
 	// after the descriptors kept for Pebble and peers; a value the limit
 	// cannot hold is refused at Start (docs/cluster.md, "Limits").
 	MaxConnections int
+	// HTTPAllowedHosts are the host names, besides this member's own
+	// addresses (listen and advertised, client and HTTP), localhost and
+	// loopback IPs, that the HTTP port answers to (a "host" or
+	// "host:port"; the port is ignored). Another Host header gets 421: a
+	// DNS name an attacker rebinds to this member reads nothing through a
+	// browser (httpguard.go). "*" allows any, for a port only reached
+	// through a proxy that checks names itself.
+	HTTPAllowedHosts []string
+	// CORSAllowedOrigins are the web origins (scheme://host[:port])
+	// besides the HTTP port's own whose pages may call the HTTP API from
+	// a browser; requests from other origins are refused 403, and their
+	// CORS preflights too.
+	CORSAllowedOrigins []string
+	// MetricsOpen serves /metrics without credentials even with auth
+	// enabled; otherwise it needs a token or client certificate of any
+	// user then (metric labels name queues, which are keys).
+	MetricsOpen bool
 	// Pprof serves /debug/pprof on the HTTP address (root only with auth
 	// enabled).
 	Pprof bool
@@ -345,6 +362,19 @@ func (c *Config) Validate() error {
 	}
 	if _, err := tlsutil.ParseMinVersion(c.TLSMinVersion); err != nil {
 		return fmt.Errorf("--tls-min-version: %w", err)
+	}
+	for _, o := range c.CORSAllowedOrigins {
+		if _, err := parseOrigin(o); err != nil {
+			return fmt.Errorf("--cors-allowed-origins: %v", err)
+		}
+	}
+	for _, h := range c.HTTPAllowedHosts {
+		if h = strings.TrimSpace(h); h == "*" {
+			continue
+		}
+		if hostOnly(h) == "" || strings.ContainsAny(h, "/@?#* ") {
+			return fmt.Errorf("--http-allowed-hosts: %q is not a host name (write a name such as dkv.example.com, optionally with :port, or * for any)", h)
+		}
 	}
 	if c.RequestTimeout < 0 {
 		return fmt.Errorf("request timeout %v must not be negative", c.RequestTimeout)

@@ -94,6 +94,7 @@ func TestHTTPBodyOverLimitIs413(t *testing.T) {
 	}
 
 	req, _ := http.NewRequest(http.MethodPut, base+"/v1/keys/big", unsized{io.LimitReader(repeatReader('v'), maxValue+1)})
+	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

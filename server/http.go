@@ -88,7 +88,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	mux.HandleFunc("GET /v1/auth/whoami", s.handleWhoamiHTTP)
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", s.metricsHTTP(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -119,6 +119,9 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		s.httpSrv.Handler = withClientCN(s.httpSrv.Handler, requireCert)
 		tlsOn = true
 	}
+	// Outermost: a request from a web page that may not use this port is
+	// refused before it reaches anything else (httpguard.go).
+	s.httpSrv.Handler = s.guardHTTP(s.httpSrv.Handler)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -157,8 +160,9 @@ func withClientCN(h http.Handler, requireCert bool) http.Handler {
 	})
 }
 
-// openPath reports the paths served without a client certificate or
-// credentials: health probes and metrics scrapes.
+// openPath reports the paths served without a client certificate:
+// health probes and metrics scrapes (with auth enabled, /metrics takes a
+// token instead, metricsHTTP).
 func openPath(p string) bool {
 	return p == "/livez" || p == "/readyz" || p == "/metrics"
 }
@@ -192,6 +196,32 @@ func gatewayHeaderMatcher(key string) (string, bool) {
 		return storeHeader, true
 	}
 	return runtime.DefaultHeaderMatcher(key)
+}
+
+// metricsHTTP guards /metrics: with auth enabled it needs a token or a
+// client certificate of any user (metric labels name queues, which are
+// keys), unless --metrics-open. Prometheus scrapes with a bearer token
+// (authorization.credentials_file) or mTLS (docs/operations.md).
+func (s *Server) metricsHTTP(h http.Handler) http.Handler {
+	if s.cfg.MetricsOpen {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := s.sm.Auth().View(); v.Enabled {
+			if _, err := s.callerOf(httpAuthContext(r), v); err != nil {
+				s.denied("", "HTTP /metrics", "", err)
+				code := dkverr.CodeOf(err)
+				st := httpStatus[code]
+				if st == 0 {
+					st = http.StatusUnauthorized
+				}
+				w.Header().Set("X-Dkv-Status", code.Reason())
+				http.Error(w, dkverr.Message(err)+" (/metrics needs a token or client certificate of any user while auth is enabled, or --metrics-open)", st)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // handleReadyz answers 200 once the node has reported Ready and while a

@@ -441,6 +441,7 @@ func TestPeerCommonNameEndToEnd(t *testing.T) {
 	} {
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.ca.Pool(), Certificates: c.certs}}}
 		req, _ := http.NewRequest("POST", hs.URL+"/v1/kv/range", strings.NewReader(`{"key":"aw=="}`))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Grpc-Metadata-"+gatewayCNHeader, "root")
 		resp, err := hc.Do(req)
 		if err != nil {

@@ -80,6 +80,9 @@ SIGHUP.`,
 	f.Float64Var(&drift, "lease-max-clock-drift", server.DefaultLeaseMaxClockDrift,
 		"how much faster or slower any member's clock may run, as a fraction: leases never expire early within it, and may live up to TTL*(1+d)/(1-d); 0 assumes equal clock rates")
 	f.IntVar(&cfg.MaxConnections, "max-connections", 0, fmt.Sprintf("most client connections (gRPC and HTTP) open at once (0: %d, or fewer if the open file limit is lower)", server.DefaultMaxConnections))
+	f.StringSliceVar(&cfg.HTTPAllowedHosts, "http-allowed-hosts", nil, "host names the HTTP port answers to besides this member's own addresses (--http-addr, --client-addr, --advertise-client-addr), localhost and loopback IPs; other Host headers get 421, against DNS rebinding (comma separated; * for any)")
+	f.StringSliceVar(&cfg.CORSAllowedOrigins, "cors-allowed-origins", nil, "web origins (scheme://host[:port]) besides the HTTP port's own whose pages may call the HTTP API from a browser; requests and CORS preflights from other origins are refused (comma separated)")
+	f.BoolVar(&cfg.MetricsOpen, "metrics-open", false, "serve /metrics without credentials even with auth enabled (otherwise it needs a token or client certificate of any user then)")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address (root only with auth enabled)")
 	f.DurationVar(&cfg.AuthTokenTTL, "auth-token-ttl", server.DefaultAuthTokenTTL, "how long a token from Authenticate is accepted")
 	f.IntVar(&cfg.AuthBcryptCost, "auth-bcrypt-cost", 0, "bcrypt cost of stored password hashes (0: bcrypt's default, 10; 4 to 31)")

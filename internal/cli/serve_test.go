@@ -76,3 +76,24 @@ func TestServeCacheBytesTooSmall(t *testing.T) {
 		t.Fatalf("serve --cache-bytes 4096: exit %d, stderr %q; want a usage error naming the 1 MiB minimum", code, stderr.String())
 	}
 }
+
+// A malformed --cors-allowed-origins or --http-allowed-hosts is a usage
+// error naming the flag and what is wrong with the value.
+func TestServeHTTPGuardFlagErrors(t *testing.T) {
+	ports := []string{"--client-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cors-allowed-origins", "https://ok.example,app.example"}, `--cors-allowed-origins: "app.example" is not an origin: it needs the scheme http:// or https://`},
+		{[]string{"--cors-allowed-origins", "https://app.example/ui/"}, `--cors-allowed-origins: "https://app.example/ui/" is not an origin: write scheme://host[:port]`},
+		{[]string{"--http-allowed-hosts", "http://dkv.example.com"}, `--http-allowed-hosts: "http://dkv.example.com" is not a host name`},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append(append([]string{"serve", "--data-dir", t.TempDir()}, ports...), c.args...)
+		code := Run(args, nil, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("serve %q: exit %d, stderr %q; want a usage error naming %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+}

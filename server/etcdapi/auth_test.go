@@ -122,6 +122,7 @@ func TestAuth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		hr.Header.Set("Content-Type", "application/json")
 		if tc.token != "" {
 			hr.Header.Set("Authorization", tc.token)
 		}

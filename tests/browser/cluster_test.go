@@ -3,6 +3,8 @@ package browser
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -118,6 +120,14 @@ func startCluster(t testing.TB, extra ...string) *cluster {
 		initial = append(initial, n+"="+m.peer)
 	}
 	token := fmt.Sprintf("browser-%x", rand.Uint64())
+	for i, a := range extra {
+		if a == "--cert-file" && i+1 < len(extra) {
+			hc := httpsClient(t, extra[i+1])
+			for _, m := range c.members {
+				tlsClients.Store(m.http, hc)
+			}
+		}
+	}
 	for _, m := range c.members {
 		args := append([]string{"serve", "--name", m.name, "--data-dir", filepath.Join(base, m.name),
 			"--client-addr", m.client, "--peer-addr", m.peer, "--http-addr", m.http,
@@ -191,6 +201,24 @@ func (c *cluster) leader() (string, error) {
 
 var httpc = &http.Client{Timeout: 60 * time.Second}
 
+// tlsClients holds the HTTPS client of each member started with
+// --cert-file, by HTTP address; call uses it.
+var tlsClients sync.Map
+
+// httpsClient trusts the self-signed certificate in certFile.
+func httpsClient(t testing.TB, certFile string) *http.Client {
+	t.Helper()
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", certFile)
+	}
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
 // call sends a JSON request to the member's HTTP API and decodes the answer.
 func call(ctx context.Context, addr, method, path string, body, out any) error {
 	var rd io.Reader
@@ -198,11 +226,18 @@ func call(ctx context.Context, addr, method, path string, body, out any) error {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
+	scheme, hc := "http", httpc
+	if v, ok := tlsClients.Load(addr); ok {
+		scheme, hc = "https", v.(*http.Client)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+addr+path, rd)
 	if err != nil {
 		return err
 	}
-	resp, err := httpc.Do(req)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json") // the HTTP port takes no other JSON (docs/security.md)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

@@ -45,12 +45,12 @@ type browser struct {
 	shots  string // where screenshots go (screenshotDir)
 }
 
-func newBrowser(t *testing.T) *browser {
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
+	opts := append(append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox, // root in CI containers
 		chromedp.WindowSize(1280, 800),
-	)
+	), extra...)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	b := &browser{t: t, shots: screenshotDir(t)}

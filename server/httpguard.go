@@ -1,0 +1,238 @@
+package server
+
+import (
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// httpGuard keeps web pages from using the HTTP port through a visitor's
+// browser (issue #32, finding 4; docs/security.md, "Browsers and the HTTP
+// port"). A browser sends requests to any address a page names, with the
+// visitor's client certificate attached, and lets the page read answers
+// from a host name it controls once that name resolves to the member (DNS
+// rebinding). So, on every path but the health probes:
+//
+//   - the Host header must name this member (one of its own addresses,
+//     localhost, a loopback or the connection's own IP) or a name in
+//     --http-allowed-hosts: else 421, so a rebound name reads nothing;
+//   - a request from another origin (its Origin header, or Sec-Fetch-Site
+//     cross-site or same-site) is refused 403 unless the origin is in
+//     --cors-allowed-origins, and only those get CORS preflights answered;
+//   - a request with a body that changes state must carry a Content-Type
+//     a page cannot send to another origin without a preflight: JSON
+//     endpoints application/json, the plain-value /v1/keys/ (and pprof) a
+//     type other than the three form types, or an X-DKV-Request header.
+//     This holds even without an Origin (older browsers, plugins), and
+//     with an allowed origin, whose page sends JSON like any client.
+//
+// Clients that are not browsers (the Go client speaks gRPC; curl, scripts
+// and Prometheus send no Origin) see only the last rule.
+type httpGuard struct {
+	hosts   map[string]bool // lower-case names and IP literals, no port
+	anyHost bool            // --http-allowed-hosts '*'
+	origins map[string]bool // normalized (normOrigin) allowed origins
+	next    http.Handler
+}
+
+// guardHTTP wraps h in the guard, with this member's addresses and the
+// configured hosts and origins.
+func (s *Server) guardHTTP(h http.Handler) http.Handler {
+	g := &httpGuard{hosts: map[string]bool{"localhost": true}, origins: map[string]bool{}, next: h}
+	for _, a := range []string{s.cfg.HTTPAddr, s.HTTPAddr(), s.cfg.ClientAddr, s.ClientAddr(), s.cfg.AdvertiseClientAddr, s.advClient} {
+		if host := hostOnly(a); host != "" {
+			if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+				continue // 0.0.0.0 names no address a client can use
+			}
+			g.hosts[host] = true
+		}
+	}
+	for _, a := range s.cfg.HTTPAllowedHosts {
+		if strings.TrimSpace(a) == "*" {
+			g.anyHost = true
+		} else if host := hostOnly(a); host != "" {
+			g.hosts[host] = true
+		}
+	}
+	for _, o := range s.cfg.CORSAllowedOrigins {
+		n, _ := parseOrigin(o) // checked by Config.Validate
+		g.origins[n] = true
+	}
+	return g
+}
+
+// probePath reports the health probes, which answer whoever asks:
+// orchestrators probe by IP or by whatever name they use.
+func probePath(p string) bool { return p == "/livez" || p == "/readyz" }
+
+func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if probePath(r.URL.Path) {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	if !g.hostAllowed(r) {
+		http.Error(w, fmt.Sprintf("dkv: Host %q is not an address of this member; if clients reach it by that name, add it to --http-allowed-hosts "+
+			"(a guard against DNS rebinding: docs/security.md)", r.Host), http.StatusMisdirectedRequest)
+		return
+	}
+	origin := r.Header.Get("Origin")
+	allowedCross := false
+	switch site := r.Header.Get("Sec-Fetch-Site"); {
+	case origin != "":
+		if g.sameOrigin(r, origin) {
+			break
+		}
+		if n, err := parseOrigin(origin); err == nil && g.origins[n] {
+			allowedCross = true
+			break
+		}
+		http.Error(w, fmt.Sprintf("dkv: a request from origin %q is refused: the HTTP port serves pages of its own origin and of the origins in --cors-allowed-origins only (docs/security.md)", origin), http.StatusForbidden)
+		return
+	case site == "cross-site" || site == "same-site":
+		// No Origin: a GET or HEAD. A top-level navigation (a link to the
+		// dashboard) shows the answer to the visitor alone; anything else
+		// would hand it to the page that asked.
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document" {
+			break
+		}
+		http.Error(w, fmt.Sprintf("dkv: a %s request (Sec-Fetch-Site: %s) is refused: the HTTP port serves pages of its own origin and of the origins in --cors-allowed-origins only (docs/security.md)", site, site), http.StatusForbidden)
+		return
+	}
+	if allowedCross {
+		hdr := w.Header()
+		hdr.Set("Access-Control-Allow-Origin", origin)
+		hdr.Add("Vary", "Origin")
+		hdr.Set("Access-Control-Allow-Credentials", "true")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hdr.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, DELETE")
+			hdr.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Dkv-Store, X-DKV-Request")
+			hdr.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		hdr.Set("Access-Control-Expose-Headers", "X-Dkv-Status, X-Dkv-Revision, X-Dkv-Mod-Revision, X-Dkv-Version")
+	}
+	if msg := contentTypeRule(r); msg != "" {
+		w.Header().Set("X-Dkv-Status", "INVALID_INPUT")
+		http.Error(w, msg, http.StatusUnsupportedMediaType)
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// contentTypeRule says why r may not change state ("" if it may): a
+// request with a body must carry a type no page can send to another
+// origin without asking first. DELETE carries no body, and browsers
+// always ask first before sending one (so do they for PUT and PATCH; the
+// rule covers them anyway, so that no write depends on which methods a
+// browser deems simple).
+func contentTypeRule(r *http.Request) string {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return ""
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	if strings.HasPrefix(r.URL.Path, "/v1/keys/") || strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+		if r.Header.Get("X-DKV-Request") != "" {
+			return ""
+		}
+		switch mt {
+		case "", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data":
+			return fmt.Sprintf("dkv: %s %s needs a Content-Type other than text/plain, application/x-www-form-urlencoded or multipart/form-data "+
+				"(such as application/octet-stream), or an X-DKV-Request header (got Content-Type %q): a web page can send those to any address, so they change nothing (docs/security.md)",
+				r.Method, r.URL.Path, ct)
+		}
+		return ""
+	}
+	if mt != "application/json" {
+		return fmt.Sprintf("dkv: %s %s needs Content-Type: application/json (got %q): a web page can send other types to any address, so they change nothing (docs/security.md)",
+			r.Method, r.URL.Path, ct)
+	}
+	return ""
+}
+
+// hostAllowed reports whether r's Host names this member.
+func (g *httpGuard) hostAllowed(r *http.Request) bool {
+	if g.anyHost {
+		return true
+	}
+	host := hostOnly(r.Host)
+	if host == "" {
+		return false
+	}
+	if g.hosts[host] {
+		return true
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() {
+		return true
+	}
+	// The address the client connected to is this member's own.
+	la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	ta, _ := la.(*net.TCPAddr)
+	return ta != nil && ta.IP.Equal(ip)
+}
+
+// sameOrigin reports whether origin is the origin r was sent to: the
+// scheme this port serves and r's Host (already checked to be ours).
+func (g *httpGuard) sameOrigin(r *http.Request, origin string) bool {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	n, err := parseOrigin(origin)
+	return err == nil && n == normOrigin(scheme, r.Host)
+}
+
+// hostOnly is the lower-case host of a "host:port", "host", "[v6]:port"
+// or "[v6]", without the port, brackets or a trailing dot.
+func hostOnly(hostport string) string {
+	h := strings.TrimSpace(hostport)
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.ToLower(strings.TrimSuffix(h, "."))
+}
+
+// normOrigin is scheme://host[:port] as browsers serialize an origin:
+// lower case, without the scheme's default port.
+func normOrigin(scheme, hostport string) string {
+	scheme, hostport = strings.ToLower(scheme), strings.ToLower(hostport)
+	if host, port, err := net.SplitHostPort(hostport); err == nil {
+		if scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+			hostport = host
+			if strings.Contains(host, ":") {
+				hostport = "[" + host + "]"
+			}
+		}
+	}
+	return scheme + "://" + hostport
+}
+
+// parseOrigin checks a web origin (scheme://host[:port]) and normalizes
+// it.
+func parseOrigin(o string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(o))
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%q is not an origin: it needs the scheme http:// or https://", o)
+	}
+	if u.Host == "" || u.User != nil || u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return "", fmt.Errorf("%q is not an origin: write scheme://host[:port] with nothing after it, as a browser's Origin header has it", o)
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err == nil && port == "" {
+		return "", fmt.Errorf("%q is not an origin: empty port", o)
+	}
+	return normOrigin(u.Scheme, u.Host), nil
+}
