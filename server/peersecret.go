@@ -215,7 +215,7 @@ func (s *Server) noteDerived(sec []byte, ms []member) {
 	}
 	s.insecurePeer.Store(true)
 	s.log.Warn("INSECURE PEER PORT: this member's peer secret is derived from public facts (it was started with --insecure-peer, or bootstrapped without --initial-cluster-token), " +
-		"so anyone who can reach a peer port can write to the cluster; give the members a real secret or peer TLS (docs/cluster.md, peer security)")
+		"so anyone who can reach a peer port can write to the cluster; to fix it, stop every member, write one new secret (openssl rand -hex 32) into every DATA-DIR/peer-secret and start them again, or turn on peer TLS (docs/cluster.md, Peer security)")
 }
 
 // InsecurePeer reports whether this member's peer port is guarded by a

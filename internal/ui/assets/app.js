@@ -230,8 +230,8 @@ async function clusterPage(ctx) {
       const ready = await (await fetch('/readyz')).text();
       fill(peerWarn, ready.split('\n').includes('warning: insecure-peer')
         ? h('div', { class: 'msg error', role: 'alert' }, h('strong', {}, 'Insecure peer port: '),
-          'this member runs without a peer secret chosen by its operator (--insecure-peer), so anyone who can reach a peer port can write to the cluster. Restart the members with --initial-cluster-token or --peer-secret-file, or peer TLS (docs/cluster.md).')
-        : '');
+          'this member runs without a peer secret chosen by its operator (--insecure-peer), so anyone who can reach a peer port can write to the cluster. Give the members a real secret or peer TLS (docs/cluster.md, "Peer security").')
+        : null);
     } catch (e) { /* the probe is best effort here */ }
     try { st = await api.get('/v1/cluster/status'); } catch (e) { fill(summary, errBox(e)); return; }
     try { ml = await api.get('/v1/cluster/members'); } catch (e) { /* root only with auth */ }
