@@ -249,6 +249,7 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secur
 	for _, m := range ms {
 		fmt.Fprintf(a.stdout, "  %s  client %s  http %s  peer %s\n", m.name, m.client, m.http, m.peer)
 	}
+	fmt.Fprintf(a.stdout, "peer secret: %s (mode 0600); start a member added later with --peer-secret-file %s\n", secretFile, secretFile)
 	if pki == nil {
 		fmt.Fprintf(a.stdout, "try:  export DKV_ENDPOINTS=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n", strings.Join(eps, ","), devClusterHelp)
 	} else {
