@@ -92,7 +92,6 @@ func (s *Server) startNode(ctx context.Context) error {
 		join    bool
 		initial []*dkvpb.Member // peer addresses known before the member table
 		boot    []member        // --initial-cluster of a bootstrap
-		joined  []byte          // peer secret handed over by a join
 	)
 	switch {
 	case s.store.HasRaftState():
@@ -112,7 +111,12 @@ func (s *Server) startNode(ctx context.Context) error {
 			return fmt.Errorf("refusing to start: %w", err)
 		}
 	case s.cfg.InitialClusterState == "existing":
-		if s.memberID, s.clusterID, initial, joined, err = s.joinCluster(ctx); err != nil {
+		// Before asking the cluster to add this member, which could
+		// then never talk to it.
+		if err := s.needPeerSecret(true); err != nil {
+			return err
+		}
+		if s.memberID, s.clusterID, initial, err = s.joinCluster(ctx); err != nil {
 			return err
 		}
 		join = true
@@ -122,6 +126,9 @@ func (s *Server) startNode(ctx context.Context) error {
 			if ms, err = parseInitialCluster(&s.cfg); err != nil {
 				return err
 			}
+		}
+		if err := s.needPeerSecret(len(ms) > 1); err != nil {
+			return err
 		}
 		s.clusterID = clusterIDOf(ms)
 		if err := s.restoredCluster(ms); err != nil {
@@ -154,7 +161,7 @@ func (s *Server) startNode(ctx context.Context) error {
 		}
 	}
 	if s.cfg.PeerAddr != "" {
-		if s.peerSecret, err = s.loadPeerSecret(boot != nil, boot, joined); err != nil {
+		if s.peerSecret, err = s.loadPeerSecret(boot != nil || join, boot); err != nil {
 			return err
 		}
 		tc := transport.Config{

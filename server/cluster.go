@@ -64,7 +64,6 @@ func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRe
 	if err != nil {
 		return nil, err
 	}
-	c.s.offerPeerSecret(ctx, ms)
 	return &dkvpb.MemberListResponse{Header: c.s.header(0), Members: c.s.withReachability(ms), LeaderId: c.s.node.Status().Lead}, nil
 }
 

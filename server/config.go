@@ -40,14 +40,25 @@ type Config struct {
 	// Join lists client endpoints of a running cluster. A new member
 	// asks them to add it (as a learner) and learns the cluster from them.
 	Join []string
-	// InitialClusterToken is the secret a new cluster's members prove to
-	// each other on the peer port (etcd's --initial-cluster-token). It is
-	// used when a member's data dir is created and kept there
-	// (peer-secret); a joining member is handed it. Without it a single
-	// node picks a random secret and a multi-node bootstrap derives one
-	// from InitialCluster, which guards the peer port only by membership
-	// checks (docs/cluster.md).
+	// InitialClusterToken is the secret the members prove to each other on
+	// the peer port (etcd's --initial-cluster-token): every member of a
+	// cluster, including one that joins later, is started with the same
+	// one. It is used when a member's data dir is created and kept there
+	// (peer-secret). The peer secret never travels over the client API.
+	// A multi-node bootstrap or a join needs it, PeerSecretFile or PeerTLS,
+	// unless InsecurePeer (ErrNoPeerSecret); a single node without it
+	// picks a random secret.
 	InitialClusterToken string
+	// PeerSecretFile names a file holding the peer secret in hex (at
+	// least 16 bytes; a copy of a member's <data-dir>/peer-secret will
+	// do): the alternative to InitialClusterToken.
+	PeerSecretFile string
+	// InsecurePeer lets a multi-node bootstrap or a join start without a
+	// peer secret chosen by the operator or peer TLS: the secret is then
+	// derived from the cluster id, which is public, so anyone who reaches
+	// a peer port can write. Warned about at every start, on /readyz and
+	// on the dashboard.
+	InsecurePeer bool
 	// AdvertiseClientAddr is the client URL other members and clients use
 	// to reach this node, published in the member table for discovery.
 	// Default: the bound client address (so port 0 advertises the port
@@ -341,6 +352,14 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("initial cluster state %q must be \"new\" or \"existing\"", c.InitialClusterState)
+	}
+	if c.InitialClusterToken != "" && c.PeerSecretFile != "" {
+		return fmt.Errorf("give --initial-cluster-token or --peer-secret-file, not both")
+	}
+	if c.PeerSecretFile != "" {
+		if _, err := ReadPeerSecretFile(c.PeerSecretFile); err != nil {
+			return err
+		}
 	}
 	if c.InitialCluster != "" && c.PeerAddr == "" {
 		return fmt.Errorf("a cluster member needs a peer address")

@@ -237,12 +237,21 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
+	// The warning line does not change the status: the member serves,
+	// but whoever reads the probe (and the dashboard) should know.
+	warn := ""
+	if s.InsecurePeer() {
+		warn = insecurePeerLine + "\n"
+	}
 	if err := s.node.WaitLinearizable(ctx); err != nil {
-		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		http.Error(w, "not ready: "+err.Error()+"\n"+warn, http.StatusServiceUnavailable)
 		return
 	}
-	fmt.Fprintln(w, "ok")
+	fmt.Fprint(w, "ok\n"+warn)
 }
+
+// insecurePeerLine is the line /readyz adds while InsecurePeer.
+const insecurePeerLine = "warning: insecure-peer"
 
 // handleKey is the plain-value convenience API: GET returns the raw value
 // (404 if absent), PUT stores the request body, DELETE deletes. The key is

@@ -10,7 +10,6 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/state"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 )
 
 // publishClientURL records this member's client URL and server version
@@ -41,37 +40,36 @@ func (s *Server) publishClientURL() {
 const joinTimeout = 15 * time.Second
 
 // joinCluster asks a running member (cfg.Join) to add this node as a
-// learner, and learns the cluster id, the members' peer addresses and
-// the peer secret. An endpoint that refuses the connection fails at once
+// learner, and learns the cluster id and the members' peer addresses.
+// The peer secret is not among them: the operator gives it
+// (--initial-cluster-token, --peer-secret-file). An endpoint that refuses the connection fails at once
 // (nothing listens there); one that does not answer fails after
 // joinTimeout; ctx (the caller's, e.g. SIGTERM) ends the attempt at any
 // point.
-func (s *Server) joinCluster(ctx context.Context) (memberID, clusterID uint64, members []*dkvpb.Member, secret []byte, err error) {
+func (s *Server) joinCluster(ctx context.Context) (memberID, clusterID uint64, members []*dkvpb.Member, err error) {
 	memberID = MemberID(s.cfg.Name, s.advPeer)
 	var errs []string
 	for _, ep := range s.cfg.Join {
-		jctx, cancel := context.WithTimeout(joinContext(ctx, memberID), joinTimeout)
-		var hdr metadata.MD
-		members, clusterID, err = s.joinVia(jctx, ep, memberID, &hdr)
+		jctx, cancel := context.WithTimeout(ctx, joinTimeout)
+		members, clusterID, err = s.joinVia(jctx, ep, memberID)
 		expired := jctx.Err() != nil
 		cancel()
 		if err == nil {
-			return memberID, clusterID, members, joinedSecret(hdr), nil
+			return memberID, clusterID, members, nil
 		}
 		if ctx.Err() != nil {
-			return 0, 0, nil, nil, fmt.Errorf("join via %s: %w", ep, ctx.Err())
+			return 0, 0, nil, fmt.Errorf("join via %s: %w", ep, ctx.Err())
 		}
 		if expired {
 			err = fmt.Errorf("no answer within %v: %w", joinTimeout, err)
 		}
 		errs = append(errs, fmt.Sprintf("via %s: %v", ep, err))
 	}
-	return 0, 0, nil, nil, fmt.Errorf("joining the cluster failed: %s", strings.Join(errs, "; "))
+	return 0, 0, nil, fmt.Errorf("joining the cluster failed: %s", strings.Join(errs, "; "))
 }
 
-// joinVia asks the member at ep to add this one; hdr receives the
-// response header, which carries the cluster's peer secret.
-func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64, hdr *metadata.MD) ([]*dkvpb.Member, uint64, error) {
+// joinVia asks the member at ep to add this one.
+func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64) ([]*dkvpb.Member, uint64, error) {
 	conn, err := grpc.NewClient("passthrough:///"+ep, s.memberDialCreds())
 	if err != nil {
 		return nil, 0, err
@@ -80,7 +78,7 @@ func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64, hdr *m
 	cc := dkvpb.NewClusterClient(conn)
 	// Not WaitForReady: a refused connection is reported at once instead
 	// of being retried until the deadline.
-	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.Header(hdr))
+	list, err := cc.MemberList(ctx, &dkvpb.MemberListRequest{Linearizable: true})
 	if err != nil {
 		return nil, 0, dkverr.FromGRPC(err)
 	}
@@ -96,7 +94,7 @@ func (s *Server) joinVia(ctx context.Context, ep string, memberID uint64, hdr *m
 			return nil, 0, fmt.Errorf("cluster already has a member named %q with peer URL %s", m.GetName(), m.GetPeerUrl())
 		}
 	}
-	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.advPeer, IsLearner: true}, grpc.Header(hdr))
+	resp, err := cc.MemberAdd(ctx, &dkvpb.MemberAddRequest{Name: s.cfg.Name, PeerUrl: s.advPeer, IsLearner: true})
 	if err != nil {
 		return nil, 0, dkverr.FromGRPC(err)
 	}

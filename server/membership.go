@@ -103,11 +103,7 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 		return nil, dkverr.New(dkverr.InvalidInput, "peer URL %q is not host:port", req.GetPeerUrl())
 	}
 	if !s.node.Status().IsLeader {
-		resp, err := onLeader(ctx, s, func(lc dkvpb.ClusterClient) (*dkvpb.MemberAddResponse, error) { return lc.MemberAdd(ctx, req) })
-		if err == nil {
-			s.offerPeerSecret(ctx, resp.GetMembers())
-		}
-		return resp, err
+		return onLeader(ctx, s, func(lc dkvpb.ClusterClient) (*dkvpb.MemberAddResponse, error) { return lc.MemberAdd(ctx, req) })
 	}
 	m, ms, ferr := s.findMember(ctx, req.GetName())
 	if c := dkverr.CodeOf(ferr); c == dkverr.Unauthenticated || c == dkverr.PermissionDenied {
@@ -139,7 +135,6 @@ func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequ
 	if err != nil {
 		return nil, err
 	}
-	s.offerPeerSecret(ctx, ms)
 	return &dkvpb.MemberAddResponse{Header: s.header(0), Member: rec, Members: ms}, nil
 }
 

@@ -2,9 +2,9 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,39 +12,51 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 )
 
 // The peer secret keeps strangers off the peer port: every peer stream
-// proves it (internal/transport's handshake). It is fixed when a member's
-// data dir is created and kept in <data-dir>/peer-secret (mode 0600):
+// proves it (internal/transport's handshake). It never travels over the
+// client API: every member gets it from its operator. It is fixed when a
+// member's data dir is created and kept in <data-dir>/peer-secret (mode
+// 0600):
 //
-//   - bootstrap with --initial-cluster-token: derived from the token, so
-//     every member of the new cluster has the same secret;
-//   - a single node without a token: random;
-//   - a multi-node bootstrap without a token: derived from
-//     --initial-cluster, which is no secret, so the peer port is then
-//     guarded only by the membership checks (a loud warning says so);
-//   - a member that joins: handed over by the member that adds it.
+//   - with --initial-cluster-token: derived from the token, so every
+//     member started with the same token (at bootstrap or when joining)
+//     has the same secret;
+//   - with --peer-secret-file: the secret in that file (hex, as in a
+//     member's <data-dir>/peer-secret, which may be copied);
+//   - a single node without either: random (a member that joins it later
+//     is started with --peer-secret-file, a copy of that file);
+//   - a multi-node bootstrap or a join without either is refused
+//     (ErrNoPeerSecret) unless peer TLS guards the peer port or
+//     --insecure-peer accepts a secret anybody can derive from the
+//     cluster id.
+//
+// Data dirs created before these rules keep the secret they have; one
+// that anybody can derive is warned about at every start.
 const peerSecretFile = "peer-secret"
 
-// Metadata of the join handshake: the joining member names itself, and
-// is sent the peer secret in the response header once it is a member.
-const (
-	mdJoinMember = "dkv-join-member"
-	mdPeerSecret = "dkv-peer-secret"
-)
+// ErrNoPeerSecret: a member of a multi-node cluster started for the first
+// time with no peer secret chosen by the operator. Without one, anyone who
+// can reach a peer port can write to the cluster.
+var ErrNoPeerSecret = errors.New("no peer secret: a member of a multi-node cluster needs --initial-cluster-token (the same on every member, and on members that join later), " +
+	"--peer-secret-file (a file holding the secret, e.g. a copy of a member's DATA-DIR/peer-secret) " +
+	"or peer TLS (--peer-cert-file, --peer-key-file, --peer-trusted-ca-file); " +
+	"--insecure-peer starts without one, and then anyone who can reach a peer port can write to the cluster (docs/cluster.md)")
+
+// minSecretBytes is the shortest secret --peer-secret-file may hold.
+const minSecretBytes = 16
 
 func tokenSecret(token string) []byte {
 	h := sha256.Sum256([]byte("dkv-peer-secret\x00" + token))
 	return h[:]
 }
 
+// defaultSecret is what members bootstrapped without a token derived
+// their secret from before ErrNoPeerSecret: --initial-cluster.
 func defaultSecret(ms []member) []byte {
 	parts := make([]string, len(ms))
 	for i, m := range ms {
@@ -52,6 +64,36 @@ func defaultSecret(ms []member) []byte {
 	}
 	sort.Strings(parts)
 	return tokenSecret("dkv-default\x00" + strings.Join(parts, ","))
+}
+
+// clusterSecret is the secret of a cluster whose operator chose none
+// (peer TLS guards it, or --insecure-peer): every member, including one
+// that joins, can derive it from the cluster id; so can anybody else.
+func clusterSecret(clusterID uint64) []byte {
+	return tokenSecret("dkv-cluster-id\x00" + string(binary.BigEndian.AppendUint64(nil, clusterID)))
+}
+
+// ReadPeerSecretFile reads a secret as --peer-secret-file holds it: hex,
+// at least 16 bytes, surrounding white space ignored.
+func ReadPeerSecretFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("peer secret file: %w", err)
+	}
+	sec, err := hex.DecodeString(string(bytes.TrimSpace(b)))
+	if err != nil || len(sec) < minSecretBytes {
+		return nil, fmt.Errorf("peer secret file %s must hold at least %d random bytes in hex (generate one with: openssl rand -hex 32)", path, minSecretBytes)
+	}
+	return sec, nil
+}
+
+// NewPeerSecret returns a random secret in the form --peer-secret-file reads.
+func NewPeerSecret() (string, error) {
+	sec := make([]byte, 32)
+	if _, err := rand.Read(sec); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(sec) + "\n", nil
 }
 
 func (s *Server) peerSecretPath() string { return filepath.Join(s.cfg.DataDir, peerSecretFile) }
@@ -80,118 +122,105 @@ func (s *Server) writePeerSecret(sec []byte) error {
 	return nil
 }
 
-// loadPeerSecret returns this member's peer secret, creating the file on
-// first start. joined is what the join handshake handed over (nil
-// otherwise); ms is the parsed --initial-cluster of a bootstrap.
-func (s *Server) loadPeerSecret(bootstrap bool, ms []member, joined []byte) ([]byte, error) {
-	// A data dir without raft state has never been part of a cluster (a
-	// start that failed early may have left a file): derive afresh.
-	sec, err := s.readPeerSecret()
-	if bootstrap || joined != nil {
-		err = fs.ErrNotExist
+// configuredSecret is the secret the operator chose (nil for none).
+func (s *Server) configuredSecret() ([]byte, error) {
+	switch {
+	case s.cfg.PeerSecretFile != "":
+		return ReadPeerSecretFile(s.cfg.PeerSecretFile)
+	case s.cfg.InitialClusterToken != "":
+		return tokenSecret(s.cfg.InitialClusterToken), nil
 	}
-	if err == nil {
-		if s.cfg.InitialClusterToken != "" && !bytes.Equal(sec, tokenSecret(s.cfg.InitialClusterToken)) {
-			s.log.Warn("--initial-cluster-token is ignored: this member's peer secret was fixed when its data dir was created", "file", s.peerSecretPath())
-		}
-		s.warnIfDerived(sec, ms)
-		return sec, nil
+	return nil, nil
+}
+
+// needPeerSecret refuses to create a member of a multi-node cluster
+// without a secret the operator chose, peer TLS, or --insecure-peer.
+func (s *Server) needPeerSecret(multi bool) error {
+	c := &s.cfg
+	if !multi || c.PeerAddr == "" || c.InitialClusterToken != "" || c.PeerSecretFile != "" || c.PeerTLS.Enabled() || c.InsecurePeer {
+		return nil
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
+	return ErrNoPeerSecret
+}
+
+// loadPeerSecret returns this member's peer secret, creating the file
+// when the data dir is fresh (a bootstrap or a join: needPeerSecret has
+// passed). ms is the parsed --initial-cluster of a bootstrap.
+func (s *Server) loadPeerSecret(fresh bool, ms []member) ([]byte, error) {
+	conf, err := s.configuredSecret()
+	if err != nil {
 		return nil, err
 	}
+	if !fresh {
+		sec, err := s.readPeerSecret()
+		if err == nil {
+			if conf != nil && !bytes.Equal(sec, conf) {
+				s.log.Warn("--initial-cluster-token and --peer-secret-file are ignored: this member's peer secret was fixed when its data dir was created", "file", s.peerSecretPath())
+			}
+			s.noteDerived(sec, ms)
+			return sec, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		// A data dir from before peer secrets: its fellow members
+		// derived theirs from --initial-cluster then.
+		sec = conf
+		if sec == nil {
+			if ms == nil {
+				if ms, err = parseInitialCluster(&s.cfg); err != nil {
+					ms = []member{{s.cfg.Name, s.cfg.PeerAddr}}
+				}
+			}
+			sec = defaultSecret(ms)
+		}
+		if err := s.writePeerSecret(sec); err != nil {
+			return nil, err
+		}
+		s.noteDerived(sec, ms)
+		return sec, nil
+	}
+	sec := conf
 	switch {
-	case joined != nil:
-		sec = joined
-	case s.cfg.InitialClusterToken != "":
-		sec = tokenSecret(s.cfg.InitialClusterToken)
-	case bootstrap && len(ms) == 1:
+	case sec != nil:
+	case len(ms) == 1:
 		sec = make([]byte, 32)
 		if _, err := rand.Read(sec); err != nil {
 			return nil, err
 		}
 	default:
-		// A multi-node bootstrap without a token, a join whose cluster
-		// did not hand one over, or a data dir from before peer secrets.
-		if len(ms) == 0 {
-			ms = []member{{s.cfg.Name, s.cfg.PeerAddr}}
-			if parsed, err := parseInitialCluster(&s.cfg); err == nil {
-				ms = parsed
-			}
-		}
-		sec = defaultSecret(ms)
-		s.warnIfDerived(sec, ms)
+		// Peer TLS or --insecure-peer (needPeerSecret).
+		sec = clusterSecret(s.clusterID)
 	}
 	if err := s.writePeerSecret(sec); err != nil {
 		return nil, err
 	}
+	s.noteDerived(sec, ms)
 	return sec, nil
 }
 
-// warnIfDerived says, at every start, that the peer secret is the one
-// anybody can derive from --initial-cluster.
-func (s *Server) warnIfDerived(sec []byte, ms []member) {
-	if len(ms) == 0 {
-		parsed, err := parseInitialCluster(&s.cfg)
-		if err != nil {
-			return
+// noteDerived warns, at every start, when the peer secret is one anybody
+// can derive (from --initial-cluster or the cluster id) and no peer TLS
+// guards the port; /readyz and the dashboard then say so too.
+func (s *Server) noteDerived(sec []byte, ms []member) {
+	derived := bytes.Equal(sec, clusterSecret(s.clusterID))
+	if !derived {
+		if ms == nil {
+			ms, _ = parseInitialCluster(&s.cfg)
 		}
-		ms = parsed
+		derived = ms != nil && bytes.Equal(sec, defaultSecret(ms))
 	}
-	if bytes.Equal(sec, defaultSecret(ms)) {
-		s.log.Warn("PEER PORT NOT SECRET: this cluster was bootstrapped without --initial-cluster-token, so its peer secret is derived from --initial-cluster, which anyone can learn; the peer port is protected only by membership checks (docs/cluster.md, peer security)")
-	}
-}
-
-// joinContext asks for the peer secret in a join call's response header.
-func joinContext(ctx context.Context, memberID uint64) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, mdJoinMember, strconv.FormatUint(memberID, 16))
-}
-
-// joinedSecret reads the peer secret from a join call's response header.
-func joinedSecret(hdr metadata.MD) []byte {
-	v := hdr.Get(mdPeerSecret)
-	if len(v) != 1 {
-		return nil
-	}
-	sec, err := hex.DecodeString(v[0])
-	if err != nil || len(sec) == 0 {
-		return nil
-	}
-	return sec
-}
-
-// offerPeerSecret hands the peer secret to a joining member named in the
-// call's metadata, once it is in the member table and before
-// this member has heard from it. The client port is not
-// authenticated yet, so whoever may add a member learns the secret: it
-// keeps out those who only know the public ids (docs/cluster.md).
-func (s *Server) offerPeerSecret(ctx context.Context, members []*dkvpb.Member) {
-	if len(s.peerSecret) == 0 {
+	if !derived || s.cfg.PeerTLS.Enabled() {
 		return
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(mdJoinMember)
-	if len(v) != 1 {
-		return
-	}
-	id, err := strconv.ParseUint(v[0], 16, 64)
-	if err != nil {
-		return
-	}
-	for _, m := range members {
-		// Only to a member this member has never heard from: once the
-		// new member talks to the cluster it has the secret already, and
-		// a stranger who names it later learns nothing.
-		if m.GetId() == id {
-			if _, heard := s.contacts.get(id); heard {
-				return
-			}
-			_ = grpc.SetHeader(ctx, metadata.Pairs(mdPeerSecret, hex.EncodeToString(s.peerSecret)))
-			return
-		}
-	}
+	s.insecurePeer.Store(true)
+	s.log.Warn("INSECURE PEER PORT: this member's peer secret is derived from public facts (it was started with --insecure-peer, or bootstrapped without --initial-cluster-token), " +
+		"so anyone who can reach a peer port can write to the cluster; to fix it, stop every member, write one new secret (openssl rand -hex 32) into every DATA-DIR/peer-secret and start them again, or turn on peer TLS (docs/cluster.md, Peer security)")
 }
+
+// InsecurePeer reports whether this member's peer port is guarded by a
+// secret anybody can derive, and no peer TLS.
+func (s *Server) InsecurePeer() bool { return s.insecurePeer.Load() }
 
 func memberIDs(ms []*dkvpb.Member) []uint64 {
 	ids := make([]uint64, 0, len(ms))

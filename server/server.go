@@ -47,6 +47,9 @@ type Server struct {
 	memberID   uint64
 	clusterID  uint64
 	peerSecret []byte
+	// insecurePeer: the peer secret is one anybody can derive, and no
+	// peer TLS guards the port (noteDerived).
+	insecurePeer atomic.Bool
 
 	grpcSrv   *grpc.Server
 	clientLis net.Listener

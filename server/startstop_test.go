@@ -128,7 +128,7 @@ func TestStartFailureThenStop(t *testing.T) {
 		}, "is in use by another dkv process (pid"},
 		{"join refused", func(t *testing.T, dir string) Config {
 			c := quickConfig(dir)
-			c.Name, c.Join = "joiner", []string{refusedAddr(t)}
+			c.Name, c.Join, c.InitialClusterToken = "joiner", []string{refusedAddr(t)}, "token"
 			return c
 		}, "connection refused"},
 	}
@@ -185,7 +185,7 @@ func TestStartCancelledJoin(t *testing.T) {
 	}
 	defer lis.Close()
 	cfg := quickConfig(t.TempDir())
-	cfg.Name, cfg.Join = "joiner", []string{lis.Addr().String()}
+	cfg.Name, cfg.Join, cfg.InitialClusterToken = "joiner", []string{lis.Addr().String()}, "token"
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -157,3 +157,43 @@ func TestDeployDashboardIsValid(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployComposeNeedsClusterToken (issue #32, finding 2): the compose
+// file's members prove a peer secret the operator sets; compose refuses
+// to start without it, and the file holding it is not committed.
+func TestDeployComposeNeedsClusterToken(t *testing.T) {
+	data, err := os.ReadFile("../deploy/docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, services, ok := strings.Cut(string(data), "\nservices:\n")
+	if !ok {
+		t.Fatal("no services: section in deploy/docker-compose.yml")
+	}
+	services, _, _ = strings.Cut(services, "\nnetworks:")
+	svc := regexp.MustCompile(`(?m)^  ([a-z0-9]+):$`)
+	heads := svc.FindAllStringSubmatchIndex(services, -1)
+	if len(heads) != 3 {
+		t.Fatalf("%d services in deploy/docker-compose.yml, want 3", len(heads))
+	}
+	for i, h := range heads {
+		end := len(services)
+		if i+1 < len(heads) {
+			end = heads[i+1][0]
+		}
+		name, body := services[h[2]:h[3]], services[h[1]:end]
+		if !strings.Contains(body, `--initial-cluster-token, "${DKV_CLUSTER_TOKEN:?`) {
+			t.Errorf("service %s starts without --initial-cluster-token from a required DKV_CLUSTER_TOKEN:\n%s", name, body)
+		}
+		if strings.Contains(body, "--insecure-peer") {
+			t.Errorf("service %s runs with --insecure-peer", name)
+		}
+	}
+	ignore, err := os.ReadFile("../.gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains("\n"+string(ignore), "\n/deploy/.env\n") {
+		t.Error("deploy/.env (which holds DKV_CLUSTER_TOKEN) is not in .gitignore")
+	}
+}

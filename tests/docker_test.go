@@ -149,6 +149,7 @@ func TestDockerCluster(t *testing.T) {
 
 	n := &dockerNemesis{t: t, network: id, down: map[int]string{}}
 	ic := "n1=n1:7862,n2=n2:7862,n3=n3:7862"
+	token := RandomToken()
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("%s-n%d", id, i)
 		// Registered before run so a half-started container is removed too.
@@ -160,7 +161,7 @@ func TestDockerCluster(t *testing.T) {
 			"-p", ep+":7861", image,
 			"serve", "--name", fmt.Sprintf("n%d", i), "--client-addr", "0.0.0.0:7861", "--peer-addr", "0.0.0.0:7862",
 			"--advertise-client-addr", fmt.Sprintf("n%d:7861", i), "--advertise-peer-addr", fmt.Sprintf("n%d:7862", i),
-			"--http-addr", "", "--data-dir", "/data", "--initial-cluster", ic); err != nil {
+			"--http-addr", "", "--data-dir", "/data", "--initial-cluster", ic, "--initial-cluster-token", token); err != nil {
 			t.Fatal(err)
 		}
 		n.containers = append(n.containers, name)

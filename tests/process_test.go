@@ -85,9 +85,10 @@ func startProcCluster(t *testing.T, n int) []*procMember {
 		ms = append(ms, m)
 		initial = append(initial, m.name+"="+m.peer)
 	}
+	token := RandomToken()
 	for _, m := range ms {
 		m.args = []string{"serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
-			"--http-addr", "", "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ",")}
+			"--http-addr", "", "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token}
 		m.start(t)
 	}
 	t.Cleanup(func() {

@@ -20,8 +20,15 @@ import (
 )
 
 // startProcClusterWith is startProcCluster with extra dkv serve flags
-// given to every member.
+// given to every member (after a fresh --initial-cluster-token).
 func startProcClusterWith(t *testing.T, n int, extra ...string) []*procMember {
+	t.Helper()
+	return startProcMembers(t, n, append([]string{"--initial-cluster-token", RandomToken()}, extra...)...)
+}
+
+// startProcMembers starts n members of a new cluster with exactly the
+// extra flags given (no peer secret unless they name one).
+func startProcMembers(t *testing.T, n int, extra ...string) []*procMember {
 	t.Helper()
 	base := t.TempDir()
 	var ms []*procMember
@@ -441,7 +448,7 @@ func TestProcessVersionRule(t *testing.T) {
 	dir := t.TempDir()
 	joinArgs := func(name string) []string {
 		return []string{"serve", "--name", name, "--join", ms[0].client, "--client-addr", FreeAddr(t), "--peer-addr", FreeAddr(t),
-			"--http-addr", "", "--data-dir", filepath.Join(dir, name)}
+			"--http-addr", "", "--data-dir", filepath.Join(dir, name), "--peer-secret-file", filepath.Join(ms[0].dir, "peer-secret")}
 	}
 
 	// Two minor versions away: refused before it is added.

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -195,6 +197,11 @@ func startDKV(bin, dir string, n int) (*cluster, error) {
 	for i := range n {
 		initial = append(initial, fmt.Sprintf("n%d=%s", i+1, addr(ports[3*i+1])))
 	}
+	// A multi-node cluster needs a peer secret (docs/cluster.md).
+	tok := make([]byte, 16)
+	if _, err := rand.Read(tok); err != nil {
+		return nil, err
+	}
 	c := &cluster{}
 	for i := range n {
 		name := fmt.Sprintf("n%d", i+1)
@@ -206,6 +213,7 @@ func startDKV(bin, dir string, n int) (*cluster, error) {
 			"--peer-addr", addr(ports[3*i+1]),
 			"--http-addr", addr(ports[3*i+2]),
 			"--initial-cluster", strings.Join(initial, ","),
+			"--initial-cluster-token", hex.EncodeToString(tok),
 			"--pprof",
 		)
 		if err != nil {

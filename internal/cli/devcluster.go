@@ -3,8 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dkv-io/dkv/server"
 	"github.com/spf13/cobra"
 )
 
@@ -48,6 +47,11 @@ When a member exits (killed, crashed, removed from the cluster) dev-cluster
 prints "[dev-cluster] NAME exited: ..." and keeps the others running; it
 stops when every member has exited.
 
+The members prove a random peer secret to each other, made once in
+DATA-DIR/peer-secret (mode 0600) and passed with --peer-secret-file; a
+member added later (dkv member add, then dkv serve --join) is started
+with the same --peer-secret-file.
+
 --secure makes a throwaway CA, member certificates and a client
 certificate in DATA-DIR/tls (kept for the next run), and a random root
 password in DATA-DIR/root-password (mode 0600), and starts the members with
@@ -73,6 +77,37 @@ with (docs/security.md). ` + devClusterHelp,
 	f.BoolVar(&secure, "secure", false, "TLS on every port with a throwaway CA and certificates made in DATA-DIR/tls, and a root password in DATA-DIR/root-password")
 	f.BoolVar(&fresh, "fresh", false, "delete the members' data dirs (DATA-DIR/n1 ...) first: start an empty cluster")
 	return cmd
+}
+
+// devSecretFile holds a dev cluster's peer secret, in its DATA-DIR.
+const devSecretFile = "peer-secret"
+
+// devPeerSecret returns the dev cluster's peer secret file, making a
+// random secret (mode 0600) the first time.
+func devPeerSecret(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, devSecretFile)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return "", err
+	}
+	sec, err := server.NewPeerSecret()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("peer secret: %w", err)
+	}
+	if _, err := f.WriteString(sec); err != nil {
+		f.Close()
+		return "", fmt.Errorf("peer secret: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("peer secret: %w", err)
+	}
+	return path, nil
 }
 
 // devMember is one dkv serve process of a dev cluster.
@@ -109,19 +144,19 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secur
 		ms = append(ms, m)
 		initial = append(initial, m.name+"="+m.peer)
 	}
-	// A fresh random token per run: the dev cluster's peer port admits
-	// its own members only (a reused data dir keeps its first secret).
-	tok := make([]byte, 16)
-	if _, err := rand.Read(tok); err != nil {
-		return err
-	}
-	token := hex.EncodeToString(tok)
 	if fresh {
-		for _, f := range []string{filepath.Join(dataDir, "tls"), filepath.Join(dataDir, "root-password")} {
+		for _, f := range []string{filepath.Join(dataDir, "tls"), filepath.Join(dataDir, "root-password"), filepath.Join(dataDir, devSecretFile)} {
 			if err := os.RemoveAll(f); err != nil {
 				return fmt.Errorf("--fresh: %w", err)
 			}
 		}
+	}
+	// The peer secret, as an operator would give it: a random secret in
+	// a file of its own, passed to every member (and to any member
+	// started later with --join), never sent over the client port.
+	secretFile, err := devPeerSecret(dataDir)
+	if err != nil {
+		return err
 	}
 	var pki *devPKI
 	var names []string
@@ -135,7 +170,7 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secur
 	}
 	for _, m := range ms {
 		m.args = []string{"serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
-			"--http-addr", m.http, "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token}
+			"--http-addr", m.http, "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--peer-secret-file", secretFile}
 		if pki != nil {
 			m.args = append(m.args, pki.serveArgs(m.name, names)...)
 		}
@@ -214,6 +249,7 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secur
 	for _, m := range ms {
 		fmt.Fprintf(a.stdout, "  %s  client %s  http %s  peer %s\n", m.name, m.client, m.http, m.peer)
 	}
+	fmt.Fprintf(a.stdout, "peer secret: %s (mode 0600); start a member added later with --peer-secret-file %s\n", secretFile, secretFile)
 	if pki == nil {
 		fmt.Fprintf(a.stdout, "try:  export DKV_ENDPOINTS=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n", strings.Join(eps, ","), devClusterHelp)
 	} else {

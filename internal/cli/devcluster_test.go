@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -214,6 +215,56 @@ func TestDevClusterDeadMemberVisibleAndRestartable(t *testing.T) {
 	if r := d.dkv("get", "k", "--endpoints", strings.Split(d.eps, ",")[2], "--serializable"); r.stdout != "v\n" {
 		d.eventually("n3 caught up", func(r result) bool { return r.stdout == "v\n" }, "get", "k", "--endpoints", strings.Split(d.eps, ",")[2], "--serializable")
 	}
+}
+
+// Issue #32: a dev cluster's members prove a random secret that only
+// the operator's files hold (DATA-DIR/peer-secret, mode 0600), kept
+// across runs; a member added later joins with --peer-secret-file.
+func TestDevClusterPeerSecret(t *testing.T) {
+	dir := t.TempDir()
+	host, base := freeHost(t, 3)
+	d := startDevCluster(t, dir, host, base)
+	file := filepath.Join(dir, "peer-secret")
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("dev-cluster's peer secret file: %v %v, want mode 0600", fi, err)
+	}
+	sec, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.lineWith("peer secret: "); !strings.Contains(got, "--peer-secret-file "+file) {
+		t.Errorf("dev-cluster does not say how to start a member added later: %q", got)
+	}
+	d.mu.Lock()
+	printed := strings.Contains(strings.Join(d.lines, "\n"), strings.TrimSpace(string(sec)))
+	d.mu.Unlock()
+	if printed {
+		t.Error("dev-cluster printed the peer secret")
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		got, err := os.ReadFile(filepath.Join(dir, n, "peer-secret"))
+		if err != nil || strings.TrimSpace(string(got)) != strings.TrimSpace(string(sec)) {
+			t.Errorf("%s's peer secret is not the dev cluster's: %v", n, err)
+		}
+	}
+
+	// A fourth member joins with the same file, and takes part.
+	peer, client := freeAddr(t), freeAddr(t)
+	r := d.dkv("member", "add", "n4", peer)
+	if r.code != 0 || !strings.Contains(r.stdout, "--peer-secret-file") || strings.Contains(r.stdout, strings.TrimSpace(string(sec))) {
+		t.Fatalf("member add: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	n4 := exec.Command(dkvBin, "serve", "--name", "n4", "--peer-addr", peer, "--client-addr", client, "--http-addr", "",
+		"--data-dir", filepath.Join(dir, "n4"), "--join", d.eps, "--peer-secret-file", file)
+	var out bytes.Buffer
+	n4.Stdout, n4.Stderr = &out, &out
+	if err := n4.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n4.Process.Kill(); n4.Wait() })
+	d.dkv("put", "k4", "v4")
+	d.eventually("n4 serving what the cluster wrote", func(r result) bool { return r.stdout == "v4\n" }, "get", "k4", "--endpoints", client)
 }
 
 // --fresh starts from empty data dirs; without it the data is kept.

@@ -37,6 +37,7 @@ func startCLICluster(t *testing.T, n int) []*cliMember {
 	var ms []*cliMember
 	var initial []string
 	peers := make([]string, n)
+	token := tests.RandomToken()
 	for i := range n {
 		peers[i] = tests.FreeAddr(t)
 		ms = append(ms, &cliMember{name: fmt.Sprintf("m%d", i+1), addr: tests.FreeAddr(t)})
@@ -48,7 +49,7 @@ func startCLICluster(t *testing.T, n int) []*cliMember {
 			t.Fatal(err)
 		}
 		m.cmd = exec.Command(dkvBin, "serve", "--name", m.name, "--client-addr", m.addr, "--peer-addr", peers[i],
-			"--http-addr", "", "--data-dir", filepath.Join(base, m.name), "--initial-cluster", strings.Join(initial, ","))
+			"--http-addr", "", "--data-dir", filepath.Join(base, m.name), "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token)
 		m.cmd.Stdout, m.cmd.Stderr = logf, logf
 		if err := m.cmd.Start(); err != nil {
 			t.Fatal(err)

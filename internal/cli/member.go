@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
@@ -47,7 +48,10 @@ quorum), or with --serializable as the member at --endpoints knows them
 		Use:   "add NAME PEER_ADDR [--voter]",
 		Short: "Add a member, as a learner unless --voter (start it afterwards with dkv serve --join)",
 		Long: `Add a member NAME that the other members reach at PEER_ADDR, then start
-it with 'dkv serve --name NAME --peer-addr PEER_ADDR --join ...'.
+it with 'dkv serve --name NAME --peer-addr PEER_ADDR --join ...' and the
+cluster's peer secret: the same --initial-cluster-token as the members, or
+--peer-secret-file with a copy of a member's DATA-DIR/peer-secret (or peer
+TLS). It prints the command line to use.
 
 It joins as a non-voting learner: it catches up without counting towards
 the quorum, and 'dkv member promote NAME' makes it a voter once it has.
@@ -78,7 +82,17 @@ every write), so it prints a warning.`,
 						"the cluster counts a member that does not answer (%d of %d voters needed for a quorum)\n",
 						argv[0], argv[0], argv[1], voters/2+1, voters)
 				}
-				return a.printMembership(resp.GetMembers(), fmt.Sprintf("added %s (%s) as %s", argv[0], memberID(resp.GetMember().GetId()), role))
+				if err := a.printMembership(resp.GetMembers(), fmt.Sprintf("added %s (%s) as %s", argv[0], memberID(resp.GetMember().GetId()), role)); err != nil {
+					return err
+				}
+				// What the new member needs; its secret comes from the
+				// operator, never from the cluster (docs/cluster.md).
+				out := a.stdout
+				if a.json() {
+					out = a.stderr
+				}
+				_, err = fmt.Fprint(out, joinStartLine(argv[0], argv[1], resp.GetMembers()))
+				return err
 			})
 		},
 	}
@@ -114,6 +128,26 @@ every write), so it prints a warning.`,
 		},
 	})
 	return cmd
+}
+
+// joinStartLine tells how to start a member just added: its name and
+// peer address, the members to join through, and the peer secret the
+// cluster's members were started with, as a placeholder.
+func joinStartLine(name, peer string, ms []*dkvpb.Member) string {
+	var eps []string
+	for _, m := range ms {
+		if m.GetName() != name && m.GetClientUrl() != "" {
+			eps = append(eps, m.GetClientUrl())
+		}
+	}
+	join := strings.Join(eps, ",")
+	if join == "" {
+		join = "CLIENT_ADDR_OF_A_MEMBER"
+	}
+	return fmt.Sprintf("start it with:\n  dkv serve --name %s --peer-addr %s --join %s --initial-cluster-token TOKEN --data-dir DIR --client-addr ADDR\n"+
+		"where TOKEN is the --initial-cluster-token the members were started with; or, instead of it,\n"+
+		"  --peer-secret-file FILE, FILE a copy of a member's DATA-DIR/peer-secret (or the file the members were given),\n"+
+		"and the cluster's peer TLS flags if it uses them. The secret is never sent over the client port.\n", name, peer, join)
 }
 
 func (a *app) printMembership(ms []*dkvpb.Member, msg string) error {

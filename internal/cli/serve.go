@@ -25,7 +25,10 @@ func (a *app) serveCmd() *cobra.Command {
 		Short: "Run a DKV node until SIGINT or SIGTERM",
 		Long: `Run a DKV node. With no flags it is a single-node store with its data in
 ./dkv-data. For a cluster, start every member with its own --name and
---peer-addr and the same --initial-cluster n1=host:port,n2=...
+--peer-addr and the same --initial-cluster n1=host:port,n2=... and
+--initial-cluster-token (or --peer-secret-file, or peer TLS): the peer
+secret keeps strangers off the peer port. A member that joins later with
+--join is started with the same token or secret file (docs/cluster.md).
 
 An empty address (--http-addr "") disables that listener. Once listening,
 serve prints its addresses on stdout; logs go to stderr (--log-format text
@@ -68,7 +71,9 @@ SIGHUP.`,
 	f.StringVar(&cfg.Name, "name", "default", "this member's name, unique in the cluster")
 	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "name=peerAddr,... of a new cluster (default: this node alone)")
 	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "", `"new" to bootstrap --initial-cluster, "existing" to join (default: existing with --join, else new)`)
-	f.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", "", "secret the members of a new cluster prove to each other on the peer port; give every member the same one (kept in the data dir; a joining member is handed it)")
+	f.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", "", "secret the members prove to each other on the peer port; give every member the same one, including members that join later (kept in the data dir; never sent over the client port)")
+	f.StringVar(&cfg.PeerSecretFile, "peer-secret-file", "", "file holding the peer secret in hex, instead of --initial-cluster-token (e.g. a copy of a member's DATA-DIR/peer-secret; make one with: openssl rand -hex 32)")
+	f.BoolVar(&cfg.InsecurePeer, "insecure-peer", false, "let a multi-node cluster or a joining member start with no --initial-cluster-token, --peer-secret-file or peer TLS: anyone who can reach a peer port can then write (warned about at every start and on /readyz)")
 	f.StringSliceVar(&cfg.Join, "join", nil, "client endpoints of a running cluster to join as a learner (comma separated)")
 	f.StringVar(&cfg.AdvertiseClientAddr, "advertise-client-addr", "", "client address other members and discovering clients dial (default: the bound --client-addr; set it when that is 0.0.0.0 or ::)")
 	f.StringVar(&cfg.AdvertisePeerAddr, "advertise-peer-addr", "", "peer address the other members dial, as named in --initial-cluster (default --peer-addr; set it when that is 0.0.0.0 or ::)")
@@ -238,6 +243,9 @@ func startErr(what string, err error) error {
 	}
 	if errors.Is(err, storage.ErrDamaged) {
 		return err
+	}
+	if errors.Is(err, server.ErrNoPeerSecret) {
+		return usagef("%s: %w", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -97,7 +97,34 @@ func TestServeStartupFailures(t *testing.T) {
 	t.Run("join refused", func(t *testing.T) {
 		ep := freeAddr(t) // nothing listens there
 		serveFails(t, 1, "joining the cluster failed: via "+ep+": Unavailable",
-			append(ports(t.TempDir()), "--name", "n4", "--peer-addr", "127.0.0.1:0", "--join", ep)...)
+			append(ports(t.TempDir()), "--name", "n4", "--peer-addr", "127.0.0.1:0", "--join", ep, "--initial-cluster-token", "t")...)
+	})
+	// Issue #32, finding 2: a peer secret anybody can derive is no secret.
+	t.Run("multi-node bootstrap without a peer secret", func(t *testing.T) {
+		p := freeAddr(t)
+		r := serveFails(t, 2, "no peer secret: a member of a multi-node cluster needs --initial-cluster-token",
+			append(ports(t.TempDir()), "--name", "n1", "--peer-addr", p, "--initial-cluster", "n1="+p+",n2="+freeAddr(t))...)
+		for _, flag := range []string{"--peer-secret-file", "--peer-cert-file", "--insecure-peer"} {
+			if !strings.Contains(r, flag) {
+				t.Errorf("the refusal does not name %s: %s", flag, r)
+			}
+		}
+	})
+	t.Run("join without a peer secret", func(t *testing.T) {
+		serveFails(t, 2, "no peer secret: a member of a multi-node cluster needs --initial-cluster-token",
+			append(ports(t.TempDir()), "--name", "n4", "--peer-addr", "127.0.0.1:0", "--join", freeAddr(t))...)
+	})
+	t.Run("token and secret file", func(t *testing.T) {
+		serveFails(t, 2, "give --initial-cluster-token or --peer-secret-file, not both",
+			append(ports(t.TempDir()), "--initial-cluster-token", "t", "--peer-secret-file", "x")...)
+	})
+	t.Run("weak secret file", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "secret")
+		if err := os.WriteFile(f, []byte("password\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		serveFails(t, 2, "peer secret file "+f+" must hold at least 16 random bytes in hex (generate one with: openssl rand -hex 32)",
+			append(ports(t.TempDir()), "--peer-secret-file", f)...)
 	})
 	t.Run("data dir in use", func(t *testing.T) {
 		dir := t.TempDir()

@@ -197,7 +197,10 @@ async function clusterPage(ctx) {
   const latCanvas = h('canvas', { id: 'latency-chart', role: 'img', 'aria-label': 'Proposal and fsync latency p99 over the last five minutes' });
   const latChart = new Chart(latCanvas, [{ name: 'proposal p99', color: '#7a2ad7' }, { name: 'fsync p99', color: '#1d7a3a' }]);
   const latNow = h('span', { class: 'muted', id: 'latency-now' });
-  add(main, h('h2', {}, 'Cluster'), summary, members,
+  // /readyz says when this member's peer port is guarded by a secret
+  // anybody can derive (--insecure-peer): shown in red on every refresh.
+  const peerWarn = h('div', { id: 'insecure-peer' });
+  add(main, h('h2', {}, 'Cluster'), peerWarn, summary, members,
     h('div', { class: 'card' }, h('h3', {}, 'Requests on this member ', rateNow),
       h('div', { class: 'legend' }, h('span', {}, h('i', { style: 'background:#d7482a' }), 'writes/s'), h('span', {}, h('i', { style: 'background:#2a5bd7' }), 'reads/s')), canvas),
     h('div', { class: 'card' }, h('h3', {}, 'Latency on this member, p99 in ms ', latNow),
@@ -223,6 +226,13 @@ async function clusterPage(ctx) {
   });
   ctx.every(2000, async () => {
     let st, ml = null, pr = null;
+    try {
+      const ready = await (await fetch('/readyz')).text();
+      fill(peerWarn, ready.split('\n').includes('warning: insecure-peer')
+        ? h('div', { class: 'msg error', role: 'alert' }, h('strong', {}, 'Insecure peer port: '),
+          'this member runs without a peer secret chosen by its operator (--insecure-peer), so anyone who can reach a peer port can write to the cluster. Give the members a real secret or peer TLS (docs/cluster.md, "Peer security").')
+        : null);
+    } catch (e) { /* the probe is best effort here */ }
     try { st = await api.get('/v1/cluster/status'); } catch (e) { fill(summary, errBox(e)); return; }
     try { ml = await api.get('/v1/cluster/members'); } catch (e) { /* root only with auth */ }
     try { pr = await api.get('/v1/cluster/progress'); } catch (e) { /* root only with auth */ }
