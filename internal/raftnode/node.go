@@ -174,12 +174,16 @@ func New[R any](cfg Config[R]) (*Node[R], error) {
 	if err != nil {
 		return nil, err
 	}
+	raftApplied, err := appliedForRaft(cfg.Storage, applied)
+	if err != nil {
+		return nil, err
+	}
 	rc := &raft.Config{
 		ID:                        cfg.ID,
 		ElectionTick:              cfg.ElectionTicks,
 		HeartbeatTick:             1,
 		Storage:                   cfg.Storage,
-		Applied:                   applied,
+		Applied:                   raftApplied,
 		MaxSizePerMsg:             1 << 20,
 		MaxCommittedSizePerReady:  64 << 20,
 		MaxUncommittedEntriesSize: 256 << 20,
@@ -240,6 +244,31 @@ func New[R any](cfg Config[R]) (*Node[R], error) {
 	ac := make(chan struct{})
 	n.appliedCh.Store(&ac)
 	return n, nil
+}
+
+// appliedForRaft is the applied index to restart raft with: the state's
+// own (applied), but no further than what the durable log knows is
+// committed. The two differ after a snapshot install: the transport
+// writes the sender's state as of when it streams it, which can be
+// entries past the snapshot's index (installSnapshot), while the
+// HardState's commit is the snapshot's index until the leader's next
+// appends raise it. A member stopped in between restarts with its state
+// ahead of its commit, which raft refuses with a panic ("applied(...)
+// is out of range [prevApplied(...), committed(...)]"). Raft is told the
+// commit instead; the entries between come again once committed, and
+// apply skips those already in the state (n.applied is the state's).
+func appliedForRaft(st *storage.Storage, applied uint64) (uint64, error) {
+	hs, _, err := st.InitialState()
+	if err != nil {
+		return 0, err
+	}
+	first, err := st.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	// With no HardState raft starts with its commit at the snapshot.
+	commit := max(hs.GetCommit(), first-1)
+	return min(applied, commit), nil
 }
 
 // Run starts the Ready loop and returns at once.
