@@ -6,6 +6,8 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
+	electiongw "go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb/gw"
+	lockgw "go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb/gw"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -21,9 +23,11 @@ func (s *Server) etcdGateway(conn *grpc.ClientConn) (http.Handler, error) {
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 		}}))...)
 	bg := context.Background()
-	for _, reg := range append([]func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+	for _, reg := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		gw.RegisterKVHandler, gw.RegisterWatchHandler, gw.RegisterLeaseHandler,
-	}, etcdGatewayMore...) { // etcd_more.go
+		gw.RegisterClusterHandler, gw.RegisterMaintenanceHandler, gw.RegisterAuthHandler,
+		lockgw.RegisterLockHandler, electiongw.RegisterElectionHandler,
+	} {
 		if err := reg(bg, mux, conn); err != nil {
 			return nil, err
 		}
