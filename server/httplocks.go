@@ -53,72 +53,47 @@ type lockListResponse struct {
 // elections pages). With auth on, only locks the caller may Describe are
 // listed.
 func (s *Server) handleLocksHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	prefix := []byte(q.Get("prefix"))
-	limit := maxLocksListed
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxLocksListed {
-			httpError(w, dkverr.New(dkverr.InvalidInput, "limit %q must be an integer from 1 to %d", v, maxLocksListed))
-			return
-		}
-		limit = n
-	}
-	ctx, store, err := s.httpStore(r) // ?store= or Dkv-Store
-	if err != nil {
-		httpError(w, wireError(err))
-		return
-	}
-	if prefix, err = store.KeyPrefix(prefix); err != nil {
-		httpError(w, err)
-		return
-	}
-	if err := s.node.WaitLinearizable(ctx); err != nil {
-		httpError(w, wireError(err))
-		return
-	}
-	snap := s.store.DB().NewSnapshot()
-	defer snap.Close()
+	s.serveList(w, r, maxLocksListed, s.listLocks)
+}
+
+// listLocks lists the held locks of GET /v1/locks.
+func (s *Server) listLocks(q listQuery) (any, error) {
 	var keys [][]byte // physical: permissions apply to them
-	err = lock.HeldKeys(snap, func(k []byte) {
+	err := lock.HeldKeys(q.view, func(k []byte) {
 		// The request's store's locks only: the default store's empty
 		// prefix would also reach the named stores' keys.
-		if _, own := store.Strip(k); own && bytes.HasPrefix(k, prefix) {
+		if _, own := q.store.Strip(k); own && bytes.HasPrefix(k, q.prefix) {
 			keys = append(keys, append([]byte(nil), k...))
 		}
 	})
 	if err != nil {
-		httpError(w, dkverr.New(dkverr.Internal, "%v", err))
-		return
+		return nil, dkverr.New(dkverr.Internal, "%v", err)
 	}
 	resp := lockListResponse{Locks: []lockListEntry{}}
 	for _, k := range keys {
-		if _, err := s.checkCall(ctx, dkvpb.Lock_Describe_FullMethodName, &dkvpb.LockDescribeRequest{Key: k}); err != nil {
+		if _, err := s.checkCall(q.ctx, dkvpb.Lock_Describe_FullMethodName, &dkvpb.LockDescribeRequest{Key: k}); err != nil {
 			if c := dkverr.CodeOf(err); c == dkverr.Unauthenticated {
-				httpError(w, wireError(err))
-				return
+				return nil, wireError(err)
 			}
 			continue // not the caller's to see
 		}
-		if len(resp.Locks) == limit {
+		if len(resp.Locks) == q.limit {
 			resp.More = true
 			break
 		}
-		st, err := mvcc.DescribeLock(snap, k)
+		st, err := mvcc.DescribeLock(q.view, k)
 		if err != nil {
-			httpError(w, dkverr.New(dkverr.Internal, "%v", err))
-			return
+			return nil, dkverr.New(dkverr.Internal, "%v", err)
 		}
 		if st.Holder == nil {
 			continue
 		}
-		sk, _ := store.Strip(k) // k is the store's: the scan kept only its keys
+		sk, _ := q.store.Strip(k) // k is the store's: the scan kept only its keys
 		e := lockListEntry{Key: string(sk), Owner: st.Holder.Owner, Lease: st.Holder.Lease, Token: st.Holder.Token,
 			LastToken: st.LastToken, Waiters: []lockListWaiter{}}
-		grev, gns, ok, err := lock.GetGrant(snap, k)
+		grev, gns, ok, err := lock.GetGrant(q.view, k)
 		if err != nil {
-			httpError(w, dkverr.New(dkverr.Internal, "%v", err))
-			return
+			return nil, dkverr.New(dkverr.Internal, "%v", err)
 		}
 		if ok {
 			e.GrantedRevision, e.GrantedUnixMs = grev, gns/1e6
@@ -126,19 +101,17 @@ func (s *Server) handleLocksHTTP(w http.ResponseWriter, r *http.Request) {
 		if _, rem, ok := s.lessor.Remaining(st.Holder.Lease); ok {
 			e.RemainingMs = rem.Milliseconds()
 		}
-		err = lock.Waiters(snap, k, func(wt lock.Waiter) bool {
+		err = lock.Waiters(q.view, k, func(wt lock.Waiter) bool {
 			e.Waiters = append(e.Waiters, lockListWaiter{Owner: wt.Owner, Lease: wt.Lease})
 			return len(e.Waiters) < maxLocksListed
 		})
 		if err != nil {
-			httpError(w, dkverr.New(dkverr.Internal, "%v", err))
-			return
+			return nil, dkverr.New(dkverr.Internal, "%v", err)
 		}
 		resp.Locks = append(resp.Locks, e)
 	}
 	resp.Revision = s.header(0).GetRevision()
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(resp)
+	return resp, nil
 }
 
 // progressEntry is one member's replication progress as the leader sees it.

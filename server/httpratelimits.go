@@ -2,9 +2,7 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -42,61 +40,38 @@ type rateLimitListResponse struct {
 // with its last decision time and when it is full again. With auth on,
 // only buckets whose key the caller may read are listed.
 func (s *Server) handleRateLimitsHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	prefix := []byte(q.Get("prefix"))
-	limit := maxRateLimitsListed
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxRateLimitsListed {
-			httpError(w, dkverr.New(dkverr.InvalidInput, "limit %q must be an integer from 1 to %d", v, maxRateLimitsListed))
-			return
-		}
-		limit = n
-	}
-	ctx, store, err := s.httpStore(r) // ?store= or Dkv-Store
-	if err != nil {
-		httpError(w, wireError(err))
-		return
-	}
-	if prefix, err = store.KeyPrefix(prefix); err != nil {
-		httpError(w, err)
-		return
-	}
-	if err := s.node.WaitLinearizable(ctx); err != nil {
-		httpError(w, wireError(err))
-		return
-	}
-	snap := s.store.DB().NewSnapshot()
-	defer snap.Close()
+	s.serveList(w, r, maxRateLimitsListed, s.listRateLimits)
+}
+
+// listRateLimits lists the buckets of GET /v1/ratelimits.
+func (s *Server) listRateLimits(q listQuery) (any, error) {
 	type bucket struct {
 		key []byte
 		st  ratelimit.State
 	}
 	var all []bucket
-	err = ratelimit.Each(snap, prefix, func(k []byte, st ratelimit.State) bool {
+	err := ratelimit.Each(q.view, q.prefix, func(k []byte, st ratelimit.State) bool {
 		all = append(all, bucket{bytes.Clone(k), st})
 		return len(all) <= 10*maxRateLimitsListed // enough to fill a page past unreadable keys
 	})
 	if err != nil {
-		httpError(w, dkverr.New(dkverr.Internal, "%v", err))
-		return
+		return nil, dkverr.New(dkverr.Internal, "%v", err)
 	}
 	now := time.Now().UnixNano()
 	resp := rateLimitListResponse{NowUnixMs: now / 1e6, Buckets: []rateLimitEntry{}}
 	for _, b := range all {
-		key, own := store.Strip(b.key)
+		key, own := q.store.Strip(b.key)
 		if !own {
 			continue // another store's bucket: the default store's empty prefix reaches them
 		}
 		// Permissions apply to the physical (store-mapped) key.
-		if _, err := s.checkCall(ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
+		if _, err := s.checkCall(q.ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
 			if dkverr.CodeOf(err) == dkverr.Unauthenticated {
-				httpError(w, wireError(err))
-				return
+				return nil, wireError(err)
 			}
 			continue // not the caller's to see
 		}
-		if len(resp.Buckets) == limit {
+		if len(resp.Buckets) == q.limit {
 			resp.More = true
 			break
 		}
@@ -106,6 +81,5 @@ func (s *Server) handleRateLimitsHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(all) > 10*maxRateLimitsListed {
 		resp.More = true
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(resp)
+	return resp, nil
 }
