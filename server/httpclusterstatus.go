@@ -10,7 +10,6 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/state"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -46,7 +45,7 @@ func (s *Server) handleStatusesHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, wireError(err))
 		return
 	}
-	ms, err := state.Members(s.store.DB())
+	ms, err := s.applied().Latest().Members()
 	if err != nil {
 		httpError(w, dkverr.New(dkverr.Internal, "%v", err))
 		return

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storekeys"
 )
 
@@ -19,7 +19,7 @@ type listQuery struct {
 	store  storekeys.Mapper
 	prefix []byte
 	limit  int
-	view   pebble.Reader
+	view   *state.View
 }
 
 // serveList serves a GET list endpoint (/v1/locks, /v1/ratelimits):
@@ -53,7 +53,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, max int, list
 		httpError(w, wireError(err))
 		return
 	}
-	snap := s.store.DB().NewSnapshot()
+	snap := s.applied().Snapshot()
 	defer snap.Close()
 	resp, err := list(listQuery{ctx: ctx, store: store, prefix: prefix, limit: limit, view: snap})
 	if err != nil {

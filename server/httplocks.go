@@ -9,7 +9,6 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lock"
-	"github.com/dkv-io/dkv/internal/mvcc"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
 )
@@ -59,7 +58,7 @@ func (s *Server) handleLocksHTTP(w http.ResponseWriter, r *http.Request) {
 // listLocks lists the held locks of GET /v1/locks.
 func (s *Server) listLocks(q listQuery) (any, error) {
 	var keys [][]byte // physical: permissions apply to them
-	err := lock.HeldKeys(q.view, func(k []byte) {
+	err := q.view.HeldLocks(func(k []byte) {
 		// The request's store's locks only: the default store's empty
 		// prefix would also reach the named stores' keys.
 		if _, own := q.store.Strip(k); own && bytes.HasPrefix(k, q.prefix) {
@@ -81,7 +80,7 @@ func (s *Server) listLocks(q listQuery) (any, error) {
 			resp.More = true
 			break
 		}
-		st, err := mvcc.DescribeLock(q.view, k)
+		st, err := q.view.DescribeLock(k)
 		if err != nil {
 			return nil, dkverr.New(dkverr.Internal, "%v", err)
 		}
@@ -91,7 +90,7 @@ func (s *Server) listLocks(q listQuery) (any, error) {
 		sk, _ := q.store.Strip(k) // k is the store's: the scan kept only its keys
 		e := lockListEntry{Key: string(sk), Owner: st.Holder.Owner, Lease: st.Holder.Lease, Token: st.Holder.Token,
 			LastToken: st.LastToken, Waiters: []lockListWaiter{}}
-		grev, gns, ok, err := lock.GetGrant(q.view, k)
+		grev, gns, ok, err := q.view.LockGrant(k)
 		if err != nil {
 			return nil, dkverr.New(dkverr.Internal, "%v", err)
 		}
@@ -101,7 +100,7 @@ func (s *Server) listLocks(q listQuery) (any, error) {
 		if _, rem, ok := s.lessor.Remaining(st.Holder.Lease); ok {
 			e.RemainingMs = rem.Milliseconds()
 		}
-		err = lock.Waiters(q.view, k, func(wt lock.Waiter) bool {
+		err = q.view.LockWaiters(k, func(wt lock.Waiter) bool {
 			e.Waiters = append(e.Waiters, lockListWaiter{Owner: wt.Owner, Lease: wt.Lease})
 			return len(e.Waiters) < maxLocksListed
 		})

@@ -50,7 +50,7 @@ func (s *Server) listRateLimits(q listQuery) (any, error) {
 		st  ratelimit.State
 	}
 	var all []bucket
-	err := ratelimit.Each(q.view, q.prefix, func(k []byte, st ratelimit.State) bool {
+	err := q.view.RateLimits(q.prefix, func(k []byte, st ratelimit.State) bool {
 		all = append(all, bucket{bytes.Clone(k), st})
 		return len(all) <= 10*maxRateLimitsListed // enough to fill a page past unreadable keys
 	})

@@ -42,7 +42,7 @@ func (s *Server) storeOf(ctx context.Context) (storekeys.Mapper, error) {
 		return m, err
 	}
 	for waited := false; ; waited = true {
-		_, ok, err := state.GetStore(s.store.DB(), name)
+		_, ok, err := s.applied().Latest().Store(name)
 		if err != nil {
 			return m, dkverr.New(dkverr.Internal, "reading store %q: %v", name, err)
 		}
@@ -137,7 +137,7 @@ func (ss *storeService) List(ctx context.Context, _ *dkvpb.StoreListRequest) (*d
 	if err := ss.s.node.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
-	stores, err := state.ListStores(ss.s.store.DB())
+	stores, err := ss.s.applied().Latest().Stores()
 	if err != nil {
 		return nil, dkverr.New(dkverr.Internal, "listing stores: %v", err)
 	}
@@ -151,7 +151,7 @@ func (ss *storeService) Stats(ctx context.Context, req *dkvpb.StoreStatsRequest)
 	if err := ss.s.node.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
-	info, ok, err := state.GetStore(ss.s.store.DB(), req.GetName())
+	info, ok, err := ss.s.applied().Latest().Store(req.GetName())
 	if err != nil {
 		return nil, dkverr.New(dkverr.Internal, "reading store %q: %v", req.GetName(), err)
 	}
