@@ -15,6 +15,7 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/storekeys"
 	"github.com/dkv-io/dkv/internal/ui"
+	"github.com/dkv-io/dkv/server/httpapi"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/metadata"
@@ -81,11 +82,12 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	mux.HandleFunc("/v1/keys/", s.handleKey)
 	mux.HandleFunc("GET /v1/watch", s.handleWatchHTTP)
 	mux.HandleFunc("POST /v1/watch", s.handleWatchPost(gw))
-	mux.HandleFunc("GET /v1/locks", s.handleLocksHTTP)
-	mux.HandleFunc("GET /v1/ratelimits", s.handleRateLimitsHTTP)
-	mux.HandleFunc("GET /v1/cluster/progress", s.handleProgressHTTP)
-	mux.HandleFunc("GET /v1/cluster/statuses", s.handleStatusesHTTP)
-	mux.HandleFunc("GET /v1/auth/whoami", s.handleWhoamiHTTP)
+	api := httpapi.New(httpNode{s})
+	mux.HandleFunc("GET /v1/locks", api.Locks)
+	mux.HandleFunc("GET /v1/ratelimits", api.RateLimits)
+	mux.HandleFunc("GET /v1/cluster/progress", api.ClusterProgress)
+	mux.HandleFunc("GET /v1/cluster/statuses", api.ClusterStatuses)
+	mux.HandleFunc("GET /v1/auth/whoami", api.Whoami)
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("/metrics", s.metricsHTTP(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
@@ -337,30 +339,11 @@ func (s *Server) handleKey(w http.ResponseWriter, r *http.Request) {
 	httpError(w, wireError(err))
 }
 
-// gatewayError is the gateway's error handler: NoSpace travels as gRPC
-// ResourceExhausted, which the default handler would answer 429 (retry
-// later) when the answer is 507 Insufficient Storage.
-func httpError(w http.ResponseWriter, err error) {
-	code := dkverr.CodeOf(err)
-	st := httpStatus[code]
-	if st == 0 {
-		st = http.StatusInternalServerError
-	}
-	w.Header().Set("X-Dkv-Status", code.Reason())
-	http.Error(w, err.Error(), st)
-}
+// httpError answers err on an HTTP path (httpapi.Error).
+func httpError(w http.ResponseWriter, err error) { httpapi.Error(w, err) }
 
-// httpStatus is the HTTP status of each DKV outcome, on every HTTP path
-// (the plain /v1/keys/ endpoint and the JSON gateway alike): gRPC's own
-// mapping would answer Conflict and Locked, both FailedPrecondition on the
-// wire, with 400, which tells a client its request was malformed.
-var httpStatus = map[dkverr.Code]int{
-	dkverr.NotFound: 404, dkverr.Conflict: 409, dkverr.InvalidInput: 400,
-	dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
-	dkverr.Compacted: 410, dkverr.NoSpace: 507,
-	dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
-	dkverr.NoIndex: 412, dkverr.Throttled: 429,
-}
+// httpStatus is the HTTP status of each DKV outcome (httpapi.Status).
+var httpStatus = httpapi.Status
 
 // httpStore is the context of an HTTP request served without the
 // gateway (its credentials and its store as incoming gRPC metadata) and

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -13,10 +13,10 @@ import (
 // maxRateLimitsListed bounds one GET /v1/ratelimits answer.
 const maxRateLimitsListed = 1000
 
-// rateLimitEntry is one bucket in GET /v1/ratelimits. A bucket stores
+// RateLimitEntry is one bucket in GET /v1/ratelimits. A bucket stores
 // only its GCRA state; its limit, period and burst come with each
 // request and are not stored, so the answer has times, not token counts.
-type rateLimitEntry struct {
+type RateLimitEntry struct {
 	Key string `json:"key"`
 	// LastUnixMs is when the last decision on the bucket was made (the
 	// raft entry's time).
@@ -29,22 +29,22 @@ type rateLimitEntry struct {
 	FullInMs int64 `json:"full_in_ms"`
 }
 
-type rateLimitListResponse struct {
+type RateLimitListResponse struct {
 	NowUnixMs int64            `json:"now_unix_ms"` // this member's clock
-	Buckets   []rateLimitEntry `json:"buckets"`
+	Buckets   []RateLimitEntry `json:"buckets"`
 	More      bool             `json:"more"`
 }
 
-// handleRateLimitsHTTP serves GET /v1/ratelimits[?prefix=P][&limit=N][&store=S]:
+// RateLimits serves GET /v1/ratelimits[?prefix=P][&limit=N][&store=S]:
 // the rate limiter's buckets whose key starts with P, in key order, each
 // with its last decision time and when it is full again. With auth on,
 // only buckets whose key the caller may read are listed.
-func (s *Server) handleRateLimitsHTTP(w http.ResponseWriter, r *http.Request) {
-	s.serveList(w, r, maxRateLimitsListed, s.listRateLimits)
+func (a *API) RateLimits(w http.ResponseWriter, r *http.Request) {
+	a.serveList(w, r, maxRateLimitsListed, a.listRateLimits)
 }
 
 // listRateLimits lists the buckets of GET /v1/ratelimits.
-func (s *Server) listRateLimits(q listQuery) (any, error) {
+func (a *API) listRateLimits(q listQuery) (any, error) {
 	type bucket struct {
 		key []byte
 		st  ratelimit.State
@@ -58,16 +58,16 @@ func (s *Server) listRateLimits(q listQuery) (any, error) {
 		return nil, dkverr.New(dkverr.Internal, "%v", err)
 	}
 	now := time.Now().UnixNano()
-	resp := rateLimitListResponse{NowUnixMs: now / 1e6, Buckets: []rateLimitEntry{}}
+	resp := RateLimitListResponse{NowUnixMs: now / 1e6, Buckets: []RateLimitEntry{}}
 	for _, b := range all {
 		key, own := q.store.Strip(b.key)
 		if !own {
 			continue // another store's bucket: the default store's empty prefix reaches them
 		}
 		// Permissions apply to the physical (store-mapped) key.
-		if _, err := s.checkCall(q.ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
+		if err := a.n.Authorize(q.ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
 			if dkverr.CodeOf(err) == dkverr.Unauthenticated {
-				return nil, wireError(err)
+				return nil, a.n.WireError(err)
 			}
 			continue // not the caller's to see
 		}
@@ -75,7 +75,7 @@ func (s *Server) listRateLimits(q listQuery) (any, error) {
 			resp.More = true
 			break
 		}
-		resp.Buckets = append(resp.Buckets, rateLimitEntry{Key: string(key), LastUnixMs: b.st.Last / 1e6,
+		resp.Buckets = append(resp.Buckets, RateLimitEntry{Key: string(key), LastUnixMs: b.st.Last / 1e6,
 			TatUnixMs: b.st.TAT / 1e6, FullInMs: (max(0, b.st.TAT-now) + 999_999) / 1e6})
 	}
 	if len(all) > 10*maxRateLimitsListed {

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -28,36 +28,36 @@ type listQuery struct {
 // every write acknowledged before the request, and one consistent view
 // of the applied state for list. It answers list's value as JSON, or
 // list's error (already the wire error to send).
-func (s *Server) serveList(w http.ResponseWriter, r *http.Request, max int, list func(q listQuery) (any, error)) {
+func (a *API) serveList(w http.ResponseWriter, r *http.Request, max int, list func(q listQuery) (any, error)) {
 	q := r.URL.Query()
 	prefix := []byte(q.Get("prefix"))
 	limit := max
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > max {
-			httpError(w, dkverr.New(dkverr.InvalidInput, "limit %q must be an integer from 1 to %d", v, max))
+			Error(w, dkverr.New(dkverr.InvalidInput, "limit %q must be an integer from 1 to %d", v, max))
 			return
 		}
 		limit = n
 	}
-	ctx, store, err := s.httpStore(r)
+	ctx, store, err := a.n.RequestStore(r)
 	if err != nil {
-		httpError(w, wireError(err))
+		Error(w, a.n.WireError(err))
 		return
 	}
 	if prefix, err = store.KeyPrefix(prefix); err != nil {
-		httpError(w, err)
+		Error(w, err)
 		return
 	}
-	if err := s.node.WaitLinearizable(ctx); err != nil {
-		httpError(w, wireError(err))
+	if err := a.n.WaitLinearizable(ctx); err != nil {
+		Error(w, a.n.WireError(err))
 		return
 	}
-	snap := s.applied().Snapshot()
+	snap := a.n.Applied().Snapshot()
 	defer snap.Close()
 	resp, err := list(listQuery{ctx: ctx, store: store, prefix: prefix, limit: limit, view: snap})
 	if err != nil {
-		httpError(w, err)
+		Error(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
