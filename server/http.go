@@ -122,8 +122,11 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		tlsOn = true
 	}
 	// Outermost: a request from a web page that may not use this port is
-	// refused before it reaches anything else (httpguard.go).
-	s.httpSrv.Handler = s.guardHTTP(s.httpSrv.Handler)
+	// refused before it reaches anything else (httpapi.Guard).
+	s.httpSrv.Handler = httpapi.Guard(httpapi.GuardConfig{
+		Own:          []string{s.cfg.HTTPAddr, s.HTTPAddr(), s.cfg.ClientAddr, s.ClientAddr(), s.cfg.AdvertiseClientAddr, s.advClient},
+		AllowedHosts: s.cfg.HTTPAllowedHosts, AllowedOrigins: s.cfg.CORSAllowedOrigins,
+	}, s.httpSrv.Handler)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

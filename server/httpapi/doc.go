@@ -2,8 +2,10 @@
 // plain HTTP/JSON: GET /v1/locks and /v1/ratelimits (one list
 // implementation: prefix and limit, the request's store, a linearizable
 // read, one consistent view), /v1/cluster/progress and
-// /v1/cluster/statuses, and /v1/auth/whoami; and the one mapping of DKV
-// outcomes to HTTP statuses (Error, Status) every HTTP path answers with.
+// /v1/cluster/statuses, and /v1/auth/whoami. It also holds the guard in
+// front of the whole HTTP port that keeps other web origins and rebound
+// host names out (Guard), and the one mapping of DKV outcomes to HTTP
+// statuses (Error, Status) every HTTP path answers with.
 //
 // It reaches the node only through Node: authorization, the request's
 // store, linearizable reads, the applied state (state.Reader), lease
