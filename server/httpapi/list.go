@@ -19,7 +19,7 @@ type listQuery struct {
 	store  storekeys.Mapper
 	prefix []byte
 	limit  int
-	view   *state.View
+	view   state.View
 }
 
 // serveList serves a GET list endpoint (/v1/locks, /v1/ratelimits):
