@@ -11,3 +11,11 @@ type (
 	memberStatusResponse  = httpapi.MemberStatusResponse
 	whoamiResponse        = httpapi.WhoamiResponse
 )
+
+// The gateway's pieces this package's tests drive directly.
+var (
+	decodeStrict         = httpapi.DecodeStrict
+	checkBytesFields     = httpapi.CheckBytesFields
+	gatewayCNOptions     = httpapi.GatewayOptions
+	gatewayHeaderMatcher = httpapi.HeaderMatcher
+)

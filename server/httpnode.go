@@ -28,10 +28,11 @@ func (n httpNode) RequestStore(r *http.Request) (context.Context, storekeys.Mapp
 	return n.s.httpStore(r)
 }
 
-func (n httpNode) Authorize(ctx context.Context, method string, req any) error {
-	_, err := n.s.checkCall(ctx, method, req)
-	return err
+func (n httpNode) Authorize(ctx context.Context, method string, req any) (context.Context, error) {
+	return n.s.checkCall(ctx, method, req)
 }
+
+func (n httpNode) KV() dkvpb.KVServer { return &kvService{s: n.s} }
 
 func (n httpNode) AuthView() *auth.View { return n.s.sm.Auth().View() }
 

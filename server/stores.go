@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net/http"
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -96,21 +95,6 @@ type storeWatchStream struct {
 
 func (w storeWatchStream) Send(r *dkvpb.WatchResponse) error {
 	return w.Watch_WatchServer.Send(w.m.Watch(r))
-}
-
-// gatewayStore moves an HTTP request's ?store= into the Dkv-Store
-// header, which gatewayHeaderMatcher passes on as storeHeader; the
-// gateway would otherwise take it for a field of the request.
-func gatewayStore(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if q := r.URL.Query(); q.Has("store") {
-			r = r.Clone(r.Context())
-			r.Header.Set("Dkv-Store", q.Get("store"))
-			q.Del("store")
-			r.URL.RawQuery = q.Encode()
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // storeService implements dkvpb.StoreServer.

@@ -10,6 +10,7 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storekeys"
+	"google.golang.org/grpc"
 )
 
 // Node is what the endpoints need from the node serving them.
@@ -21,8 +22,12 @@ type Node interface {
 	// Dkv-Store header) added, and that store's key Mapper.
 	RequestStore(r *http.Request) (context.Context, storekeys.Mapper, error)
 	// Authorize checks that ctx's caller may make the DKV call method
-	// with req, as the gRPC interceptors would.
-	Authorize(ctx context.Context, method string, req any) error
+	// with req, as the gRPC interceptors would, and returns ctx carrying
+	// the caller, for a handler called directly.
+	Authorize(ctx context.Context, method string, req any) (context.Context, error)
+	// KV is the node's KV service, called directly by the plain-value
+	// endpoint (after Authorize).
+	KV() dkvpb.KVServer
 	// AuthView is the replicated auth state; Caller is ctx's user under
 	// it (nil while auth is off).
 	AuthView() *auth.View
@@ -62,7 +67,9 @@ type Progress struct {
 
 // API serves the endpoints over a Node.
 type API struct {
-	n Node
+	n    Node
+	conn *grpc.ClientConn // the gateway's in-process connection (Handler)
+	o    Options
 }
 
 // New is the API over n.

@@ -35,7 +35,7 @@ var statusJSON = protojson.MarshalOptions{UseProtoNames: true}
 // has an error instead. With auth on it needs what MemberList needs.
 func (a *API) ClusterStatuses(w http.ResponseWriter, r *http.Request) {
 	ctx := a.n.RequestContext(r)
-	if err := a.n.Authorize(ctx, dkvpb.Cluster_MemberList_FullMethodName, &dkvpb.MemberListRequest{}); err != nil {
+	if _, err := a.n.Authorize(ctx, dkvpb.Cluster_MemberList_FullMethodName, &dkvpb.MemberListRequest{}); err != nil {
 		Error(w, a.n.WireError(err))
 		return
 	}
@@ -91,7 +91,7 @@ type ProgressResponse struct {
 // index; on another member, is_leader false and no progress (only the
 // leader tracks it: ask the leader's HTTP port). With auth on it needs what MemberList needs.
 func (a *API) ClusterProgress(w http.ResponseWriter, r *http.Request) {
-	if err := a.n.Authorize(a.n.RequestContext(r), dkvpb.Cluster_MemberList_FullMethodName, &dkvpb.MemberListRequest{}); err != nil {
+	if _, err := a.n.Authorize(a.n.RequestContext(r), dkvpb.Cluster_MemberList_FullMethodName, &dkvpb.MemberListRequest{}); err != nil {
 		Error(w, a.n.WireError(err))
 		return
 	}

@@ -66,7 +66,7 @@ func (a *API) listLocks(q listQuery) (any, error) {
 	}
 	resp := LockListResponse{Locks: []LockListEntry{}}
 	for _, k := range keys {
-		if err := a.n.Authorize(q.ctx, dkvpb.Lock_Describe_FullMethodName, &dkvpb.LockDescribeRequest{Key: k}); err != nil {
+		if _, err := a.n.Authorize(q.ctx, dkvpb.Lock_Describe_FullMethodName, &dkvpb.LockDescribeRequest{Key: k}); err != nil {
 			if c := dkverr.CodeOf(err); c == dkverr.Unauthenticated {
 				return nil, a.n.WireError(err)
 			}

@@ -65,7 +65,7 @@ func (a *API) listRateLimits(q listQuery) (any, error) {
 			continue // another store's bucket: the default store's empty prefix reaches them
 		}
 		// Permissions apply to the physical (store-mapped) key.
-		if err := a.n.Authorize(q.ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
+		if _, err := a.n.Authorize(q.ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
 			if dkverr.CodeOf(err) == dkverr.Unauthenticated {
 				return nil, a.n.WireError(err)
 			}

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 // /v3/lease/grant, ...) over the etcd services, reached through conn,
 // the HTTP gateway's in-process connection: JSON with proto field names
 // and base64 bytes, as etcd's own gateway speaks.
-func (s *Server) etcdGateway(conn *grpc.ClientConn) (http.Handler, error) {
-	mux := runtime.NewServeMux(append(gatewayCNOptions(),
+func etcdGateway(conn *grpc.ClientConn) (http.Handler, error) {
+	mux := runtime.NewServeMux(append(GatewayOptions(),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &depthJSONPb{runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
