@@ -16,8 +16,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// httpNode is the node as the dashboard and listing endpoints
-// (httpapi) see it.
+// httpNode is the node as the HTTP port's handlers (httpapi) see it.
 type httpNode struct{ s *Server }
 
 var _ httpapi.Node = httpNode{}
