@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -59,7 +59,7 @@ func openEmbedded(t *testing.T, dir string) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, dir)
+	c, err := embed.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func sharedEmbedded(t *testing.T) *client.Client {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		shared.c, shared.err = embedded.Open(ctx, shared.dir)
+		shared.c, shared.err = embed.Open(ctx, shared.dir)
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
@@ -146,7 +146,7 @@ func TestEmbeddedDataSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, dir)
+	c, err := embed.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // openSpaceTest opens an embedded node whose filesystem reports and fails
@@ -25,7 +25,7 @@ func openSpaceTest(t *testing.T, dir string, fs *storage.FaultFS, edit func(*ser
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, dir, embedded.WithServerConfig(func(cfg *server.Config) {
+	c, err := embed.Open(ctx, dir, embed.WithServerConfig(func(cfg *server.Config) {
 		cfg.TickInterval = 10 * time.Millisecond
 		cfg.FS = fs
 		cfg.SpaceCheckInterval = 20 * time.Millisecond
@@ -106,7 +106,7 @@ func TestNoSpaceWhenDiskNearlyFull(t *testing.T) {
 		t.Errorf("NoSpace message %q does not say why", refused)
 	}
 	// Over HTTP: 507 Insufficient Storage, not 429 (retry later).
-	resp, err := http.Post("http://"+embedded.Server(c).HTTPAddr()+"/v1/kv/put", "application/json",
+	resp, err := http.Post("http://"+embed.Server(c).HTTPAddr()+"/v1/kv/put", "application/json",
 		strings.NewReader(`{"key":"aHR0cA==","value":"eA=="}`))
 	if err != nil {
 		t.Fatal(err)
@@ -221,8 +221,8 @@ func TestENOSPCReleasesBallast(t *testing.T) {
 		t.Fatal("no write reached the filesystem")
 	}
 	select {
-	case <-embedded.Server(c).Failed():
-		t.Fatalf("node failed: %v", embedded.Server(c).Err())
+	case <-embed.Server(c).Failed():
+		t.Fatalf("node failed: %v", embed.Server(c).Err())
 	default:
 	}
 	waitFor(t, "writes resume after ENOSPC", 10*time.Second, func() error {
@@ -253,7 +253,7 @@ func TestDiskStaysFullStopsCleanly(t *testing.T) {
 		cfg.BallastBytes = -1
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
-	srv := embedded.Server(c)
+	srv := embed.Server(c)
 	ctx := context.Background()
 	acked := map[string]string{}
 	for i := range 20 {

@@ -13,6 +13,8 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 	"github.com/dkv-io/dkv/tests/chaos"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -149,14 +151,14 @@ func TestDockerCluster(t *testing.T) {
 
 	n := &dockerNemesis{t: t, network: id, down: map[int]string{}}
 	ic := "n1=n1:7862,n2=n2:7862,n3=n3:7862"
-	token := RandomToken()
+	token := servertest.RandomToken()
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("%s-n%d", id, i)
 		// Registered before run so a half-started container is removed too.
 		t.Cleanup(func() { docker("rm", "-f", "-v", name) })
 		// A fixed host port: a random one (127.0.0.1::7861) changes on
 		// every restart and network reconnect.
-		ep := FreeAddr(t)
+		ep := testutil.FreeAddr(t)
 		if _, err := docker("run", "-d", "--name", name, "--network", id, "--network-alias", fmt.Sprintf("n%d", i),
 			"-p", ep+":7861", image,
 			"serve", "--name", fmt.Sprintf("n%d", i), "--client-addr", "0.0.0.0:7861", "--peer-addr", "0.0.0.0:7862",

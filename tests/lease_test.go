@@ -15,7 +15,9 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // Cluster settings for lease tests: 20ms ticks, so an election takes
@@ -25,15 +27,15 @@ const (
 	leaseTestElection   = 400 * time.Millisecond // 2 x ElectionTicks x TickInterval: raft's randomized upper bound
 )
 
-func newLeaseCluster(t testing.TB, n int) *Cluster {
+func newLeaseCluster(t testing.TB, n int) *servertest.Cluster {
 	cfg := server.Config{LeaseCheckpointInterval: leaseTestCheckpoint, LeaseTick: 10 * time.Millisecond}
 	if os.Getenv("DKV_LEASE_DEBUG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return NewCluster(t, n, cfg)
+	return servertest.NewCluster(t, n, cfg)
 }
 
-func clientFor(t testing.TB, nodes ...*Node) *client.Client {
+func clientFor(t testing.TB, nodes ...*servertest.Node) *client.Client {
 	t.Helper()
 	var eps []string
 	for _, nd := range nodes {
@@ -159,7 +161,7 @@ func TestTTLKeyDisappears(t *testing.T) {
 	if res.Lease == 0 {
 		t.Fatal("Put WithTTL returned no lease id")
 	}
-	Eventually(t, 5*time.Second, "the TTL key to vanish", func() bool { return !exists(t, c, "session:1") })
+	testutil.Eventually(t, 5*time.Second, "the TTL key to vanish", func() bool { return !exists(t, c, "session:1") })
 	if el := time.Since(start); el < time.Second {
 		t.Fatalf("TTL key vanished after %v, before its 1s TTL", el)
 	}
@@ -301,7 +303,7 @@ func TestLeaseSoak(t *testing.T) {
 	if d, err := time.ParseDuration(os.Getenv("DKV_LEASE_SOAK_DURATION")); err == nil {
 		dur = d
 	}
-	c3 := NewCluster(t, 3, server.Config{TickInterval: 100 * time.Millisecond, NoSync: os.Getenv("DKV_LEASE_SOAK_NOSYNC") != ""})
+	c3 := servertest.NewCluster(t, 3, server.Config{TickInterval: 100 * time.Millisecond, NoSync: os.Getenv("DKV_LEASE_SOAK_NOSYNC") != ""})
 	c := clientFor(t, c3.Nodes...)
 	const ttl = 3 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // TestLockWaitKeepsPlaceAcrossRestartAndLeaderChange: a waiter whose
@@ -14,7 +16,7 @@ import (
 func TestLockWaitKeepsPlaceAcrossRestartAndLeaderChange(t *testing.T) {
 	c3 := newLeaseCluster(t, 3)
 	lead := c3.WaitLeader()
-	var fs []*Node
+	var fs []*servertest.Node
 	for _, nd := range c3.Nodes {
 		if nd != lead {
 			fs = append(fs, nd)
@@ -50,7 +52,7 @@ func TestLockWaitKeepsPlaceAcrossRestartAndLeaderChange(t *testing.T) {
 	}
 	queued := func(n int64) {
 		t.Helper()
-		Eventually(t, 20*time.Second, "queue length", func() bool {
+		testutil.Eventually(t, 20*time.Second, "queue length", func() bool {
 			info, err := all.DescribeLock(ctx, key)
 			return err == nil && info.QueueLength == n
 		})

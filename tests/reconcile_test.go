@@ -13,7 +13,9 @@ import (
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // deployer plays issue #18's reconciler script: desired versions under
@@ -90,7 +92,7 @@ func runRec(t *testing.T, r *recipe.Reconciler) {
 // does nothing, then exactly one action after web-2 crashes. The first
 // controller's late write is refused by its fence.
 func TestReconcilerScriptLeaderKilled(t *testing.T) {
-	c3 := NewCluster(t, 3, server.Config{})
+	c3 := servertest.NewCluster(t, 3, server.Config{})
 	l := c3.WaitLeader()
 	fs := c3.Followers()
 	cl1 := clientFor(t, l, fs[0], fs[1])
@@ -146,7 +148,7 @@ func TestReconcilerScriptLeaderKilled(t *testing.T) {
 		t.Fatal("the first controller never reached web-3")
 	}
 	// The other worker does the rest of the pass meanwhile.
-	Eventually(t, 30*time.Second, "the first controller's other actions", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the first controller's other actions", func() bool {
 		d1.mu.Lock()
 		defer d1.mu.Unlock()
 		return len(d1.actions) >= 2

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
 )
 
@@ -101,7 +102,7 @@ func (l *latencies) pct(p float64) time.Duration {
 }
 
 func benchServer(t *testing.T) *server.Server {
-	srv, err := server.New(server.Config{DataDir: t.TempDir(), ClientAddr: FreeAddr(t), NoSync: true, Logger: Quiet})
+	srv, err := server.New(server.Config{DataDir: t.TempDir(), ClientAddr: testutil.FreeAddr(t), NoSync: true, Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,14 +200,14 @@ func TestWatchStalledRSS(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	for _, stalled := range []bool{false, true} {
-		addr := FreeAddr(t)
-		cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--client-addr", addr, "--http-addr", "", "--peer-addr", FreeAddr(t))
+		addr := testutil.FreeAddr(t)
+		cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--client-addr", addr, "--http-addr", "", "--peer-addr", testutil.FreeAddr(t))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		conn := rawConn(t, addr)
 		kv := dkvpb.NewKVClient(conn)
-		Eventually(t, 20*time.Second, "dkv serve up", func() bool {
+		testutil.Eventually(t, 20*time.Second, "dkv serve up", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			_, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: []byte("x")})

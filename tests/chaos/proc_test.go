@@ -14,7 +14,8 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/faultproxy"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // procKinds are the faults real processes take: kill -9 and restart,
@@ -25,21 +26,6 @@ var procKinds = []string{
 	"pause-leader", "pause-follower",
 	"proxy-isolate-leader", "proxy-isolate-follower",
 	"proxy-oneway-from-leader", "proxy-delay",
-}
-
-// dkvBinary builds cmd/dkv (static, like the image) unless $DKV_BINARY
-// names one.
-func dkvBinary(t testing.TB) string {
-	if b := os.Getenv("DKV_BINARY"); b != "" {
-		return b
-	}
-	bin := filepath.Join(t.TempDir(), "dkv")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/dkv-io/dkv/cmd/dkv")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building dkv: %v\n%s", err, out)
-	}
-	return bin
 }
 
 type procNode struct {
@@ -62,11 +48,11 @@ type procCluster struct {
 }
 
 func newProcCluster(t testing.TB, n int) *procCluster {
-	pc := &procCluster{t: t, bin: dkvBinary(t), down: map[*procNode]bool{}, token: tests.RandomToken()}
+	pc := &procCluster{t: t, bin: testutil.DKVBinary(t), down: map[*procNode]bool{}, token: servertest.RandomToken()}
 	var parts []string
 	dir := t.TempDir()
 	for i := 0; i < n; i++ {
-		nd := &procNode{name: fmt.Sprintf("n%d", i+1), peer: tests.FreeAddr(t), client: tests.FreeAddr(t)}
+		nd := &procNode{name: fmt.Sprintf("n%d", i+1), peer: testutil.FreeAddr(t), client: testutil.FreeAddr(t)}
 		nd.dir = filepath.Join(dir, nd.name)
 		nd.log = filepath.Join(dir, nd.name+".log")
 		p, err := faultproxy.Listen("127.0.0.1:0", nd.peer, pc.ids.Identify)
