@@ -112,7 +112,7 @@ func TestRouteLeaderFromAFollowerEndpoint(t *testing.T) {
 func TestRouteLeaderFallsBackToSpread(t *testing.T) {
 	// A dead endpoint alongside a live single node: the live one is found
 	// as leader, the dead one does not get in the way.
-	ep, _ := startServer(t, server.Config{})
+	ep, _ := startServer(t)
 	dead := deadEndpoint(t)
 	var warn bytes.Buffer
 	res := run(t, Options{Workload: "put", Endpoints: []string{dead, ep}, Clients: 2, Conns: 2, Total: 20, Keys: 5, Warn: &warn, OpTimeout: 2e9})

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // freeHost picks a random loopback address (as tests.FreeAddr does: other
@@ -250,7 +252,7 @@ func TestDevClusterPeerSecret(t *testing.T) {
 	}
 
 	// A fourth member joins with the same file, and takes part.
-	peer, client := freeAddr(t), freeAddr(t)
+	peer, client := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	r := d.dkv("member", "add", "n4", peer)
 	if r.code != 0 || !strings.Contains(r.stdout, "--peer-secret-file") || strings.Contains(r.stdout, strings.TrimSpace(string(sec))) {
 		t.Fatalf("member add: exit %d\n%s%s", r.code, r.stdout, r.stderr)

@@ -8,26 +8,29 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Option changes how Start configures its node.
 type Option func(*server.Config)
 
 // WithConfig lets edit change the node's configuration after Start's
-// defaults are set (a fresh t.TempDir(), 10 ms ticks, no fsync, logs
-// dropped, no network listeners).
+// defaults are set: a fresh t.TempDir(), 10 ms ticks, no fsync, logs
+// dropped, passwords hashed at bcrypt's minimum cost (so auth tests stay
+// fast), no network listeners.
 func WithConfig(edit func(*server.Config)) Option { return Option(edit) }
 
 // WithDataDir keeps the node's data in dir, so a second Start on the same
 // dir is a restart.
 func WithDataDir(dir string) Option { return func(c *server.Config) { c.DataDir = dir } }
 
-// WithListeners binds the gRPC and HTTP ports to free loopback ports
-// (Srv.ClientAddr, Srv.HTTPAddr), for tests that come in over the
-// network as a remote client or a browser would.
-func WithListeners() Option {
-	return func(c *server.Config) { c.ClientAddr, c.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0" }
-}
+// WithClientPort binds the gRPC port to a free loopback port
+// (Srv.ClientAddr), for tests that come in over the network as a remote
+// client would.
+func WithClientPort() Option { return func(c *server.Config) { c.ClientAddr = "127.0.0.1:0" } }
+
+// WithHTTPPort binds the HTTP port to a free loopback port (Srv.HTTPAddr).
+func WithHTTPPort() Option { return func(c *server.Config) { c.HTTPAddr = "127.0.0.1:0" } }
 
 // startTimeout bounds Start: opening the store, electing itself and
 // applying its log.
@@ -39,7 +42,8 @@ const startTimeout = 20 * time.Second
 // start it again on the same WithDataDir.
 func Start(t testing.TB, opts ...Option) *Node {
 	t.Helper()
-	cfg := server.Config{DataDir: t.TempDir(), TickInterval: 10 * time.Millisecond, NoSync: true, Logger: testutil.Quiet}
+	cfg := server.Config{DataDir: t.TempDir(), TickInterval: 10 * time.Millisecond, NoSync: true, Logger: testutil.Quiet,
+		AuthBcryptCost: bcrypt.MinCost}
 	for _, o := range opts {
 		o(&cfg)
 	}
