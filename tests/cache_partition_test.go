@@ -102,8 +102,8 @@ func testCachePartition(t *testing.T, compact bool) {
 			majority = append(majority, nd)
 		}
 	}
-	reader := clientFor(t, f) // the cache's client knows the follower only
-	writer := clientFor(t, l, majority[1])
+	reader := servertest.Client(t, f) // the cache's client knows the follower only
+	writer := servertest.Client(t, l, majority[1])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

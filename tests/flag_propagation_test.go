@@ -37,10 +37,10 @@ func newFlagFleet(tb testing.TB, n int) *flagFleet {
 	tb.Helper()
 	c3 := servertest.NewCluster(tb, 3, server.Config{})
 	c3.WaitLeader()
-	ff := &flagFleet{writer: clientFor(tb, c3.Nodes...), arrived: make([]map[int64]time.Time, n)}
+	ff := &flagFleet{writer: servertest.Client(tb, c3.Nodes...), arrived: make([]map[int64]time.Time, n)}
 	for i := range n {
 		nodes := append(append([]*servertest.Node{}, c3.Nodes[i%3:]...), c3.Nodes[:i%3]...)
-		cl := clientFor(tb, nodes...)
+		cl := servertest.Client(tb, nodes...)
 		ff.arrived[i] = map[int64]time.Time{}
 		seen := func(kv *client.KeyValue) {
 			if kv.Key != recipe.FlagPrefix+"prop" {

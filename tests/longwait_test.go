@@ -22,7 +22,7 @@ func TestLockWaitKeepsPlaceAcrossRestartAndLeaderChange(t *testing.T) {
 			fs = append(fs, nd)
 		}
 	}
-	all := clientFor(t, c3.Nodes...)
+	all := servertest.Client(t, c3.Nodes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const key = "standby"
@@ -37,7 +37,7 @@ func TestLockWaitKeepsPlaceAcrossRestartAndLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Close()
-	cb := clientFor(t, fs[1])
+	cb := servertest.Client(t, fs[1])
 	type grant struct {
 		h   client.LockHandle
 		err error

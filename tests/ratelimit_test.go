@@ -50,7 +50,7 @@ func TestRateLimitExactUnderLeaderKill(t *testing.T) {
 	for i := range clients {
 		// Each client starts at its own member and knows them all.
 		nodes := append(append([]*servertest.Node{}, c3.Nodes[i%3:]...), c3.Nodes[:i%3]...)
-		cl := clientFor(t, nodes...)
+		cl := servertest.Client(t, nodes...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
