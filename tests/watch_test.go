@@ -29,23 +29,9 @@ var watchSeed = flag.Int64("watch.seed", 0, "seed for TestWatchProperty (0 = tim
 
 func startSingle(t *testing.T, httpAddr string) *server.Server {
 	t.Helper()
-	srv, err := server.New(server.Config{
-		DataDir: t.TempDir(), ClientAddr: testutil.FreeAddr(t), HTTPAddr: httpAddr,
-		TickInterval: 20 * time.Millisecond, Logger: testutil.Quiet,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop() })
-	select {
-	case <-srv.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("server not ready")
-	}
-	return srv
+	return servertest.Start(t, servertest.WithClientPort(), servertest.WithConfig(func(c *server.Config) {
+		c.HTTPAddr, c.TickInterval = httpAddr, 20*time.Millisecond
+	})).Srv
 }
 
 func rawConn(t *testing.T, addr string) *grpc.ClientConn {

@@ -10,11 +10,12 @@ import (
 	"testing"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
+// builds caches one build per race mode for the test binary's life.
+var builds [2]struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 // DKVBinary returns the path of a dkv binary: $DKV_BINARY if set, else
 // cmd/dkv built once per test binary, static (CGO_ENABLED=0) like the
@@ -23,17 +24,30 @@ var (
 // own dependency versions.
 func DKVBinary(t testing.TB) string {
 	t.Helper()
-	if b := os.Getenv("DKV_BINARY"); b != "" {
-		return b
+	bin, err := BuildDKV(false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	binOnce.Do(func() { binPath, binErr = buildDKV() })
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	return bin
 }
 
-func buildDKV() (string, error) {
+// BuildDKV is DKVBinary for a TestMain, which has no t; with race, the
+// binary has the race detector (and cgo, which the detector needs), so
+// that a CLI test run with -race checks the server it starts too.
+func BuildDKV(race bool) (string, error) {
+	if b := os.Getenv("DKV_BINARY"); b != "" {
+		return b, nil
+	}
+	i := 0
+	if race {
+		i = 1
+	}
+	b := &builds[i]
+	b.once.Do(func() { b.path, b.err = buildDKV(race) })
+	return b.path, b.err
+}
+
+func buildDKV(race bool) (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/dkv-io/dkv").Output()
 	if err != nil {
 		return "", fmt.Errorf("finding the dkv module: %v", err)
@@ -44,11 +58,17 @@ func buildDKV() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "dkv")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/dkv")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/dkv")...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if !race {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/dkv in %s: %v\n%s", root, err, out)
+		return "", fmt.Errorf("go %s in %s: %v\n%s", strings.Join(cmd.Args[1:], " "), root, err, out)
 	}
 	return bin, nil
 }
