@@ -134,10 +134,12 @@ func TestDockerCluster(t *testing.T) {
 	}
 	id := fmt.Sprintf("dkvtest-%d-%d", os.Getpid(), rand.IntN(1<<20))
 	ctxDir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(ctxDir, "dkv"), "github.com/dkv-io/dkv/cmd/dkv")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building a static dkv: %v\n%s", err, out)
+	bin, err := os.ReadFile(testutil.DKVBinary(t)) // static, as the image needs
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ctxDir, "dkv"), bin, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	image := id + ":test"
 	if _, err := docker("build", "-q", "-f", "../Dockerfile", "-t", image, ctxDir); err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/dkv-io/dkv/internal/testutil"
 )
 
-// freeHost picks a random loopback address (as tests.FreeAddr does: other
+// freeHost picks a random loopback address (as testutil.FreeAddr does: other
 // tests' connections take ephemeral ports on 127.0.0.1) and a base port
 // whose dev-cluster ports (base+10*i+{0,1,2}) on it are free now.
 func freeHost(t *testing.T, nodes int) (host string, base int) {
