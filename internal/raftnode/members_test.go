@@ -2,8 +2,6 @@ package raftnode
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -52,7 +50,7 @@ func followerOf(t *testing.T) (*Node[uint64], *sentLog) {
 		ID: 2, Storage: st, StateMachine: sm, Transport: sent,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 1000, // never campaigns during the test
 		Peers:  []raft.Peer{{ID: 1}, {ID: 2}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testutil.Quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
