@@ -2,14 +2,13 @@ package server
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -153,7 +152,7 @@ func BenchmarkCheckPut(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &Server{log: testutil.Quiet}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("token", tok))
 	req := &dkvpb.PutRequest{Key: []byte("app/k"), Value: []byte("v")}
 	b.ReportAllocs()

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -244,17 +245,6 @@ func hasPrefix(p string) func([]byte) bool {
 	return func(k []byte) bool { return bytes.HasPrefix(k, []byte(p)) }
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func equalEvs(t testing.TB, what string, got, want []ev) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -281,7 +271,7 @@ func TestOrderingKeyPrefixRange(t *testing.T) {
 	e.apply(del("a/", true))
 	last := e.apply(put("a/3", "q"))
 
-	waitFor(t, "all events", func() bool {
+	testutil.Eventually(t, 10*time.Second, "all events", func() bool {
 		rs := rd.snapshot()
 		return len(events(t, rs, pre.ID())) == 6 && len(events(t, rs, key.ID())) == 3 && len(events(t, rs, rng.ID())) == 3
 	})
@@ -323,7 +313,7 @@ func TestFiltersAndFragment(t *testing.T) {
 	e.apply(txnPuts(kvs...))
 	last := e.apply(del("k", true))
 	all := e.history(1, last, hasPrefix("k"), false)
-	waitFor(t, "fragmented events", func() bool { return len(events(t, rd.snapshot(), frag.ID())) == len(all) })
+	testutil.Eventually(t, 10*time.Second, "fragmented events", func() bool { return len(events(t, rd.snapshot(), frag.ID())) == len(all) })
 	resps := rd.snapshot()
 	equalEvs(t, "fragment", events(t, resps, frag.ID()), all)
 	var sizes []int
@@ -345,7 +335,7 @@ func TestFiltersAndFragment(t *testing.T) {
 			dels = append(dels, x)
 		}
 	}
-	waitFor(t, "filtered", func() bool {
+	testutil.Eventually(t, 10*time.Second, "filtered", func() bool {
 		rs := rd.snapshot()
 		return len(events(t, rs, noPuts.ID())) == len(dels) && len(events(t, rs, noDels.ID())) == len(puts)
 	})
@@ -367,7 +357,7 @@ func TestStartInThePastThenLive(t *testing.T) {
 		last = e.apply(put(fmt.Sprintf("p/%d", i%5), fmt.Sprint(i)))
 	}
 	want := e.history(10, last, hasPrefix("p/"), true)
-	waitFor(t, "replay and live", func() bool { return len(events(t, rd.snapshot(), w.ID())) >= len(want) })
+	testutil.Eventually(t, 10*time.Second, "replay and live", func() bool { return len(events(t, rd.snapshot(), w.ID())) >= len(want) })
 	equalEvs(t, "resume", events(t, rd.snapshot(), w.ID()), want)
 }
 
@@ -388,7 +378,7 @@ func TestSlowConsumerCatchUpFromHistory(t *testing.T) {
 	}
 	want := e.history(1, last, hasPrefix("s/"), false)
 	// The fast watcher gets everything while the slow one reads nothing.
-	waitFor(t, "fast watcher", func() bool { return len(events(t, fastRd.snapshot(), fast.ID())) == len(want) })
+	testutil.Eventually(t, 10*time.Second, "fast watcher", func() bool { return len(events(t, fastRd.snapshot(), fast.ID())) == len(want) })
 	equalEvs(t, "fast", events(t, fastRd.snapshot(), fast.ID()), want)
 	e.h.mu.Lock()
 	state, queued := slow.state, slow.qBytes
@@ -397,11 +387,11 @@ func TestSlowConsumerCatchUpFromHistory(t *testing.T) {
 		t.Fatalf("slow watcher: state %d with %d bytes queued; want catching up within the 4 KiB bound", state, queued)
 	}
 	slowRd := startReader(t, slowSt)
-	waitFor(t, "slow watcher catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want) })
+	testutil.Eventually(t, 10*time.Second, "slow watcher catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want) })
 	equalEvs(t, "slow", events(t, slowRd.snapshot(), slow.ID()), want)
 	// And it is live again.
 	last = e.apply(put("s/x", "live"))
-	waitFor(t, "live after catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want)+1 })
+	testutil.Eventually(t, 10*time.Second, "live after catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want)+1 })
 	e.h.mu.Lock()
 	defer e.h.mu.Unlock()
 	if slow.state != stateSynced {
@@ -426,7 +416,7 @@ func TestSlowConsumerCancelledOnCompaction(t *testing.T) {
 	// The next catch-up pass notices the compaction (a new write kicks
 	// nothing for an unsynced watcher, so read to make room).
 	rd := startReader(t, st)
-	waitFor(t, "cancel", func() bool {
+	testutil.Eventually(t, 10*time.Second, "cancel", func() bool {
 		rs := rd.snapshot()
 		return len(rs) > 0 && rs[len(rs)-1].Canceled
 	})
@@ -513,7 +503,7 @@ func TestSnapshotThenLiveRacingWrites(t *testing.T) {
 	}
 	for i, r := range regs {
 		want := e.history(r.rev+1, final, hasPrefix("r/"), false)
-		waitFor(t, fmt.Sprintf("watcher %d", i), func() bool { return len(events(t, r.rd.snapshot(), r.w.ID())) >= len(want) })
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("watcher %d", i), func() bool { return len(events(t, r.rd.snapshot(), r.w.ID())) >= len(want) })
 		got := events(t, r.rd.snapshot(), r.w.ID())
 		equalEvs(t, fmt.Sprintf("watcher %d from %d", i, r.rev), got, want)
 		state := r.snap
@@ -547,20 +537,20 @@ func TestProgressAndCancel(t *testing.T) {
 	}
 	e.apply(put("y", "1"))
 	rev := e.apply(put("y", "2"))
-	waitFor(t, "hub at rev", func() bool { return e.h.Rev() == rev })
+	testutil.Eventually(t, 10*time.Second, "hub at rev", func() bool { return e.h.Rev() == rev })
 	time.Sleep(2 * time.Millisecond)
 	st.NotifyIdle(time.Now())
-	waitFor(t, "progress", func() bool { return len(rd.snapshot()) == 1 })
+	testutil.Eventually(t, 10*time.Second, "progress", func() bool { return len(rd.snapshot()) == 1 })
 	p := rd.snapshot()[0]
 	if p.WatchId != 42 || p.Header.Revision != rev || len(p.Events) != 0 {
 		t.Fatalf("progress %v, want watch 42 at revision %d", p, rev)
 	}
 	st.RequestProgress()
-	waitFor(t, "requested progress", func() bool { return len(rd.snapshot()) == 2 })
+	testutil.Eventually(t, 10*time.Second, "requested progress", func() bool { return len(rd.snapshot()) == 2 })
 	if !st.Cancel(w.ID()) {
 		t.Fatal("cancel failed")
 	}
-	waitFor(t, "canceled", func() bool { return len(rd.snapshot()) == 3 })
+	testutil.Eventually(t, 10*time.Second, "canceled", func() bool { return len(rd.snapshot()) == 3 })
 	if c := rd.snapshot()[2]; !c.Canceled || c.CancelStatus != "OK" {
 		t.Fatalf("cancel response %v", c)
 	}
