@@ -1,7 +1,8 @@
 // Package state is DKV's replicated state machine: every committed raft
 // command is applied here, deterministically, on every member.
 //
-// Machine implements raftnode.StateMachine[Result]. It decodes the
+// Machine implements raftnode.StateMachine[Result] (the server asserts
+// it where it wires the two). It decodes the
 // dkvpb.InternalRequest an entry carries and applies it through one flat
 // dispatch (Machine.apply): KV put, delete, txn, counter and compaction,
 // lease grant, revoke, renew, checkpoint and expiry, and lock acquire,

@@ -9,7 +9,6 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/mvcc"
-	"github.com/dkv-io/dkv/internal/raftnode"
 	"github.com/dkv-io/dkv/internal/ratelimit"
 	"github.com/dkv-io/dkv/internal/storage"
 	"go.etcd.io/raft/v3/raftpb"
@@ -75,8 +74,6 @@ type Machine struct {
 	auth   Auth
 	quota  storeQuota
 }
-
-var _ raftnode.StateMachine[Result] = (*Machine)(nil)
 
 // New returns the machine over kv and the applied state in store, and
 // loads the alarm table from it.
