@@ -11,7 +11,9 @@
 // NewIndexedBatch; several entries may be applied into one batch before
 // it is committed together with the applied index. Finish returns the
 // revision and the command's Changes (events, lease changes, lock
-// grants). The server calls Validate before proposing, Range for reads
+// grants). Package state's command registry names the validator
+// (ValidatePut, ValidateTxn, ...) the server calls for each command
+// before proposing; the server calls Range for reads
 // (on a snapshot, the DB or a batch), HashKV for consistency checks and
 // PurgeHistory in the background after a compaction. The watch hub
 // consumes the events and, for catch-up, the change log.

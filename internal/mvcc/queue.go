@@ -33,7 +33,8 @@ const (
 // inverted priority, 16 of run-at (Unix ms) and a 24-character id.
 const queueOrderLen = 8 + 16 + 24
 
-func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
+// ValidateQueueClaim checks a claim's structure and bounds.
+func ValidateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 	p := c.GetQueuePrefix()
 	if err := checkKey("queue prefix", p, l); err != nil {
 		return err
@@ -48,7 +49,7 @@ func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 		return err
 	}
 	if len(c.GetAcks()) > 0 {
-		if err := validateQueueAckBatch(&dkvpb.QueueAckBatchRequest{Acks: c.GetAcks()}, l); err != nil {
+		if err := ValidateQueueAckBatch(&dkvpb.QueueAckBatchRequest{Acks: c.GetAcks()}, l); err != nil {
 			return err
 		}
 	}
@@ -311,7 +312,8 @@ func jobKV(key []byte, rec *record) ([]byte, *dkvpb.KeyValue) {
 // MaxQueueAckPuts bounds the puts one queue ack carries.
 const MaxQueueAckPuts = 16
 
-func validateQueueAck(a *dkvpb.QueueAckRequest, l Limits) error {
+// ValidateQueueAck checks an ack's structure and bounds.
+func ValidateQueueAck(a *dkvpb.QueueAckRequest, l Limits) error {
 	if a.GetHandle() == nil {
 		return invalid("queue ack has no claim handle")
 	}
@@ -373,14 +375,15 @@ func (w *Writer) QueueAck(a *dkvpb.QueueAckRequest) (*dkvpb.QueueAckResponse, er
 // MaxQueueAckBatch bounds the acks of one AckBatch.
 const MaxQueueAckBatch = 64
 
-func validateQueueAckBatch(b *dkvpb.QueueAckBatchRequest, l Limits) error {
+// ValidateQueueAckBatch checks a batch of acks: each alone, and no job twice.
+func ValidateQueueAckBatch(b *dkvpb.QueueAckBatchRequest, l Limits) error {
 	acks := b.GetAcks()
 	if len(acks) == 0 || len(acks) > MaxQueueAckBatch {
 		return invalid("queue ack batch has %d acks; it must have 1 to %d", len(acks), MaxQueueAckBatch)
 	}
 	keys := make(map[string]bool, len(acks))
 	for i, a := range acks {
-		if err := validateQueueAck(a, l); err != nil {
+		if err := ValidateQueueAck(a, l); err != nil {
 			return invalid("queue ack batch, ack %d: %s", i, dkverr.Message(err))
 		}
 		k := string(a.GetHandle().GetKey())

@@ -245,12 +245,6 @@ func must(err error) {
 	}
 }
 
-// ValidateApplied checks, at apply time, the structure of a committed
-// command (see applyLimits): a refused command writes nothing.
-func ValidateApplied(req *dkvpb.InternalRequest) error {
-	return Validate(req, applyLimits)
-}
-
 // Writer applies one committed command into an indexed batch: reads go
 // through the batch, so they see earlier commands applied into it. Its
 // command methods (Put, Txn, LeaseGrant, ...) check the command against

@@ -129,38 +129,18 @@ func (a *Alarms) Count() int {
 	return len(a.active)
 }
 
-// GrowsData reports whether req is a write the NOSPACE alarm refuses: one
-// that can add data. Deletes, compaction and lease and lock bookkeeping
-// that frees or keeps space are allowed.
-func GrowsData(req *dkvpb.InternalRequest) bool {
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_Put, *dkvpb.InternalRequest_Counter,
-		*dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LockAcquire,
-		*dkvpb.InternalRequest_RateLimit, *dkvpb.InternalRequest_QueueClaim,
-		*dkvpb.InternalRequest_IndexCreate:
-		return true
-	case *dkvpb.InternalRequest_QueueAck:
-		return len(r.QueueAck.GetPuts()) > 0
-	case *dkvpb.InternalRequest_QueueAckBatch:
-		for _, a := range r.QueueAckBatch.GetAcks() {
-			if len(a.GetPuts()) > 0 {
-				return true
-			}
-		}
-	case *dkvpb.InternalRequest_Txn:
-		for _, ops := range [][]*dkvpb.RequestOp{r.Txn.GetSuccess(), r.Txn.GetFailure()} {
-			for _, op := range ops {
-				if op.GetRequestPut() != nil {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
 // NoSpaceError is the NoSpace refusal, why naming the members short of
 // space.
 func NoSpaceError(why string) *dkverr.Error {
 	return dkverr.New(dkverr.NoSpace, "writes are refused until space is freed (%s); reads, deletes and compaction still work", why)
+}
+
+// An alarm a member measured: deterministic, since the measurement
+// travels in the command.
+var alarmCommand = Command{
+	name: "alarm",
+	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+		m.applyAlarm(b, req.GetAlarm())
+		return Result{Revision: m.kv.Revision()}
+	},
 }

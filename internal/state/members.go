@@ -128,3 +128,14 @@ func Members(r pebble.Reader) ([]*dkvpb.Member, error) {
 	}
 	return out, nil
 }
+
+// A member publishing its client URL and version (raft conf changes
+// carry only peer URLs).
+var memberAttrsCommand = Command{
+	name: "member_attrs",
+	apply: func(_ *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+		r := req.GetMemberAttrs()
+		must(SetMemberAttrs(b, r.GetId(), r.GetClientUrl(), r.GetVersion()))
+		return Result{}
+	},
+}
