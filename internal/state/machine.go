@@ -157,9 +157,9 @@ func (m *Machine) applyAlarm(b *pebble.Batch, ar *dkvpb.AlarmRequest) {
 	case dkvpb.AlarmType_ALARM_TYPE_CORRUPT:
 		kind := byte(ar.GetAlarm())
 		if ar.GetActive() {
-			must(storage.SetKindAlarm(b, ar.GetMemberId(), kind, ar.GetReason()))
+			must(setKindAlarm(b, ar.GetMemberId(), kind, ar.GetReason()))
 		} else {
-			must(storage.DeleteKindAlarm(b, ar.GetMemberId(), kind))
+			must(deleteKindAlarm(b, ar.GetMemberId(), kind))
 		}
 		m.alarms.setCorrupt(ar.GetMemberId(), ar.GetReason(), ar.GetActive())
 		return
@@ -170,9 +170,9 @@ func (m *Machine) applyAlarm(b *pebble.Batch, ar *dkvpb.AlarmRequest) {
 		return
 	}
 	if ar.GetActive() {
-		must(storage.SetAlarm(b, ar.GetMemberId(), ar.GetReason()))
+		must(setAlarm(b, ar.GetMemberId(), ar.GetReason()))
 	} else {
-		must(storage.DeleteAlarm(b, ar.GetMemberId()))
+		must(deleteAlarm(b, ar.GetMemberId()))
 	}
 	m.alarms.set(ar.GetMemberId(), ar.GetReason(), ar.GetActive())
 }
