@@ -1,7 +1,10 @@
 // Package mvcc is DKV's deterministic, multi-version key-value engine: it
 // applies committed KV, lease and lock commands (put, delete range, txn,
 // counter, compact; driving packages lease and lock in the same batch)
-// and serves reads at the current or a past revision.
+// and serves reads at the current or a past revision. It knows no recipe:
+// commands built on the keyspace elsewhere (package state's job queue)
+// use its exported primitives (primitives.go) and learn of its writes
+// through a WriteObserver.
 //
 // # Who calls it
 //

@@ -54,6 +54,9 @@ func ValidateLockCancel(c *dkvpb.LockCancelRequest, l Limits) error {
 	return checkOwner(c.GetOwner())
 }
 
+// CheckOwner refuses a lock owner that is empty or too long.
+func CheckOwner(o string) error { return checkOwner(o) }
+
 func checkOwner(o string) error {
 	if o == "" {
 		return invalid("lock owner is empty")
@@ -155,7 +158,9 @@ func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own, noWaite
 func (w *Writer) releaseLock(h *lock.Holder) *dkvpb.LockHandle {
 	must(lock.DeleteHolder(w.b, h))
 	delete(w.s.held, string(h.Key))
-	w.queueFloorLive(h.Key) // a claimed job may be claimable again
+	if w.s.obs != nil {
+		w.s.obs.Unlocked(w, h.Key) // a claimed job may be claimable again
+	}
 	var next *dkvpb.LockHandle
 	if !h.NoWaiters {
 		next = w.handOver(h.Key)

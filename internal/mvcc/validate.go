@@ -41,6 +41,10 @@ func invalid(format string, args ...any) error {
 	return dkverr.New(dkverr.InvalidInput, format, args...)
 }
 
+// CheckKey refuses a key that is empty or over l's limit; what names it
+// in the message.
+func CheckKey(what string, key []byte, l Limits) error { return checkKey(what, key, l) }
+
 func checkKey(what string, key []byte, l Limits) error {
 	if len(key) == 0 {
 		return invalid("%s is empty", what)

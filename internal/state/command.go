@@ -50,7 +50,7 @@ type Command struct {
 	// write applies a command on the MVCC keyspace through w; the
 	// machine finishes the revision. Exactly one of write and apply is
 	// set.
-	write func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error)
+	write func(m *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error)
 	// apply applies a command outside the MVCC keyspace (no revision of
 	// its own) and returns its whole result.
 	apply func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result

@@ -20,7 +20,7 @@ var putCommand = Command{
 		return putNeeds(msg.(*dkvpb.PutRequest), nil), nil
 	},
 	growsData: always,
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.Put(req.GetPut())
 	},
 }
@@ -34,7 +34,7 @@ var deleteRangeCommand = Command{
 	needs: func(msg proto.Message, _ LocalState) ([]Need, error) {
 		return deleteNeeds(msg.(*dkvpb.DeleteRangeRequest), nil), nil
 	},
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.DeleteRange(req.GetDeleteRange())
 	},
 }
@@ -64,7 +64,7 @@ var txnCommand = Command{
 		}
 		return false
 	},
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.Txn(req.GetTxn())
 	},
 }
@@ -82,7 +82,7 @@ var counterCommand = Command{
 		return handleNeeds(r.GetLock(), k, "counter", []Need{{auth.Read | auth.Write, k, "counter"}}), nil
 	},
 	growsData: always,
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.Counter(req.GetCounter())
 	},
 }
@@ -94,7 +94,7 @@ var compactCommand = Command{
 	},
 	checked: true,
 	// needs: the root role.
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.Compact(req.GetCompact())
 	},
 	purges: true,
@@ -107,7 +107,7 @@ var indexCreateCommand = Command{
 		return mvcc.ValidateIndex(r.GetPrefix(), r.GetLabel(), l)
 	},
 	growsData: always,
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.IndexCreate(req.GetIndexCreate())
 	},
 }
@@ -118,7 +118,7 @@ var indexDropCommand = Command{
 		r := req.GetIndexDrop()
 		return mvcc.ValidateIndex(r.GetPrefix(), r.GetLabel(), l)
 	},
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.IndexDrop(req.GetIndexDrop())
 	},
 }

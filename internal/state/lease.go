@@ -24,7 +24,7 @@ var leaseGrantCommand = Command{
 	// Lease ids and TTLs reveal no key.
 	needs:     anyUser,
 	growsData: always,
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.LeaseGrant(req.GetLeaseGrant())
 	},
 }
@@ -40,7 +40,7 @@ var leaseRevokeCommand = Command{
 	needs: func(msg proto.Message, st LocalState) ([]Need, error) {
 		return LeaseKeyNeeds(st, msg.(*dkvpb.LeaseRevokeRequest).GetId(), auth.Write, "lease revoke")
 	},
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.LeaseRevoke(req.GetLeaseRevoke().GetId())
 	},
 }
@@ -50,7 +50,7 @@ var leaseRenewCommand = Command{
 	validate: func(req *dkvpb.InternalRequest, _ mvcc.Limits) error {
 		return mvcc.ValidateLeaseRenew(req.GetLeaseRenew())
 	},
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.LeaseRenew(req.GetLeaseRenew()), nil
 	},
 }
@@ -60,7 +60,7 @@ var leaseCheckpointCommand = Command{
 	validate: func(req *dkvpb.InternalRequest, _ mvcc.Limits) error {
 		return mvcc.ValidateLeaseCheckpoint(req.GetLeaseCheckpoint())
 	},
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.LeaseCheckpoint(req.GetLeaseCheckpoint()), nil
 	},
 }
@@ -70,7 +70,7 @@ var leaseExpireCommand = Command{
 	validate: func(req *dkvpb.InternalRequest, _ mvcc.Limits) error {
 		return mvcc.ValidateLeaseID(req.GetLeaseExpire().GetId())
 	},
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.LeaseExpire(req.GetLeaseExpire()), nil
 	},
 }

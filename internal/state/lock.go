@@ -20,7 +20,7 @@ var lockAcquireCommand = Command{
 		return []Need{{auth.Write, auth.Key(msg.(*dkvpb.LockAcquireRequest).GetKey()), "lock acquire"}}, nil
 	},
 	growsData: always,
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.LockAcquire(req.GetLockAcquire())
 	},
 }
@@ -34,7 +34,7 @@ var lockReleaseCommand = Command{
 	needs: func(msg proto.Message, _ LocalState) ([]Need, error) {
 		return []Need{{auth.Write, auth.Key(msg.(*dkvpb.LockReleaseRequest).GetHandle().GetKey()), "lock release"}}, nil
 	},
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.LockRelease(req.GetLockRelease().GetHandle()), nil
 	},
 }
@@ -48,7 +48,7 @@ var lockCancelCommand = Command{
 	needs: func(msg proto.Message, _ LocalState) ([]Need, error) {
 		return []Need{{auth.Write, auth.Key(msg.(*dkvpb.LockCancelRequest).GetKey()), "lock cancel"}}, nil
 	},
-	write: func(w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
 		return w.LockCancel(req.GetLockCancel()), nil
 	},
 }

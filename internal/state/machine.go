@@ -71,6 +71,7 @@ type Machine struct {
 	alarms Alarms
 	auth   Auth
 	quota  storeQuota
+	floor  queueFloor // the job queue's scan hint (queuefloor.go)
 }
 
 // New returns the machine over kv and the applied state in store, and
@@ -78,6 +79,7 @@ type Machine struct {
 func New(kv *mvcc.Store, store *storage.Storage, exec Executor, log *slog.Logger) (*Machine, error) {
 	m := &Machine{kv: kv, store: store, exec: exec, log: log}
 	kv.SetQuota(&m.quota)
+	kv.SetObserver(&m.floor)
 	if err := m.alarms.load(store.DB()); err != nil {
 		return nil, err
 	}
@@ -133,7 +135,7 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 	if c.apply != nil {
 		return c.apply(m, b, req)
 	}
-	resp, err := c.write(w, req)
+	resp, err := c.write(m, w, req)
 	if err != nil {
 		return m.refused(err)
 	}
