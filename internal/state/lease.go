@@ -100,13 +100,16 @@ func LeaseKeyNeeds(st LocalState, id int64, perm auth.Perm, what string) ([]Need
 	return n, nil
 }
 
-// ReaderState is the LocalState of the applied state r.
-func ReaderState(r pebble.Reader) LocalState { return readerState{r} }
+// DBState is the LocalState of the applied state in db. (A pointer
+// conversion: asking costs the auth check no allocation.)
+func DBState(db *pebble.DB) LocalState { return (*dbState)(db) }
 
-type readerState struct{ r pebble.Reader }
+type dbState pebble.DB
 
-func (s readerState) LeaseKeys(id int64, fn func(key []byte) bool) error {
-	return lease.Keys(s.r, id, fn)
+func (s *dbState) LeaseKeys(id int64, fn func(key []byte) bool) error {
+	return lease.Keys((*pebble.DB)(s), id, fn)
 }
 
-func (s readerState) LeaseLocks(id int64) ([][]byte, error) { return lock.LeaseKeys(s.r, id) }
+func (s *dbState) LeaseLocks(id int64) ([][]byte, error) {
+	return lock.LeaseKeys((*pebble.DB)(s), id)
+}
