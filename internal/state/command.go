@@ -231,11 +231,21 @@ func always(*dkvpb.InternalRequest) bool { return true }
 // anyUser is a needs for commands any authenticated user may make.
 func anyUser(proto.Message, LocalState) ([]Need, error) { return nil, nil }
 
-// ApplyTo applies req to kv in b as a machine does, but without one's
-// alarms, auth or executor: for the tests of the packages below this one
-// (mvcc, watch), so that they apply commands through the registry rather
-// than a copy of its dispatch.
-func ApplyTo(kv *mvcc.Store, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
-	m := Machine{kv: kv}
-	return m.apply(b, req)
+// Applier applies commands to a bare MVCC store as a Machine does, but
+// without one's alarms, auth, executor or storage: for the tests of the
+// packages below this one (mvcc, watch), so that they apply commands
+// through the registry rather than a copy of its dispatch.
+type Applier struct{ m Machine }
+
+// NewApplier returns the Applier of kv; it becomes kv's write observer,
+// as a Machine does.
+func NewApplier(kv *mvcc.Store) *Applier {
+	a := &Applier{m: Machine{kv: kv}}
+	kv.SetObserver(&a.m.floor)
+	return a
+}
+
+// Apply applies req in b.
+func (a *Applier) Apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+	return a.m.apply(b, req)
 }

@@ -23,6 +23,7 @@ type env struct {
 	mu sync.Mutex
 	db *pebble.DB
 	kv *mvcc.Store
+	ap *state.Applier
 	h  *Hub
 }
 
@@ -36,7 +37,7 @@ func newEnv(t testing.TB, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, db: db, kv: kv}
+	e := &env{t: t, db: db, kv: kv, ap: state.NewApplier(kv)}
 	e.h = New(db, kv.Revision(), cfg)
 	t.Cleanup(func() {
 		e.h.Close()
@@ -70,7 +71,7 @@ func (e *env) apply(reqs ...*dkvpb.InternalRequest) int64 {
 // applyOne applies r through package state's command registry, the one
 // dispatch the real machine uses.
 func (e *env) applyOne(b *pebble.Batch, r *dkvpb.InternalRequest) (int64, []mvcc.Event) {
-	res := state.ApplyTo(e.kv, b, r)
+	res := e.ap.Apply(b, r)
 	if res.Err != nil {
 		e.t.Fatalf("apply: %v", res.Err)
 	}
