@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/testutil"
 	"google.golang.org/protobuf/proto"
 )
@@ -23,6 +24,7 @@ type env struct {
 	mu sync.Mutex
 	db *pebble.DB
 	kv *mvcc.Store
+	ap *state.Applier
 	h  *Hub
 }
 
@@ -36,7 +38,7 @@ func newEnv(t testing.TB, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, db: db, kv: kv}
+	e := &env{t: t, db: db, kv: kv, ap: state.NewApplier(kv)}
 	e.h = New(db, kv.Revision(), cfg)
 	t.Cleanup(func() {
 		e.h.Close()
@@ -67,28 +69,14 @@ func (e *env) apply(reqs ...*dkvpb.InternalRequest) int64 {
 	return e.kv.Revision()
 }
 
-// applyOne applies the few commands these tests use straight through the
-// MVCC engine (package state, the real dispatcher, sits above the hub).
+// applyOne applies r through package state's command registry, the one
+// dispatch the real machine uses.
 func (e *env) applyOne(b *pebble.Batch, r *dkvpb.InternalRequest) (int64, []mvcc.Event) {
-	w := e.kv.Begin(b)
-	var err error
-	switch c := r.Request.(type) {
-	case *dkvpb.InternalRequest_Put:
-		_, err = w.Put(c.Put)
-	case *dkvpb.InternalRequest_DeleteRange:
-		_, err = w.DeleteRange(c.DeleteRange)
-	case *dkvpb.InternalRequest_Txn:
-		_, err = w.Txn(c.Txn)
-	case *dkvpb.InternalRequest_Compact:
-		_, err = w.Compact(c.Compact)
-	default:
-		e.t.Fatalf("apply: the watch tests do not use %T", r.Request)
+	res := e.ap.Apply(b, r)
+	if res.Err != nil {
+		e.t.Fatalf("apply: %v", res.Err)
 	}
-	if err != nil {
-		e.t.Fatalf("apply: %v", err)
-	}
-	rev, ch := w.Finish()
-	return rev, ch.Events
+	return res.Revision, res.Effects.Events
 }
 
 func put(k, v string) *dkvpb.InternalRequest {
