@@ -170,7 +170,7 @@ func ParseEndpoint(s string) (string, error) {
 }
 
 // Client is a connection to a DKV store, remote (New) or embedded
-// (package client/embedded). It is safe for concurrent use.
+// (package server/embed). It is safe for concurrent use.
 type Client struct {
 	cfg     Config
 	conn    *grpc.ClientConn
@@ -336,7 +336,7 @@ func waitConnected(ctx context.Context, conn *grpc.ClientConn, rt *router, timeo
 // custom transport). It uses Config's default retry settings, does no
 // endpoint discovery and no routing around hung members: there is only
 // conn. Close closes conn, then calls onClose (if not nil) and returns its
-// error; package client/embedded uses it to stop its node.
+// error; package server/embed uses it to stop its node.
 func NewFromConn(conn *grpc.ClientConn, onClose func() error) *Client {
 	var cfg Config
 	cfg.EnsureDefaults()

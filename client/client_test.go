@@ -2,8 +2,6 @@ package client_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -11,36 +9,16 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/embed"
+	"github.com/dkv-io/dkv/server/servertest"
 )
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // startServer runs a single-node server with a gRPC listener on a free
 // port, stopped when t ends.
 func startServer(t *testing.T, dir string) *server.Server {
 	t.Helper()
-	srv, err := server.New(server.Config{
-		DataDir:    dir,
-		ClientAddr: "127.0.0.1:0",
-		Logger:     quietLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop() })
-	select {
-	case <-srv.Ready():
-	case <-ctx.Done():
-		t.Fatal("server not ready within 20s")
-	}
-	return srv
+	return servertest.Start(t, servertest.WithDataDir(dir), servertest.WithClientPort()).Srv
 }
 
 func dial(t *testing.T, endpoints ...string) *client.Client {
@@ -59,7 +37,7 @@ func openEmbedded(t *testing.T, dir string) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, dir)
+	c, err := embed.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +63,7 @@ func sharedEmbedded(t *testing.T) *client.Client {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		shared.c, shared.err = embedded.Open(ctx, shared.dir)
+		shared.c, shared.err = embed.Open(ctx, shared.dir)
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
@@ -146,7 +124,7 @@ func TestEmbeddedDataSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, dir)
+	c, err := embed.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

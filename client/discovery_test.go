@@ -9,13 +9,13 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/server"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // Naming one member is enough: the client discovers the others and keeps
 // working when the named one goes away.
 func TestClientDiscoversMembersAndSurvivesLossOfSeed(t *testing.T) {
-	c := tests.NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	seed := c.Nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

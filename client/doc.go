@@ -6,7 +6,7 @@
 //     endpoints it balances reads across them, sends writes (and the
 //     lease keep-alive stream) to the leader once it knows it, and routes
 //     around members that are down or hung (Config.UnresponsiveTimeout).
-//   - Package client/embedded starts a single-node store in this process
+//   - Package server/embed starts a single-node store in this process
 //     (no network listeners) and returns a *Client that talks to it
 //     through an in-memory pipe. This package does not link the server:
 //     a program that only talks to a remote cluster stays free of Pebble

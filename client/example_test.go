@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // openExample opens an embedded store in a fresh temporary directory.
@@ -17,7 +17,7 @@ func openExample() (*client.Client, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := embedded.Open(context.Background(), dir)
+	c, err := embed.Open(context.Background(), dir)
 	if err != nil {
 		log.Fatal(err)
 	}

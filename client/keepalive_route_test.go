@@ -7,8 +7,9 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // A client given every member opens its lease keep-alive stream on the
@@ -16,7 +17,7 @@ import (
 // Several clients, each with its own stream: spread round-robin as
 // before, the chance that every stream lands on the leader is (1/3)^6.
 func TestKeepAliveStreamGoesToTheLeader(t *testing.T) {
-	c := tests.NewClusterEach(t, 3, server.Config{}, func(nd *tests.Node) { nd.Cfg.HTTPAddr = tests.FreeAddr(t) })
+	c := servertest.NewClusterEach(t, 3, server.Config{}, func(nd *servertest.Node) { nd.Cfg.HTTPAddr = testutil.FreeAddr(t) })
 	c.WaitLeader()
 	var eps []string
 	for _, nd := range c.Nodes {
@@ -46,7 +47,7 @@ func TestKeepAliveStreamGoesToTheLeader(t *testing.T) {
 		}
 		defer cl.Close()
 		// Busy, the client probes the members and learns the leader.
-		tests.Eventually(t, 20*time.Second, "the client to learn the leader", func() bool {
+		testutil.Eventually(t, 20*time.Second, "the client to learn the leader", func() bool {
 			if _, err := cl.Put(ctx, "warm", []byte("x")); err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +70,7 @@ func TestKeepAliveStreamGoesToTheLeader(t *testing.T) {
 	}
 	// Each stream renews its lease at once and then every 500ms: wait for
 	// the grants and a few rounds of renewals, wherever they are proposed.
-	tests.Eventually(t, 20*time.Second, "renewals", func() bool {
+	testutil.Eventually(t, 20*time.Second, "renewals", func() bool {
 		var n float64
 		for _, nd := range c.Nodes {
 			n += nd.Metric(t, "dkv_proposals_total") - before[nd.Name]

@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // openSpaceTest opens an embedded node whose filesystem reports and fails
@@ -25,7 +26,7 @@ func openSpaceTest(t *testing.T, dir string, fs *storage.FaultFS, edit func(*ser
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, dir, embedded.WithServerConfig(func(cfg *server.Config) {
+	c, err := embed.Open(ctx, dir, embed.WithServerConfig(func(cfg *server.Config) {
 		cfg.TickInterval = 10 * time.Millisecond
 		cfg.FS = fs
 		cfg.SpaceCheckInterval = 20 * time.Millisecond
@@ -40,20 +41,6 @@ func openSpaceTest(t *testing.T, dir string, fs *storage.FaultFS, edit func(*ser
 		t.Fatal(err)
 	}
 	return c
-}
-
-// waitFor polls f until it returns nil or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s: still %v after %v", what, err, d)
 }
 
 func checkAcked(t *testing.T, c *client.Client, acked map[string]string) {
@@ -90,7 +77,7 @@ func TestNoSpaceWhenDiskNearlyFull(t *testing.T) {
 
 	fs.Avail.Store(10 << 20) // below the 64 MiB reserve
 	var refused error
-	waitFor(t, "put refused once the disk is nearly full", 10*time.Second, func() error {
+	testutil.EventuallyNoError(t, 10*time.Second, "put refused once the disk is nearly full", func(context.Context) error {
 		_, err := c.Put(ctx, "late", []byte("x"))
 		if err == nil {
 			acked["late"] = "x"
@@ -106,7 +93,7 @@ func TestNoSpaceWhenDiskNearlyFull(t *testing.T) {
 		t.Errorf("NoSpace message %q does not say why", refused)
 	}
 	// Over HTTP: 507 Insufficient Storage, not 429 (retry later).
-	resp, err := http.Post("http://"+embedded.Server(c).HTTPAddr()+"/v1/kv/put", "application/json",
+	resp, err := http.Post("http://"+embed.Server(c).HTTPAddr()+"/v1/kv/put", "application/json",
 		strings.NewReader(`{"key":"aHR0cA==","value":"eA=="}`))
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +120,7 @@ func TestNoSpaceWhenDiskNearlyFull(t *testing.T) {
 	}
 
 	fs.Avail.Store(1 << 40)
-	waitFor(t, "writes resume once space is freed", 10*time.Second, func() error {
+	testutil.EventuallyNoError(t, 10*time.Second, "writes resume once space is freed", func(context.Context) error {
 		_, err := c.Put(ctx, "after", []byte("y"))
 		return err
 	})
@@ -182,7 +169,7 @@ func TestQuotaAlarm(t *testing.T) {
 	if err := c.Compact(ctx, d.Revision); err != nil {
 		t.Fatalf("compact over quota: %v", err)
 	}
-	waitFor(t, "writes resume after delete and compact", 20*time.Second, func() error {
+	testutil.EventuallyNoError(t, 20*time.Second, "writes resume after delete and compact", func(context.Context) error {
 		_, err := c.Put(ctx, "after", []byte("ok"))
 		return err
 	})
@@ -204,7 +191,7 @@ func TestENOSPCReleasesBallast(t *testing.T) {
 	ctx := context.Background()
 	ballast := filepath.Join(dir, storage.BallastName)
 	var before os.FileInfo
-	waitFor(t, "ballast created", 5*time.Second, func() (err error) { before, err = os.Stat(ballast); return err })
+	testutil.EventuallyNoError(t, 5*time.Second, "ballast created", func(context.Context) (err error) { before, err = os.Stat(ballast); return err })
 
 	acked := map[string]string{}
 	fs.FailNext.Store(1)
@@ -221,16 +208,16 @@ func TestENOSPCReleasesBallast(t *testing.T) {
 		t.Fatal("no write reached the filesystem")
 	}
 	select {
-	case <-embedded.Server(c).Failed():
-		t.Fatalf("node failed: %v", embedded.Server(c).Err())
+	case <-embed.Server(c).Failed():
+		t.Fatalf("node failed: %v", embed.Server(c).Err())
 	default:
 	}
-	waitFor(t, "writes resume after ENOSPC", 10*time.Second, func() error {
+	testutil.EventuallyNoError(t, 10*time.Second, "writes resume after ENOSPC", func(context.Context) error {
 		_, err := c.Put(ctx, "after", []byte("after"))
 		return err
 	})
 	acked["after"] = "after"
-	waitFor(t, "ballast released and restored", 5*time.Second, func() error {
+	testutil.EventuallyNoError(t, 5*time.Second, "ballast released and restored", func(context.Context) error {
 		after, err := os.Stat(ballast)
 		// (A new file may get the old one's inode number back.)
 		if err == nil && os.SameFile(before, after) && after.ModTime().Equal(before.ModTime()) {
@@ -253,7 +240,7 @@ func TestDiskStaysFullStopsCleanly(t *testing.T) {
 		cfg.BallastBytes = -1
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
-	srv := embedded.Server(c)
+	srv := embed.Server(c)
 	ctx := context.Background()
 	acked := map[string]string{}
 	for i := range 20 {
@@ -344,7 +331,7 @@ func TestStartsReadOnlyOnNearlyFullDisk(t *testing.T) {
 	if err != nil || string(kv.Value) != "v" {
 		t.Fatalf("read on a nearly full disk: %v %v", kv, err)
 	}
-	waitFor(t, "writes refused on a nearly full disk", 10*time.Second, func() error {
+	testutil.EventuallyNoError(t, 10*time.Second, "writes refused on a nearly full disk", func(context.Context) error {
 		_, err := c.Put(ctx, "k2", []byte("v2"))
 		if errors.Is(err, client.ErrNoSpace) {
 			return nil
@@ -355,7 +342,7 @@ func TestStartsReadOnlyOnNearlyFullDisk(t *testing.T) {
 		return err
 	})
 	fs.Avail.Store(1 << 40)
-	waitFor(t, "writes resume", 10*time.Second, func() error {
+	testutil.EventuallyNoError(t, 10*time.Second, "writes resume", func(context.Context) error {
 		_, err := c.Put(ctx, "k2", []byte("v2"))
 		return err
 	})

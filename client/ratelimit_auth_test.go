@@ -9,8 +9,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/server"
-	"golang.org/x/crypto/bcrypt"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // TestRateLimitPermission: with auth on, a rate limiter's key needs
@@ -21,15 +20,7 @@ import (
 func TestRateLimitPermission(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := server.New(server.Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", Logger: quietLogger(), AuthBcryptCost: bcrypt.MinCost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	<-srv.Ready()
+	srv := servertest.Start(t, servertest.WithClientPort()).Srv
 	as := func(user, pw string) *client.Client {
 		c, err := client.New(ctx, client.Config{Endpoints: []string{srv.ClientAddr()}, AutoSyncInterval: -1, Username: user, Password: pw})
 		if err != nil {

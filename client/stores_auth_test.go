@@ -8,8 +8,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/server"
-	"golang.org/x/crypto/bcrypt"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // TestStorePermissions: a permission is granted in one store. A user
@@ -19,15 +18,7 @@ import (
 func TestStorePermissions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := server.New(server.Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", Logger: quietLogger(), AuthBcryptCost: bcrypt.MinCost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	<-srv.Ready()
+	srv := servertest.Start(t, servertest.WithClientPort()).Srv
 	as := func(user, pw, store string) *client.Client {
 		c, err := client.New(ctx, client.Config{Endpoints: []string{srv.ClientAddr()}, AutoSyncInterval: -1, Username: user, Password: pw, Store: store})
 		if err != nil {
@@ -60,7 +51,7 @@ func TestStorePermissions(t *testing.T) {
 	must("auth enable", setup.AuthEnable(ctx))
 
 	alice, dan := as("alice", "pw", "a"), as("dan", "pw", "")
-	_, err = alice.Put(ctx, "k", []byte("v"))
+	_, err := alice.Put(ctx, "k", []byte("v"))
 	must("alice puts in a", err)
 	_, err = alice.List(ctx, "")
 	must("alice lists a", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // Config.TLS connects to a server whose client port has TLS (the member's
@@ -32,20 +33,11 @@ func TestClientTLS(t *testing.T) {
 	if err := srvCert.WriteFiles(certFile, keyFile); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{
-		DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", Logger: quietLogger(),
-		ClientTLS: server.TLSFiles{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: caFile, ClientCertAuth: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := servertest.Start(t, servertest.WithClientPort(), servertest.WithConfig(func(c *server.Config) {
+		c.ClientTLS = server.TLSFiles{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: caFile, ClientCertAuth: true}
+	})).Srv
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	<-srv.Ready()
 	cc, err := ca.Issue("app", nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)

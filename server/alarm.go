@@ -27,9 +27,10 @@ import (
 // absorbs what is already in flight: at ENOSPC Pebble's write is retried
 // after the ballast is deleted, instead of failing the commit pipeline.
 
-// checkSpace refuses, before proposing, a write the alarm would refuse.
-func (s *Server) checkSpace(req *dkvpb.InternalRequest) error {
-	if !state.GrowsData(req) {
+// checkSpace refuses, before proposing, a write the alarm would refuse;
+// cmd is req's row in the command registry.
+func (s *Server) checkSpace(cmd *state.Command, req *dkvpb.InternalRequest) error {
+	if !cmd.GrowsData(req) {
 		return nil
 	}
 	if why := s.sm.Alarms().Describe(); why != "" {

@@ -11,8 +11,6 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/lease"
-	"github.com/dkv-io/dkv/internal/lock"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/server/etcdapi"
 	"golang.org/x/crypto/bcrypt"
@@ -134,19 +132,20 @@ func (s *Server) callerOf(ctx context.Context, v *auth.View) (*auth.User, error)
 // name into every command a client made, so apply can check lease
 // ownership (a lease belongs to the user who granted it).
 func (s *Server) stampAuth(ctx context.Context, req *dkvpb.InternalRequest) error {
+	cmd, msg := state.Lookup(req)
 	if ctx.Value(memberCallKey{}) != nil {
-		if state.ClientCommand(req) {
+		if cmd.Checked() {
 			req.AuthRevision = s.sm.Auth().View().Revision
 		}
 		return nil
 	}
-	if !state.ClientCommand(req) {
+	if !cmd.Checked() {
 		if u := callerUser(ctx); u != nil {
 			req.User = u.Name
 		}
 		return nil
 	}
-	v, u, err := s.recheckCaller(ctx, clientMessage(req))
+	v, u, err := s.recheckCaller(ctx, msg)
 	if err != nil {
 		return err
 	}
@@ -155,33 +154,6 @@ func (s *Server) stampAuth(ctx context.Context, req *dkvpb.InternalRequest) erro
 		req.User = u.Name
 	}
 	return nil
-}
-
-// clientMessage is the client's request inside a client command.
-func clientMessage(req *dkvpb.InternalRequest) any {
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_Put:
-		return r.Put
-	case *dkvpb.InternalRequest_DeleteRange:
-		return r.DeleteRange
-	case *dkvpb.InternalRequest_Txn:
-		return r.Txn
-	case *dkvpb.InternalRequest_Counter:
-		return r.Counter
-	case *dkvpb.InternalRequest_Compact:
-		return r.Compact
-	case *dkvpb.InternalRequest_LeaseGrant:
-		return r.LeaseGrant
-	case *dkvpb.InternalRequest_LeaseRevoke:
-		return r.LeaseRevoke
-	case *dkvpb.InternalRequest_LockAcquire:
-		return r.LockAcquire
-	case *dkvpb.InternalRequest_LockRelease:
-		return r.LockRelease
-	case *dkvpb.InternalRequest_LockCancel:
-		return r.LockCancel
-	}
-	return req
 }
 
 // tokenCache remembers tokens already verified, so that a client sending
@@ -225,14 +197,10 @@ func (c *tokenCache) verify(key []byte, tok string, now time.Time) (string, uint
 }
 
 // need is one permission a request needs on a span.
-type need struct {
-	perm auth.Perm
-	span auth.Span
-	what string // the part of the request that needs it
-}
+type need = state.Need
 
 // rootOnly marks requests only the root role may make.
-var rootOnly = []need{{what: "root"}}
+var rootOnly = state.RootOnly
 
 // openMethods need no token even with auth enabled. Status answers a
 // caller without root (or without a token) only what a client needs to
@@ -243,191 +211,39 @@ var openMethods = map[string]bool{
 	dkvpb.Cluster_Status_FullMethodName:    true,
 }
 
-// requirements lists what req needs. nil: any authenticated user; rootOnly:
-// the root role. Unknown requests need root.
-func requirements(req any) []need {
+// requirements lists what req needs, st being the member's applied state
+// (the keys of a lease being revoked). nil: any authenticated user;
+// rootOnly: the root role. A command's request needs what its row in
+// package state's registry says; the reads are below. Unknown requests
+// need root.
+func requirements(req any, st state.LocalState) ([]need, error) {
+	if m, ok := req.(proto.Message); ok {
+		if c := state.CommandFor(m); c != nil {
+			return c.Needs(m, st)
+		}
+	}
 	switch r := req.(type) {
 	case *dkvpb.RangeRequest:
-		return rangeNeeds(r, nil)
-	case *dkvpb.PutRequest:
-		return putNeeds(r, nil)
-	case *dkvpb.DeleteRangeRequest:
-		return deleteNeeds(r, nil)
-	case *dkvpb.TxnRequest:
-		n, ok := txnNeeds(r, nil)
-		if !ok {
-			return rootOnly // an op this table does not know
-		}
-		return n
-	case *dkvpb.CounterRequest:
-		// The reply carries the new value, and so reveals the old one.
-		k := auth.Key(r.GetKey())
-		return handleNeeds(r.GetLock(), k, "counter", []need{{auth.Read | auth.Write, k, "counter"}})
-	case *dkvpb.LockAcquireRequest:
-		return []need{{auth.Write, auth.Key(r.GetKey()), "lock acquire"}}
-	case *dkvpb.LockReleaseRequest:
-		return []need{{auth.Write, auth.Key(r.GetHandle().GetKey()), "lock release"}}
-	case *dkvpb.LockCancelRequest:
-		return []need{{auth.Write, auth.Key(r.GetKey()), "lock cancel"}}
-	case *dkvpb.QueueClaimRequest:
-		// It reads the queue's jobs and markers and locks one of them.
-		n := []need{{auth.Read | auth.Write, auth.SpanOf(r.GetQueuePrefix(), nil, true), "queue claim"}}
-		for _, a := range r.GetAcks() {
-			n = queueAckNeeds(a, n) // each ack it carries needs what it needs alone
-		}
-		return n
-	case *dkvpb.QueueAckRequest:
-		// It deletes the job and its marker, writes the puts and releases
-		// the job's lock; a refusal reveals only the claim's state.
-		return queueAckNeeds(r, nil)
-	case *dkvpb.QueueAckBatchRequest:
-		// Each ack needs what it needs alone.
-		var n []need
-		for _, a := range r.GetAcks() {
-			n = queueAckNeeds(a, n)
-		}
-		return n
-	case *dkvpb.RateLimitRequest:
-		// A decision changes the bucket, and its answer tells the
-		// bucket's state: the limiter's key needs what a counter's does.
-		return []need{{auth.Read | auth.Write, auth.Key(r.GetKey()), "ratelimit"}}
+		return state.RangeNeeds(r), nil
 	case *dkvpb.LockDescribeRequest:
-		return []need{{auth.Read, auth.Key(r.GetKey()), "lock describe"}}
-	case *dkvpb.LeaseGrantRequest, *dkvpb.LeaseKeepAliveOnceRequest, *dkvpb.LeaseLeasesRequest,
+		return []need{{Perm: auth.Read, Span: auth.Key(r.GetKey()), What: "lock describe"}}, nil
+	case *dkvpb.LeaseKeepAliveOnceRequest, *dkvpb.LeaseLeasesRequest,
 		*dkvpb.LeaseKeepAliveRequest, *dkvpb.StatusRequest:
 		// Lease ids and TTLs reveal no key; Status's details are kept
 		// for root (filterReply).
-		return nil
-	case *dkvpb.LeaseTimeToLiveRequest, *dkvpb.LeaseRevokeRequest:
-		return nil // plus what the lease's keys need: leaseNeeds
-	case *dkvpb.QueryRequest:
-		// A query reads (part of) the keys under its prefix. Its handler
-		// checks read on that prefix once mapped into the call's store
-		// (query.go); here, any authenticated user.
-		return nil
-	}
-	return rootOnly
-}
-
-// txnNeeds appends what t and the txns nested in it need; false for an
-// op it does not know.
-func txnNeeds(t *dkvpb.TxnRequest, n []need) ([]need, bool) {
-	for _, c := range t.GetCompare() {
-		sp := auth.SpanOf(c.GetKey(), c.GetRangeEnd(), false)
-		n = append(n, need{auth.Read, sp, "txn compare"})
-		n = handleNeeds(c.GetLock(), sp, "txn compare", n)
-	}
-	for _, ops := range [][]*dkvpb.RequestOp{t.GetSuccess(), t.GetFailure()} {
-		for _, op := range ops {
-			switch o := op.GetRequest().(type) {
-			case *dkvpb.RequestOp_RequestRange:
-				n = rangeNeeds(o.RequestRange, n)
-			case *dkvpb.RequestOp_RequestPut:
-				n = putNeeds(o.RequestPut, n)
-			case *dkvpb.RequestOp_RequestDeleteRange:
-				n = deleteNeeds(o.RequestDeleteRange, n)
-			case *dkvpb.RequestOp_RequestTxn:
-				var ok bool
-				if n, ok = txnNeeds(o.RequestTxn, n); !ok {
-					return nil, false
-				}
-			default:
-				return nil, false
-			}
-		}
-	}
-	return n, true
-}
-
-func rangeNeeds(r *dkvpb.RangeRequest, n []need) []need {
-	sp := auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix())
-	n = append(n, need{auth.Read, sp, "range"})
-	return handleNeeds(r.GetLock(), sp, "range", n)
-}
-
-// handleNeeds is what carrying lock handle h on a request over span sp
-// needs. A handle for a key within sp needs nothing more: the request's
-// own permission covers it. A handle for another key fences the request
-// on that lock (docs/locks.md, guarantee 4), and its outcome tells
-// whether that lock is held by exactly that handle; so it needs read on
-// the lock's key, with which the caller could read the lock anyway
-// (Describe). Checked here, before the request goes anywhere near the
-// lock table, so a refusal is the same whatever the lock's state: a
-// handle is no oracle for another tenant's locks (issue #32, finding 8).
-func handleNeeds(h *dkvpb.LockHandle, sp auth.Span, what string, n []need) []need {
-	if h == nil {
-		return n
-	}
-	hk := auth.Key(h.GetKey())
-	if auth.Covers([]auth.Span{sp}, hk) {
-		return n
-	}
-	return append(n, need{auth.Read, hk, what + " lock handle for another key"})
-}
-
-func putNeeds(r *dkvpb.PutRequest, n []need) []need {
-	n = append(n, need{auth.Write, auth.Key(r.GetKey()), "put"})
-	n = handleNeeds(r.GetLock(), auth.Key(r.GetKey()), "put", n)
-	switch {
-	case r.GetPrevKv():
-		n = append(n, need{auth.Read, auth.Key(r.GetKey()), "put prev_kv"})
-	case r.GetIfAbsent() || r.GetIfVersion() != 0 || r.GetIfModRevision() != 0:
-		// The outcome of a condition tells whether and how the key exists.
-		n = append(n, need{auth.Read, auth.Key(r.GetKey()), "conditional put"})
-	}
-	return n
-}
-
-func deleteNeeds(r *dkvpb.DeleteRangeRequest, n []need) []need {
-	sp := auth.SpanOf(r.GetKey(), r.GetRangeEnd(), r.GetPrefix())
-	n = append(n, need{auth.Write, sp, "delete"})
-	n = handleNeeds(r.GetLock(), sp, "delete", n)
-	if r.GetPrevKv() || r.GetIfVersion() != 0 {
-		n = append(n, need{auth.Read, sp, "delete prev_kv"})
-	}
-	return n
-}
-
-// leaseNeeds is what a request on a lease needs on the lease's keys, read
-// from the local state: revoking needs write on every key attached to the
-// lease and every key whose lock it holds (revoking deletes and releases
-// them); TimeToLive with keys needs read on every attached key, so it
-// reveals no key the caller may not read (CVE-2023-32082).
-func (s *Server) leaseNeeds(req any) ([]need, error) {
-	var (
-		id   int64
-		perm auth.Perm
-		what string
-	)
-	switch r := req.(type) {
-	case *dkvpb.LeaseRevokeRequest:
-		id, perm, what = r.GetId(), auth.Write, "lease revoke"
+		return nil, nil
 	case *dkvpb.LeaseTimeToLiveRequest:
 		if !r.GetKeys() {
 			return nil, nil
 		}
-		id, perm, what = r.GetId(), auth.Read, "lease time-to-live with keys"
-	default:
+		return state.LeaseKeyNeeds(st, r.GetId(), auth.Read, "lease time-to-live with keys")
+	case *dkvpb.QueryRequest:
+		// A query reads (part of) the keys under its prefix. Its handler
+		// checks read on that prefix once mapped into the call's store
+		// (query.go); here, any authenticated user.
 		return nil, nil
 	}
-	db := s.store.DB()
-	var n []need
-	if err := lease.Keys(db, id, func(k []byte) bool {
-		n = append(n, need{perm, auth.Key(append([]byte(nil), k...)), what + " (attached key)"})
-		return true
-	}); err != nil {
-		return nil, err
-	}
-	if perm == auth.Write {
-		lks, err := lock.LeaseKeys(db, id)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range lks {
-			n = append(n, need{auth.Write, auth.Key(k), what + " (held lock)"})
-		}
-	}
-	return n, nil
+	return rootOnly, nil
 }
 
 // checkCall authorizes req for method: nil when auth is disabled (one
@@ -455,15 +271,13 @@ func (s *Server) checkView(ctx context.Context, v *auth.View, method string, req
 		s.denied("", method, "", err)
 		return ctx, err
 	}
-	needs := requirements(req)
-	more, err := s.leaseNeeds(req)
+	needs, err := requirements(req, state.DBState(s.store.DB()))
 	if err != nil {
 		return ctx, err
 	}
-	needs = append(needs, more...)
 	for _, n := range needs {
 		if err := allowed(u, n); err != nil {
-			s.denied(u.Name, method, n.span.String(), err)
+			s.denied(u.Name, method, n.Span.String(), err)
 			return ctx, err
 		}
 	}
@@ -471,16 +285,16 @@ func (s *Server) checkView(ctx context.Context, v *auth.View, method string, req
 }
 
 func allowed(u *auth.User, n need) error {
-	if n.what == "root" {
+	if n.What == "root" {
 		if u.Root {
 			return nil
 		}
 		return dkverr.New(dkverr.PermissionDenied, "user %q lacks the role %q this call needs", u.Name, auth.RootRole)
 	}
-	if u.Allowed(n.perm, n.span) {
+	if u.Allowed(n.Perm, n.Span) {
 		return nil
 	}
-	return dkverr.New(dkverr.PermissionDenied, "user %q lacks %s permission on %s (needed by %s)", u.Name, n.perm, n.span, n.what)
+	return dkverr.New(dkverr.PermissionDenied, "user %q lacks %s permission on %s (needed by %s)", u.Name, n.Perm, n.Span, n.What)
 }
 
 // denied records a refused call: a structured log line and a counter.
@@ -891,12 +705,4 @@ func (a *authService) RoleList(ctx context.Context, _ *dkvpb.RoleListRequest) (*
 		resp.Roles = append(resp.Roles, r.GetName())
 	}
 	return resp, nil
-}
-
-func queueAckNeeds(r *dkvpb.QueueAckRequest, n []need) []need {
-	n = append(n, need{auth.Write, auth.Key(r.GetHandle().GetKey()), "queue ack"}, need{auth.Write, auth.Key(r.GetMarkerKey()), "queue ack marker"})
-	for _, p := range r.GetPuts() {
-		n = putNeeds(p, n)
-	}
-	return n
 }

@@ -70,6 +70,10 @@ func clusterIDOf(ms []member) uint64 {
 	return h.Sum64()
 }
 
+// The state machine is wired to the Ready loop here; package state knows
+// nothing of raftnode.
+var _ raftnode.StateMachine[state.Result] = (*state.Machine)(nil)
+
 func (s *Server) startNode(ctx context.Context) error {
 	s.limits = mvcc.Limits{MaxValueBytes: s.cfg.MaxValueBytes, MaxTxnOps: s.cfg.MaxTxnOps}
 	s.limits.EnsureDefaults()

@@ -75,23 +75,10 @@ func TestZeroConfigIsEmbeddedSingleNode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	select {
-	case <-s.Ready():
-	case <-ctx.Done():
-		t.Fatal("zero-config server not ready")
-	}
+	conn := startInProcess(t, s)
 	if s.ClientAddr() != "" || s.HTTPAddr() != "" || s.PeerAddr() != "" {
 		t.Fatalf("zero config listens: client %q, http %q, peer %q", s.ClientAddr(), s.HTTPAddr(), s.PeerAddr())
 	}
-	conn, err := s.DialInProcess(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	if _, err := dkvpb.NewKVClient(conn).Put(ctx, &dkvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
 		t.Fatalf("put in-process: %v", err)
 	}

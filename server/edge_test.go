@@ -33,21 +33,7 @@ func startHTTPTestServer(t *testing.T, cfg Config) (*Server, string, *grpc.Clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.Ready():
-	case <-ctx.Done():
-		t.Fatal("server not ready")
-	}
-	conn, err := s.DialInProcess(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); s.Stop() })
+	conn := startInProcess(t, s)
 	return s, "http://" + s.HTTPAddr(), conn
 }
 

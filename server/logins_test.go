@@ -60,17 +60,7 @@ func loginServer(t *testing.T) (s *Server, offset *atomic.Int64, compares *atomi
 	s.logins.compare = func(h, pw []byte) error { compares.Add(1); return bcrypt.CompareHashAndPassword(h, pw) }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop() })
-	<-s.Ready()
-	conn, err := s.DialInProcess(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ac := dkvpb.NewAuthClient(conn)
+	ac := dkvpb.NewAuthClient(startInProcess(t, s))
 	for _, step := range []func() error{
 		func() error {
 			_, err := ac.UserAdd(ctx, &dkvpb.UserAddRequest{Name: "root", Password: "rootpw"})

@@ -15,6 +15,8 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"google.golang.org/grpc"
 )
 
 // TestNoSpaceAlarmBeforeReadyOnFullDisk (issue #32, finding 11): a node
@@ -51,23 +53,13 @@ func TestNoSpaceAlarmBeforeReadyOnFullDisk(t *testing.T) {
 		return Config{DataDir: dir, ClientAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond,
 			FS: ffs, BallastBytes: ballast, SpaceReserveBytes: reserve, SpaceCheckInterval: 20 * time.Millisecond}
 	}
-	start := func() *Server {
+	start := func() (*Server, *grpc.ClientConn) {
 		t.Helper()
 		s, err := New(cfg())
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := s.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-s.Ready():
-		case <-ctx.Done():
-			t.Fatal("server not ready")
-		}
-		return s
+		return s, startInProcess(t, s)
 	}
 	ballastThere := func() bool {
 		_, err := os.Stat(filepath.Join(dir, storage.BallastName))
@@ -76,32 +68,22 @@ func TestNoSpaceAlarmBeforeReadyOnFullDisk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	s := start()
-	conn, err := s.DialInProcess(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, conn := start()
 	if _, err := dkvpb.NewKVClient(conn).Put(ctx, &dkvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, ctx, "the ballast file is created", ballastThere)
+	testutil.Eventually(t, 30*time.Second, "the ballast file is created", ballastThere)
 	conn.Close()
 	s.Stop()
 
 	// The disk fills up while the node is down.
 	roomy.Store(false)
-	s = start()
-	defer s.Stop()
+	s, conn = start()
 	// The moment it is ready: the alarm is in force, /readyz agrees, and
 	// a put is refused.
 	if !s.sm.Alarms().Raised(s.memberID) {
 		t.Errorf("ready on a full disk (ballast released to open) without the NOSPACE alarm: alarms %q", s.sm.Alarms().Describe())
 	}
-	conn, err = s.DialInProcess(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	kv := dkvpb.NewKVClient(conn)
 	if _, err := kv.Put(ctx, &dkvpb.PutRequest{Key: []byte("k2"), Value: []byte("v2")}); dkverr.CodeOf(err) != dkverr.NoSpace {
 		t.Fatalf("put right after ready on a full disk: %v, want NoSpace", err)
@@ -123,26 +105,12 @@ func TestNoSpaceAlarmBeforeReadyOnFullDisk(t *testing.T) {
 
 	// Room again: the alarm clears, the ballast is back, writes resume.
 	roomy.Store(true)
-	pollUntil(t, ctx, "writes resume once there is room", func() bool {
+	testutil.Eventually(t, 30*time.Second, "writes resume once there is room", func() bool {
 		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: []byte("k2"), Value: []byte("v2")})
 		return err == nil
 	})
-	pollUntil(t, ctx, "the ballast is restored", ballastThere)
+	testutil.Eventually(t, 30*time.Second, "the ballast is restored", ballastThere)
 	if s.sm.Alarms().Raised(s.memberID) {
 		t.Fatal("the alarm is still raised after writes resumed")
-	}
-}
-
-// pollUntil polls cond until it holds or ctx ends.
-func pollUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not by the deadline", what)
-		case <-tick.C:
-		}
 	}
 }

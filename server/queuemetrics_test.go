@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/client/recipe"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // /metrics reports each queue's jobs by state and the age of its oldest
@@ -20,12 +20,12 @@ import (
 func TestMetricsExportQueueStats(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir(), embedded.WithServerConfig(func(cfg *server.Config) { cfg.HTTPAddr = "127.0.0.1:0" }))
+	c, err := embed.Open(ctx, t.TempDir(), embed.WithServerConfig(func(cfg *server.Config) { cfg.HTTPAddr = "127.0.0.1:0" }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	base := "http://" + embedded.Server(c).HTTPAddr()
+	base := "http://" + embed.Server(c).HTTPAddr()
 
 	orders, err := recipe.NewQueue(c, "orders")
 	if err != nil {
@@ -108,7 +108,7 @@ func TestMetricsExportQueueStats(t *testing.T) {
 func TestMetricsQueueCountIsBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir(), embedded.WithServerConfig(func(cfg *server.Config) { cfg.HTTPAddr = "127.0.0.1:0"; cfg.NoSync = true }))
+	c, err := embed.Open(ctx, t.TempDir(), embed.WithServerConfig(func(cfg *server.Config) { cfg.HTTPAddr = "127.0.0.1:0"; cfg.NoSync = true }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestMetricsQueueCountIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	body := scrape(t, "http://"+embedded.Server(c).HTTPAddr())
+	body := scrape(t, "http://"+embed.Server(c).HTTPAddr())
 	n := len(regexp.MustCompile(`(?m)^dkv_queue_oldest_age_seconds\{`).FindAll(body, -1))
 	if n != 100 {
 		t.Errorf("%d queues reported, want the cap of 100", n)

@@ -6,7 +6,6 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/raftnode"
 	"github.com/dkv-io/dkv/internal/state"
 	"google.golang.org/grpc"
@@ -28,16 +27,18 @@ type response interface {
 }
 
 // propose is the one propose-and-respond path of the handlers: it
-// validates req, refuses it if the NOSPACE alarm would, replicates it,
+// validates req and refuses it if the NOSPACE alarm would, both as its
+// command's row in the registry (package state) says, replicates it,
 // waits for it to be applied here, and returns the typed response with
 // its header completed. A refusal by the state machine is returned as
 // its error.
 func propose[T response](ctx context.Context, s *Server, req *dkvpb.InternalRequest) (T, error) {
 	var zero T
-	if err := mvcc.Validate(req, s.limits); err != nil {
+	cmd, _ := state.Lookup(req)
+	if err := cmd.Validate(req, s.limits); err != nil {
 		return zero, err
 	}
-	if err := s.checkSpace(req); err != nil {
+	if err := s.checkSpace(cmd, req); err != nil {
 		return zero, err
 	}
 	if err := s.stampAuth(ctx, req); err != nil {

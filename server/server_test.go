@@ -8,6 +8,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"google.golang.org/grpc"
 )
 
 func startTestServer(t *testing.T, dir string) (*Server, dkvpb.KVClient) {
@@ -16,22 +17,23 @@ func startTestServer(t *testing.T, dir string) (*Server, dkvpb.KVClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return s, dkvpb.NewKVClient(startInProcess(t, s))
+}
+
+// startInProcess starts s (from New) with StartInProcess, failing the
+// test if it is not ready within 20 s; the node and its connection stop
+// when the test ends. Tests outside this package use server/servertest,
+// which this package's own tests cannot import.
+func startInProcess(t testing.TB, s *Server) *grpc.ClientConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.Ready():
-	case <-ctx.Done():
-		t.Fatal("server not ready")
-	}
-	conn, err := s.DialInProcess(ctx)
+	conn, err := s.StartInProcess(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(); s.Stop() })
-	return s, dkvpb.NewKVClient(conn)
+	return conn
 }
 
 func TestPutGetSurvivesRestart(t *testing.T) {

@@ -84,15 +84,7 @@ func startTLSServer(t *testing.T, ct TLSFiles) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop() })
-	select {
-	case <-s.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready")
-	}
+	startInProcess(t, s)
 	return s
 }
 

@@ -12,14 +12,16 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 )
 
-func authClient(t *testing.T, c *Cluster, user, password string) *client.Client {
+func authClient(t *testing.T, c *servertest.Cluster, user, password string) *client.Client {
 	t.Helper()
 	var eps []string
 	for _, n := range c.Nodes {
@@ -54,8 +56,8 @@ func mustDeny(t *testing.T, what string, err error) {
 func TestAuthAcrossCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := NewClusterEach(t, 3, server.Config{AuthBcryptCost: bcrypt.MinCost, Pprof: true}, func(nd *Node) {
-		nd.Cfg.HTTPAddr = FreeAddr(t)
+	c := servertest.NewClusterEach(t, 3, server.Config{AuthBcryptCost: bcrypt.MinCost, Pprof: true}, func(nd *servertest.Node) {
+		nd.Cfg.HTTPAddr = testutil.FreeAddr(t)
 	})
 	setup := authClient(t, c, "", "")
 	// Data alice must not see, made before auth is on: other/x, and a
@@ -218,7 +220,7 @@ func TestAuthAcrossCluster(t *testing.T) {
 	// every member, and her client's next call fails.
 	mustOK(t, "revoke alice app", root.UserRevokeRole(ctx, "alice", "app"))
 	for _, nd := range c.Nodes {
-		Eventually(t, 10*time.Second, "revocation applied on "+nd.Name, func() bool {
+		testutil.Eventually(t, 10*time.Second, "revocation applied on "+nd.Name, func() bool {
 			_, err := nd.KV.Range(metadata.AppendToOutgoingContext(ctx, "token", tok), &dkvpb.RangeRequest{Key: []byte("app/a"), Serializable: true})
 			return dkverr.CodeOf(err) == dkverr.Unauthenticated
 		})
@@ -250,7 +252,7 @@ func TestAuthAcrossCluster(t *testing.T) {
 	mustOK(t, "leader transfer by root through a follower", err)
 }
 
-func authenticate(t *testing.T, ctx context.Context, nd *Node, user, pw string) string {
+func authenticate(t *testing.T, ctx context.Context, nd *servertest.Node, user, pw string) string {
 	t.Helper()
 	conn, err := grpc.NewClient("passthrough:///"+nd.Srv.ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // cacheReplay checks a cache's handler calls as they come: replaying
@@ -92,17 +93,17 @@ func testCachePartition(t *testing.T, compact bool) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
-	c3 := NewCluster(t, 3, server.Config{})
+	c3 := servertest.NewCluster(t, 3, server.Config{})
 	l := c3.WaitLeader()
 	f := c3.Followers()[0]
-	var majority []*Node
+	var majority []*servertest.Node
 	for _, nd := range c3.Nodes {
 		if nd != f {
 			majority = append(majority, nd)
 		}
 	}
-	reader := clientFor(t, f) // the cache's client knows the follower only
-	writer := clientFor(t, l, majority[1])
+	reader := servertest.Client(t, f) // the cache's client knows the follower only
+	writer := servertest.Client(t, l, majority[1])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

@@ -15,6 +15,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -47,15 +48,15 @@ func (f *stagedSnapshots) Rename(oldname, newname string) error {
 }
 
 // countSnapshots gives each node's data dir a stagedSnapshots FS.
-func countSnapshots(got map[string]*stagedSnapshots) func(*Node) {
-	return func(nd *Node) {
+func countSnapshots(got map[string]*stagedSnapshots) func(*servertest.Node) {
+	return func(nd *servertest.Node) {
 		fs := &stagedSnapshots{FS: vfs.Default}
 		got[nd.Name] = fs
 		nd.Cfg.FS = fs
 	}
 }
 
-func put(t *testing.T, nd *Node, key, val string) int64 {
+func put(t *testing.T, nd *servertest.Node, key, val string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -66,7 +67,7 @@ func put(t *testing.T, nd *Node, key, val string) int64 {
 	return resp.Header.Revision
 }
 
-func get(t *testing.T, nd *Node, key string, serializable bool) (string, bool) {
+func get(t *testing.T, nd *servertest.Node, key string, serializable bool) (string, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -81,7 +82,7 @@ func get(t *testing.T, nd *Node, key string, serializable bool) (string, bool) {
 }
 
 func TestClusterReplicatesWritesFromAnyNode(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	for i, nd := range c.Nodes {
 		put(t, nd, fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i))
 	}
@@ -104,7 +105,7 @@ func TestClusterReplicatesWritesFromAnyNode(t *testing.T) {
 }
 
 func TestLeaderFailoverLosesNoAcknowledgedWrite(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	acked := map[string]string{}
 	for i := 0; i < 50; i++ {
 		k := fmt.Sprintf("a%d", i)
@@ -134,7 +135,7 @@ func TestLeaderFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 }
 
 func TestPartitionedMinorityRefusesThenConverges(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	put(t, c.Nodes[0], "x", "1")
 	// Cut off a follower, once it has applied the write (the put is
 	// acknowledged when its member applied it, not every follower).
@@ -164,7 +165,7 @@ func TestPartitionedMinorityRefusesThenConverges(t *testing.T) {
 		t.Fatalf("serializable read on minority: %q %v", v, ok)
 	}
 	// The majority keeps serving.
-	var majority *Node
+	var majority *servertest.Node
 	for _, nd := range c.Nodes {
 		if nd != minority {
 			majority = nd
@@ -181,7 +182,7 @@ func TestPartitionedMinorityRefusesThenConverges(t *testing.T) {
 
 // putMany writes n keys (key(i) for i < n) through nd, 64 at a time, and
 // fails the test on any error.
-func putMany(ctx context.Context, t *testing.T, nd *Node, n int, key func(i int) string) {
+func putMany(ctx context.Context, t *testing.T, nd *servertest.Node, n int, key func(i int) string) {
 	t.Helper()
 	sem := make(chan struct{}, 64)
 	errc := make(chan error, n)
@@ -207,7 +208,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 		cfg, n = server.Config{}, *snapshotKeys
 	}
 	staged := map[string]*stagedSnapshots{}
-	c := NewClusterEach(t, 3, cfg, countSnapshots(staged))
+	c := servertest.NewClusterEach(t, 3, cfg, countSnapshots(staged))
 	lag := c.Followers()[0]
 	c.Stop(lag)
 	l := c.WaitLeader()
@@ -242,7 +243,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 // under load). Found by the chaos suite's membership fault.
 func TestLearnerAddedAfterCompactionCatchesUp(t *testing.T) {
 	staged := map[string]*stagedSnapshots{}
-	c := NewClusterEach(t, 3, server.Config{NoSync: true, SnapshotCount: smallSnapshotCount, CatchUpEntries: smallCatchUpEntries}, countSnapshots(staged))
+	c := servertest.NewClusterEach(t, 3, server.Config{NoSync: true, SnapshotCount: smallSnapshotCount, CatchUpEntries: smallCatchUpEntries}, countSnapshots(staged))
 	l := c.WaitLeader()
 	// Past SnapshotCount + CatchUpEntries, so the log is compacted and a
 	// new member needs a snapshot.
@@ -268,7 +269,7 @@ func TestLearnerAddedAfterCompactionCatchesUp(t *testing.T) {
 }
 
 func TestMembershipChangesUnderLoad(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	stop := make(chan struct{})
 	loadErr := make(chan error, 1)
 	writes := make(chan int, 1)
@@ -345,7 +346,7 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 }
 
 func TestUnsafeMemberRemoveIsRefused(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	l := c.WaitLeader()
 	fs := c.Followers()
 	down, other := fs[0], fs[1]
@@ -375,7 +376,7 @@ func TestUnsafeMemberRemoveIsRefused(t *testing.T) {
 // some were lost, some applied twice, and a second result for one waiter
 // blocked the raft loop for good.
 func TestConcurrentWritesThroughFollowersAllApplyOnce(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	const writers, each = 32, 60
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -416,7 +417,7 @@ func TestConcurrentWritesThroughFollowersAllApplyOnce(t *testing.T) {
 // a new leader has been elected and the write still is not applied, not
 // hold the caller until its deadline (it used to wait the full minute).
 func TestWriteLostWithIsolatedLeaderAnswersUnknownBeforeDeadline(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{NoSync: true})
+	c := servertest.NewCluster(t, 3, server.Config{NoSync: true})
 	l := c.WaitLeader()
 	f := c.Followers()[0]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -40,7 +40,7 @@ func storedTwice(t *testing.T, ctx context.Context) (*damageNode, []string) {
 		}
 		acked = append(acked, n.writeAckedKeys(ctx, damageKeys)...)
 		n.stop(syscall.SIGTERM)
-		if code := n.cmd.ProcessState.ExitCode(); code != 0 {
+		if code := n.Cmd.ProcessState.ExitCode(); code != 0 {
 			t.Fatalf("clean stop exit code %d:\n%s", code, n.output())
 		}
 	}

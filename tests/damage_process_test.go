@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // exitDataDamaged is dkv serve's exit code for damaged data (docs/cli.md).
@@ -22,49 +22,37 @@ const exitDataDamaged = 11
 // damageNode is one single-node `dkv serve` process whose data dir the test
 // damages between runs.
 type damageNode struct {
-	t      *testing.T
-	dir    string
-	client string
-	args   []string
-	cmd    *exec.Cmd
-	out    *os.File
-	exited chan struct{}
-	run    int
+	t                 *testing.T
+	dir               string
+	client            string
+	args              []string
+	run               int
+	*testutil.Process // the current run; nil before the first
 }
 
 func newDamageNode(t *testing.T) *damageNode {
 	base := t.TempDir()
-	n := &damageNode{t: t, dir: filepath.Join(base, "data"), client: FreeAddr(t)}
-	n.args = []string{"serve", "--name", "n1", "--client-addr", n.client, "--peer-addr", FreeAddr(t),
+	n := &damageNode{t: t, dir: filepath.Join(base, "data"), client: testutil.FreeAddr(t)}
+	n.args = []string{"serve", "--name", "n1", "--client-addr", n.client, "--peer-addr", testutil.FreeAddr(t),
 		"--http-addr", "", "--data-dir", n.dir}
 	t.Cleanup(func() {
-		if n.cmd != nil && n.cmd.ProcessState == nil {
-			n.cmd.Process.Signal(syscall.SIGKILL)
-			<-n.exited
+		if n.Process != nil {
+			n.Kill()
 		}
 	})
 	return n
 }
 
+// start runs the node again, its output in a log of this run's own.
 func (n *damageNode) start() {
 	n.t.Helper()
 	n.run++
-	n.cmd = exec.Command(dkvBinary(n.t), n.args...)
-	f, err := os.Create(filepath.Join(filepath.Dir(n.dir), fmt.Sprintf("run%d.log", n.run)))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.out = f
-	n.cmd.Stdout, n.cmd.Stderr = f, f
-	if err := n.cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	n.exited = make(chan struct{})
-	go func() { n.cmd.Wait(); close(n.exited) }()
+	log := filepath.Join(filepath.Dir(n.dir), fmt.Sprintf("run%d.log", n.run))
+	n.Process = testutil.StartProcess(n.t, log, testutil.DKVBinary(n.t), n.args...)
 }
 
 func (n *damageNode) output() string {
-	b, _ := os.ReadFile(n.out.Name())
+	b, _ := os.ReadFile(n.Log)
 	return string(b)
 }
 
@@ -77,7 +65,7 @@ func (n *damageNode) waitReadyOrExit(timeout time.Duration) bool {
 	defer tick.Stop()
 	for {
 		select {
-		case <-n.exited:
+		case <-n.Exited():
 			return false
 		case <-deadline:
 			n.t.Fatalf("node neither ready nor exited after %v:\n%s", timeout, n.output())
@@ -90,9 +78,9 @@ func (n *damageNode) waitReadyOrExit(timeout time.Duration) bool {
 }
 
 func (n *damageNode) stop(sig syscall.Signal) {
-	n.cmd.Process.Signal(sig)
+	n.Cmd.Process.Signal(sig)
 	select {
-	case <-n.exited:
+	case <-n.Exited():
 	case <-time.After(30 * time.Second):
 		n.t.Fatalf("node did not exit after %v", sig)
 	}
@@ -186,7 +174,7 @@ func (n *damageNode) wantRefused(ctx context.Context, acked []string, file strin
 		n.t.Fatalf("node started on damaged data: ready with %d of %d acknowledged keys missing\n%s", miss, len(acked), n.output())
 	}
 	out := n.output()
-	if code := n.cmd.ProcessState.ExitCode(); code != exitDataDamaged {
+	if code := n.Cmd.ProcessState.ExitCode(); code != exitDataDamaged {
 		n.t.Errorf("exit code %d, want %d (DataDamaged)\n%s", code, exitDataDamaged, out)
 	}
 	for _, want := range []string{"Error: DataDamaged: data dir " + n.dir + " is damaged", file, "docs/cluster.md", "remove it from the cluster"} {
@@ -292,7 +280,7 @@ func TestProcessUndamagedRestartThenFlippedSSTRefused(t *testing.T) {
 		t.Fatalf("undamaged restart lost %d of %d acknowledged keys", miss, len(acked))
 	}
 	n.stop(syscall.SIGTERM)
-	if code := n.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := n.Cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("clean stop exit code %d:\n%s", code, n.output())
 	}
 
@@ -340,7 +328,7 @@ func TestProcessMemberWithLostLogRefused(t *testing.T) {
 		}
 	}
 	var victim *procMember
-	Eventually(t, 30*time.Second, "a leader", func() bool { return leaderOf(ctx, ms) != nil })
+	testutil.Eventually(t, 30*time.Second, "a leader", func() bool { return leaderOf(ctx, ms) != nil })
 	l := leaderOf(ctx, ms)
 	for _, m := range ms {
 		if m != l {
@@ -348,7 +336,7 @@ func TestProcessMemberWithLostLogRefused(t *testing.T) {
 			break
 		}
 	}
-	victim.kill9()
+	victim.Kill()
 	logs, _ := filepath.Glob(filepath.Join(victim.dir, "*.log"))
 	if len(logs) == 0 {
 		t.Fatal("no WAL")
@@ -360,13 +348,13 @@ func TestProcessMemberWithLostLogRefused(t *testing.T) {
 	}
 	victim.start(t)
 	select {
-	case <-victim.exited:
+	case <-victim.Exited():
 	case <-time.After(30 * time.Second):
 		out, _ := os.ReadFile(filepath.Join(filepath.Dir(victim.dir), victim.name+".log"))
 		t.Fatalf("member with a lost log and HardState kept running:\n%s", out)
 	}
 	out, _ := os.ReadFile(filepath.Join(filepath.Dir(victim.dir), victim.name+".log"))
-	if code := victim.cmd.ProcessState.ExitCode(); code != exitDataDamaged {
+	if code := victim.Cmd.ProcessState.ExitCode(); code != exitDataDamaged {
 		t.Errorf("exit code %d, want %d\n%s", code, exitDataDamaged, out)
 	}
 	for _, want := range []string{"the raft log and HardState are gone", "remove it from the cluster"} {
@@ -420,12 +408,12 @@ func TestProcessSSTDamagedWhileRunningStops(t *testing.T) {
 		t.Errorf("range over a damaged SST answered %d of %d keys without an error", len(res.KVs), len(acked))
 	}
 	select {
-	case <-n.exited:
+	case <-n.Exited():
 	case <-time.After(30 * time.Second):
 		t.Fatalf("node still running after reading a damaged SST (range err %v):\n%s", err, n.output())
 	}
 	out := n.output()
-	if code := n.cmd.ProcessState.ExitCode(); code != exitDataDamaged {
+	if code := n.Cmd.ProcessState.ExitCode(); code != exitDataDamaged {
 		t.Errorf("exit code %d, want %d (DataDamaged)\n%s", code, exitDataDamaged, out)
 	}
 	for _, want := range []string{"Error: DataDamaged: data dir " + n.dir + " is damaged", ".sst", "docs/cluster.md"} {

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 var metricRef = regexp.MustCompile(`\bdkv_[a-z0-9_]+`)
@@ -56,7 +58,7 @@ func exportedMetrics(t *testing.T, httpAddr string) map[string]bool {
 // node: every dkv_ metric they reference must be one it exports, so a
 // renamed metric cannot leave a panel empty or an alert silent.
 func TestDeployDashboardAndAlertsUseExportedMetrics(t *testing.T) {
-	c := NewCluster(t, 1, server.Config{HTTPAddr: FreeAddr(t), QuotaBytes: 1 << 30})
+	c := servertest.NewCluster(t, 1, server.Config{HTTPAddr: testutil.FreeAddr(t), QuotaBytes: 1 << 30})
 	nd := c.Nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

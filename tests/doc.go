@@ -1,6 +1,5 @@
-// Package tests holds DKV's multi-node tests and the in-process cluster
-// harness they share (Cluster): start, stop, restart, partition, heal,
-// wait for a leader, wait for replication. Nodes are real servers on
-// loopback ports, so the real gRPC peer transport is exercised; faults are
-// injected through transport.Faults.
+// Package tests holds DKV's multi-node tests: in-process clusters from
+// server/servertest (start, stop, restart, partition, heal, wait for a
+// leader or for replication) and process-level clusters of `dkv serve`
+// built by internal/testutil.
 package tests

@@ -13,6 +13,8 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 	"github.com/dkv-io/dkv/tests/chaos"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -132,10 +134,12 @@ func TestDockerCluster(t *testing.T) {
 	}
 	id := fmt.Sprintf("dkvtest-%d-%d", os.Getpid(), rand.IntN(1<<20))
 	ctxDir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(ctxDir, "dkv"), "github.com/dkv-io/dkv/cmd/dkv")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building a static dkv: %v\n%s", err, out)
+	bin, err := os.ReadFile(testutil.DKVBinary(t)) // static, as the image needs
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ctxDir, "dkv"), bin, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	image := id + ":test"
 	if _, err := docker("build", "-q", "-f", "../Dockerfile", "-t", image, ctxDir); err != nil {
@@ -149,14 +153,14 @@ func TestDockerCluster(t *testing.T) {
 
 	n := &dockerNemesis{t: t, network: id, down: map[int]string{}}
 	ic := "n1=n1:7862,n2=n2:7862,n3=n3:7862"
-	token := RandomToken()
+	token := servertest.RandomToken()
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("%s-n%d", id, i)
 		// Registered before run so a half-started container is removed too.
 		t.Cleanup(func() { docker("rm", "-f", "-v", name) })
 		// A fixed host port: a random one (127.0.0.1::7861) changes on
 		// every restart and network reconnect.
-		ep := FreeAddr(t)
+		ep := testutil.FreeAddr(t)
 		if _, err := docker("run", "-d", "--name", name, "--network", id, "--network-alias", fmt.Sprintf("n%d", i),
 			"-p", ep+":7861", image,
 			"serve", "--name", fmt.Sprintf("n%d", i), "--client-addr", "0.0.0.0:7861", "--peer-addr", "0.0.0.0:7862",

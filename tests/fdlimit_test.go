@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // The test binary doubles as a launcher that runs a program with a low
@@ -81,9 +82,9 @@ func TestProcessFDExhaustion(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur < 2*floodConn {
 		t.Fatalf("this test opens %d connections itself and needs RLIMIT_NOFILE >= %d; it is %d (err %v)", floodConn, 2*floodConn, rl.Cur, err)
 	}
-	bin := dkvBinary(t)
+	bin := testutil.DKVBinary(t)
 	base := t.TempDir()
-	clientAddr, httpAddr, peerAddr := FreeAddr(t), FreeAddr(t), FreeAddr(t)
+	clientAddr, httpAddr, peerAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 	args, _ := json.Marshal([]string{bin, "serve", "--name", "fd", "--data-dir", filepath.Join(base, "data"),
 		"--client-addr", clientAddr, "--http-addr", httpAddr, "--peer-addr", peerAddr})
 	exe, err := os.Executable()
@@ -129,7 +130,7 @@ func TestProcessFDExhaustion(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	Eventually(t, 30*time.Second, "dkv serve ready", func() bool {
+	testutil.Eventually(t, 30*time.Second, "dkv serve ready", func() bool {
 		alive("starting")
 		resp, err := http.Get("http://" + httpAddr + "/readyz")
 		if err != nil {
@@ -226,7 +227,7 @@ func TestProcessFDExhaustion(t *testing.T) {
 		wg.Wait()
 	}
 	defer stopFlood()
-	Eventually(t, 60*time.Second, fmt.Sprintf("%d idle connections open", floodConn), func() bool {
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d idle connections open", floodConn), func() bool {
 		return opened.Load() >= floodConn
 	})
 
@@ -294,7 +295,7 @@ func TestProcessFDExhaustion(t *testing.T) {
 
 	// A new client gets in once the flood is gone, and sees every write.
 	var nc *client.Client
-	Eventually(t, 30*time.Second, "a new client after the flood", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a new client after the flood", func() bool {
 		alive("after the flood")
 		c, err := client.New(ctx, client.Config{Endpoints: []string{clientAddr}, DialTimeout: 2 * time.Second, AutoSyncInterval: -1})
 		if err != nil {

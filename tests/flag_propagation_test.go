@@ -12,7 +12,9 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 var flagInstances = flag.Int("flags.instances", 100, "watching instances in TestFlagPropagation and BenchmarkFlagPropagation")
@@ -33,12 +35,12 @@ type flagFleet struct {
 
 func newFlagFleet(tb testing.TB, n int) *flagFleet {
 	tb.Helper()
-	c3 := NewCluster(tb, 3, server.Config{})
+	c3 := servertest.NewCluster(tb, 3, server.Config{})
 	c3.WaitLeader()
-	ff := &flagFleet{writer: clientFor(tb, c3.Nodes...), arrived: make([]map[int64]time.Time, n)}
+	ff := &flagFleet{writer: servertest.Client(tb, c3.Nodes...), arrived: make([]map[int64]time.Time, n)}
 	for i := range n {
-		nodes := append(append([]*Node{}, c3.Nodes[i%3:]...), c3.Nodes[:i%3]...)
-		cl := clientFor(tb, nodes...)
+		nodes := append(append([]*servertest.Node{}, c3.Nodes[i%3:]...), c3.Nodes[:i%3]...)
+		cl := servertest.Client(tb, nodes...)
 		ff.arrived[i] = map[int64]time.Time{}
 		seen := func(kv *client.KeyValue) {
 			if kv.Key != recipe.FlagPrefix+"prop" {
@@ -91,7 +93,7 @@ func (ff *flagFleet) flip(tb testing.TB, on bool) []time.Duration {
 		}
 		// WaitForRevision may return while the handler is being called.
 		var at time.Time
-		Eventually(tb, 10*time.Second, fmt.Sprintf("instance %d's handler call for revision %d", i, rev), func() bool {
+		testutil.Eventually(tb, 10*time.Second, fmt.Sprintf("instance %d's handler call for revision %d", i, rev), func() bool {
 			ff.mu.Lock()
 			defer ff.mu.Unlock()
 			var ok bool

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // TestStopHandsLeadershipOver: server.Stop on the leader of an embedded
@@ -11,7 +12,7 @@ import (
 // cluster is never without a leader (without the hand-over the others
 // notice the silence only after their election timeout, here a second).
 func TestStopHandsLeadershipOver(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{ElectionTicks: 50})
+	c := servertest.NewCluster(t, 3, server.Config{ElectionTicks: 50})
 	l := c.WaitLeader()
 	c.Stop(l)
 	var leaders []string

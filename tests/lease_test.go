@@ -15,7 +15,9 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // Cluster settings for lease tests: 20ms ticks, so an election takes
@@ -25,28 +27,12 @@ const (
 	leaseTestElection   = 400 * time.Millisecond // 2 x ElectionTicks x TickInterval: raft's randomized upper bound
 )
 
-func newLeaseCluster(t testing.TB, n int) *Cluster {
+func newLeaseCluster(t testing.TB, n int) *servertest.Cluster {
 	cfg := server.Config{LeaseCheckpointInterval: leaseTestCheckpoint, LeaseTick: 10 * time.Millisecond}
 	if os.Getenv("DKV_LEASE_DEBUG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return NewCluster(t, n, cfg)
-}
-
-func clientFor(t testing.TB, nodes ...*Node) *client.Client {
-	t.Helper()
-	var eps []string
-	for _, nd := range nodes {
-		eps = append(eps, nd.Srv.ClientAddr())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: eps, AutoSyncInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return servertest.NewCluster(t, n, cfg)
 }
 
 func ctx10(t testing.TB) context.Context {
@@ -69,7 +55,7 @@ func exists(t testing.TB, c *client.Client, key string) bool {
 
 func TestLeaseAPI(t *testing.T) {
 	c3 := newLeaseCluster(t, 3)
-	c := clientFor(t, c3.Nodes...)
+	c := servertest.Client(t, c3.Nodes...)
 	ctx := ctx10(t)
 
 	// Bad input.
@@ -123,7 +109,7 @@ func TestLeaseAPI(t *testing.T) {
 		t.Fatalf("leases = %v, %v", ls, err)
 	}
 	// A keep-alive sent to a follower reaches the leader through raft.
-	f := clientFor(t, c3.Followers()[0])
+	f := servertest.Client(t, c3.Followers()[0])
 	if ttl, err := f.KeepAliveOnce(ctx, g.ID); err != nil || ttl != 30*time.Second {
 		t.Fatalf("keep-alive via a follower = %v, %v", ttl, err)
 	}
@@ -149,7 +135,7 @@ func TestLeaseAPI(t *testing.T) {
 
 func TestTTLKeyDisappears(t *testing.T) {
 	c3 := newLeaseCluster(t, 3)
-	c := clientFor(t, c3.Nodes...)
+	c := servertest.Client(t, c3.Nodes...)
 	ctx := ctx10(t)
 	start := time.Now()
 	res, err := c.Put(ctx, "session:1", []byte("x"), client.WithTTL(time.Second))
@@ -159,7 +145,7 @@ func TestTTLKeyDisappears(t *testing.T) {
 	if res.Lease == 0 {
 		t.Fatal("Put WithTTL returned no lease id")
 	}
-	Eventually(t, 5*time.Second, "the TTL key to vanish", func() bool { return !exists(t, c, "session:1") })
+	testutil.Eventually(t, 5*time.Second, "the TTL key to vanish", func() bool { return !exists(t, c, "session:1") })
 	if el := time.Since(start); el < time.Second {
 		t.Fatalf("TTL key vanished after %v, before its 1s TTL", el)
 	}
@@ -170,7 +156,7 @@ func TestTTLKeyDisappears(t *testing.T) {
 
 func TestKeepAliveReportsLoss(t *testing.T) {
 	c3 := newLeaseCluster(t, 1)
-	c := clientFor(t, c3.Nodes...)
+	c := servertest.Client(t, c3.Nodes...)
 	ctx := ctx10(t)
 	s, err := concurrency.NewSession(ctx, c, concurrency.WithTTL(2*time.Second))
 	if err != nil {
@@ -210,7 +196,7 @@ func TestKeepAliveReportsLoss(t *testing.T) {
 // keys while the leader is stopped and another elected.
 func TestLeaseKeptAcrossLeaderStop(t *testing.T) {
 	c3 := newLeaseCluster(t, 3)
-	c := clientFor(t, c3.Nodes...)
+	c := servertest.Client(t, c3.Nodes...)
 	ctx := ctx10(t)
 	const ttl = 2 * time.Second
 	s, err := concurrency.NewSession(ctx, c, concurrency.WithTTL(ttl))
@@ -250,7 +236,7 @@ func TestLeaseKeptAcrossLeaderStop(t *testing.T) {
 // with the leader stopped in between.
 func TestLeaseExpiresAcrossLeaderStop(t *testing.T) {
 	c3 := newLeaseCluster(t, 3)
-	c := clientFor(t, c3.Nodes...)
+	c := servertest.Client(t, c3.Nodes...)
 	ctx := ctx10(t)
 	const ttl = 2 * time.Second
 	g, err := c.Grant(ctx, ttl)
@@ -301,8 +287,8 @@ func TestLeaseSoak(t *testing.T) {
 	if d, err := time.ParseDuration(os.Getenv("DKV_LEASE_SOAK_DURATION")); err == nil {
 		dur = d
 	}
-	c3 := NewCluster(t, 3, server.Config{TickInterval: 100 * time.Millisecond, NoSync: os.Getenv("DKV_LEASE_SOAK_NOSYNC") != ""})
-	c := clientFor(t, c3.Nodes...)
+	c3 := servertest.NewCluster(t, 3, server.Config{TickInterval: 100 * time.Millisecond, NoSync: os.Getenv("DKV_LEASE_SOAK_NOSYNC") != ""})
+	c := servertest.Client(t, c3.Nodes...)
 	const ttl = 3 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

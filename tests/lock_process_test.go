@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // dkvCLI runs the dkv command against ms and returns its stdout and exit
@@ -22,7 +24,7 @@ func dkvCLI(t *testing.T, ms []*procMember, args ...string) (string, int) {
 		eps = append(eps, m.client)
 	}
 	full := append([]string{"--endpoints", strings.Join(eps, ","), "--timeout", "15s"}, args...)
-	cmd := exec.Command(dkvBinary(t), full...)
+	cmd := exec.Command(testutil.DKVBinary(t), full...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -40,7 +42,7 @@ func dkvCLI(t *testing.T, ms []*procMember, args ...string) (string, int) {
 
 func waitProcCluster(t *testing.T, ms []*procMember) {
 	t.Helper()
-	Eventually(t, 20*time.Second, "process cluster has a leader", func() bool {
+	testutil.Eventually(t, 20*time.Second, "process cluster has a leader", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return leaderOf(ctx, ms) != nil
@@ -131,7 +133,7 @@ func TestProcessLockPause(t *testing.T) {
 			for _, m := range ms {
 				eps = append(eps, m.client)
 			}
-			a := exec.Command(dkvBinary(t), "--endpoints", strings.Join(eps, ","), "lock", "order:123", "--ttl", "2s", "--",
+			a := exec.Command(testutil.DKVBinary(t), "--endpoints", strings.Join(eps, ","), "lock", "order:123", "--ttl", "2s", "--",
 				"sh", "-c", `echo "$DKV_LOCK_HANDLE"; exec sleep 60`)
 			stdout, err := a.StdoutPipe()
 			if err != nil {
@@ -170,7 +172,7 @@ func TestProcessLockPause(t *testing.T) {
 				if l == nil {
 					t.Fatal("no leader")
 				}
-				l.kill9()
+				l.Kill()
 				live = nil
 				for _, m := range ms {
 					if m != l {
@@ -231,7 +233,7 @@ func TestProcessElection(t *testing.T) {
 	wins := make(chan elected, 3)
 	procs := make([]*exec.Cmd, 3)
 	for i := range procs {
-		p := exec.Command(dkvBinary(t), "--endpoints", strings.Join(eps, ","), "elect", "svc", fmt.Sprintf("cand-%d", i), "--ttl", "2s")
+		p := exec.Command(testutil.DKVBinary(t), "--endpoints", strings.Join(eps, ","), "elect", "svc", fmt.Sprintf("cand-%d", i), "--ttl", "2s")
 		out, err := p.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -253,7 +255,7 @@ func TestProcessElection(t *testing.T) {
 			}
 		}(i)
 	}
-	lis := exec.Command(dkvBinary(t), "--endpoints", strings.Join(eps, ","), "elect", "svc", "--listen")
+	lis := exec.Command(testutil.DKVBinary(t), "--endpoints", strings.Join(eps, ","), "elect", "svc", "--listen")
 	lout, err := lis.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

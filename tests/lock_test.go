@@ -12,14 +12,15 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 var lockWaiters = flag.Int("lock-waiters", 0, "waiters in TestLockManyWaitersFIFO (default 200 under -race, 1000 otherwise)")
 
 func TestLockAPI(t *testing.T) {
 	c3 := newLeaseCluster(t, 3)
-	a := clientFor(t, c3.Nodes[0])
-	b := clientFor(t, c3.Nodes[1])
+	a := servertest.Client(t, c3.Nodes[0])
+	b := servertest.Client(t, c3.Nodes[1])
 	ctx := ctx10(t)
 
 	ra, err := a.TryAcquire(ctx, "invoice:101", 10*time.Second)
@@ -125,8 +126,8 @@ func TestLockPause(t *testing.T) {
 	for _, killLeader := range []bool{false, true} {
 		t.Run(fmt.Sprintf("killLeader=%v", killLeader), func(t *testing.T) {
 			c3 := newLeaseCluster(t, 3)
-			a := clientFor(t, c3.Nodes...)
-			b := clientFor(t, c3.Nodes...)
+			a := servertest.Client(t, c3.Nodes...)
+			b := servertest.Client(t, c3.Nodes...)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 
@@ -182,7 +183,7 @@ func TestLockManyWaitersFIFO(t *testing.T) {
 		}
 	}
 	c3 := newLeaseCluster(t, 3)
-	c := clientFor(t, c3.Nodes...)
+	c := servertest.Client(t, c3.Nodes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s, err := concurrency.NewSession(ctx, c, concurrency.WithTTL(30*time.Second))
@@ -278,7 +279,7 @@ func TestElectionFailover(t *testing.T) {
 	cands := make([]*cand, 3)
 	won := make(chan int, 3)
 	for i := range cands {
-		c := clientFor(t, c3.Nodes[i])
+		c := servertest.Client(t, c3.Nodes[i])
 		s, err := concurrency.NewSession(ctx, c, concurrency.WithTTL(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -297,7 +298,7 @@ func TestElectionFailover(t *testing.T) {
 			won <- i
 		}(i)
 	}
-	obsClient := clientFor(t, c3.Nodes...)
+	obsClient := servertest.Client(t, c3.Nodes...)
 	obs := concurrency.Observe(ctx, obsClient, name)
 
 	first := <-won
@@ -378,7 +379,7 @@ func waitObserved(t *testing.T, obs <-chan concurrency.LeaderInfo, term int64) c
 // member restarts, the holder, its enforcement and the token order remain.
 func TestLockSurvivesRestart(t *testing.T) {
 	c3 := newLeaseCluster(t, 3)
-	c := clientFor(t, c3.Nodes...)
+	c := servertest.Client(t, c3.Nodes...)
 	ctx := ctx10(t)
 	r, err := c.TryAcquire(ctx, "k", 30*time.Second)
 	if err != nil || !r.Acquired {
@@ -391,7 +392,7 @@ func TestLockSurvivesRestart(t *testing.T) {
 		c3.Start(nd)
 	}
 	c3.WaitLeader()
-	c2 := clientFor(t, c3.Nodes...)
+	c2 := servertest.Client(t, c3.Nodes...)
 	ctx = ctx10(t)
 	info, err := c2.DescribeLock(ctx, "k")
 	if err != nil || info.Holder == nil || *info.Holder != r.Handle {

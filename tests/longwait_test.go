@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // TestLockWaitKeepsPlaceAcrossRestartAndLeaderChange: a waiter whose
@@ -14,13 +16,13 @@ import (
 func TestLockWaitKeepsPlaceAcrossRestartAndLeaderChange(t *testing.T) {
 	c3 := newLeaseCluster(t, 3)
 	lead := c3.WaitLeader()
-	var fs []*Node
+	var fs []*servertest.Node
 	for _, nd := range c3.Nodes {
 		if nd != lead {
 			fs = append(fs, nd)
 		}
 	}
-	all := clientFor(t, c3.Nodes...)
+	all := servertest.Client(t, c3.Nodes...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const key = "standby"
@@ -35,7 +37,7 @@ func TestLockWaitKeepsPlaceAcrossRestartAndLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ca.Close()
-	cb := clientFor(t, fs[1])
+	cb := servertest.Client(t, fs[1])
 	type grant struct {
 		h   client.LockHandle
 		err error
@@ -50,7 +52,7 @@ func TestLockWaitKeepsPlaceAcrossRestartAndLeaderChange(t *testing.T) {
 	}
 	queued := func(n int64) {
 		t.Helper()
-		Eventually(t, 20*time.Second, "queue length", func() bool {
+		testutil.Eventually(t, 20*time.Second, "queue length", func() bool {
 			info, err := all.DescribeLock(ctx, key)
 			return err == nil && info.QueueLength == n
 		})

@@ -9,6 +9,7 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // One follower's disk nearly full: its alarm, proposed through raft, makes
@@ -17,8 +18,8 @@ import (
 // writes resume on every member once the follower has room again.
 func TestNoSpaceAlarmIsClusterWide(t *testing.T) {
 	fss := map[string]*storage.FaultFS{}
-	c := NewClusterEach(t, 3, server.Config{SpaceCheckInterval: 20 * time.Millisecond, SpaceReserveBytes: 64 << 20, BallastBytes: -1},
-		func(nd *Node) {
+	c := servertest.NewClusterEach(t, 3, server.Config{SpaceCheckInterval: 20 * time.Millisecond, SpaceReserveBytes: 64 << 20, BallastBytes: -1},
+		func(nd *servertest.Node) {
 			fs := storage.NewFaultFS(nil)
 			fs.Avail.Store(1 << 40)
 			fss[nd.Name] = fs
@@ -29,7 +30,7 @@ func TestNoSpaceAlarmIsClusterWide(t *testing.T) {
 	full := c.Followers()[0]
 	fss[full.Name].Avail.Store(8 << 20)
 
-	putErr := func(nd *Node, key string) error {
+	putErr := func(nd *servertest.Node, key string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, err := nd.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte(key), Value: []byte("x")})

@@ -7,6 +7,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // 'dkv defrag' against every member of a 3-node cluster, one after the
@@ -15,7 +16,7 @@ import (
 // HashKV at one revision, equal lease and lock hash at one applied index)
 // with every acknowledged write readable on it.
 func TestDefragEveryMemberUnderWrites(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	leader := c.WaitLeader()

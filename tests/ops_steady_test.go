@@ -11,14 +11,16 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/keys"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // steadyWrites runs writers sequential put loops against nd (64
 // keys each, "load/<writer>/<n>") until the returned stop is called; stop
 // returns how many puts were acknowledged, the errors, and each key's
 // last acknowledged value (when the key's last put did not fail).
-func steadyWrites(t *testing.T, nd *Node, writers int) (stop func() (int64, []error, map[string]string)) {
+func steadyWrites(t *testing.T, nd *servertest.Node, writers int) (stop func() (int64, []error, map[string]string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -64,7 +66,7 @@ func steadyWrites(t *testing.T, nd *Node, writers int) (stop func() (int64, []er
 // members at one applied index although their indexes move all the time.
 func TestCorruptLeaseRecordFoundUnderSteadyWrites(t *testing.T) {
 	const interval = 300 * time.Millisecond
-	c := NewCluster(t, 3, server.Config{CorruptCheckInterval: interval})
+	c := servertest.NewCluster(t, 3, server.Config{CorruptCheckInterval: interval})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	leader := c.WaitLeader()
@@ -110,7 +112,7 @@ func TestCorruptLeaseRecordFoundUnderSteadyWrites(t *testing.T) {
 	changed := time.Now()
 
 	var alarms []*dkvpb.AlarmMember
-	Eventually(t, 20*time.Second, "a CORRUPT alarm for "+victim.Name+" while writes go on", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a CORRUPT alarm for "+victim.Name+" while writes go on", func() bool {
 		nd := c.Leader()
 		if nd == nil {
 			return false

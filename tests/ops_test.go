@@ -20,7 +20,9 @@ import (
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/keys"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -30,7 +32,7 @@ import (
 // opsCLI runs the dkv binary and returns its stdout, stderr and exit code.
 func opsCLI(t *testing.T, argv ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(dkvBinary(t), argv...)
+	cmd := exec.Command(testutil.DKVBinary(t), argv...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -56,7 +58,7 @@ type ackedPut struct {
 // revision, every write acknowledged at or before that revision is there
 // and none after it, and the new cluster takes writes.
 func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	var eps []string
 	for _, nd := range c.Nodes {
 		eps = append(eps, nd.Srv.ClientAddr())
@@ -168,7 +170,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 	}
 
 	// A new cluster, each member's data dir restored from the backup.
-	restored := NewClusterEach(t, 3, server.Config{}, func(nd *Node) {
+	restored := servertest.NewClusterEach(t, 3, server.Config{}, func(nd *servertest.Node) {
 		out, errOut, code := opsCLI(t, "snapshot", "restore", file, "--data-dir", nd.Cfg.DataDir, "--name", nd.Name,
 			"--initial-cluster", nd.Cfg.InitialCluster, "--initial-cluster-token", nd.Cfg.InitialClusterToken)
 		if code != 0 {
@@ -179,7 +181,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 		// Each member must have applied its bootstrap before it answers
 		// for the state: poll its HashKV at the backup's revision.
 		var h *dkvpb.HashKVResponse
-		Eventually(t, 10*time.Second, nd.Name+" answers HashKV at the backup revision", func() bool {
+		testutil.Eventually(t, 10*time.Second, nd.Name+" answers HashKV at the backup revision", func() bool {
 			hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
 			defer hcancel()
 			h, err = nd.Cluster.HashKV(hctx, &dkvpb.HashKVRequest{Revision: st.Revision})
@@ -254,7 +256,7 @@ func TestBackupUnderLoadRestoresIntoNewCluster(t *testing.T) {
 // members must go on serving them.
 func TestCorruptMemberRaisesAlarmAndRefusesReads(t *testing.T) {
 	const interval = 300 * time.Millisecond
-	c := NewClusterEach(t, 3, server.Config{CorruptCheckInterval: interval}, func(nd *Node) { nd.Cfg.HTTPAddr = FreeAddr(t) })
+	c := servertest.NewClusterEach(t, 3, server.Config{CorruptCheckInterval: interval}, func(nd *servertest.Node) { nd.Cfg.HTTPAddr = testutil.FreeAddr(t) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	leader := c.WaitLeader()
@@ -278,7 +280,7 @@ func TestCorruptMemberRaisesAlarmAndRefusesReads(t *testing.T) {
 	restarted := corruptBehindRaft(t, c, victim)
 
 	var alarms []*dkvpb.AlarmMember
-	Eventually(t, 10*time.Second, "a CORRUPT alarm for "+victim.Name, func() bool {
+	testutil.Eventually(t, 10*time.Second, "a CORRUPT alarm for "+victim.Name, func() bool {
 		st, err := c.Leader().Cluster.Status(ctx, &dkvpb.StatusRequest{})
 		if err != nil {
 			return false
@@ -292,7 +294,7 @@ func TestCorruptMemberRaisesAlarmAndRefusesReads(t *testing.T) {
 	}
 	// /metrics on every member counts it.
 	for _, nd := range c.Nodes {
-		Eventually(t, 5*time.Second, nd.Name+" /metrics dkv_corrupt_alarms 1", func() bool {
+		testutil.Eventually(t, 5*time.Second, nd.Name+" /metrics dkv_corrupt_alarms 1", func() bool {
 			resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + nd.Srv.HTTPAddr() + "/metrics")
 			if err != nil {
 				return false
@@ -304,7 +306,7 @@ func TestCorruptMemberRaisesAlarmAndRefusesReads(t *testing.T) {
 	}
 	// The diverged member refuses reads, linearizable and serializable.
 	for _, ser := range []bool{false, true} {
-		Eventually(t, 5*time.Second, victim.Name+" refusing reads", func() bool {
+		testutil.Eventually(t, 5*time.Second, victim.Name+" refusing reads", func() bool {
 			_, err := victim.KV.Range(ctx, &dkvpb.RangeRequest{Key: []byte("a"), Serializable: ser})
 			return err != nil
 		})
@@ -333,13 +335,13 @@ func TestCorruptMemberRaisesAlarmAndRefusesReads(t *testing.T) {
 	if len(resp.GetAlarms()) != 0 {
 		t.Fatalf("alarms after disarm: %v", resp.GetAlarms())
 	}
-	Eventually(t, 10*time.Second, "the CORRUPT alarm raised again", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the CORRUPT alarm raised again", func() bool {
 		r, err := mc.Alarm(ctx, &dkvpb.AlarmActionRequest{})
 		return err == nil && len(r.GetAlarms()) == 1 && r.GetAlarms()[0].GetMemberId() == victim.ID()
 	})
 }
 
-func mustConn(t *testing.T, nd *Node) *grpc.ClientConn {
+func mustConn(t *testing.T, nd *servertest.Node) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("passthrough:///"+nd.Srv.ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -354,7 +356,7 @@ func mustConn(t *testing.T, nd *Node) *grpc.ClientConn {
 // leader's dir gets backups, each a verified file, and no more than 2 are
 // kept.
 func TestScheduledBackupsOnTheLeaderOnly(t *testing.T) {
-	c := NewClusterEach(t, 3, server.Config{}, func(nd *Node) {
+	c := servertest.NewClusterEach(t, 3, server.Config{}, func(nd *servertest.Node) {
 		nd.Cfg.BackupDir = filepath.Join(filepath.Dir(nd.Dir), nd.Name+"-backups")
 		nd.Cfg.BackupInterval = time.Second
 		nd.Cfg.BackupKeep = 2
@@ -365,20 +367,20 @@ func TestScheduledBackupsOnTheLeaderOnly(t *testing.T) {
 	if _, err := leader.KV.Put(ctx, &dkvpb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
-	list := func(nd *Node) []string {
+	list := func(nd *servertest.Node) []string {
 		m, _ := filepath.Glob(filepath.Join(nd.Cfg.BackupDir, "dkv-backup-*.snap"))
 		return m
 	}
 	// Three ticks: two files kept, the first one pruned.
 	var first string
-	Eventually(t, 20*time.Second, "a first scheduled backup", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a first scheduled backup", func() bool {
 		if l := list(leader); len(l) > 0 {
 			first = l[0]
 			return true
 		}
 		return false
 	})
-	Eventually(t, 20*time.Second, "the first backup pruned after two newer ones", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the first backup pruned after two newer ones", func() bool {
 		_, err := os.Stat(first)
 		return os.IsNotExist(err)
 	})
@@ -411,7 +413,7 @@ func TestScheduledBackupsOnTheLeaderOnly(t *testing.T) {
 
 // corruptBehindRaft stops victim, gives its key "a" the latest record of
 // key "b" directly in Pebble, and starts it again.
-func corruptBehindRaft(t *testing.T, c *Cluster, victim *Node) time.Time {
+func corruptBehindRaft(t *testing.T, c *servertest.Cluster, victim *servertest.Node) time.Time {
 	t.Helper()
 	c.Stop(victim)
 	db, err := pebble.Open(victim.Dir, &pebble.Options{})
@@ -441,7 +443,7 @@ func corruptBehindRaft(t *testing.T, c *Cluster, victim *Node) time.Time {
 // diverged member is still found. A client without credentials gets
 // neither HashKV nor the alarms.
 func TestCorruptCheckWithAuth(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{CorruptCheckInterval: 300 * time.Millisecond, AuthBcryptCost: bcrypt.MinCost})
+	c := servertest.NewCluster(t, 3, server.Config{CorruptCheckInterval: 300 * time.Millisecond, AuthBcryptCost: bcrypt.MinCost})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	setup := authClient(t, c, "", "")
@@ -456,7 +458,7 @@ func TestCorruptCheckWithAuth(t *testing.T) {
 	victim := c.Followers()[0]
 	corruptBehindRaft(t, c, victim)
 	root := authClient(t, c, "root", "rootpw")
-	Eventually(t, 10*time.Second, "a CORRUPT alarm for "+victim.Name+" with auth on", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a CORRUPT alarm for "+victim.Name+" with auth on", func() bool {
 		al, err := root.Alarms(ctx)
 		return err == nil && len(al) == 1 && al[0].GetMemberId() == victim.ID() && al[0].GetAlarm() == dkvpb.AlarmType_ALARM_TYPE_CORRUPT
 	})

@@ -9,7 +9,9 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // Watches open on a member when it gets a CORRUPT alarm end with
@@ -20,7 +22,7 @@ func TestWatchesEndOnCorruptAlarmAndResumeElsewhere(t *testing.T) {
 	// Long enough that a watch can be opened between a disarm and the
 	// check that raises the alarm again.
 	const interval = 2 * time.Second
-	c := NewCluster(t, 3, server.Config{CorruptCheckInterval: interval})
+	c := servertest.NewCluster(t, 3, server.Config{CorruptCheckInterval: interval})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	leader := c.WaitLeader()
@@ -37,13 +39,13 @@ func TestWatchesEndOnCorruptAlarmAndResumeElsewhere(t *testing.T) {
 		r, err := mc().Alarm(ctx, &dkvpb.AlarmActionRequest{})
 		return err == nil && len(r.GetAlarms()) == 1 && r.GetAlarms()[0].GetMemberId() == victim.ID()
 	}
-	Eventually(t, 15*time.Second, "the CORRUPT alarm for "+victim.Name, raised)
+	testutil.Eventually(t, 15*time.Second, "the CORRUPT alarm for "+victim.Name, raised)
 
 	// Disarm, and open watches on the victim before the next check
 	// raises the alarm again: a raw stream on the victim, and a client
 	// watch whose first endpoint is the victim.
 	var raw dkvpb.Watch_WatchClient
-	Eventually(t, 30*time.Second, "a watch created on "+victim.Name+" after a disarm", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a watch created on "+victim.Name+" after a disarm", func() bool {
 		if _, err := mc().Alarm(ctx, &dkvpb.AlarmActionRequest{Action: dkvpb.AlarmActionRequest_DISARM, Alarm: dkvpb.AlarmType_ALARM_TYPE_CORRUPT}); err != nil {
 			return false
 		}
@@ -78,7 +80,7 @@ func TestWatchesEndOnCorruptAlarmAndResumeElsewhere(t *testing.T) {
 	}
 
 	// The check raises the alarm again; the raw stream ends with it.
-	Eventually(t, 15*time.Second, "the CORRUPT alarm raised again", raised)
+	testutil.Eventually(t, 15*time.Second, "the CORRUPT alarm raised again", raised)
 	ended := make(chan error, 1)
 	go func() {
 		for {

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // leaderProc waits for the member that says it leads.
 func leaderProc(t *testing.T, ms []*procMember) *procMember {
 	t.Helper()
 	var l *procMember
-	Eventually(t, 30*time.Second, "a leader", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a leader", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		l = leaderOf(ctx, ms)
@@ -63,7 +64,7 @@ func testPausedMember(t *testing.T, which string) {
 	}
 	defer cl.Close()
 	// Every endpoint connected before the measurement starts.
-	Eventually(t, 10*time.Second, "a read through every endpoint", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a read through every endpoint", func() bool {
 		for range 20 {
 			if _, err := cl.Get(ctx, "warm", client.WithSerializable()); err != nil && !errors.Is(err, client.ErrNotFound) {
 				return false
@@ -79,7 +80,7 @@ func testPausedMember(t *testing.T, which string) {
 		t.Fatal(err)
 	}
 	defer wc.Close()
-	Eventually(t, 10*time.Second, "the watching client reads through every endpoint", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the watching client reads through every endpoint", func() bool {
 		for range 20 {
 			if _, err := wc.Get(ctx, "warm", client.WithSerializable()); err != nil && !errors.Is(err, client.ErrNotFound) {
 				return false
@@ -179,7 +180,7 @@ func testPausedMember(t *testing.T, which string) {
 		t.Fatalf("only %d writes in %v before the pause; the cluster is too slow for this test", wBefore, window)
 	}
 
-	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := victim.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	w1, r1, u1 := writes.Load(), reads.Load(), unknown.Load()
@@ -193,7 +194,7 @@ func testPausedMember(t *testing.T, which string) {
 	for i := range watches {
 		evDuring[i] = watchEvents[i].Load() - ev1[i]
 	}
-	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := victim.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
@@ -229,7 +230,7 @@ func testPausedMember(t *testing.T, which string) {
 	mu.Lock()
 	defer mu.Unlock()
 	var got *client.RangeResult
-	Eventually(t, 30*time.Second, "a read of every key", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a read of every key", func() bool {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer rcancel()
 		got, err = cl.List(rctx, "p/", client.WithKeysOnly())

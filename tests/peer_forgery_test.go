@@ -17,6 +17,7 @@ import (
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/internal/transport/transportpb"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -32,7 +33,7 @@ type memberView struct {
 	hash                  uint64
 }
 
-func viewOf(t *testing.T, c *Cluster, nd *Node) memberView {
+func viewOf(t *testing.T, c *servertest.Cluster, nd *servertest.Node) memberView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -133,7 +134,7 @@ func handshake(from uint64, proof string) metadata.MD {
 // Every member's state, term and log must stay as they were, and the
 // forged key must not exist anywhere.
 func TestForgedPeerMessagesChangeNothing(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	for _, nd := range c.Nodes {
 		select {
 		case <-nd.Srv.Ready():
@@ -154,10 +155,12 @@ func TestForgedPeerMessagesChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &forger{t: t, cluster: st.GetHeader().GetClusterId()}
-	secret := func(nd *Node) []byte { return peerSecretOf(t, nd) }
+	secret := func(nd *servertest.Node) []byte { return peerSecretOf(t, nd) }
 
 	const stranger = 999
-	forgeries := func(from uint64, to *Node) []*raftpb.Message { return forgedMessages(before[to.Name], from, to) }
+	forgeries := func(from uint64, to *servertest.Node) []*raftpb.Message {
+		return forgedMessages(before[to.Name], from, to)
+	}
 	send := func(what string, md metadata.MD, streamFrom, msgFrom uint64) {
 		for _, to := range c.Nodes {
 			ms := forgeries(msgFrom, to)
@@ -198,7 +201,7 @@ func TestForgedPeerMessagesChangeNothing(t *testing.T) {
 			a = n2
 		}
 		mdA := handshake(a.ID(), peerProof(sec, f.cluster, a.ID(), to.ID()))
-		var b *Node
+		var b *servertest.Node
 		for _, o := range c.Nodes {
 			if o != a && o != to {
 				b = o
@@ -223,7 +226,7 @@ func TestForgedPeerMessagesChangeNothing(t *testing.T) {
 }
 
 // peerSecretOf is the peer secret in nd's data dir.
-func peerSecretOf(t *testing.T, nd *Node) []byte {
+func peerSecretOf(t *testing.T, nd *servertest.Node) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(nd.Dir, "peer-secret"))
 	if err != nil {
@@ -240,7 +243,7 @@ func peerSecretOf(t *testing.T, nd *Node) []byte {
 // forgedMessages are a MsgApp that matches member to's log exactly (so
 // it would be accepted and committed if it were believed), writing key
 // "evil", a heartbeat and a MsgSnap, all with terms far above v's.
-func forgedMessages(v memberView, from uint64, to *Node) []*raftpb.Message {
+func forgedMessages(v memberView, from uint64, to *servertest.Node) []*raftpb.Message {
 	evil, _ := proto.Marshal(&dkvpb.InternalRequest{Id: 4242, Request: &dkvpb.InternalRequest_Put{Put: &dkvpb.PutRequest{Key: []byte("evil"), Value: []byte("forged")}}})
 	hi := v.term + 1_000_000
 	return []*raftpb.Message{
@@ -258,7 +261,7 @@ func forgedMessages(v memberView, from uint64, to *Node) []*raftpb.Message {
 // idleViews waits for every member's log to stop moving (each has
 // published its client URL) and returns what each member looks like, so
 // what follows is compared to a still cluster.
-func idleViews(t *testing.T, c *Cluster) map[string]memberView {
+func idleViews(t *testing.T, c *servertest.Cluster) map[string]memberView {
 	t.Helper()
 	// A member publishes its client URL, through raft, once it is
 	// ready: wait until every member's is applied everywhere.
@@ -296,7 +299,7 @@ func idleViews(t *testing.T, c *Cluster) map[string]memberView {
 // changed on every member since before: term, commit index, the state at
 // the old revision, no forged key "evil", and (after stopping the
 // cluster) the log itself.
-func onlyOneWriteSince(t *testing.T, c *Cluster, before map[string]memberView) {
+func onlyOneWriteSince(t *testing.T, c *servertest.Cluster, before map[string]memberView) {
 	t.Helper()
 	ctx := context.Background()
 	// Every forged frame above was answered, so each member has taken it

@@ -20,6 +20,8 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -46,7 +48,7 @@ func startSecretCluster(t *testing.T, n int, extra ...string) []*secretMember {
 	var initial []string
 	for i := range n {
 		name := fmt.Sprintf("n%d", i+1)
-		m := &secretMember{procMember: &procMember{name: name, client: FreeAddr(t), peer: FreeAddr(t), dir: filepath.Join(base, name)}, http: FreeAddr(t)}
+		m := &secretMember{procMember: &procMember{name: name, client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t), dir: filepath.Join(base, name)}, http: testutil.FreeAddr(t)}
 		ms = append(ms, m)
 		initial = append(initial, m.name+"="+m.peer)
 	}
@@ -57,8 +59,8 @@ func startSecretCluster(t *testing.T, n int, extra ...string) []*secretMember {
 	}
 	t.Cleanup(func() {
 		for _, m := range ms {
-			if m.cmd.ProcessState == nil {
-				m.kill9()
+			if m.Running() {
+				m.Kill()
 			}
 		}
 	})
@@ -78,7 +80,7 @@ func procMembers(ms []*secretMember) []*procMember {
 // (-1 if it started) and the combined output.
 func serveRefused(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(dkvBinary(t), args...)
+	cmd := exec.Command(testutil.DKVBinary(t), args...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
@@ -112,7 +114,7 @@ func readyz(t *testing.T, m *secretMember) (int, string) {
 	t.Helper()
 	var code int
 	var body string
-	Eventually(t, 60*time.Second, m.name+" /readyz 200", func() bool {
+	testutil.Eventually(t, 60*time.Second, m.name+" /readyz 200", func() bool {
 		resp, err := http.Get("http://" + m.http + "/readyz")
 		if err != nil {
 			return false
@@ -232,7 +234,7 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 	}
 	// An idle cluster, so the forged entry extends the follower's log.
 	var st *dkvpb.StatusResponse
-	Eventually(t, 20*time.Second, "an idle cluster", func() bool {
+	testutil.Eventually(t, 20*time.Second, "an idle cluster", func() bool {
 		prev := st
 		st = statusOf(t, ctx, conns[follower])
 		return prev != nil && st.GetRaftIndex() == prev.GetRaftIndex() && st.GetRaftAppliedIndex() == st.GetRaftIndex() &&
@@ -265,7 +267,7 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 	}
 	for _, m := range ms {
 		select {
-		case <-m.exited:
+		case <-m.Exited():
 			continue
 		default:
 		}
@@ -280,7 +282,7 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 		}
 	}
 	select {
-	case <-leader.exited:
+	case <-leader.Exited():
 		log := logOf(leader)
 		if i := strings.Index(log, "panic:"); i >= 0 {
 			log = log[i:min(len(log), i+200)]
@@ -304,8 +306,8 @@ func TestProcessMultiNodeBootstrapNeedsPeerSecret(t *testing.T) {
 		t.Skip("process-level test; skipped with -short")
 	}
 	dir := t.TempDir()
-	p1, p2, p3 := FreeAddr(t), FreeAddr(t), FreeAddr(t)
-	code, out := serveRefused(t, "serve", "--name", "n1", "--client-addr", FreeAddr(t), "--peer-addr", p1, "--http-addr", "",
+	p1, p2, p3 := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
+	code, out := serveRefused(t, "serve", "--name", "n1", "--client-addr", testutil.FreeAddr(t), "--peer-addr", p1, "--http-addr", "",
 		"--data-dir", filepath.Join(dir, "n1"), "--initial-cluster", "n1="+p1+",n2="+p2+",n3="+p3)
 	if code != 2 {
 		t.Errorf("a 3-member bootstrap without a peer secret: exit %d (-1: it started), want 2 (bad configuration); output:\n%s", code, out)
@@ -360,7 +362,7 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test; skipped with -short")
 	}
-	token := RandomToken()
+	token := servertest.RandomToken()
 	ms := startSecretCluster(t, 3, "--initial-cluster-token", token)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -378,7 +380,7 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	peer4, client4 := FreeAddr(t), FreeAddr(t)
+	peer4, client4 := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	out, code := dkvCLI(t, pms, "member", "add", "n4", peer4)
 	if code != 0 {
 		t.Fatalf("member add: exit %d: %s", code, out)
@@ -406,8 +408,8 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 	n4 := &procMember{name: "n4", client: client4, peer: peer4, dir: filepath.Join(dir, "n4"), args: append(join4, "--initial-cluster-token", token)}
 	n4.start(t)
 	t.Cleanup(func() {
-		if n4.cmd.ProcessState == nil {
-			n4.kill9()
+		if n4.Running() {
+			n4.Kill()
 		}
 	})
 	cl := memberClient(t, ctx, ms[0].procMember)
@@ -415,7 +417,7 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	c4 := memberClient(t, ctx, n4)
-	Eventually(t, 60*time.Second, "n4 serving a linearizable read of what the cluster wrote", func() bool {
+	testutil.Eventually(t, 60*time.Second, "n4 serving a linearizable read of what the cluster wrote", func() bool {
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
 		defer rcancel()
 		kv, err := c4.Get(rctx, "joined")
@@ -430,14 +432,14 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 	if err := os.WriteFile(file, secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	client5 := FreeAddr(t)
-	n5 := &procMember{name: "n5", client: client5, peer: FreeAddr(t), dir: filepath.Join(dir, "n5")}
+	client5 := testutil.FreeAddr(t)
+	n5 := &procMember{name: "n5", client: client5, peer: testutil.FreeAddr(t), dir: filepath.Join(dir, "n5")}
 	n5.args = []string{"serve", "--name", "n5", "--peer-addr", n5.peer, "--client-addr", client5, "--http-addr", "",
 		"--data-dir", n5.dir, "--join", strings.Join(eps, ","), "--peer-secret-file", file}
 	n5.start(t)
 	t.Cleanup(func() {
-		if n5.cmd.ProcessState == nil {
-			n5.kill9()
+		if n5.Running() {
+			n5.Kill()
 		}
 	})
 	waitServing(t, ctx, n5)

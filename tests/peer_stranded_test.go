@@ -7,6 +7,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -25,7 +26,7 @@ import (
 // member, holding the forged entry of a higher term, could win instead
 // and the others would then crash on a conflict with a committed entry).
 func TestForgedAppendCannotStrandAMember(t *testing.T) {
-	c := NewClusterEach(t, 3, server.Config{}, func(nd *Node) {
+	c := servertest.NewClusterEach(t, 3, server.Config{}, func(nd *servertest.Node) {
 		if nd.Name == "n3" {
 			nd.Cfg.ElectionTicks = 1000
 		}

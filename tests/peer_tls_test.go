@@ -11,6 +11,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -50,7 +51,7 @@ func TestPeerTLSRefusesNonMembers(t *testing.T) {
 	if err := ca.WriteCert(caFile); err != nil {
 		t.Fatal(err)
 	}
-	c := NewClusterEach(t, 3, server.Config{}, func(nd *Node) {
+	c := servertest.NewClusterEach(t, 3, server.Config{}, func(nd *servertest.Node) {
 		host, _, _ := net.SplitHostPort(nd.PeerAddr)
 		cert, key := issueTo(t, ca, pki, nd.Name, host)
 		nd.Cfg.PeerTLS = server.TLSFiles{CertFile: cert, KeyFile: key, TrustedCAFile: caFile, AllowedNames: []string{"n1", "n2", "n3"}}
@@ -144,7 +145,7 @@ func TestSecureClusterJoinAndForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := []string{"n1", "n2", "n3", "n4"}
-	c := NewClusterEach(t, 3, server.Config{}, func(nd *Node) {
+	c := servertest.NewClusterEach(t, 3, server.Config{}, func(nd *servertest.Node) {
 		ch, _, _ := net.SplitHostPort(nd.Cfg.ClientAddr)
 		ph, _, _ := net.SplitHostPort(nd.PeerAddr)
 		cert, key := issueTo(t, ca, pki, nd.Name, ch, ph)

@@ -6,73 +6,36 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 var failoverRounds = flag.Int("failover.rounds", 2, "leader kills in TestProcessClusterLeaderKill")
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// dkvBinary builds cmd/dkv once per test binary run.
-func dkvBinary(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dkv-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "dkv")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/dkv-io/dkv/cmd/dkv").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
 
 // procMember is one `dkv serve` process of a process-level cluster.
 type procMember struct {
 	name, client, peer, dir string
 	args                    []string
-	cmd                     *exec.Cmd
-	exited                  chan struct{}
+	*testutil.Process       // nil until started
 }
 
+// start starts (or restarts) m. Each run's log starts empty, so a test
+// reading it sees this run's lines only.
 func (m *procMember) start(t testing.TB) {
 	t.Helper()
-	m.cmd = exec.Command(dkvBinary(t), m.args...)
-	logf, err := os.Create(filepath.Join(filepath.Dir(m.dir), m.name+".log"))
-	if err != nil {
+	log := m.logPath()
+	if err := os.Remove(log); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
-	m.cmd.Stdout, m.cmd.Stderr = logf, logf
-	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	m.exited = make(chan struct{})
-	go func() { m.cmd.Wait(); logf.Close(); close(m.exited) }()
-}
-
-func (m *procMember) kill9() {
-	m.cmd.Process.Signal(syscall.SIGKILL)
-	<-m.exited
+	m.Process = testutil.StartProcess(t, log, testutil.DKVBinary(t), m.args...)
 }
 
 func startProcCluster(t *testing.T, n int) []*procMember {
@@ -81,11 +44,11 @@ func startProcCluster(t *testing.T, n int) []*procMember {
 	var ms []*procMember
 	var initial []string
 	for i := 0; i < n; i++ {
-		m := &procMember{name: fmt.Sprintf("n%d", i+1), client: FreeAddr(t), peer: FreeAddr(t), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
+		m := &procMember{name: fmt.Sprintf("n%d", i+1), client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
 		ms = append(ms, m)
 		initial = append(initial, m.name+"="+m.peer)
 	}
-	token := RandomToken()
+	token := servertest.RandomToken()
 	for _, m := range ms {
 		m.args = []string{"serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
 			"--http-addr", "", "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token}
@@ -93,9 +56,7 @@ func startProcCluster(t *testing.T, n int) []*procMember {
 	}
 	t.Cleanup(func() {
 		for _, m := range ms {
-			if m.cmd.ProcessState == nil {
-				m.kill9()
-			}
+			m.Kill()
 		}
 	})
 	return ms
@@ -103,10 +64,8 @@ func startProcCluster(t *testing.T, n int) []*procMember {
 
 func leaderOf(ctx context.Context, ms []*procMember) *procMember {
 	for _, m := range ms {
-		select {
-		case <-m.exited:
+		if !m.Running() {
 			continue
-		default:
 		}
 		c, err := client.New(ctx, client.Config{Endpoints: []string{m.client}, DialTimeout: 500 * time.Millisecond, AutoSyncInterval: -1})
 		if err != nil {
@@ -175,7 +134,7 @@ func TestProcessClusterLeaderKill(t *testing.T) {
 	waitWrites := func(after time.Time) time.Duration {
 		t.Helper()
 		var d time.Duration
-		Eventually(t, 30*time.Second, "a successful write", func() bool {
+		testutil.Eventually(t, 30*time.Second, "a successful write", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			if lastOK.After(after) {
@@ -190,9 +149,9 @@ func TestProcessClusterLeaderKill(t *testing.T) {
 	var failovers []time.Duration
 	for r := 0; r < *failoverRounds; r++ {
 		var l *procMember
-		Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
+		testutil.Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
 		killed := time.Now()
-		l.kill9()
+		l.Kill()
 		failovers = append(failovers, waitWrites(killed))
 		l.start(t)
 	}
@@ -213,7 +172,7 @@ func TestProcessClusterLeaderKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		var res *client.RangeResult
-		Eventually(t, 30*time.Second, m.name+" serving linearizable reads", func() bool {
+		testutil.Eventually(t, 30*time.Second, m.name+" serving linearizable reads", func() bool {
 			res, err = mc.List(ctx, "w/")
 			return err == nil
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // The consumer process of these tests is this test binary run again with
@@ -125,9 +126,9 @@ func (p *consumerProc) line(t *testing.T) string {
 	return ""
 }
 
-func queueNode(t *testing.T) (*Cluster, *client.Client) {
+func queueNode(t *testing.T) (*servertest.Cluster, *client.Client) {
 	t.Helper()
-	c := NewCluster(t, 1, server.Config{})
+	c := servertest.NewCluster(t, 1, server.Config{})
 	cl, err := client.New(context.Background(), client.Config{Endpoints: []string{c.Nodes[0].Cfg.ClientAddr}, DialTimeout: 10 * time.Second, AutoSyncInterval: -1})
 	if err != nil {
 		t.Fatal(err)

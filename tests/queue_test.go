@@ -12,6 +12,7 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 var queueJobs = flag.Int("queue.jobs", 10000, "jobs in TestQueueLeaderKillsLoseNoJob")
@@ -124,10 +125,10 @@ func TestQueueLeaderKillsLoseNoJob(t *testing.T) {
 	// Kill the leader twice while jobs flow, restarting it each time.
 	for round := range 2 {
 		target := int64(jobs * (round + 1) / 3)
-		Eventually(t, 5*time.Minute, fmt.Sprintf("%d jobs settled", target), func() bool { return settled.Load() >= target })
+		testutil.Eventually(t, 5*time.Minute, fmt.Sprintf("%d jobs settled", target), func() bool { return settled.Load() >= target })
 		l := leaderProc(t, ms)
 		t.Logf("round %d: killing leader %s with %d pushed, %d acked", round, l.name, pushed.Load(), settled.Load())
-		l.kill9()
+		l.Kill()
 		l.start(t)
 	}
 	pwg.Wait()
@@ -135,7 +136,7 @@ func TestQueueLeaderKillsLoseNoJob(t *testing.T) {
 		t.Fatalf("pushed %d of %d jobs", pushed.Load(), jobs)
 	}
 	check := newQ()
-	Eventually(t, 5*time.Minute, "an empty queue", func() bool {
+	testutil.Eventually(t, 5*time.Minute, "an empty queue", func() bool {
 		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
 		defer scancel()
 		st, err := check.Stats(sctx)

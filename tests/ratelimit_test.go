@@ -10,6 +10,7 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"github.com/dkv-io/dkv/tests/chaos"
 )
 
@@ -29,7 +30,7 @@ func TestRateLimitExactUnderLeaderKill(t *testing.T) {
 	if *rateLimitDuration > 0 {
 		d = *rateLimitDuration
 	}
-	c3 := NewCluster(t, 3, server.Config{})
+	c3 := servertest.NewCluster(t, 3, server.Config{})
 	c3.WaitLeader()
 	rate := client.RateLimit{Limit: 50, Period: time.Second, Burst: 10}
 	const clients = 16
@@ -48,8 +49,8 @@ func TestRateLimitExactUnderLeaderKill(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range clients {
 		// Each client starts at its own member and knows them all.
-		nodes := append(append([]*Node{}, c3.Nodes[i%3:]...), c3.Nodes[:i%3]...)
-		cl := clientFor(t, nodes...)
+		nodes := append(append([]*servertest.Node{}, c3.Nodes[i%3:]...), c3.Nodes[:i%3]...)
+		cl := servertest.Client(t, nodes...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

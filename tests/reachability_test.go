@@ -7,10 +7,11 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // reachOf returns each member's reachability in nd's member list.
-func reachOf(t *testing.T, nd *Node) map[uint64]*dkvpb.Reachability {
+func reachOf(t *testing.T, nd *servertest.Node) map[uint64]*dkvpb.Reachability {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -30,7 +31,7 @@ func reachOf(t *testing.T, nd *Node) map[uint64]*dkvpb.Reachability {
 // reachable, and itself as self; a follower knows the leader but not the
 // other follower. After a restart it is reachable again.
 func TestMemberListShowsReachability(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	lead := c.WaitLeader()
 	fs := c.Followers()
 	live, dead := fs[0], fs[1]

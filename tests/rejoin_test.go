@@ -7,6 +7,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // TestRejoinTimeDoesNotGrowWithOutage stops a follower for 30 s and
@@ -20,7 +21,7 @@ func TestRejoinTimeDoesNotGrowWithOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 30 s outage")
 	}
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	f := c.Followers()[0]
 	c.Stop(f)
 	// Keep the cluster busy while the member is away, so it has

@@ -17,13 +17,15 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // startProcClusterWith is startProcCluster with extra dkv serve flags
 // given to every member (after a fresh --initial-cluster-token).
 func startProcClusterWith(t *testing.T, n int, extra ...string) []*procMember {
 	t.Helper()
-	return startProcMembers(t, n, append([]string{"--initial-cluster-token", RandomToken()}, extra...)...)
+	return startProcMembers(t, n, append([]string{"--initial-cluster-token", servertest.RandomToken()}, extra...)...)
 }
 
 // startProcMembers starts n members of a new cluster with exactly the
@@ -34,7 +36,7 @@ func startProcMembers(t *testing.T, n int, extra ...string) []*procMember {
 	var ms []*procMember
 	var initial []string
 	for i := 0; i < n; i++ {
-		m := &procMember{name: fmt.Sprintf("n%d", i+1), client: FreeAddr(t), peer: FreeAddr(t), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
+		m := &procMember{name: fmt.Sprintf("n%d", i+1), client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
 		ms = append(ms, m)
 		initial = append(initial, m.name+"="+m.peer)
 	}
@@ -45,8 +47,8 @@ func startProcMembers(t *testing.T, n int, extra ...string) []*procMember {
 	}
 	t.Cleanup(func() {
 		for _, m := range ms {
-			if m.cmd.ProcessState == nil {
-				m.kill9()
+			if m.Running() {
+				m.Kill()
 			}
 		}
 	})
@@ -56,9 +58,9 @@ func startProcMembers(t *testing.T, n int, extra ...string) []*procMember {
 // sigterm stops m as an init system would and waits for it to exit.
 func (m *procMember) sigterm(t testing.TB) {
 	t.Helper()
-	m.cmd.Process.Signal(syscall.SIGTERM)
+	m.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-m.exited:
+	case <-m.Exited():
 	case <-time.After(40 * time.Second):
 		t.Fatalf("%s did not exit within 40s of SIGTERM", m.name)
 	}
@@ -110,7 +112,7 @@ func memberClient(t testing.TB, ctx context.Context, m *procMember) *client.Clie
 func waitServing(t testing.TB, ctx context.Context, m *procMember) {
 	t.Helper()
 	c := memberClient(t, ctx, m)
-	Eventually(t, 60*time.Second, m.name+" serving linearizable reads", func() bool {
+	testutil.Eventually(t, 60*time.Second, m.name+" serving linearizable reads", func() bool {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		_, err := c.Get(rctx, "probe")
@@ -134,7 +136,7 @@ func TestProcessLeaderSIGTERMHandsOver(t *testing.T) {
 		waitServing(t, ctx, m)
 	}
 	var l *procMember
-	Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
+	testutil.Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
 	// Dialled before the SIGTERM so the check right after the exit is
 	// one round trip.
 	others := map[*procMember]*client.Client{}
@@ -324,7 +326,7 @@ func TestProcessRollingRestartUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pc.Close()
-		Eventually(t, 60*time.Second, what, func() bool {
+		testutil.Eventually(t, 60*time.Second, what, func() bool {
 			pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
 			defer pcancel()
 			_, err := pc.Put(pctx, "progress", []byte(what))
@@ -337,7 +339,7 @@ func TestProcessRollingRestartUnderLoad(t *testing.T) {
 	// Followers first, the leader last.
 	var order []*procMember
 	var l *procMember
-	Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
+	testutil.Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
 	for _, m := range ms {
 		if m != l {
 			order = append(order, m)
@@ -396,7 +398,7 @@ func TestProcessRollingRestartUnderLoad(t *testing.T) {
 	for _, m := range ms {
 		mc := memberClient(t, ctx, m)
 		var res *client.RangeResult
-		Eventually(t, 30*time.Second, m.name+" listing w/", func() bool {
+		testutil.Eventually(t, 30*time.Second, m.name+" listing w/", func() bool {
 			var err error
 			res, err = mc.List(ctx, "w/")
 			return err == nil
@@ -439,7 +441,7 @@ func TestProcessVersionRule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test; skipped with -short")
 	}
-	bin := dkvBinary(t) // server.Version as committed: 0.1.x
+	bin := testutil.DKVBinary(t) // server.Version as committed: 0.1.x
 	v02, v03 := buildVersioned(t, "0.2.0"), buildVersioned(t, "0.3.0")
 	ms := startProcClusterWith(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -447,7 +449,7 @@ func TestProcessVersionRule(t *testing.T) {
 	waitServing(t, ctx, ms[0])
 	dir := t.TempDir()
 	joinArgs := func(name string) []string {
-		return []string{"serve", "--name", name, "--join", ms[0].client, "--client-addr", FreeAddr(t), "--peer-addr", FreeAddr(t),
+		return []string{"serve", "--name", name, "--join", ms[0].client, "--client-addr", testutil.FreeAddr(t), "--peer-addr", testutil.FreeAddr(t),
 			"--http-addr", "", "--data-dir", filepath.Join(dir, name), "--peer-secret-file", filepath.Join(ms[0].dir, "peer-secret")}
 	}
 
@@ -462,24 +464,14 @@ func TestProcessVersionRule(t *testing.T) {
 	// One minor version away: joins.
 	near := &procMember{name: "near", dir: filepath.Join(dir, "near")}
 	near.args = joinArgs("near")
-	near.cmd = exec.Command(v02, near.args...)
-	logf, err := os.Create(filepath.Join(dir, "near.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	near.cmd.Stdout, near.cmd.Stderr = logf, logf
-	if err := near.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	near.exited = make(chan struct{})
-	go func() { near.cmd.Wait(); logf.Close(); close(near.exited) }()
+	near.Process = testutil.StartProcess(t, near.logPath(), v02, near.args...)
 	t.Cleanup(func() {
-		if near.cmd.ProcessState == nil {
-			near.kill9()
+		if near.Running() {
+			near.Kill()
 		}
 	})
 	var list string
-	Eventually(t, 60*time.Second, "member list showing both versions", func() bool {
+	testutil.Eventually(t, 60*time.Second, "member list showing both versions", func() bool {
 		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer lcancel()
 		b, _ := exec.CommandContext(lctx, bin, "--endpoints", ms[0].client, "member", "list").CombinedOutput()

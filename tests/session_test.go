@@ -12,7 +12,9 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,7 +43,7 @@ func (l *lostReplies) unary(ctx context.Context, method string, req, reply any, 
 }
 
 // lossyClientFor is clientFor whose writes lose every nth reply.
-func lossyClientFor(t testing.TB, l *lostReplies, nodes ...*Node) *client.Client {
+func lossyClientFor(t testing.TB, l *lostReplies, nodes ...*servertest.Node) *client.Client {
 	t.Helper()
 	var eps []string
 	for _, nd := range nodes {
@@ -66,9 +68,9 @@ func lossyClientFor(t testing.TB, l *lostReplies, nodes ...*Node) *client.Client
 // instance has its reply dropped after it committed, so Update must
 // learn by itself whether its write landed instead of writing again.
 func TestSessionUpdateExactUnderLeaderKill(t *testing.T) {
-	c3 := NewCluster(t, 3, server.Config{})
+	c3 := servertest.NewCluster(t, 3, server.Config{})
 	l := c3.WaitLeader()
-	var others []*Node
+	var others []*servertest.Node
 	for _, nd := range c3.Nodes {
 		if nd != l {
 			others = append(others, nd)
@@ -134,7 +136,7 @@ func TestSessionUpdateExactUnderLeaderKill(t *testing.T) {
 		}()
 	}
 	// Kill the leader once a third of the increments are in.
-	Eventually(t, 2*time.Minute, "a third of the increments", func() bool {
+	testutil.Eventually(t, 2*time.Minute, "a third of the increments", func() bool {
 		return done.Load() >= goroutines*increments/3
 	})
 	c3.Stop(l)

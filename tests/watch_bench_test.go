@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -18,7 +17,9 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // Opt-in measurements for docs/watch-bench-draft.md. They print numbers
@@ -101,16 +102,7 @@ func (l *latencies) pct(p float64) time.Duration {
 }
 
 func benchServer(t *testing.T) *server.Server {
-	srv, err := server.New(server.Config{DataDir: t.TempDir(), ClientAddr: FreeAddr(t), NoSync: true, Logger: Quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop() })
-	<-srv.Ready()
-	return srv
+	return servertest.Start(t, servertest.WithClientPort()).Srv
 }
 
 func TestWatchBench(t *testing.T) {
@@ -194,19 +186,16 @@ func TestWatchStalledRSS(t *testing.T) {
 	if !*watchRSS {
 		t.Skip("opt-in: -args -watch.rss")
 	}
-	bin := filepath.Join(t.TempDir(), "dkv")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/dkv").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testutil.DKVBinary(t)
 	for _, stalled := range []bool{false, true} {
-		addr := FreeAddr(t)
-		cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--client-addr", addr, "--http-addr", "", "--peer-addr", FreeAddr(t))
+		addr := testutil.FreeAddr(t)
+		cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--client-addr", addr, "--http-addr", "", "--peer-addr", testutil.FreeAddr(t))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		conn := rawConn(t, addr)
 		kv := dkvpb.NewKVClient(conn)
-		Eventually(t, 20*time.Second, "dkv serve up", func() bool {
+		testutil.Eventually(t, 20*time.Second, "dkv serve up", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			_, err := kv.Range(ctx, &dkvpb.RangeRequest{Key: []byte("x")})

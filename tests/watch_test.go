@@ -17,7 +17,9 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,23 +29,9 @@ var watchSeed = flag.Int64("watch.seed", 0, "seed for TestWatchProperty (0 = tim
 
 func startSingle(t *testing.T, httpAddr string) *server.Server {
 	t.Helper()
-	srv, err := server.New(server.Config{
-		DataDir: t.TempDir(), ClientAddr: FreeAddr(t), HTTPAddr: httpAddr,
-		TickInterval: 20 * time.Millisecond, Logger: Quiet,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop() })
-	select {
-	case <-srv.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("server not ready")
-	}
-	return srv
+	return servertest.Start(t, servertest.WithClientPort(), servertest.WithConfig(func(c *server.Config) {
+		c.HTTPAddr, c.TickInterval = httpAddr, 20*time.Millisecond
+	})).Srv
 }
 
 func rawConn(t *testing.T, addr string) *grpc.ClientConn {
@@ -132,7 +120,7 @@ func TestWatchStreamMultiplexing(t *testing.T) {
 
 // TestWatchHTTP reads the newline-delimited JSON stream of GET /v1/watch.
 func TestWatchHTTP(t *testing.T) {
-	srv := startSingle(t, FreeAddr(t))
+	srv := startSingle(t, testutil.FreeAddr(t))
 	conn := rawConn(t, srv.ClientAddr())
 	kv := dkvpb.NewKVClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -245,7 +233,7 @@ func TestWatchProperty(t *testing.T) {
 	}
 	t.Logf("seed %d (replay: go test ./tests -run TestWatchProperty -args -watch.seed=%d)", seed, seed)
 	rnd := rand.New(rand.NewSource(seed))
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	var eps []string
 	for _, nd := range c.Nodes {
 		eps = append(eps, nd.Cfg.ClientAddr)
@@ -395,7 +383,7 @@ func TestWatchProperty(t *testing.T) {
 		startWatcher(i)
 	}
 	phase(1500 * time.Millisecond)
-	var second *Node
+	var second *servertest.Node
 	for _, nd := range c.Nodes {
 		if nd != killed && nd.Running() {
 			second = nd
@@ -419,7 +407,7 @@ func TestWatchProperty(t *testing.T) {
 	// revision reaches it.
 	ref := newClient()
 	var final int64
-	Eventually(t, 10*time.Second, "final write", func() bool {
+	testutil.Eventually(t, 10*time.Second, "final write", func() bool {
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
 		defer rcancel()
 		r, err := ref.Txn(rctx).Then(client.OpPut("k/a/1", []byte("end")), client.OpPut("k/b/0", []byte("end"))).Commit()
@@ -438,7 +426,7 @@ func TestWatchProperty(t *testing.T) {
 			return map[string]string{} // WithRev(0) would mean "now"
 		}
 		var r *client.RangeResult
-		Eventually(t, 10*time.Second, fmt.Sprintf("range at %d", rev), func() bool {
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("range at %d", rev), func() bool {
 			rctx, rcancel := context.WithTimeout(ctx, time.Second)
 			defer rcancel()
 			var err error
@@ -454,7 +442,7 @@ func TestWatchProperty(t *testing.T) {
 	for i, pw := range watchers {
 		// Wait until the watcher has caught up with the final revision
 		// (it may have events up to it, or nothing more to see).
-		Eventually(t, 15*time.Second, fmt.Sprintf("watcher %d at %d", i, final), func() bool {
+		testutil.Eventually(t, 15*time.Second, fmt.Sprintf("watcher %d at %d", i, final), func() bool {
 			return pw.w.Revision() >= final || pw.w.Err() != nil
 		})
 		pw.w.Stop()
@@ -551,7 +539,7 @@ func firstDiff(a, b []seenEvent) int {
 // TestWatchResumesAcrossNodeLoss pins the failover path: a watch whose
 // node is stopped resumes on another node without gap or duplicate.
 func TestWatchResumesAcrossNodeLoss(t *testing.T) {
-	c := NewCluster(t, 3, server.Config{})
+	c := servertest.NewCluster(t, 3, server.Config{})
 	victim := c.Followers()[0]
 	// A client that knows only the victim first, then everyone: its watch
 	// starts on the victim.

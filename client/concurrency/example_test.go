@@ -9,7 +9,7 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
-	"github.com/dkv-io/dkv/client/embedded"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 func openExample() (*client.Client, func()) {
@@ -17,7 +17,7 @@ func openExample() (*client.Client, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := embedded.Open(context.Background(), dir)
+	c, err := embed.Open(context.Background(), dir)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // shortTimeout is the server's request timeout in these tests; every wait
@@ -21,7 +21,7 @@ const (
 
 func openShortTimeout(t *testing.T) *client.Client {
 	t.Helper()
-	c, err := embedded.Open(context.Background(), t.TempDir(), embedded.WithServerConfig(func(cfg *server.Config) {
+	c, err := embed.Open(context.Background(), t.TempDir(), embed.WithServerConfig(func(cfg *server.Config) {
 		cfg.RequestTimeout = shortTimeout
 		cfg.TickInterval = 10 * time.Millisecond
 	}))

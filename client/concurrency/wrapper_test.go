@@ -9,7 +9,7 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
-	"github.com/dkv-io/dkv/client/embedded"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // namespaced runs every key of the recipes under a prefix, the way an
@@ -61,7 +61,7 @@ func (n *namespaced) KeepAlive(ctx context.Context, id int64) (<-chan error, err
 func TestRecipesThroughWrapper(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

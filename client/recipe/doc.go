@@ -26,7 +26,7 @@
 //
 // Every recipe takes the narrowest client interfaces it needs (KV,
 // Locker, Lease, Watcher), so it runs against a remote cluster, an
-// embedded node (client/embedded) or a wrapper alike. Recipes keep their
+// embedded node (server/embed) or a wrapper alike. Recipes keep their
 // state under their own key prefix ("dkv.queue/NAME/" for a queue);
 // docs/recipes.md describes the layouts and the guarantees.
 //

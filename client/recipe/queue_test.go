@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 func openStore(t *testing.T) *client.Client { return openStoreB(t) }
@@ -19,7 +19,7 @@ func openStoreB(t testing.TB) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

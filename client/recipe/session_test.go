@@ -9,15 +9,15 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // secondInstance is another client of c's embedded node, over a
 // connection of its own: a second web instance.
 func secondInstance(t *testing.T, c *client.Client) *client.Client {
 	t.Helper()
-	conn, err := embedded.Server(c).DialInProcess(syncTestCtx(t))
+	conn, err := embed.Server(c).DialInProcess(syncTestCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

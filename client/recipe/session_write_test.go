@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // TestSessionWriteResolve: after an unknown outcome, resolve tells a
@@ -18,7 +18,7 @@ import (
 func TestSessionWriteResolve(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

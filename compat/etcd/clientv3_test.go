@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/testutil"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -66,7 +67,7 @@ func keysUnder(ctx context.Context, cli *clientv3.Client, prefix string) (int64,
 // waitKeys waits until prefix holds n keys.
 func waitKeys(t *testing.T, cli *clientv3.Client, prefix string, n int64) {
 	t.Helper()
-	eventually(t, 20*time.Second, fmt.Sprintf("%d keys under %s", n, prefix), func(ctx context.Context) error {
+	testutil.EventuallyNoError(t, 20*time.Second, fmt.Sprintf("%d keys under %s", n, prefix), func(ctx context.Context) error {
 		got, err := keysUnder(ctx, cli, prefix)
 		if err != nil {
 			return err

@@ -6,17 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -58,34 +56,18 @@ type member struct {
 	log      string
 	bin      string
 	args     []string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	waitErr  error
 	memberID uint64 // filled in by cluster.learnIDs
+	*testutil.Process
 }
 
 func (m *member) stop() {
-	select {
-	case <-m.exited:
-		return
-	default:
-	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.exited:
-	case <-time.After(10 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.exited
+	if m.Process != nil {
+		m.Stop()
 	}
 }
 
 func (m *member) logTail() string {
-	b, _ := os.ReadFile(m.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return m.name + " log (" + m.log + "):\n  " + strings.Join(lines, "\n  ")
+	return m.name + " log (" + m.log + "):\n" + m.LogTail(20)
 }
 
 // cluster is a running 3-member cluster of one kind.
@@ -113,56 +95,6 @@ func (c *cluster) logs() string {
 	return b.String()
 }
 
-// freeAddr returns a free port on a random 127.0.0.x address.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	for range 100 {
-		addr := fmt.Sprintf("127.0.0.%d:%d", 1+rand.IntN(254), 20000+rand.IntN(12000))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr
-	}
-	t.Fatal("no free loopback address")
-	return ""
-}
-
-var (
-	dkvOnce sync.Once
-	dkvPath string
-	dkvErr  error
-)
-
-// dkvBinary builds cmd/dkv from the repository root (two levels up) once
-// per test binary.
-func dkvBinary(t testing.TB) string {
-	t.Helper()
-	dkvOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dkv-compat-bin-")
-		if err != nil {
-			dkvErr = err
-			return
-		}
-		dkvPath = filepath.Join(dir, "dkv")
-		root, err := filepath.Abs("../..")
-		if err != nil {
-			dkvErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", dkvPath, "./cmd/dkv")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			dkvErr = fmt.Errorf("go build ./cmd/dkv in %s: %v\n%s", root, err, out)
-		}
-	})
-	if dkvErr != nil {
-		t.Fatal(dkvErr)
-	}
-	return dkvPath
-}
-
 // startCluster starts a fresh 3-member cluster of the given kind, with its
 // data in t.TempDir(), waits until every member answers etcd's Status with
 // a leader, and stops it when the test ends.
@@ -171,7 +103,7 @@ func startCluster(t testing.TB, kind string) *cluster {
 	base := t.TempDir()
 	c := &cluster{kind: kind}
 	for _, name := range memberNames {
-		c.members = append(c.members, &member{name: name, client: freeAddr(t), peer: freeAddr(t),
+		c.members = append(c.members, &member{name: name, client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t),
 			log: filepath.Join(base, name+".log")})
 	}
 	var bin string
@@ -183,7 +115,7 @@ func startCluster(t testing.TB, kind string) *cluster {
 			initial = append(initial, m.name+"=http://"+m.peer)
 		}
 	case "dkv":
-		bin = dkvBinary(t)
+		bin = testutil.DKVBinary(t)
 		for _, m := range c.members {
 			initial = append(initial, m.name+"="+m.peer)
 		}
@@ -236,24 +168,7 @@ func startCluster(t testing.TB, kind string) *cluster {
 // m.log.
 func (c *cluster) launch(t testing.TB, m *member) {
 	t.Helper()
-	lf, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.cmd = exec.Command(m.bin, m.args...)
-	m.cmd.Stdout, m.cmd.Stderr = lf, lf
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := m.cmd.Start(); err != nil {
-		lf.Close()
-		t.Fatalf("start %s %s: %v", c.kind, m.name, err)
-	}
-	exited := make(chan struct{})
-	m.exited = exited
-	go func(cmd *exec.Cmd, lf *os.File) {
-		m.waitErr = cmd.Wait()
-		lf.Close()
-		close(exited)
-	}(m.cmd, lf)
+	m.Process = testutil.StartProcess(t, m.log, m.bin, m.args...)
 }
 
 // restartAt stops m and starts it again with its data dir on the peer
@@ -286,10 +201,8 @@ func (c *cluster) waitReady(limit time.Duration) error {
 	var last error
 	for time.Now().Before(deadline) {
 		for _, m := range c.members {
-			select {
-			case <-m.exited:
-				return fmt.Errorf("%s exited: %v", m.name, m.waitErr)
-			default:
+			if !m.Running() {
+				return fmt.Errorf("%s exited: %v", m.name, m.Err())
 			}
 		}
 		last = c.learnIDs()

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // step is one etcdctl invocation of the scripted session.
@@ -288,7 +290,7 @@ func runSession(t *testing.T, c *cluster) []string {
 	}
 	// Peer addresses for a member the script adds but never starts.
 	for _, extra := range []string{"n4", "n4b"} {
-		a := freeAddr(t)
+		a := testutil.FreeAddr(t)
 		vars["peer:"+extra] = a
 		names[a] = "<peer:" + extra + ">"
 	}

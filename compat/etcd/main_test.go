@@ -1,7 +1,6 @@
 package etcdcompat
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -28,25 +27,6 @@ func notYet[T any](t *testing.T, what string, ch <-chan T) {
 	case <-ch:
 		t.Fatalf("%s returned while it should still wait", what)
 	default:
-	}
-}
-
-// eventually polls cond until it returns nil or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var err error
-	for {
-		err = cond(ctx)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within %v: %v", what, d, err)
-		case <-time.After(20 * time.Millisecond): // poll interval
-		}
 	}
 }
 

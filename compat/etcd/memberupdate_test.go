@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -34,7 +35,7 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 			break
 		}
 	}
-	newPeer := freeAddr(t)
+	newPeer := testutil.FreeAddr(t)
 	if _, err := cli.MemberUpdate(ctx, f.memberID, []string{"http://" + newPeer}); err != nil {
 		t.Fatalf("member update %s to http://%s: %v", f.name, newPeer, err)
 	}
@@ -42,7 +43,7 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 
 	lc := c.newClientAt(t, leader)
 	fc := c.newClientAt(t, f)
-	eventually(t, 30*time.Second, "the moved member to answer under its id", func(ctx context.Context) error {
+	testutil.EventuallyNoError(t, 30*time.Second, "the moved member to answer under its id", func(ctx context.Context) error {
 		st, err := fc.Status(ctx, f.client)
 		if err != nil {
 			return err
@@ -55,7 +56,7 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 	if _, err := lc.Put(ctx, "after-move", "v"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the write to replicate to the moved member", func(ctx context.Context) error {
+	testutil.EventuallyNoError(t, 30*time.Second, "the write to replicate to the moved member", func(ctx context.Context) error {
 		r, err := fc.Get(ctx, "after-move", clientv3.WithSerializable())
 		if err != nil {
 			return err
@@ -67,7 +68,7 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 	})
 
 	want := strconv.FormatUint(f.memberID, 16) + ", started, " + f.name + ", http://" + newPeer + ", http://" + f.client + ", false"
-	eventually(t, 20*time.Second, "etcdctl member list to show the new peer URL", func(ctx context.Context) error {
+	testutil.EventuallyNoError(t, 20*time.Second, "etcdctl member list to show the new peer URL", func(ctx context.Context) error {
 		cmd := exec.CommandContext(ctx, *etcdctlBin, "--endpoints="+strings.Join(c.endpoints(), ","), "member", "list")
 		cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
 		out, err := cmd.CombinedOutput()

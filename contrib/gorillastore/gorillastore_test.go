@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/client/recipe"
 	"github.com/dkv-io/dkv/contrib/gorillastore"
+	"github.com/dkv-io/dkv/server/embed"
 	"github.com/gorilla/sessions"
 )
 
@@ -25,7 +25,7 @@ var _ sessions.Store = (*gorillastore.Store)(nil)
 func TestSharedSessionAcrossInstances(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/client/recipe"
 	dkvof "github.com/dkv-io/dkv/contrib/openfeature"
+	"github.com/dkv-io/dkv/server/embed"
 	of "github.com/open-feature/go-sdk/openfeature"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestProviderThroughOpenFeature(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/client/recipe"
 	"github.com/dkv-io/dkv/contrib/scsstore"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 var (
@@ -30,7 +30,7 @@ var (
 func TestSharedSessionAcrossInstances(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // TestJobQueueSurvivesAFrozenWorker runs the scenario on an embedded
@@ -20,7 +20,7 @@ import (
 func TestJobQueueSurvivesAFrozenWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

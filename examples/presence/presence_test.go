@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dkv-io/dkv/client/embedded"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // TestKilledNodeDisappears runs the scenario on an embedded store with a
@@ -19,7 +19,7 @@ import (
 func TestKilledNodeDisappears(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

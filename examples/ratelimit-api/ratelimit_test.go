@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // TestOneLimitAcrossThreeInstances sends N requests for one API key
@@ -23,7 +23,7 @@ import (
 func TestOneLimitAcrossThreeInstances(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

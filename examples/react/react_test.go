@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dkv-io/dkv/client/embedded"
 	"github.com/dkv-io/dkv/examples/internal/exenv"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // TestWatchReactsToEveryChangeWithFewerReads runs the scenario on an
@@ -24,7 +24,7 @@ import (
 func TestWatchReactsToEveryChangeWithFewerReads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	c, err := embedded.Open(ctx, t.TempDir())
+	c, err := embed.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,35 +9,15 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // startServer runs a single in-process node listening on a loopback port
 // and returns its endpoint and a KV client for checking outcomes.
-func startServer(t *testing.T, cfg server.Config) (string, dkvpb.KVClient) {
+func startServer(t *testing.T, opts ...servertest.Option) (string, dkvpb.KVClient) {
 	t.Helper()
-	cfg.DataDir = t.TempDir()
-	cfg.ClientAddr = "127.0.0.1:0"
-	cfg.TickInterval = 10 * time.Millisecond
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.Ready():
-	case <-ctx.Done():
-		t.Fatal("server not ready")
-	}
-	conn, err := s.DialInProcess(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); s.Stop() })
-	return s.ClientAddr(), dkvpb.NewKVClient(conn)
+	n := servertest.Start(t, append([]servertest.Option{servertest.WithClientPort()}, opts...)...)
+	return n.Srv.ClientAddr(), n.KV
 }
 
 func revision(t *testing.T, kv dkvpb.KVClient) int64 {
@@ -62,7 +42,7 @@ func run(t *testing.T, o Options) *Result {
 }
 
 func TestPutOpsEqualAppliedRevisions(t *testing.T) {
-	ep, kv := startServer(t, server.Config{})
+	ep, kv := startServer(t)
 	before := revision(t, kv)
 	res := run(t, Options{Workload: "put", Endpoints: []string{ep}, Clients: 8, Conns: 3, Total: 500, Keys: 100, ValueSize: 64})
 	if res.Ops != 500 || res.OK != 500 || len(res.Errors) != 0 {
@@ -79,7 +59,7 @@ func TestPutOpsEqualAppliedRevisions(t *testing.T) {
 // TestDurationRunCountsEveryAppliedPut checks the end of a timed run: ops
 // in flight when the duration ends finish and are counted, none is lost.
 func TestDurationRunCountsEveryAppliedPut(t *testing.T) {
-	ep, kv := startServer(t, server.Config{})
+	ep, kv := startServer(t)
 	before := revision(t, kv)
 	var progress bytes.Buffer
 	res := run(t, Options{Workload: "put", Endpoints: []string{ep}, Clients: 16, Duration: 1500 * time.Millisecond, Progress: &progress})
@@ -95,7 +75,7 @@ func TestDurationRunCountsEveryAppliedPut(t *testing.T) {
 }
 
 func TestCounterSumEqualsSuccessfulOps(t *testing.T) {
-	ep, kv := startServer(t, server.Config{})
+	ep, kv := startServer(t)
 	o := Options{Workload: "counter", Endpoints: []string{ep}, Clients: 8, Total: 300, Keys: 5}
 	res := run(t, o)
 	if res.OK != 300 {
@@ -122,7 +102,7 @@ func TestCounterSumEqualsSuccessfulOps(t *testing.T) {
 // TestTxnCountsLostRacesAsConflict makes 8 clients CAS one key, so some
 // lose; each win is exactly one revision and each loss is a Conflict.
 func TestTxnCountsLostRacesAsConflict(t *testing.T) {
-	ep, kv := startServer(t, server.Config{})
+	ep, kv := startServer(t)
 	before := revision(t, kv)
 	res := run(t, Options{Workload: "txn", Endpoints: []string{ep}, Clients: 8, Total: 200, Keys: 1})
 	if res.Ops != 200 || res.OK+res.Errors["Conflict"] != 200 || len(res.Errors) > 1 {
@@ -141,7 +121,7 @@ func TestTxnCountsLostRacesAsConflict(t *testing.T) {
 }
 
 func TestErrorsCountedByCode(t *testing.T) {
-	ep, kv := startServer(t, server.Config{MaxValueBytes: 1024})
+	ep, kv := startServer(t, servertest.WithConfig(func(c *server.Config) { c.MaxValueBytes = 1024 }))
 	before := revision(t, kv)
 	res := run(t, Options{Workload: "put", Endpoints: []string{ep}, Clients: 4, Total: 50, ValueSize: 2048})
 	if res.Ops != 50 || res.OK != 0 || res.Errors["InvalidInput"] != 50 || len(res.Errors) != 1 {
@@ -173,7 +153,7 @@ func TestUnreachableEndpointCountsUnavailable(t *testing.T) {
 }
 
 func TestGetPreloadsKeySpace(t *testing.T) {
-	ep, kv := startServer(t, server.Config{})
+	ep, kv := startServer(t)
 	before := revision(t, kv)
 	var revs []int64
 	for _, serializable := range []bool{false, true} {
@@ -201,7 +181,7 @@ func TestGetPreloadsKeySpace(t *testing.T) {
 }
 
 func TestMixedWritesOnlyItsPuts(t *testing.T) {
-	ep, kv := startServer(t, server.Config{})
+	ep, kv := startServer(t)
 	before := revision(t, kv)
 	res := run(t, Options{Workload: "mixed", Endpoints: []string{ep}, Clients: 4, Total: 300, Keys: 1000, ReadRatio: 0.5, NoPreload: true})
 	if res.OK != 300 {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/server"
 	"google.golang.org/grpc"
 )
 
@@ -14,7 +13,7 @@ import (
 // exactly one acknowledgment received on a stream, and that the run's
 // leases are revoked afterwards.
 func TestLeaseKeepAliveOpsEqualAcks(t *testing.T) {
-	ep, _ := startServer(t, server.Config{})
+	ep, _ := startServer(t)
 	res := run(t, Options{Workload: "lease-keepalive", Endpoints: []string{ep}, Clients: 6, Conns: 2, Total: 600, Keys: 20})
 	if res.Ops != 600 || res.OK != 600 || len(res.Errors) != 0 {
 		t.Fatalf("ops=%d ok=%d errors=%v, want 600 successful", res.Ops, res.OK, res.Errors)
@@ -34,7 +33,7 @@ func TestLeaseKeepAliveOpsEqualAcks(t *testing.T) {
 
 // TestLeaseKeepAliveMoreClientsThanLeases: clients share leases.
 func TestLeaseKeepAliveMoreClientsThanLeases(t *testing.T) {
-	ep, _ := startServer(t, server.Config{})
+	ep, _ := startServer(t)
 	res := run(t, Options{Workload: "lease-keepalive", Endpoints: []string{ep}, Clients: 5, Conns: 2, Total: 100, Keys: 2})
 	if res.OK != 100 || res.Extra["acked"] != 100 {
 		t.Fatalf("ok=%d errors=%v extra=%v", res.OK, res.Errors, res.Extra)
@@ -44,7 +43,7 @@ func TestLeaseKeepAliveMoreClientsThanLeases(t *testing.T) {
 // TestWatchDeliversPutsTimesWatchers: with nothing dropped, every put
 // reaches every watcher exactly once.
 func TestWatchDeliversPutsTimesWatchers(t *testing.T) {
-	ep, kv := startServer(t, server.Config{})
+	ep, kv := startServer(t)
 	before := revision(t, kv)
 	res := run(t, Options{Workload: "watch", Endpoints: []string{ep}, Clients: 4, Conns: 3, Total: 200, Keys: 50, Watchers: 10, ValueSize: 64})
 	if res.Ops != 200 || res.OK != 200 || len(res.Errors) != 0 {
@@ -65,7 +64,7 @@ func TestWatchDeliversPutsTimesWatchers(t *testing.T) {
 // TestWatchWritesOnlyUnderPrefix: the writers write only under the
 // watch prefix.
 func TestWatchWritesOnlyUnderPrefix(t *testing.T) {
-	ep, kv := startServer(t, server.Config{})
+	ep, kv := startServer(t)
 	o := Options{Workload: "watch", Endpoints: []string{ep}, Clients: 2, Total: 30, Keys: 1000, Watchers: 1}
 	res := run(t, o)
 	o.EnsureDefaults()

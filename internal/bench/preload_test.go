@@ -2,11 +2,10 @@ package bench
 
 import (
 	"context"
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/server"
 	"testing"
 	"time"
 
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -59,7 +58,7 @@ func TestPreloadResumesWhereItStopped(t *testing.T) {
 		{"holes below the boundary", func(k int) bool { return k < 13_000 && (k/per)%5 != 1 }, 200, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ep, kv := startServer(t, server.Config{})
+			ep, kv := startServer(t)
 			o := Options{Workload: "get", Endpoints: []string{ep}, Clients: 4, Total: 1, Keys: keys, KeyPrefix: "bench/"}
 			env := &Env{Opts: &o}
 			var ops []*dkvpb.RequestOp

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
-func threeNodes(t *testing.T) (*tests.Cluster, []string) {
-	c := tests.NewClusterEach(t, 3, server.Config{}, func(nd *tests.Node) { nd.Cfg.HTTPAddr = tests.FreeAddr(t) })
+func threeNodes(t *testing.T) (*servertest.Cluster, []string) {
+	c := servertest.NewClusterEach(t, 3, server.Config{}, func(nd *servertest.Node) { nd.Cfg.HTTPAddr = testutil.FreeAddr(t) })
 	var eps []string
 	for _, nd := range c.Nodes {
 		eps = append(eps, nd.Srv.ClientAddr())
@@ -24,7 +25,7 @@ func threeNodes(t *testing.T) (*tests.Cluster, []string) {
 // settled waits for every member's own start-up proposal (it publishes
 // its client URL once ready) to be applied, so that the proposals counted
 // afterwards are the test's.
-func settled(t *testing.T, c *tests.Cluster) {
+func settled(t *testing.T, c *servertest.Cluster) {
 	c.Eventually(20*time.Second, "every member's client URL in the member list", func() bool {
 		ml, err := c.Nodes[0].Cluster.MemberList(t.Context(), &dkvpb.MemberListRequest{Linearizable: true})
 		if err != nil || len(ml.GetMembers()) != len(c.Nodes) {
@@ -39,7 +40,7 @@ func settled(t *testing.T, c *tests.Cluster) {
 	})
 }
 
-func followerProposals(t *testing.T, c *tests.Cluster) map[string]float64 {
+func followerProposals(t *testing.T, c *servertest.Cluster) map[string]float64 {
 	m := map[string]float64{}
 	for _, nd := range c.Followers() {
 		m[nd.Name] = nd.Metric(t, "dkv_proposals_total")
@@ -111,7 +112,7 @@ func TestRouteLeaderFromAFollowerEndpoint(t *testing.T) {
 func TestRouteLeaderFallsBackToSpread(t *testing.T) {
 	// A dead endpoint alongside a live single node: the live one is found
 	// as leader, the dead one does not get in the way.
-	ep, _ := startServer(t, server.Config{})
+	ep, _ := startServer(t)
 	dead := deadEndpoint(t)
 	var warn bytes.Buffer
 	res := run(t, Options{Workload: "put", Endpoints: []string{dead, ep}, Clients: 2, Conns: 2, Total: 20, Keys: 5, Warn: &warn, OpTimeout: 2e9})

@@ -15,9 +15,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
-// freeHost picks a random loopback address (as tests.FreeAddr does: other
+// freeHost picks a random loopback address (as testutil.FreeAddr does: other
 // tests' connections take ephemeral ports on 127.0.0.1) and a base port
 // whose dev-cluster ports (base+10*i+{0,1,2}) on it are free now.
 func freeHost(t *testing.T, nodes int) (host string, base int) {
@@ -250,7 +252,7 @@ func TestDevClusterPeerSecret(t *testing.T) {
 	}
 
 	// A fourth member joins with the same file, and takes part.
-	peer, client := freeAddr(t), freeAddr(t)
+	peer, client := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	r := d.dkv("member", "add", "n4", peer)
 	if r.code != 0 || !strings.Contains(r.stdout, "--peer-secret-file") || strings.Contains(r.stdout, strings.TrimSpace(string(sec))) {
 		t.Fatalf("member add: exit %d\n%s%s", r.code, r.stdout, r.stderr)

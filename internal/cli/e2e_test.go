@@ -14,31 +14,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // dkvBin is the dkv binary built once by TestMain.
 var dkvBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dkv-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	var err error
+	if dkvBin, err = testutil.BuildDKV(raceEnabled); err != nil {
+		fmt.Fprintf(os.Stderr, "building dkv: %v\n", err)
 		os.Exit(1)
 	}
-	dkvBin = filepath.Join(dir, "dkv")
-	args := []string{"build"}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "-o", dkvBin, "github.com/dkv-io/dkv/cmd/dkv")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building dkv: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // node is a running `dkv serve` process.

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // cliMember is one `dkv serve` process of a multi-member cluster.
@@ -37,10 +38,10 @@ func startCLICluster(t *testing.T, n int) []*cliMember {
 	var ms []*cliMember
 	var initial []string
 	peers := make([]string, n)
-	token := tests.RandomToken()
+	token := servertest.RandomToken()
 	for i := range n {
-		peers[i] = tests.FreeAddr(t)
-		ms = append(ms, &cliMember{name: fmt.Sprintf("m%d", i+1), addr: tests.FreeAddr(t)})
+		peers[i] = testutil.FreeAddr(t)
+		ms = append(ms, &cliMember{name: fmt.Sprintf("m%d", i+1), addr: testutil.FreeAddr(t)})
 		initial = append(initial, ms[i].name+"="+peers[i])
 	}
 	for i, m := range ms {
@@ -59,7 +60,7 @@ func startCLICluster(t *testing.T, n int) []*cliMember {
 		t.Cleanup(m.kill)
 	}
 	for _, m := range ms {
-		tests.Eventually(t, 30*time.Second, m.name+" knows the leader", func() bool {
+		testutil.Eventually(t, 30*time.Second, m.name+" knows the leader", func() bool {
 			st, r := statusOf(t, "--endpoints", m.addr)
 			return r.code == 0 && st.LeaderID != "0" && st.LeaderID != ""
 		})
@@ -166,7 +167,7 @@ func TestCLIOneMemberUpServesSerializable(t *testing.T) {
 		t.Fatalf("put: %+v", r)
 	}
 	// Wait until the live member has applied the put itself.
-	tests.Eventually(t, 10*time.Second, "the put applied on "+live.name, func() bool {
+	testutil.Eventually(t, 10*time.Second, "the put applied on "+live.name, func() bool {
 		r := runDKV(t, 30*time.Second, "--endpoints", live.addr, "get", "k", "--serializable")
 		return r.code == 0 && r.stdout == "v\n"
 	})

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // serveFails runs dkv serve with args, which must fail: within a bound
@@ -51,16 +53,6 @@ func serveFails(t *testing.T, code int, want string, args ...string) string {
 	return stderr
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	return lis.Addr().String()
-}
-
 func TestServeStartupFailures(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -79,7 +71,7 @@ func TestServeStartupFailures(t *testing.T) {
 			"--data-dir", t.TempDir(), "--client-addr", busy.Addr().String(), "--http-addr", "", "--peer-addr", "127.0.0.1:0")
 	})
 	t.Run("initial cluster without this member", func(t *testing.T) {
-		p := freeAddr(t)
+		p := testutil.FreeAddr(t)
 		serveFails(t, 2, `initial cluster "n2=`+p+`" does not contain this member's name "n1"`,
 			append(ports(t.TempDir()), "--name", "n1", "--peer-addr", p, "--initial-cluster", "n2="+p)...)
 	})
@@ -90,20 +82,20 @@ func TestServeStartupFailures(t *testing.T) {
 			append(ports(t.TempDir()), "--name", "n1", "--peer-addr", "127.0.0.1:0", "--initial-cluster", "n1=nohostport")...)
 	})
 	t.Run("peer addr differs from initial cluster", func(t *testing.T) {
-		p, q := freeAddr(t), freeAddr(t)
+		p, q := testutil.FreeAddr(t), testutil.FreeAddr(t)
 		serveFails(t, 2, "this member's entry in --initial-cluster is n1="+p+", but it advertises peer address "+q,
-			append(ports(t.TempDir()), "--name", "n1", "--peer-addr", q, "--initial-cluster", "n1="+p+",n2="+freeAddr(t))...)
+			append(ports(t.TempDir()), "--name", "n1", "--peer-addr", q, "--initial-cluster", "n1="+p+",n2="+testutil.FreeAddr(t))...)
 	})
 	t.Run("join refused", func(t *testing.T) {
-		ep := freeAddr(t) // nothing listens there
+		ep := testutil.FreeAddr(t) // nothing listens there
 		serveFails(t, 1, "joining the cluster failed: via "+ep+": Unavailable",
 			append(ports(t.TempDir()), "--name", "n4", "--peer-addr", "127.0.0.1:0", "--join", ep, "--initial-cluster-token", "t")...)
 	})
 	// Issue #32, finding 2: a peer secret anybody can derive is no secret.
 	t.Run("multi-node bootstrap without a peer secret", func(t *testing.T) {
-		p := freeAddr(t)
+		p := testutil.FreeAddr(t)
 		r := serveFails(t, 2, "no peer secret: a member of a multi-node cluster needs --initial-cluster-token",
-			append(ports(t.TempDir()), "--name", "n1", "--peer-addr", p, "--initial-cluster", "n1="+p+",n2="+freeAddr(t))...)
+			append(ports(t.TempDir()), "--name", "n1", "--peer-addr", p, "--initial-cluster", "n1="+p+",n2="+testutil.FreeAddr(t))...)
 		for _, flag := range []string{"--peer-secret-file", "--peer-cert-file", "--insecure-peer"} {
 			if !strings.Contains(r, flag) {
 				t.Errorf("the refusal does not name %s: %s", flag, r)
@@ -112,7 +104,7 @@ func TestServeStartupFailures(t *testing.T) {
 	})
 	t.Run("join without a peer secret", func(t *testing.T) {
 		serveFails(t, 2, "no peer secret: a member of a multi-node cluster needs --initial-cluster-token",
-			append(ports(t.TempDir()), "--name", "n4", "--peer-addr", "127.0.0.1:0", "--join", freeAddr(t))...)
+			append(ports(t.TempDir()), "--name", "n4", "--peer-addr", "127.0.0.1:0", "--join", testutil.FreeAddr(t))...)
 	})
 	t.Run("token and secret file", func(t *testing.T) {
 		serveFails(t, 2, "give --initial-cluster-token or --peer-secret-file, not both",
@@ -200,7 +192,7 @@ func TestServeAdvertisedAddresses(t *testing.T) {
 // voter nobody runs counts in the quorum.
 func TestMemberAddLearnerByDefault(t *testing.T) {
 	n := startServe(t, t.TempDir())
-	p2, p3 := freeAddr(t), freeAddr(t)
+	p2, p3 := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	if got := n.ok("", "member", "add", "n2", p2); !strings.HasPrefix(got, "added n2 (") || !strings.Contains(got, "as a learner") {
 		t.Fatalf("member add printed %q, want it added as a learner", got)
 	}

@@ -49,7 +49,7 @@ var (
 	MemberEnd = []byte("s/raft/members0")
 )
 
-// NOSPACE alarms (package storage, applied by package state).
+// Alarms (records and apply: package state).
 var (
 	// AlarmPrefix: s/alarm/<member id, 8 bytes BE> -> reason (NOSPACE);
 	// s/alarm/<member id, 8 bytes BE><kind, 1 byte> -> reason for the

@@ -1,7 +1,10 @@
 // Package mvcc is DKV's deterministic, multi-version key-value engine: it
 // applies committed KV, lease and lock commands (put, delete range, txn,
 // counter, compact; driving packages lease and lock in the same batch)
-// and serves reads at the current or a past revision.
+// and serves reads at the current or a past revision. It knows no recipe:
+// commands built on the keyspace elsewhere (package state's job queue)
+// use its exported primitives (primitives.go) and learn of its writes
+// through a WriteObserver.
 //
 // # Who calls it
 //
@@ -11,7 +14,9 @@
 // NewIndexedBatch; several entries may be applied into one batch before
 // it is committed together with the applied index. Finish returns the
 // revision and the command's Changes (events, lease changes, lock
-// grants). The server calls Validate before proposing, Range for reads
+// grants). Package state's command registry names the validator
+// (ValidatePut, ValidateTxn, ...) the server calls for each command
+// before proposing; the server calls Range for reads
 // (on a snapshot, the DB or a batch), HashKV for consistency checks and
 // PurgeHistory in the background after a compaction. The watch hub
 // consumes the events and, for catch-up, the change log.

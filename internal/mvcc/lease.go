@@ -13,44 +13,46 @@ import (
 // a revocation that deletes keys is one revision with one Delete event per
 // key.
 
-// validateLease checks a lease command's structure.
-func validateLease(req *dkvpb.InternalRequest) error {
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_LeaseGrant:
-		g := r.LeaseGrant
-		if g == nil {
-			return invalid("lease grant request is empty")
-		}
-		if err := checkNonNegative("lease id", g.Id); err != nil {
+// ValidateLeaseGrant checks a lease grant's structure.
+func ValidateLeaseGrant(g *dkvpb.LeaseGrantRequest) error {
+	if g == nil {
+		return invalid("lease grant request is empty")
+	}
+	if err := checkNonNegative("lease id", g.Id); err != nil {
+		return err
+	}
+	return lease.ValidateTTL("ttl_ms", g.TtlMs)
+}
+
+// ValidateLeaseID checks the lease id a revocation or an expiry names.
+func ValidateLeaseID(id int64) error { return checkLeaseID(id) }
+
+// ValidateLeaseRenew checks a grouped renewal's structure.
+func ValidateLeaseRenew(r *dkvpb.LeaseRenewRequest) error {
+	ids := r.GetIds()
+	if len(ids) == 0 {
+		return invalid("lease renew names no lease")
+	}
+	if u := r.GetUsers(); len(u) != 0 && len(u) != len(ids) {
+		return invalid("lease renew names %d leases and %d users", len(ids), len(u))
+	}
+	for _, id := range ids {
+		if err := checkLeaseID(id); err != nil {
 			return err
 		}
-		return lease.ValidateTTL("ttl_ms", g.TtlMs)
-	case *dkvpb.InternalRequest_LeaseRevoke:
-		return checkLeaseID(r.LeaseRevoke.GetId())
-	case *dkvpb.InternalRequest_LeaseRenew:
-		ids := r.LeaseRenew.GetIds()
-		if len(ids) == 0 {
-			return invalid("lease renew names no lease")
+	}
+	return nil
+}
+
+// ValidateLeaseCheckpoint checks a checkpoint's structure.
+func ValidateLeaseCheckpoint(r *dkvpb.LeaseCheckpointRequest) error {
+	for _, c := range r.GetCheckpoints() {
+		if err := checkLeaseID(c.GetId()); err != nil {
+			return err
 		}
-		if u := r.LeaseRenew.GetUsers(); len(u) != 0 && len(u) != len(ids) {
-			return invalid("lease renew names %d leases and %d users", len(ids), len(u))
+		if err := checkNonNegative("remaining_ms", c.GetRemainingMs()); err != nil {
+			return err
 		}
-		for _, id := range ids {
-			if err := checkLeaseID(id); err != nil {
-				return err
-			}
-		}
-	case *dkvpb.InternalRequest_LeaseCheckpoint:
-		for _, c := range r.LeaseCheckpoint.GetCheckpoints() {
-			if err := checkLeaseID(c.GetId()); err != nil {
-				return err
-			}
-			if err := checkNonNegative("remaining_ms", c.GetRemainingMs()); err != nil {
-				return err
-			}
-		}
-	case *dkvpb.InternalRequest_LeaseExpire:
-		return checkLeaseID(r.LeaseExpire.GetId())
 	}
 	return nil
 }

@@ -23,39 +23,39 @@ import (
 // release), for the server to wake whoever waits for it.
 type LockGrant = dkvpb.LockHandle
 
-// validateLock checks a lock command's structure.
-func validateLock(req *dkvpb.InternalRequest, l Limits) error {
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_LockAcquire:
-		a := r.LockAcquire
-		if err := checkKey("lock key", a.GetKey(), l); err != nil {
-			return err
+// ValidateLockAcquire checks a lock acquisition's structure.
+func ValidateLockAcquire(a *dkvpb.LockAcquireRequest, l Limits) error {
+	if err := checkKey("lock key", a.GetKey(), l); err != nil {
+		return err
+	}
+	if err := checkOwner(a.GetOwner()); err != nil {
+		return err
+	}
+	if err := checkNonNegative("lease", a.GetLease()); err != nil {
+		return err
+	}
+	if a.GetLease() == 0 {
+		if a.GetLeaseOwned() {
+			return invalid("lock lease_owned needs a lease")
 		}
-		if err := checkOwner(a.GetOwner()); err != nil {
-			return err
-		}
-		if err := checkNonNegative("lease", a.GetLease()); err != nil {
-			return err
-		}
-		if a.GetLease() == 0 {
-			if a.GetLeaseOwned() {
-				return invalid("lock lease_owned needs a lease")
-			}
-			return lease.ValidateTTL("lock ttl_ms", a.GetTtlMs())
-		}
-		if a.GetTtlMs() != 0 {
-			return invalid("lock lease and ttl_ms are exclusive")
-		}
-	case *dkvpb.InternalRequest_LockRelease:
-		return ValidateLockHandle(r.LockRelease.GetHandle(), l)
-	case *dkvpb.InternalRequest_LockCancel:
-		if err := checkKey("lock key", r.LockCancel.GetKey(), l); err != nil {
-			return err
-		}
-		return checkOwner(r.LockCancel.GetOwner())
+		return lease.ValidateTTL("lock ttl_ms", a.GetTtlMs())
+	}
+	if a.GetTtlMs() != 0 {
+		return invalid("lock lease and ttl_ms are exclusive")
 	}
 	return nil
 }
+
+// ValidateLockCancel checks the cancellation of a lock wait.
+func ValidateLockCancel(c *dkvpb.LockCancelRequest, l Limits) error {
+	if err := checkKey("lock key", c.GetKey(), l); err != nil {
+		return err
+	}
+	return checkOwner(c.GetOwner())
+}
+
+// CheckOwner refuses a lock owner that is empty or too long.
+func CheckOwner(o string) error { return checkOwner(o) }
 
 func checkOwner(o string) error {
 	if o == "" {
@@ -158,7 +158,9 @@ func (w *Writer) grantLock(key []byte, owner string, leaseID int64, own, noWaite
 func (w *Writer) releaseLock(h *lock.Holder) *dkvpb.LockHandle {
 	must(lock.DeleteHolder(w.b, h))
 	delete(w.s.held, string(h.Key))
-	w.queueFloorLive(h.Key) // a claimed job may be claimable again
+	if w.s.obs != nil {
+		w.s.obs.Unlocked(w, h.Key) // a claimed job may be claimable again
+	}
 	var next *dkvpb.LockHandle
 	if !h.NoWaiters {
 		next = w.handOver(h.Key)

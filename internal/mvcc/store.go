@@ -88,11 +88,8 @@ type Store struct {
 	// lookup. A map by id: the same commands applied again from the same
 	// state leave it the same.
 	leaseRecs map[int64]lease.Record
-	// queueFloor is a hint per queue (its jobs prefix): no live job key
-	// is below it (see queueFloorNote). Only the speed of a claim's
-	// scan depends on it, never its result; absent means "unknown, scan
-	// from the start", which is how Reload and Open leave it.
-	queueFloor map[string][]byte
+	// obs, when set, is told of the keyspace changes (SetObserver).
+	obs WriteObserver
 	// quota, when set, admits or refuses each put (SetQuota).
 	quota Quota
 	// indexes are the declared label indexes, by id, exactly as s/mx
@@ -141,7 +138,9 @@ func (s *Store) Reload(r pebble.Reader) error {
 		return err
 	}
 	s.held, s.leaseRecs, s.indexes = held, recs, idx
-	s.queueFloor = map[string][]byte{}
+	if s.obs != nil {
+		s.obs.Reloaded()
+	}
 	s.rev.Store(rev)
 	s.compact.Store(comp)
 	s.committedRev.Store(rev)
@@ -245,12 +244,6 @@ func must(err error) {
 	}
 }
 
-// ValidateApplied checks, at apply time, the structure of a committed
-// command (see applyLimits): a refused command writes nothing.
-func ValidateApplied(req *dkvpb.InternalRequest) error {
-	return Validate(req, applyLimits)
-}
-
 // Writer applies one committed command into an indexed batch: reads go
 // through the batch, so they see earlier commands applied into it. Its
 // command methods (Put, Txn, LeaseGrant, ...) check the command against
@@ -331,7 +324,9 @@ func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	s.kbuf = latestKey(s.kbuf, key)
 	s.vbuf = appendLatest(s.vbuf[:0], rec)
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
-	s.queueFloorNote(key)
+	if s.obs != nil {
+		s.obs.Put(w, key)
+	}
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	s.vbuf = appendHistPut(s.vbuf[:0], rec)
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
@@ -367,7 +362,9 @@ func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	s := w.s
 	s.kbuf = latestKey(s.kbuf, key)
 	must(w.b.Delete(s.kbuf, nil))
-	w.queueFloorNoteMarker(key)
+	if s.obs != nil {
+		s.obs.Deleted(w, key)
+	}
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	must(w.b.Set(s.kbuf, tombstoneValue, nil))
 	w.relink(key, prev.GetLease(), 0)

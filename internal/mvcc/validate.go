@@ -6,11 +6,11 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/keyrange"
-	"github.com/dkv-io/dkv/internal/ratelimit"
 )
 
 // Limits bounds the size of requests. The server validates proposals
-// against them before proposing.
+// against them before proposing (package state's command registry says
+// which validator each command takes).
 type Limits struct {
 	MaxKeyBytes   int
 	MaxValueBytes int
@@ -37,60 +37,13 @@ func (l *Limits) EnsureDefaults() {
 	}
 }
 
-// applyLimits is what Apply checks against. Apply must not depend on a
-// node's configuration (a node restarted with a smaller --max-value-bytes
-// would refuse an entry its peers accepted, and diverge), so at apply time
-// only the structure of a request is checked; sizes are enforced once,
-// before proposing.
-var applyLimits = Limits{MaxKeyBytes: 1 << 62, MaxValueBytes: 1 << 62, MaxTxnOps: 1 << 62}
-
 func invalid(format string, args ...any) error {
 	return dkverr.New(dkverr.InvalidInput, format, args...)
 }
 
-// Validate checks a command before it is proposed: every InvalidInput a
-// command can earn without looking at the store's state.
-func Validate(req *dkvpb.InternalRequest, l Limits) error {
-	l.EnsureDefaults()
-	if req == nil {
-		return invalid("request is empty")
-	}
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_Put:
-		return ValidatePut(r.Put, l)
-	case *dkvpb.InternalRequest_DeleteRange:
-		return ValidateDeleteRange(r.DeleteRange, l)
-	case *dkvpb.InternalRequest_Txn:
-		return ValidateTxn(r.Txn, l)
-	case *dkvpb.InternalRequest_Counter:
-		return ValidateCounter(r.Counter, l)
-	case *dkvpb.InternalRequest_Compact:
-		return ValidateCompact(r.Compact)
-	case *dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LeaseRevoke, *dkvpb.InternalRequest_LeaseRenew,
-		*dkvpb.InternalRequest_LeaseCheckpoint, *dkvpb.InternalRequest_LeaseExpire:
-		return validateLease(req)
-	case *dkvpb.InternalRequest_LockAcquire, *dkvpb.InternalRequest_LockRelease, *dkvpb.InternalRequest_LockCancel:
-		return validateLock(req, l)
-	case *dkvpb.InternalRequest_RateLimit:
-		return ratelimit.Validate(r.RateLimit, l.MaxKeyBytes)
-	case *dkvpb.InternalRequest_QueueClaim:
-		return validateQueueClaim(r.QueueClaim, l)
-	case *dkvpb.InternalRequest_QueueAck:
-		return validateQueueAck(r.QueueAck, l)
-	case *dkvpb.InternalRequest_QueueAckBatch:
-		return validateQueueAckBatch(r.QueueAckBatch, l)
-	case *dkvpb.InternalRequest_StoreCreate, *dkvpb.InternalRequest_StoreDelete:
-		return nil // package state checks the names and quotas at apply
-	case *dkvpb.InternalRequest_IndexCreate:
-		return ValidateIndex(r.IndexCreate.GetPrefix(), r.IndexCreate.GetLabel(), l)
-	case *dkvpb.InternalRequest_IndexDrop:
-		return ValidateIndex(r.IndexDrop.GetPrefix(), r.IndexDrop.GetLabel(), l)
-	case nil:
-		return invalid("request has no command")
-	default:
-		return invalid("unknown command %T", r)
-	}
-}
+// CheckKey refuses a key that is empty or over l's limit; what names it
+// in the message.
+func CheckKey(what string, key []byte, l Limits) error { return checkKey(what, key, l) }
 
 func checkKey(what string, key []byte, l Limits) error {
 	if len(key) == 0 {

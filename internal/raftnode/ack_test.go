@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -61,7 +62,7 @@ func leaderOf(t *testing.T, logs *syncBuffer) (*Node[uint64], *sentLog, uint64) 
 	}
 	n.Run()
 	t.Cleanup(func() { n.Stop(); st.Close() })
-	poll(t, "the bootstrap configuration applied", func() bool { return n.Status().Applied >= 2 })
+	testutil.Eventually(t, 10*time.Second, "the bootstrap configuration applied", func() bool { return n.Status().Applied >= 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := n.Inspect(ctx, func(rn *raft.RawNode) { _ = rn.Campaign() }); err != nil {
@@ -74,7 +75,7 @@ func leaderOf(t *testing.T, logs *syncBuffer) (*Node[uint64], *sentLog, uint64) 
 			resp = raftpb.MsgVoteResp
 		}
 		var req *raftpb.Message
-		poll(t, typ.String(), func() bool {
+		testutil.Eventually(t, 10*time.Second, typ.String(), func() bool {
 			ms := sent.find(func(m *raftpb.Message) bool { return m.GetType() == typ && m.GetTo() == 2 })
 			if len(ms) > 0 {
 				req = ms[0]
@@ -83,7 +84,7 @@ func leaderOf(t *testing.T, logs *syncBuffer) (*Node[uint64], *sentLog, uint64) 
 		})
 		step(t, n, &raftpb.Message{Type: resp.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(req.GetTerm())})
 	}
-	poll(t, "member 1 to lead", func() bool { return n.Status().IsLeader })
+	testutil.Eventually(t, 10*time.Second, "member 1 to lead", func() bool { return n.Status().IsLeader })
 	return n, sent, n.Status().Term
 }
 
@@ -114,7 +115,7 @@ func TestLeaderSurvivesAckBeyondItsLog(t *testing.T) {
 	}
 	// Messages are stepped in the order received: once both acks are
 	// counted, the three before them went to raft uncounted.
-	poll(t, "the acks beyond the log counted", func() bool { return n.Stats().LogDivergence.Load() >= 2 })
+	testutil.Eventually(t, 10*time.Second, "the acks beyond the log counted", func() bool { return n.Stats().LogDivergence.Load() >= 2 })
 	if got := n.Stats().LogDivergence.Load(); got != 2 {
 		t.Fatalf("dkv_raft_log_divergence_total = %d, want 2 (the two acks of 30004 only)", got)
 	}
@@ -135,7 +136,7 @@ func TestLeaderSurvivesAckBeyondItsLog(t *testing.T) {
 	res := make(chan error, 1)
 	go func() { _, err := propose(ctx, n); res <- err }()
 	var app *raftpb.Message
-	poll(t, "the proposal sent to n2", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the proposal sent to n2", func() bool {
 		for _, m := range sent.find(func(m *raftpb.Message) bool { return m.GetType() == raftpb.MsgApp && m.GetTo() == 2 }) {
 			for _, e := range m.GetEntries() {
 				if e.GetIndex() == 4 {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"go.etcd.io/raft/v3"
 )
 
@@ -75,7 +74,7 @@ func TestDamageDuringApplyStopsWithoutPanic(t *testing.T) {
 		ID: 1, Storage: st, StateMachine: sm,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 5,
 		Peers:  []raft.Peer{{ID: 1}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testutil.Quiet,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -142,7 +141,7 @@ func (c *cluster) node(t *testing.T, s string) *tnode {
 // start opens tn's storage (on its in-memory filesystem) and runs a Node
 // on it.
 func (c *cluster) start(t *testing.T, tn *tnode) {
-	st, err := storage.Open("/data", storage.Options{FS: tn.fs, NoSync: true, Logger: discard()})
+	st, err := storage.Open("/data", storage.Options{FS: tn.fs, NoSync: true, Logger: testutil.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +161,7 @@ func (c *cluster) start(t *testing.T, tn *tnode) {
 		Transport:    &tracingTransport{c: c, from: tn.id, t: c.net.Transport(tn.id)},
 		TickInterval: testTick, ElectionTicks: testElectionTicks, Ticks: tn.ticks,
 		Peers: tn.peers, Join: tn.join, KnownMembers: known,
-		Logger: discard(),
+		Logger: testutil.Quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -185,8 +184,6 @@ func (tn *tnode) stop(t *testing.T) {
 	}
 	tn.n = nil
 }
-
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func (c *cluster) record(id uint64, ev string) {
 	c.mu.Lock()

@@ -2,13 +2,12 @@ package raftnode
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -38,17 +37,6 @@ func (s *sentLog) find(f func(*raftpb.Message) bool) []*raftpb.Message {
 	return out
 }
 
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
-	}
-}
-
 // followerOf starts member 2 of {1, 2}; the test plays member 1.
 func followerOf(t *testing.T) (*Node[uint64], *sentLog) {
 	t.Helper()
@@ -62,7 +50,7 @@ func followerOf(t *testing.T) (*Node[uint64], *sentLog) {
 		ID: 2, Storage: st, StateMachine: sm, Transport: sent,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 1000, // never campaigns during the test
 		Peers:  []raft.Peer{{ID: 1}, {ID: 2}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testutil.Quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +81,7 @@ func TestDivergedFollowerSaysSoAndStopsPingPong(t *testing.T) {
 	step(t, n, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(5)),
 		Index: new(uint64(2)), LogTerm: new(uint64(1)),
 		Entries: []*raftpb.Entry{{Index: new(uint64(3)), Term: new(uint64(5)), Data: data}}, Commit: new(uint64(3))})
-	poll(t, "entry 3 applied under leader 1", func() bool {
+	testutil.Eventually(t, 10*time.Second, "entry 3 applied under leader 1", func() bool {
 		st := n.Status()
 		return st.Applied >= 3 && st.Lead == 1 && st.Term == 5
 	})
@@ -109,7 +97,7 @@ func TestDivergedFollowerSaysSoAndStopsPingPong(t *testing.T) {
 	}
 	// A heartbeat after them: once it is answered, they were handled.
 	step(t, n, &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(5)), Commit: new(uint64(3))})
-	poll(t, "the heartbeat answered", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the heartbeat answered", func() bool {
 		return len(sent.find(func(m *raftpb.Message) bool { return m.GetType() == raftpb.MsgHeartbeatResp })) > 0
 	})
 	resps := sent.find(func(m *raftpb.Message) bool { return m.GetType() == raftpb.MsgAppResp })
@@ -143,7 +131,7 @@ func TestMembershipAdmitsAppliedAndPendingMembers(t *testing.T) {
 	step(t, n, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(5)),
 		Index: new(uint64(2)), LogTerm: new(uint64(1)), Commit: new(uint64(2)),
 		Entries: []*raftpb.Entry{{Index: new(uint64(3)), Term: new(uint64(5)), Type: raftpb.EntryConfChange.Enum(), Data: cc}}})
-	poll(t, "the learner being added to be admitted", func() bool { return n.IsMember(3) })
+	testutil.Eventually(t, 10*time.Second, "the learner being added to be admitted", func() bool { return n.IsMember(3) })
 	if n.IsMember(999) {
 		t.Fatal("a stranger is admitted")
 	}

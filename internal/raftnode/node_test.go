@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -93,7 +92,7 @@ func startNode(t testing.TB, dir string, snapshotCount uint64) (*Node[uint64], *
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 5,
 		Peers:         []raft.Peer{{ID: 1}},
 		SnapshotCount: snapshotCount, CatchUpEntries: 10,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testutil.Quiet,
 	})
 	if err != nil {
 		t.Fatal(err)

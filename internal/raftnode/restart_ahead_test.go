@@ -2,13 +2,12 @@ package raftnode
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"go.etcd.io/raft/v3"
 )
 
@@ -63,7 +62,7 @@ func TestRestartWithStateAheadOfCommit(t *testing.T) {
 			ID: 1, Storage: st, StateMachine: sm,
 			TickInterval: 10 * time.Millisecond, ElectionTicks: 1000, // stays a follower: nothing new to apply
 			Peers:  []raft.Peer{{ID: 1}},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Logger: testutil.Quiet,
 		})
 	}()
 	if err != nil {

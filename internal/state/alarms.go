@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,7 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/keys"
 )
 
 // Alarms is the replicated alarm table as of the applied index: which
@@ -50,11 +51,11 @@ func (a *Alarms) setCorrupt(id uint64, reason string, on bool) {
 
 // load re-reads the table from the applied state.
 func (a *Alarms) load(r pebble.Reader) error {
-	m, err := storage.Alarms(r)
+	m, err := readAlarms(r, 8, 0)
 	if err != nil {
 		return err
 	}
-	c, err := storage.KindAlarms(r, byte(dkvpb.AlarmType_ALARM_TYPE_CORRUPT))
+	c, err := readAlarms(r, 9, byte(dkvpb.AlarmType_ALARM_TYPE_CORRUPT))
 	if err != nil {
 		return err
 	}
@@ -129,38 +130,76 @@ func (a *Alarms) Count() int {
 	return len(a.active)
 }
 
-// GrowsData reports whether req is a write the NOSPACE alarm refuses: one
-// that can add data. Deletes, compaction and lease and lock bookkeeping
-// that frees or keeps space are allowed.
-func GrowsData(req *dkvpb.InternalRequest) bool {
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_Put, *dkvpb.InternalRequest_Counter,
-		*dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LockAcquire,
-		*dkvpb.InternalRequest_RateLimit, *dkvpb.InternalRequest_QueueClaim,
-		*dkvpb.InternalRequest_IndexCreate:
-		return true
-	case *dkvpb.InternalRequest_QueueAck:
-		return len(r.QueueAck.GetPuts()) > 0
-	case *dkvpb.InternalRequest_QueueAckBatch:
-		for _, a := range r.QueueAckBatch.GetAcks() {
-			if len(a.GetPuts()) > 0 {
-				return true
-			}
-		}
-	case *dkvpb.InternalRequest_Txn:
-		for _, ops := range [][]*dkvpb.RequestOp{r.Txn.GetSuccess(), r.Txn.GetFailure()} {
-			for _, op := range ops {
-				if op.GetRequestPut() != nil {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
 // NoSpaceError is the NoSpace refusal, why naming the members short of
 // space.
 func NoSpaceError(why string) *dkverr.Error {
 	return dkverr.New(dkverr.NoSpace, "writes are refused until space is freed (%s); reads, deletes and compaction still work", why)
+}
+
+// An alarm a member measured: deterministic, since the measurement
+// travels in the command.
+var alarmCommand = Command{
+	name: "alarm",
+	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+		m.applyAlarm(b, req.GetAlarm())
+		return Result{Revision: m.kv.Revision()}
+	},
+}
+
+// The alarm table's records, in the replicated state so that every member
+// refuses the same writes and a snapshot carries it:
+//
+//	s/alarm/<member id, 8 bytes BE>         -> reason   NOSPACE
+//	s/alarm/<member id, 8 bytes BE><kind>   -> reason   any other kind
+//
+// NOSPACE keeps the older 8-byte key, so data dirs from before alarms had
+// kinds read the same. The bytes are a stored format.
+
+func alarmKey(id uint64) []byte {
+	k := make([]byte, len(keys.AlarmPrefix)+8)
+	copy(k, keys.AlarmPrefix)
+	binary.BigEndian.PutUint64(k[len(keys.AlarmPrefix):], id)
+	return k
+}
+
+func kindAlarmKey(id uint64, kind byte) []byte {
+	return append(alarmKey(id), kind)
+}
+
+// setAlarm records member id's NOSPACE alarm.
+func setAlarm(b *pebble.Batch, id uint64, reason string) error {
+	return b.Set(alarmKey(id), []byte(reason), nil)
+}
+
+// deleteAlarm clears member id's NOSPACE alarm.
+func deleteAlarm(b *pebble.Batch, id uint64) error {
+	return b.Delete(alarmKey(id), nil)
+}
+
+// setKindAlarm records member id's alarm of kind (> 1; 1 is NOSPACE).
+func setKindAlarm(b *pebble.Batch, id uint64, kind byte, reason string) error {
+	return b.Set(kindAlarmKey(id, kind), []byte(reason), nil)
+}
+
+// deleteKindAlarm clears member id's alarm of kind.
+func deleteKindAlarm(b *pebble.Batch, id uint64, kind byte) error {
+	return b.Delete(kindAlarmKey(id, kind), nil)
+}
+
+// readAlarms returns the raised alarms whose keys are n bytes past the
+// prefix and, for n = 9, end in kind: member id -> reason.
+func readAlarms(r pebble.Reader, n int, kind byte) (map[uint64]string, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: keys.AlarmPrefix, UpperBound: keys.AlarmEnd})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	p := len(keys.AlarmPrefix)
+	out := map[uint64]string{}
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key(); len(k) == p+n && (n == 8 || k[len(k)-1] == kind) {
+			out[binary.BigEndian.Uint64(k[p:])] = string(it.Value())
+		}
+	}
+	return out, it.Error()
 }

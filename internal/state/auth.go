@@ -50,20 +50,17 @@ func (a *Auth) load(r pebble.Reader) error {
 	return nil
 }
 
-// ClientCommand reports whether req is a command a client asked for, whose
-// permissions the proposing member checked (see checkFresh); the others
-// are members' bookkeeping (lease expiry, checkpoints, grouped renewals,
-// member attributes, alarms) and auth changes, which the Auth service
-// checks itself.
-func ClientCommand(req *dkvpb.InternalRequest) bool {
-	switch req.Request.(type) {
-	case *dkvpb.InternalRequest_Put, *dkvpb.InternalRequest_DeleteRange, *dkvpb.InternalRequest_Txn,
-		*dkvpb.InternalRequest_Counter, *dkvpb.InternalRequest_Compact,
-		*dkvpb.InternalRequest_LeaseGrant, *dkvpb.InternalRequest_LeaseRevoke,
-		*dkvpb.InternalRequest_LockAcquire, *dkvpb.InternalRequest_LockRelease, *dkvpb.InternalRequest_LockCancel:
-		return true
-	}
-	return false
+// An auth change: hashed on the receiving member (apply never hashes),
+// checked by the Auth service itself.
+var authCommand = Command{
+	name: "auth",
+	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+		arev, err := m.auth.apply(b, req.GetAuth())
+		if err != nil {
+			return m.refused(err)
+		}
+		return Result{Resp: &dkvpb.AuthResponse{Header: &dkvpb.ResponseHeader{}, AuthRevision: arev}, Revision: m.kv.Revision()}
+	},
 }
 
 // rootTest is, with auth enabled, a test of whether a user has the root
@@ -87,10 +84,8 @@ func (a *Auth) setView(v *auth.View) {
 // than the one it applies in: deterministic (two revisions compared), and
 // it closes the window between the check on the proposing member and the
 // apply.
+// Only for a checked command (Command.Checked).
 func (a *Auth) checkFresh(req *dkvpb.InternalRequest) error {
-	if !ClientCommand(req) {
-		return nil
-	}
 	if cur := a.state.GetRevision(); req.GetAuthRevision() != cur {
 		return dkverr.New(dkverr.Unavailable, "the auth state changed (revision %d, now %d) while the request was in flight; it was not applied and may be retried", req.GetAuthRevision(), cur)
 	}

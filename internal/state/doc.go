@@ -1,15 +1,21 @@
 // Package state is DKV's replicated state machine: every committed raft
 // command is applied here, deterministically, on every member.
 //
-// Machine implements raftnode.StateMachine[Result]. It decodes the
-// dkvpb.InternalRequest an entry carries and applies it through one flat
-// dispatch (Machine.apply): KV put, delete, txn, counter and compaction,
-// lease grant, revoke, renew, checkpoint and expiry, and lock acquire,
-// release and cancel go to the MVCC engine (package mvcc, which keeps the
-// keyspace, ranges and txns, and drives the lease and lock tables in the
-// same batch); member attributes and NOSPACE alarms are applied here, rate-limit
-// decisions in package ratelimit (outside the MVCC keyspace: no revision), and
-// conf changes mirror into the member table (membership.go).
+// Machine implements raftnode.StateMachine[Result] (the server asserts
+// it where it wires the two; this package imports no raftnode). It
+// decodes the dkvpb.InternalRequest an entry carries and applies it
+// through the command registry (command.go): one Command row per field of
+// the request's oneof, declared beside its logic (kv.go, lease.go,
+// lock.go, queue.go, ratelimit.go, auth.go, members.go, alarms.go,
+// stores.go), saying how the command is validated, what a client needs to
+// make it, whether the NOSPACE alarm refuses it, and how it applies.
+// Lookup is the one switch over command kinds. Commands on the keyspace
+// (KV, leases, locks, the queue, label indexes) apply through the MVCC
+// engine (package mvcc, which keeps the keyspace, ranges and txns, and
+// drives the lease and lock tables in the same batch); member attributes,
+// alarms, auth changes and named stores here; rate-limit decisions in
+// package ratelimit (outside the MVCC keyspace: no revision); conf
+// changes mirror into the member table (members.go).
 //
 // Each command yields a Result: the response or the refusal, the revision,
 // and typed Effects. The machine does no I/O beyond the batch; it hands
@@ -30,6 +36,8 @@
 // apply must stop rather than diverge.
 //
 // Callers: the server (server/effects.go) creates the Machine and passes
-// it to raftnode; the server's handlers read the alarm table (Alarms) and
-// use GrowsData and NoSpaceError for the check before proposing.
+// it to raftnode; the server's propose path asks the registry (Lookup,
+// Command.Validate, Command.GrowsData) before proposing, its auth
+// interceptor asks it what a request needs (CommandFor, Command.Needs),
+// and its handlers read the alarm table (Alarms).
 package state

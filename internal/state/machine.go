@@ -6,11 +6,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/mvcc"
-	"github.com/dkv-io/dkv/internal/raftnode"
-	"github.com/dkv-io/dkv/internal/ratelimit"
 	"github.com/dkv-io/dkv/internal/storage"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -74,15 +71,15 @@ type Machine struct {
 	alarms Alarms
 	auth   Auth
 	quota  storeQuota
+	floor  queueFloor // the job queue's scan hint (queuefloor.go)
 }
-
-var _ raftnode.StateMachine[Result] = (*Machine)(nil)
 
 // New returns the machine over kv and the applied state in store, and
 // loads the alarm table from it.
 func New(kv *mvcc.Store, store *storage.Storage, exec Executor, log *slog.Logger) (*Machine, error) {
 	m := &Machine{kv: kv, store: store, exec: exec, log: log}
 	kv.SetQuota(&m.quota)
+	kv.SetObserver(&m.floor)
 	if err := m.alarms.load(store.DB()); err != nil {
 		return nil, err
 	}
@@ -114,100 +111,31 @@ func (m *Machine) Apply(b *pebble.Batch, index uint64, data []byte) (uint64, Res
 	return req.GetId(), res
 }
 
-// apply is the one dispatch of every command.
+// apply applies one command through its row in the registry (command.go).
 func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
-	if GrowsData(req) {
+	c, _ := Lookup(req)
+	if c.GrowsData(req) {
 		// Decided by replicated state only, so every member refuses alike.
 		if why := m.alarms.Describe(); why != "" {
 			return m.refused(NoSpaceError(why))
 		}
 	}
-	if err := validate(req); err != nil {
-		return m.refused(err)
+	if err := c.Validate(req, applyLimits); err != nil {
+		return m.refused(err) // an empty or unknown command too
 	}
-	if err := m.auth.checkFresh(req); err != nil {
-		return m.refused(err)
+	if c.checked {
+		if err := m.auth.checkFresh(req); err != nil {
+			return m.refused(err)
+		}
 	}
 	m.quota.reset(b)
 	w := m.kv.Begin(b)
 	w.SetTime(req.GetTimeUnixNano())
 	w.SetCaller(req.GetUser(), m.auth.rootTest())
-	var (
-		resp  proto.Message
-		err   error
-		purge bool
-	)
-	switch r := req.Request.(type) {
-	case *dkvpb.InternalRequest_Put:
-		resp, err = w.Put(r.Put)
-	case *dkvpb.InternalRequest_DeleteRange:
-		resp, err = w.DeleteRange(r.DeleteRange)
-	case *dkvpb.InternalRequest_Txn:
-		resp, err = w.Txn(r.Txn)
-	case *dkvpb.InternalRequest_Counter:
-		resp, err = w.Counter(r.Counter)
-	case *dkvpb.InternalRequest_Compact:
-		resp, err = w.Compact(r.Compact)
-		purge = err == nil
-	case *dkvpb.InternalRequest_LeaseGrant:
-		resp, err = w.LeaseGrant(r.LeaseGrant)
-	case *dkvpb.InternalRequest_LeaseRevoke:
-		resp, err = w.LeaseRevoke(r.LeaseRevoke.GetId())
-	case *dkvpb.InternalRequest_LeaseRenew:
-		resp = w.LeaseRenew(r.LeaseRenew)
-	case *dkvpb.InternalRequest_LeaseCheckpoint:
-		resp = w.LeaseCheckpoint(r.LeaseCheckpoint)
-	case *dkvpb.InternalRequest_LeaseExpire:
-		resp = w.LeaseExpire(r.LeaseExpire)
-	case *dkvpb.InternalRequest_LockAcquire:
-		resp, err = w.LockAcquire(r.LockAcquire)
-	case *dkvpb.InternalRequest_LockRelease:
-		resp = w.LockRelease(r.LockRelease.GetHandle())
-	case *dkvpb.InternalRequest_LockCancel:
-		resp = w.LockCancel(r.LockCancel)
-	case *dkvpb.InternalRequest_QueueClaim:
-		// Run-at is compared with the entry's time, never this member's
-		// clock, so every member claims the same job.
-		qc := w.QueueClaim(r.QueueClaim, req.GetTimeUnixNano()/1e6)
-		qc.ClaimedUnixNano = req.GetTimeUnixNano()
-		resp = qc
-	case *dkvpb.InternalRequest_QueueAck:
-		resp, err = w.QueueAck(r.QueueAck)
-	case *dkvpb.InternalRequest_QueueAckBatch:
-		resp = w.QueueAckBatch(r.QueueAckBatch)
-	case *dkvpb.InternalRequest_IndexCreate:
-		resp, err = w.IndexCreate(r.IndexCreate)
-	case *dkvpb.InternalRequest_IndexDrop:
-		resp, err = w.IndexDrop(r.IndexDrop)
-	case *dkvpb.InternalRequest_MemberAttrs:
-		must(SetMemberAttrs(b, r.MemberAttrs.GetId(), r.MemberAttrs.GetClientUrl(), r.MemberAttrs.GetVersion()))
-		return Result{}
-	case *dkvpb.InternalRequest_Alarm:
-		m.applyAlarm(b, r.Alarm)
-		return Result{Revision: m.kv.Revision()}
-	case *dkvpb.InternalRequest_RateLimit:
-		// Outside the MVCC keyspace: a decision is no key change, so it
-		// takes no revision and sends no watch event. Its time is the
-		// entry's, never this member's clock.
-		rl, err := ratelimit.Apply(b, r.RateLimit, req.GetTimeUnixNano())
-		must(err)
-		rl.Header = &dkvpb.ResponseHeader{Revision: m.kv.Revision()}
-		return Result{Resp: rl, Revision: m.kv.Revision()}
-	case *dkvpb.InternalRequest_Auth:
-		arev, err := m.auth.apply(b, r.Auth)
-		if err != nil {
-			return m.refused(err)
-		}
-		return Result{Resp: &dkvpb.AuthResponse{Header: &dkvpb.ResponseHeader{}, AuthRevision: arev}, Revision: m.kv.Revision()}
-	case *dkvpb.InternalRequest_StoreCreate:
-		return m.applyStoreCreate(b, r.StoreCreate) // stores.go
-	case *dkvpb.InternalRequest_StoreDelete:
-		return m.applyStoreDelete(b, r.StoreDelete)
-	default:
-		// validate refuses these first; kept so a new command cannot
-		// silently apply as nothing.
-		err = dkverr.New(dkverr.InvalidInput, "unknown command %T", req.Request)
+	if c.apply != nil {
+		return c.apply(m, b, req)
 	}
+	resp, err := c.write(m, w, req)
 	if err != nil {
 		return m.refused(err)
 	}
@@ -215,22 +143,12 @@ func (m *Machine) apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 	countStores(b, ch.Events) // stores.go
 	mvcc.StampRevision(resp, rev)
 	return Result{Resp: resp, Revision: rev, Effects: Effects{
-		Events: ch.Events, Leases: ch.Leases, Locks: ch.Locks, Purge: purge,
+		Events: ch.Events, Leases: ch.Leases, Locks: ch.Locks, Purge: c.purges,
 	}}
 }
 
 func (m *Machine) refused(err error) Result {
 	return Result{Err: err, Revision: m.kv.Revision()}
-}
-
-// validate checks a command's structure at apply time. Member attributes
-// and alarms come only from members, never from a client.
-func validate(req *dkvpb.InternalRequest) error {
-	if req.GetMemberAttrs() != nil || req.GetAlarm() != nil || req.GetAuth() != nil ||
-		req.GetStoreCreate() != nil || req.GetStoreDelete() != nil {
-		return nil
-	}
-	return mvcc.ValidateApplied(req)
 }
 
 // applyAlarm records what a member measured: deterministic, since the
@@ -241,9 +159,9 @@ func (m *Machine) applyAlarm(b *pebble.Batch, ar *dkvpb.AlarmRequest) {
 	case dkvpb.AlarmType_ALARM_TYPE_CORRUPT:
 		kind := byte(ar.GetAlarm())
 		if ar.GetActive() {
-			must(storage.SetKindAlarm(b, ar.GetMemberId(), kind, ar.GetReason()))
+			must(setKindAlarm(b, ar.GetMemberId(), kind, ar.GetReason()))
 		} else {
-			must(storage.DeleteKindAlarm(b, ar.GetMemberId(), kind))
+			must(deleteKindAlarm(b, ar.GetMemberId(), kind))
 		}
 		m.alarms.setCorrupt(ar.GetMemberId(), ar.GetReason(), ar.GetActive())
 		return
@@ -254,9 +172,9 @@ func (m *Machine) applyAlarm(b *pebble.Batch, ar *dkvpb.AlarmRequest) {
 		return
 	}
 	if ar.GetActive() {
-		must(storage.SetAlarm(b, ar.GetMemberId(), ar.GetReason()))
+		must(setAlarm(b, ar.GetMemberId(), ar.GetReason()))
 	} else {
-		must(storage.DeleteAlarm(b, ar.GetMemberId()))
+		must(deleteAlarm(b, ar.GetMemberId()))
 	}
 	m.alarms.set(ar.GetMemberId(), ar.GetReason(), ar.GetActive())
 }

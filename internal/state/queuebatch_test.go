@@ -181,6 +181,34 @@ func TestQueueClaimFloorJobBelow(t *testing.T) {
 	}
 }
 
+// TestQueueClaimFloorFollowsWrites: the MVCC engine tells the machine's
+// floor of the writes that matter. A claim that stopped at its last job
+// learns a floor just past it (every job below is claimed and marked);
+// a job put below the floor lowers it to that job; a reload of the state
+// (a snapshot install) forgets it.
+func TestQueueClaimFloorFollowsWrites(t *testing.T) {
+	h := newHarness(t)
+	for i := range 4 {
+		h.ok(put(jobKey(0, 1000, i), `{"max_attempts":3}`, 0))
+	}
+	jobs := qprefix + "j/"
+	batchJobs(t, h.one(claimBatch("o", 2000, 2)))
+	if got, want := string(h.m.floor.scanStart([]byte(jobs), true)), jobKey(0, 1000, 1)+"\x00"; got != want {
+		t.Fatalf("after claiming two jobs the scan starts at %q, want %q", got, want)
+	}
+	urgent := jobKey(9, 1000, 9)
+	h.ok(put(urgent, `{"max_attempts":3}`, 0))
+	if got := string(h.m.floor.scanStart([]byte(jobs), true)); got != urgent {
+		t.Fatalf("after a job was put below the floor the scan starts at %q, want %q", got, urgent)
+	}
+	if err := h.m.kv.Reload(h.store.DB()); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(h.m.floor.scanStart([]byte(jobs), true)); got != jobs {
+		t.Fatalf("after a reload the scan starts at %q, want the span's start %q", got, jobs)
+	}
+}
+
 // TestQueueClaimFloorEquivalence: a member that keeps the claim's scan
 // floor and one that forgets it before every claim (as a restart or a
 // snapshot install does) give the same responses and the same state.

@@ -226,3 +226,18 @@ func mustMapper(name string) storekeys.Mapper {
 	}
 	return m
 }
+
+// Named stores' records: apply checks their names and quotas.
+var storeCreateCommand = Command{
+	name: "store_create",
+	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+		return m.applyStoreCreate(b, req.GetStoreCreate())
+	},
+}
+
+var storeDeleteCommand = Command{
+	name: "store_delete",
+	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+		return m.applyStoreDelete(b, req.GetStoreDelete())
+	},
+}

@@ -1,5 +1,7 @@
 // Package storage is DKV's on-disk layout: one Pebble database per node
-// holding both the raft log and the state machine.
+// holding both the raft log and the state machine. It owns the raft log,
+// the HardState, the applied index and ConfState, and snapshots; what the
+// state's records mean belongs to the packages that write them.
 //
 // Key prefixes (<id> and <index> are 8 bytes, big-endian):
 //
@@ -11,8 +13,8 @@
 //	                      is being installed
 //	s/raft/applied        applied index                           (state side)
 //	s/raft/confstate      raft ConfState as of the applied index
-//	s/raft/members/<id>   member table (written by internal/state)
-//	s/alarm/<id>          NOSPACE alarms (space.go)
+//	s/raft/members/<id>   member table   (records: internal/state)
+//	s/alarm/<id>[<kind>]  alarms         (records: internal/state)
 //	s/mk/ s/mh/ s/mr/ s/mm/  MVCC keyspace: latest, history, changes
 //	                      by revision, revision and compaction marks
 //	                      (internal/mvcc/keys.go)

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dkv-io/dkv/internal/keys"
 	"github.com/dkv-io/dkv/internal/lograte"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -262,43 +260,6 @@ func defaultFS(fs vfs.FS) vfs.FS {
 		return vfs.Default
 	}
 	return fs
-}
-
-// Alarm table: "s/alarm/<member id>" -> reason, in the replicated state so
-// that every member refuses the same writes and a snapshot carries it.
-var alarmPrefix = keys.AlarmPrefix
-
-func alarmKey(id uint64) []byte {
-	k := make([]byte, len(alarmPrefix)+8)
-	copy(k, alarmPrefix)
-	binary.BigEndian.PutUint64(k[len(alarmPrefix):], id)
-	return k
-}
-
-// SetAlarm records member id's NOSPACE alarm.
-func SetAlarm(b *pebble.Batch, id uint64, reason string) error {
-	return b.Set(alarmKey(id), []byte(reason), nil)
-}
-
-// DeleteAlarm clears member id's NOSPACE alarm.
-func DeleteAlarm(b *pebble.Batch, id uint64) error {
-	return b.Delete(alarmKey(id), nil)
-}
-
-// Alarms returns the raised alarms: member id -> reason.
-func Alarms(r pebble.Reader) (map[uint64]string, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: alarmPrefix, UpperBound: keys.AlarmEnd})
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	out := map[uint64]string{}
-	for it.First(); it.Valid(); it.Next() {
-		if k := it.Key(); len(k) == len(alarmPrefix)+8 {
-			out[binary.BigEndian.Uint64(k[len(alarmPrefix):])] = string(it.Value())
-		}
-	}
-	return out, it.Error()
 }
 
 // BallastName is the file in the data dir that holds disk space in

@@ -715,39 +715,6 @@ func SetConfState(b *pebble.Batch, cs *raftpb.ConfState) error {
 	return b.Set(keyConfState, data, nil)
 }
 
-// SetMember records a cluster member in the replicated state.
-func SetMember(b *pebble.Batch, id uint64, data []byte) error {
-	return b.Set(memberKey(id), data, nil)
-}
-
-// DeleteMember removes a member from the replicated state.
-func DeleteMember(b *pebble.Batch, id uint64) error {
-	return b.Delete(memberKey(id), nil)
-}
-
-// Members returns every recorded member's encoded record, in id order.
-func Members(r pebble.Reader) ([][]byte, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: memberPrefix, UpperBound: keys.MemberEnd})
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	var out [][]byte
-	for it.First(); it.Valid(); it.Next() {
-		out = append(out, append([]byte(nil), it.Value()...))
-	}
-	return out, it.Error()
-}
-
-var memberPrefix = keys.MemberPrefix
-
-func memberKey(id uint64) []byte {
-	k := make([]byte, len(memberPrefix)+8)
-	copy(k, memberPrefix)
-	binary.BigEndian.PutUint64(k[len(memberPrefix):], id)
-	return k
-}
-
 // Meta reads a node-identity value (not replicated).
 func (s *Storage) Meta(name string) ([]byte, bool, error) {
 	return get(s.db, append(append([]byte{}, metaPrefix...), name...))

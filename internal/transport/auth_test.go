@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/internal/transport/transportpb"
 	dto "github.com/prometheus/client_model/go"
 	"go.etcd.io/raft/v3/raftpb"
@@ -150,7 +151,7 @@ func TestMembersWithTheSameSecretTalk(t *testing.T) {
 	_, addrB := serveCfg(t, Config{ID: 2, ClusterID: 7, Raft: rb, Secret: secret})
 	a, _ := serveCfg(t, Config{ID: 1, ClusterID: 7, Raft: &recorder{}, Secret: secret})
 	a.AddPeer(2, addrB)
-	waitFor(t, "a heartbeat over an authenticated stream", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a heartbeat over an authenticated stream", func() bool {
 		a.Send([]*raftpb.Message{heartbeat(1, 2)})
 		return rb.count() > 0
 	})
@@ -160,7 +161,7 @@ func TestMembersWithTheSameSecretTalk(t *testing.T) {
 	ra := &recorder{}
 	a2, _ := serveCfg(t, Config{ID: 1, ClusterID: 7, Raft: ra, Secret: secret})
 	a2.AddPeer(3, addrC)
-	waitFor(t, "the sender to see its stream refused", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the sender to see its stream refused", func() bool {
 		a2.Send([]*raftpb.Message{heartbeat(1, 3)})
 		return ra.unreachableCount(3) > 0
 	})
@@ -208,7 +209,7 @@ func TestPeerThatReappearsIsRedialledAtOnce(t *testing.T) {
 	addrB := lis.Addr().String()
 	lis.Close()
 	a.AddPeer(2, addrB)
-	waitFor(t, "the dial to the absent peer to fail", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the dial to the absent peer to fail", func() bool {
 		a.Send([]*raftpb.Message{heartbeat(1, 2)})
 		return ra.unreachableCount(2) > 0
 	})
@@ -220,11 +221,11 @@ func TestPeerThatReappearsIsRedialledAtOnce(t *testing.T) {
 		t.Fatal("address moved")
 	}
 	b.AddPeer(1, addrA)
-	waitFor(t, "member 1 to hear member 2", func() bool {
+	testutil.Eventually(t, 10*time.Second, "member 1 to hear member 2", func() bool {
 		b.Send([]*raftpb.Message{heartbeat(2, 1)})
 		return ra.count() > 0
 	})
-	waitFor(t, "member 2 to hear member 1 again, before the hour-long backoff ends", func() bool {
+	testutil.Eventually(t, 10*time.Second, "member 2 to hear member 1 again, before the hour-long backoff ends", func() bool {
 		a.Send([]*raftpb.Message{heartbeat(1, 2)})
 		return rb.count() > 0
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/testutil"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
@@ -68,17 +69,6 @@ func serve(t *testing.T, id, cluster uint64, r Raft, f *Faults) (*GRPC, string) 
 	return tr, lis.Addr().String()
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not a fixed wait
-	}
-}
-
 func heartbeat(from, to uint64) *raftpb.Message {
 	return &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: new(from), To: new(to)}
 }
@@ -94,7 +84,7 @@ func TestMessagesArriveInOrderAcrossOneStream(t *testing.T) {
 		m.Commit = new(uint64(i))
 		a.Send([]*raftpb.Message{m})
 	}
-	waitFor(t, "all messages delivered", func() bool { return rb.count() == n })
+	testutil.Eventually(t, 10*time.Second, "all messages delivered", func() bool { return rb.count() == n })
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	for i, m := range rb.got {
@@ -111,7 +101,7 @@ func TestFramesFromAnotherClusterAreRefused(t *testing.T) {
 	a, _ := serve(t, 1, 8, ra, nil) // a different cluster id
 	a.AddPeer(2, addrB)
 	// Keep sending until the sender has seen its stream refused.
-	waitFor(t, "sender to report the peer unreachable", func() bool {
+	testutil.Eventually(t, 10*time.Second, "sender to report the peer unreachable", func() bool {
 		a.Send([]*raftpb.Message{heartbeat(1, 2)})
 		return ra.unreachableCount(2) > 0
 	})
@@ -134,7 +124,7 @@ func TestCutDropsAndHealRestores(t *testing.T) {
 	f.Heal()
 	marker := heartbeat(1, 2)
 	marker.Commit = new(uint64(99))
-	waitFor(t, "the marker after heal", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the marker after heal", func() bool {
 		a.Send([]*raftpb.Message{marker})
 		rb.mu.Lock()
 		defer rb.mu.Unlock()

@@ -12,6 +12,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/state"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -22,6 +24,7 @@ type env struct {
 	mu sync.Mutex
 	db *pebble.DB
 	kv *mvcc.Store
+	ap *state.Applier
 	h  *Hub
 }
 
@@ -35,7 +38,7 @@ func newEnv(t testing.TB, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, db: db, kv: kv}
+	e := &env{t: t, db: db, kv: kv, ap: state.NewApplier(kv)}
 	e.h = New(db, kv.Revision(), cfg)
 	t.Cleanup(func() {
 		e.h.Close()
@@ -66,28 +69,14 @@ func (e *env) apply(reqs ...*dkvpb.InternalRequest) int64 {
 	return e.kv.Revision()
 }
 
-// applyOne applies the few commands these tests use straight through the
-// MVCC engine (package state, the real dispatcher, sits above the hub).
+// applyOne applies r through package state's command registry, the one
+// dispatch the real machine uses.
 func (e *env) applyOne(b *pebble.Batch, r *dkvpb.InternalRequest) (int64, []mvcc.Event) {
-	w := e.kv.Begin(b)
-	var err error
-	switch c := r.Request.(type) {
-	case *dkvpb.InternalRequest_Put:
-		_, err = w.Put(c.Put)
-	case *dkvpb.InternalRequest_DeleteRange:
-		_, err = w.DeleteRange(c.DeleteRange)
-	case *dkvpb.InternalRequest_Txn:
-		_, err = w.Txn(c.Txn)
-	case *dkvpb.InternalRequest_Compact:
-		_, err = w.Compact(c.Compact)
-	default:
-		e.t.Fatalf("apply: the watch tests do not use %T", r.Request)
+	res := e.ap.Apply(b, r)
+	if res.Err != nil {
+		e.t.Fatalf("apply: %v", res.Err)
 	}
-	if err != nil {
-		e.t.Fatalf("apply: %v", err)
-	}
-	rev, ch := w.Finish()
-	return rev, ch.Events
+	return res.Revision, res.Effects.Events
 }
 
 func put(k, v string) *dkvpb.InternalRequest {
@@ -244,17 +233,6 @@ func hasPrefix(p string) func([]byte) bool {
 	return func(k []byte) bool { return bytes.HasPrefix(k, []byte(p)) }
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func equalEvs(t testing.TB, what string, got, want []ev) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -281,7 +259,7 @@ func TestOrderingKeyPrefixRange(t *testing.T) {
 	e.apply(del("a/", true))
 	last := e.apply(put("a/3", "q"))
 
-	waitFor(t, "all events", func() bool {
+	testutil.Eventually(t, 10*time.Second, "all events", func() bool {
 		rs := rd.snapshot()
 		return len(events(t, rs, pre.ID())) == 6 && len(events(t, rs, key.ID())) == 3 && len(events(t, rs, rng.ID())) == 3
 	})
@@ -323,7 +301,7 @@ func TestFiltersAndFragment(t *testing.T) {
 	e.apply(txnPuts(kvs...))
 	last := e.apply(del("k", true))
 	all := e.history(1, last, hasPrefix("k"), false)
-	waitFor(t, "fragmented events", func() bool { return len(events(t, rd.snapshot(), frag.ID())) == len(all) })
+	testutil.Eventually(t, 10*time.Second, "fragmented events", func() bool { return len(events(t, rd.snapshot(), frag.ID())) == len(all) })
 	resps := rd.snapshot()
 	equalEvs(t, "fragment", events(t, resps, frag.ID()), all)
 	var sizes []int
@@ -345,7 +323,7 @@ func TestFiltersAndFragment(t *testing.T) {
 			dels = append(dels, x)
 		}
 	}
-	waitFor(t, "filtered", func() bool {
+	testutil.Eventually(t, 10*time.Second, "filtered", func() bool {
 		rs := rd.snapshot()
 		return len(events(t, rs, noPuts.ID())) == len(dels) && len(events(t, rs, noDels.ID())) == len(puts)
 	})
@@ -367,7 +345,7 @@ func TestStartInThePastThenLive(t *testing.T) {
 		last = e.apply(put(fmt.Sprintf("p/%d", i%5), fmt.Sprint(i)))
 	}
 	want := e.history(10, last, hasPrefix("p/"), true)
-	waitFor(t, "replay and live", func() bool { return len(events(t, rd.snapshot(), w.ID())) >= len(want) })
+	testutil.Eventually(t, 10*time.Second, "replay and live", func() bool { return len(events(t, rd.snapshot(), w.ID())) >= len(want) })
 	equalEvs(t, "resume", events(t, rd.snapshot(), w.ID()), want)
 }
 
@@ -388,7 +366,7 @@ func TestSlowConsumerCatchUpFromHistory(t *testing.T) {
 	}
 	want := e.history(1, last, hasPrefix("s/"), false)
 	// The fast watcher gets everything while the slow one reads nothing.
-	waitFor(t, "fast watcher", func() bool { return len(events(t, fastRd.snapshot(), fast.ID())) == len(want) })
+	testutil.Eventually(t, 10*time.Second, "fast watcher", func() bool { return len(events(t, fastRd.snapshot(), fast.ID())) == len(want) })
 	equalEvs(t, "fast", events(t, fastRd.snapshot(), fast.ID()), want)
 	e.h.mu.Lock()
 	state, queued := slow.state, slow.qBytes
@@ -397,11 +375,11 @@ func TestSlowConsumerCatchUpFromHistory(t *testing.T) {
 		t.Fatalf("slow watcher: state %d with %d bytes queued; want catching up within the 4 KiB bound", state, queued)
 	}
 	slowRd := startReader(t, slowSt)
-	waitFor(t, "slow watcher catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want) })
+	testutil.Eventually(t, 10*time.Second, "slow watcher catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want) })
 	equalEvs(t, "slow", events(t, slowRd.snapshot(), slow.ID()), want)
 	// And it is live again.
 	last = e.apply(put("s/x", "live"))
-	waitFor(t, "live after catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want)+1 })
+	testutil.Eventually(t, 10*time.Second, "live after catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want)+1 })
 	e.h.mu.Lock()
 	defer e.h.mu.Unlock()
 	if slow.state != stateSynced {
@@ -426,7 +404,7 @@ func TestSlowConsumerCancelledOnCompaction(t *testing.T) {
 	// The next catch-up pass notices the compaction (a new write kicks
 	// nothing for an unsynced watcher, so read to make room).
 	rd := startReader(t, st)
-	waitFor(t, "cancel", func() bool {
+	testutil.Eventually(t, 10*time.Second, "cancel", func() bool {
 		rs := rd.snapshot()
 		return len(rs) > 0 && rs[len(rs)-1].Canceled
 	})
@@ -513,7 +491,7 @@ func TestSnapshotThenLiveRacingWrites(t *testing.T) {
 	}
 	for i, r := range regs {
 		want := e.history(r.rev+1, final, hasPrefix("r/"), false)
-		waitFor(t, fmt.Sprintf("watcher %d", i), func() bool { return len(events(t, r.rd.snapshot(), r.w.ID())) >= len(want) })
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("watcher %d", i), func() bool { return len(events(t, r.rd.snapshot(), r.w.ID())) >= len(want) })
 		got := events(t, r.rd.snapshot(), r.w.ID())
 		equalEvs(t, fmt.Sprintf("watcher %d from %d", i, r.rev), got, want)
 		state := r.snap
@@ -547,20 +525,20 @@ func TestProgressAndCancel(t *testing.T) {
 	}
 	e.apply(put("y", "1"))
 	rev := e.apply(put("y", "2"))
-	waitFor(t, "hub at rev", func() bool { return e.h.Rev() == rev })
+	testutil.Eventually(t, 10*time.Second, "hub at rev", func() bool { return e.h.Rev() == rev })
 	time.Sleep(2 * time.Millisecond)
 	st.NotifyIdle(time.Now())
-	waitFor(t, "progress", func() bool { return len(rd.snapshot()) == 1 })
+	testutil.Eventually(t, 10*time.Second, "progress", func() bool { return len(rd.snapshot()) == 1 })
 	p := rd.snapshot()[0]
 	if p.WatchId != 42 || p.Header.Revision != rev || len(p.Events) != 0 {
 		t.Fatalf("progress %v, want watch 42 at revision %d", p, rev)
 	}
 	st.RequestProgress()
-	waitFor(t, "requested progress", func() bool { return len(rd.snapshot()) == 2 })
+	testutil.Eventually(t, 10*time.Second, "requested progress", func() bool { return len(rd.snapshot()) == 2 })
 	if !st.Cancel(w.ID()) {
 		t.Fatal("cancel failed")
 	}
-	waitFor(t, "canceled", func() bool { return len(rd.snapshot()) == 3 })
+	testutil.Eventually(t, 10*time.Second, "canceled", func() bool { return len(rd.snapshot()) == 3 })
 	if c := rd.snapshot()[2]; !c.Canceled || c.CancelStatus != "OK" {
 		t.Fatalf("cancel response %v", c)
 	}

@@ -3,9 +3,11 @@ package watch
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/dkv-io/dkv/internal/keys"
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // A watcher catching up from history while a raft snapshot is being
@@ -45,7 +47,7 @@ func TestCatchUpWaitsForSnapshotInstall(t *testing.T) {
 	defer st.Close()
 	rd := startReader(t, st)
 	w, _ := st.Add(Spec{Key: []byte("p/"), Prefix: true}, 10, nil)
-	waitFor(t, "a catch-up pass over the half-installed state", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a catch-up pass over the half-installed state", func() bool {
 		s := e.h.Stats()
 		return s.CatchUps+s.InstallWaits > 0
 	})
@@ -69,6 +71,6 @@ func TestCatchUpWaitsForSnapshotInstall(t *testing.T) {
 		last = e.apply(put(fmt.Sprintf("p/%d", i%5), fmt.Sprint(i)))
 	}
 	want = append(want, e.history(want[len(want)-1].rev+1, last, hasPrefix("p/"), false)...)
-	waitFor(t, "every event from revision 10", func() bool { return len(events(t, rd.snapshot(), w.ID())) >= len(want) })
+	testutil.Eventually(t, 10*time.Second, "every event from revision 10", func() bool { return len(events(t, rd.snapshot(), w.ID())) >= len(want) })
 	equalEvs(t, "after the install", events(t, rd.snapshot(), w.ID()), want)
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/server"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/server/servertest"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
@@ -19,12 +19,12 @@ import (
 // leader; a lease granted through one follower is kept alive through
 // another.
 func TestThreeMembers(t *testing.T) {
-	c := tests.NewCluster(t, 3, server.Config{TickInterval: 10 * time.Millisecond, NoSync: true})
+	c := servertest.NewCluster(t, 3, server.Config{TickInterval: 10 * time.Millisecond, NoSync: true})
 	leader := c.WaitLeader()
 	fs := c.Followers()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	dial := func(nd *tests.Node) *grpc.ClientConn {
+	dial := func(nd *servertest.Node) *grpc.ClientConn {
 		conn, err := nd.Srv.DialInProcess(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -80,7 +80,7 @@ func TestThreeMembers(t *testing.T) {
 // clientv3.WithRequireLeader and etcdctl watch send) is refused with
 // etcd's no-leader error by a member that knows no leader.
 func TestRequireLeader(t *testing.T) {
-	c := tests.NewCluster(t, 3, server.Config{TickInterval: 10 * time.Millisecond, NoSync: true})
+	c := servertest.NewCluster(t, 3, server.Config{TickInterval: 10 * time.Millisecond, NoSync: true})
 	c.WaitLeader()
 	lone := c.Followers()[0]
 	for _, nd := range c.Nodes {

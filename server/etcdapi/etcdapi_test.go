@@ -7,6 +7,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -31,32 +32,15 @@ func startNodeB(t testing.TB) *node { return startNodeWith(t, nil) }
 // startNodeWith is startNode with the config changed by edit (nil: none).
 func startNodeWith(t testing.TB, edit func(*server.Config)) *node {
 	t.Helper()
-	cfg := server.Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond, NoSync: true}
+	opts := []servertest.Option{servertest.WithClientPort(), servertest.WithHTTPPort()}
 	if edit != nil {
-		edit(&cfg)
+		opts = append(opts, servertest.WithConfig(edit))
 	}
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.Ready():
-	case <-ctx.Done():
-		t.Fatal("server not ready")
-	}
-	conn, err := s.DialInProcess(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); s.Stop() })
-	return &node{s: s, conn: conn,
+	n := servertest.Start(t, opts...)
+	conn := n.Conn
+	return &node{s: n.Srv, conn: conn,
 		kv: etcdserverpb.NewKVClient(conn), w: etcdserverpb.NewWatchClient(conn), l: etcdserverpb.NewLeaseClient(conn),
-		dkv: dkvpb.NewKVClient(conn)}
+		dkv: n.KV}
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/server"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/server/servertest"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -20,7 +20,7 @@ import (
 // errors for unknown ids, voters and duplicate URLs; MoveLeader moves
 // leadership to the member named.
 func TestMembers(t *testing.T) {
-	c := tests.NewCluster(t, 3, server.Config{TickInterval: 10 * time.Millisecond, NoSync: true})
+	c := servertest.NewCluster(t, 3, server.Config{TickInterval: 10 * time.Millisecond, NoSync: true})
 	leader := c.WaitLeader()
 	f := c.Followers()[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

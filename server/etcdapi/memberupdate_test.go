@@ -7,8 +7,9 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/server/servertest"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
@@ -18,7 +19,7 @@ import (
 // writes made after the move replicate to it, and MemberList (what
 // etcdctl member list shows) gives the new URL on every member.
 func TestMemberUpdateMovesAFollower(t *testing.T) {
-	c := tests.NewCluster(t, 3, server.Config{TickInterval: 10 * time.Millisecond, NoSync: true})
+	c := servertest.NewCluster(t, 3, server.Config{TickInterval: 10 * time.Millisecond, NoSync: true})
 	leader := c.WaitLeader()
 	f := c.Followers()[0]
 	id := f.Srv.MemberID()
@@ -45,7 +46,7 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 		return len(l.Members) == 3
 	})
 
-	newPeer := tests.FreeAddr(t)
+	newPeer := testutil.FreeAddr(t)
 	up, err := cl.MemberUpdate(ctx, &etcdserverpb.MemberUpdateRequest{ID: id, PeerURLs: []string{"http://" + newPeer}})
 	if err != nil {
 		t.Fatalf("member update: %v", err)
@@ -76,7 +77,7 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 	})
 	// And it takes part in quorum: with the other follower stopped, the
 	// leader still commits only with it.
-	var other *tests.Node
+	var other *servertest.Node
 	for _, nd := range c.Followers() {
 		if nd != f {
 			other = nd

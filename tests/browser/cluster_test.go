@@ -10,39 +10,21 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // member is one dkv process this test started; it is stopped by its pid.
 type member struct {
-	name, client, peer, http, log string
-	cmd                           *exec.Cmd
-	exited                        chan struct{}
-	waitErr                       error
-}
-
-func (m *member) stop() {
-	select {
-	case <-m.exited:
-		return
-	default:
-	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.exited:
-	case <-time.After(10 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.exited
-	}
+	name, client, peer, http string
+	*testutil.Process
 }
 
 type cluster struct{ members []*member }
@@ -50,72 +32,22 @@ type cluster struct{ members []*member }
 func (c *cluster) logs() string {
 	var b strings.Builder
 	for _, m := range c.members {
-		data, _ := os.ReadFile(m.log)
-		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		if len(lines) > 15 {
-			lines = lines[len(lines)-15:]
-		}
-		fmt.Fprintf(&b, "\n%s log:\n  %s", m.name, strings.Join(lines, "\n  "))
+		fmt.Fprintf(&b, "\n%s log:\n%s", m.name, m.LogTail(15))
 	}
 	return b.String()
-}
-
-// freeAddr returns a free port on a random 127.0.0.x address.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	for range 100 {
-		addr := fmt.Sprintf("127.0.0.%d:%d", 1+rand.IntN(254), 20000+rand.IntN(12000))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr
-	}
-	t.Fatal("no free loopback address")
-	return ""
-}
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// dkvBinary builds cmd/dkv from the repository root (two levels up), once.
-func dkvBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dkv-browser-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "dkv")
-		root, _ := filepath.Abs("../..")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/dkv")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/dkv in %s: %v\n%s", root, err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
 }
 
 // startCluster starts three members with HTTP ports and waits until each
 // reports the same leader.
 func startCluster(t testing.TB, extra ...string) *cluster {
 	t.Helper()
-	bin := dkvBinary(t)
+	bin := testutil.DKVBinary(t)
 	base := t.TempDir()
 	names := []string{"n1", "n2", "n3"}
 	c := &cluster{}
 	var initial []string
 	for _, n := range names {
-		m := &member{name: n, client: freeAddr(t), peer: freeAddr(t), http: freeAddr(t), log: filepath.Join(base, n+".log")}
+		m := &member{name: n, client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t), http: testutil.FreeAddr(t)}
 		c.members = append(c.members, m)
 		initial = append(initial, n+"="+m.peer)
 	}
@@ -132,46 +64,25 @@ func startCluster(t testing.TB, extra ...string) *cluster {
 		args := append([]string{"serve", "--name", m.name, "--data-dir", filepath.Join(base, m.name),
 			"--client-addr", m.client, "--peer-addr", m.peer, "--http-addr", m.http,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token}, extra...)
-		lf, err := os.Create(m.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.cmd = exec.Command(bin, args...)
-		m.cmd.Stdout, m.cmd.Stderr = lf, lf
-		m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := m.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		m.exited = make(chan struct{})
-		go func(m *member, lf *os.File) {
-			m.waitErr = m.cmd.Wait()
-			lf.Close()
-			close(m.exited)
-		}(m, lf)
+		m.Process = testutil.StartProcess(t, filepath.Join(base, m.name+".log"), bin, args...)
 	}
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, m := range c.members {
-			wg.Go(m.stop)
+			wg.Go(m.Stop)
 		}
 		wg.Wait()
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := c.leader(); err == nil {
-			return c
-		} else if time.Now().After(deadline) {
-			t.Fatalf("cluster not ready: %v%s", err, c.logs())
-		}
+	testutil.EventuallyNoError(t, 60*time.Second, "a leader every member agrees on", func(context.Context) error {
 		for _, m := range c.members {
-			select {
-			case <-m.exited:
-				t.Fatalf("%s exited: %v%s", m.name, m.waitErr, c.logs())
-			default:
+			if !m.Running() {
+				t.Fatalf("%s exited: %v%s", m.name, m.Err(), c.logs())
 			}
 		}
-		time.Sleep(100 * time.Millisecond) // poll interval, not a synchronisation
-	}
+		_, err := c.leader()
+		return err
+	})
+	return c
 }
 
 // leader is the name of the leader every member agrees on.

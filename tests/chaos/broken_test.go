@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/server"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // TestCheckerCatchesUnsafeLocalReads proves the suite can fail: with
@@ -19,7 +19,7 @@ func TestCheckerCatchesUnsafeLocalReads(t *testing.T) {
 	if os.Getenv("DKV_ARTIFACTS") == "" {
 		t.Setenv("DKV_ARTIFACTS", t.TempDir())
 	}
-	c := tests.NewCluster(t, 3, server.Config{UnsafeLocalReads: true, NoSync: true})
+	c := servertest.NewCluster(t, 3, server.Config{UnsafeLocalReads: true, NoSync: true})
 	nem := newInprocNemesis(c, []string{"isolate-follower"})
 	ctx := context.Background()
 	kvs, closeAll, err := pinnedClients(ctx, nem.Endpoints(), 2)

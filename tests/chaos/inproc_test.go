@@ -12,7 +12,7 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/server"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // inprocKinds are the faults an in-process cluster takes: node stops
@@ -35,8 +35,8 @@ const inprocLeaseDrift = 0.05
 // newSkewedCluster starts a 3-node cluster in which every node (also
 // those the membership fault adds) measures leases with its own
 // SkewClock; it stays with the node across Stop and Start.
-func newSkewedCluster(t *testing.T, base server.Config) *tests.Cluster {
-	return tests.NewClusterEach(t, 3, base, func(nd *tests.Node) {
+func newSkewedCluster(t *testing.T, base server.Config) *servertest.Cluster {
+	return servertest.NewClusterEach(t, 3, base, func(nd *servertest.Node) {
 		nd.Cfg.LeaseClock = NewSkewClock()
 		// The disk-full fault works through this filesystem: it reports
 		// the free space the fault sets and fails writes with ENOSPC.
@@ -51,22 +51,22 @@ func newSkewedCluster(t *testing.T, base server.Config) *tests.Cluster {
 
 const plentyOfSpace = 1 << 40
 
-func faultFSOf(nd *tests.Node) *storage.FaultFS {
+func faultFSOf(nd *servertest.Node) *storage.FaultFS {
 	fs, _ := nd.Cfg.FS.(*storage.FaultFS)
 	return fs
 }
 
-func clockOf(nd *tests.Node) *SkewClock {
+func clockOf(nd *servertest.Node) *SkewClock {
 	c, _ := nd.Cfg.LeaseClock.(*SkewClock)
 	return c
 }
 
-// inprocNemesis injects faults into a tests.Cluster. Only the test
+// inprocNemesis injects faults into a servertest.Cluster. Only the test
 // goroutine calls it (the harness fails the test from there).
 type inprocNemesis struct {
-	c      *tests.Cluster
-	voters []*tests.Node // the original members; endpoints for clients
-	down   map[*tests.Node]bool
+	c      *servertest.Cluster
+	voters []*servertest.Node // the original members; endpoints for clients
+	down   map[*servertest.Node]bool
 	kinds  []string
 	joined int
 	// drift bounds the clock-drift fault's rates to 1±drift; it must be
@@ -80,8 +80,8 @@ type inprocNemesis struct {
 	overdrive float64
 }
 
-func newInprocNemesis(c *tests.Cluster, kinds []string) *inprocNemesis {
-	return &inprocNemesis{c: c, voters: append([]*tests.Node(nil), c.Nodes...), down: map[*tests.Node]bool{}, kinds: kinds, drift: inprocLeaseDrift}
+func newInprocNemesis(c *servertest.Cluster, kinds []string) *inprocNemesis {
+	return &inprocNemesis{c: c, voters: append([]*servertest.Node(nil), c.Nodes...), down: map[*servertest.Node]bool{}, kinds: kinds, drift: inprocLeaseDrift}
 }
 
 func (n *inprocNemesis) Kinds() []string { return n.kinds }
@@ -96,8 +96,8 @@ func (n *inprocNemesis) Endpoints() []string {
 	return eps
 }
 
-func (n *inprocNemesis) follower(target int) (*tests.Node, error) {
-	var fs []*tests.Node
+func (n *inprocNemesis) follower(target int) (*servertest.Node, error) {
+	var fs []*servertest.Node
 	for _, nd := range n.c.Followers() {
 		for _, v := range n.voters {
 			if v == nd {
@@ -178,7 +178,7 @@ func (n *inprocNemesis) Inject(ctx context.Context, f Fault) (func() error, erro
 // in four: the leader decides expiries, and a fast clock is the direction
 // that would expire leases early. The rate is within 1±drift, at the edge
 // one time in four.
-func (n *inprocNemesis) clockDrift(l *tests.Node, f Fault) (func() error, error) {
+func (n *inprocNemesis) clockDrift(l *servertest.Node, f Fault) (func() error, error) {
 	t := f.Target
 	nd, fast := l, t/3%4 != 0
 	if t%3 == 2 {
@@ -209,7 +209,7 @@ func (n *inprocNemesis) clockDrift(l *tests.Node, f Fault) (func() error, error)
 // free, below the 64 MiB reserve, until the heal. The cluster refuses
 // writes that add data with NoSpace meanwhile; nothing acknowledged may
 // be lost and writes must resume after.
-func (n *inprocNemesis) diskFull(l *tests.Node, f Fault) (func() error, error) {
+func (n *inprocNemesis) diskFull(l *servertest.Node, f Fault) (func() error, error) {
 	nd := l
 	if f.Target%2 == 1 {
 		fl, err := n.follower(f.Target / 2)
@@ -234,7 +234,7 @@ func (n *inprocNemesis) diskFull(l *tests.Node, f Fault) (func() error, error) {
 // membership adds a learner while the workload runs; the heal promotes
 // it to voter once it has caught up, then removes it again, so the
 // cluster goes 3 -> 3+learner -> 4 voters -> 3.
-func (n *inprocNemesis) membership(ctx context.Context, l *tests.Node) (func() error, error) {
+func (n *inprocNemesis) membership(ctx context.Context, l *servertest.Node) (func() error, error) {
 	n.joined++
 	name := fmt.Sprintf("m%d", n.joined)
 	var join []string

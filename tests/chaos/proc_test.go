@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,7 +13,8 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/faultproxy"
-	"github.com/dkv-io/dkv/tests"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // procKinds are the faults real processes take: kill -9 and restart,
@@ -27,25 +27,10 @@ var procKinds = []string{
 	"proxy-oneway-from-leader", "proxy-delay",
 }
 
-// dkvBinary builds cmd/dkv (static, like the image) unless $DKV_BINARY
-// names one.
-func dkvBinary(t testing.TB) string {
-	if b := os.Getenv("DKV_BINARY"); b != "" {
-		return b
-	}
-	bin := filepath.Join(t.TempDir(), "dkv")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/dkv-io/dkv/cmd/dkv")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building dkv: %v\n%s", err, out)
-	}
-	return bin
-}
-
 type procNode struct {
 	name, peer, client, dir, log string
 	proxy                        *faultproxy.Proxy
-	cmd                          *exec.Cmd
+	proc                         *testutil.Process // nil while down
 	paused                       bool
 }
 
@@ -62,11 +47,11 @@ type procCluster struct {
 }
 
 func newProcCluster(t testing.TB, n int) *procCluster {
-	pc := &procCluster{t: t, bin: dkvBinary(t), down: map[*procNode]bool{}, token: tests.RandomToken()}
+	pc := &procCluster{t: t, bin: testutil.DKVBinary(t), down: map[*procNode]bool{}, token: servertest.RandomToken()}
 	var parts []string
 	dir := t.TempDir()
 	for i := 0; i < n; i++ {
-		nd := &procNode{name: fmt.Sprintf("n%d", i+1), peer: tests.FreeAddr(t), client: tests.FreeAddr(t)}
+		nd := &procNode{name: fmt.Sprintf("n%d", i+1), peer: testutil.FreeAddr(t), client: testutil.FreeAddr(t)}
 		nd.dir = filepath.Join(dir, nd.name)
 		nd.log = filepath.Join(dir, nd.name+".log")
 		p, err := faultproxy.Listen("127.0.0.1:0", nd.peer, pc.ids.Identify)
@@ -80,10 +65,9 @@ func newProcCluster(t testing.TB, n int) *procCluster {
 	pc.ic = strings.Join(parts, ",")
 	t.Cleanup(func() {
 		for _, nd := range pc.nodes {
-			if nd.cmd != nil {
-				nd.cmd.Process.Signal(syscall.SIGCONT)
-				nd.cmd.Process.Kill()
-				nd.cmd.Wait()
+			if nd.proc != nil {
+				nd.proc.Cmd.Process.Signal(syscall.SIGCONT)
+				nd.proc.Kill()
 			}
 			nd.proxy.Close()
 		}
@@ -98,27 +82,16 @@ func newProcCluster(t testing.TB, n int) *procCluster {
 }
 
 func (pc *procCluster) start(nd *procNode) {
-	logf, err := os.OpenFile(nd.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		pc.t.Fatal(err)
-	}
 	// The members dial each other's proxies: that is the address this
 	// member is known by (its --initial-cluster entry).
-	cmd := exec.Command(pc.bin, "serve", "--name", nd.name, "--peer-addr", nd.peer, "--advertise-peer-addr", nd.proxy.Addr(), "--client-addr", nd.client,
+	nd.proc = testutil.StartProcess(pc.t, nd.log, pc.bin, "serve", "--name", nd.name, "--peer-addr", nd.peer, "--advertise-peer-addr", nd.proxy.Addr(), "--client-addr", nd.client,
 		"--http-addr", "", "--data-dir", nd.dir, "--initial-cluster", pc.ic, "--initial-cluster-token", pc.token)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		pc.t.Fatal(err)
-	}
-	logf.Close()
-	nd.cmd = cmd
-	pc.ids.Set(cmd.Process.Pid, nd.name)
+	pc.ids.Set(nd.proc.Cmd.Process.Pid, nd.name)
 }
 
 func (pc *procCluster) kill(nd *procNode) {
-	nd.cmd.Process.Signal(syscall.SIGKILL)
-	nd.cmd.Wait()
-	nd.cmd = nil
+	nd.proc.Kill()
+	nd.proc = nil
 }
 
 func (pc *procCluster) Endpoints() []string {
@@ -147,7 +120,7 @@ func (pc *procCluster) leader(ctx context.Context) *procNode {
 	var lead uint64
 	var ln *procNode
 	for _, nd := range pc.nodes {
-		if nd.cmd == nil || nd.paused {
+		if nd.proc == nil || nd.paused {
 			continue
 		}
 		st, err := status(ctx, nd.client)
@@ -187,7 +160,7 @@ func (pc *procCluster) pick(l *procNode, follower bool, target int) *procNode {
 	}
 	var fs []*procNode
 	for _, nd := range pc.nodes {
-		if nd != l && nd.cmd != nil && !nd.paused {
+		if nd != l && nd.proc != nil && !nd.paused {
 			fs = append(fs, nd)
 		}
 	}
@@ -219,11 +192,11 @@ func (pc *procCluster) Inject(ctx context.Context, f Fault) (func() error, error
 		pc.down[nd] = true
 		return func() error { pc.start(nd); delete(pc.down, nd); return nil }, nil
 	case "pause-leader", "pause-follower":
-		if err := nd.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := nd.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			return nil, err
 		}
 		nd.paused = true
-		return func() error { nd.paused = false; return nd.cmd.Process.Signal(syscall.SIGCONT) }, nil
+		return func() error { nd.paused = false; return nd.proc.Cmd.Process.Signal(syscall.SIGCONT) }, nil
 	case "proxy-isolate-leader", "proxy-isolate-follower":
 		// Everything into nd, and everything nd sends to the others.
 		nd.proxy.Cut(faultproxy.AllSenders)
@@ -248,7 +221,7 @@ func (pc *procCluster) Recover(ctx context.Context) error {
 	pc.healNet()
 	for _, nd := range pc.nodes {
 		if nd.paused {
-			nd.cmd.Process.Signal(syscall.SIGCONT)
+			nd.proc.Cmd.Process.Signal(syscall.SIGCONT)
 			nd.paused = false
 		}
 	}

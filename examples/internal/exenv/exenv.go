@@ -1,6 +1,6 @@
 // Package exenv is what every program under examples/ does before its
 // scenario: connect to DKV from the command line. Without --endpoints it
-// starts an embedded single-node store (client/embedded) with its data in
+// starts an embedded single-node store (server/embed) with its data in
 // a temporary directory, removed on Close; with --endpoints it dials a
 // cluster, with the same --cacert/--cert/--key/--user flags (and DKV_*
 // environment variables) as the dkv CLI.
@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/client/embedded"
+	"github.com/dkv-io/dkv/server/embed"
 )
 
 // Flags are the connection flags.
@@ -115,13 +115,13 @@ func OpenEmbedded(ctx context.Context, run string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := embedded.Open(ctx, dir)
+	c, err := embed.Open(ctx, dir)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	dial := func(ctx context.Context) (*client.Client, error) {
-		conn, err := embedded.Server(c).DialInProcess(ctx)
+		conn, err := embed.Server(c).DialInProcess(ctx)
 		if err != nil {
 			return nil, err
 		}

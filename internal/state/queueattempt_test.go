@@ -1,4 +1,4 @@
-package mvcc
+package state
 
 import (
 	"bytes"

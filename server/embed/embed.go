@@ -1,12 +1,13 @@
-// Package embedded runs a single-node DKV store inside this process and
-// hands back an ordinary *client.Client for it. It is the one client
-// package that links the server (Pebble, raft): programs that only talk
-// to a remote cluster import client alone and stay small.
+// Package embed runs a single-node DKV store inside this process and
+// hands back an ordinary *client.Client for it, as etcd's embed package
+// does. It lives with the server because it links the server (Pebble,
+// raft); no package under client/ does, so programs that only talk to a
+// remote cluster import client alone and stay small.
 //
 // The node has no network listeners unless WithServerConfig adds some;
 // the client reaches it through an in-memory pipe. Closing the client
 // stops the node. Data persists in the directory across opens.
-package embedded
+package embed
 
 import (
 	"context"
@@ -58,20 +59,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*client.Client, erro
 	if err != nil {
 		return nil, &client.Error{Kind: client.ErrInvalidInput, Msg: fmt.Sprintf("embedded config: %v", err)}
 	}
-	if err := srv.Start(ctx); err != nil {
-		srv.Stop()
-		return nil, fmt.Errorf("starting embedded node in %s: %w", dir, err)
-	}
-	select {
-	case <-srv.Ready():
-	case <-ctx.Done():
-		srv.Stop()
-		return nil, fmt.Errorf("embedded node in %s not ready: %w", dir, ctx.Err())
-	}
-	conn, err := srv.DialInProcess(ctx)
+	conn, err := srv.StartInProcess(ctx)
 	if err != nil {
-		srv.Stop()
-		return nil, fmt.Errorf("connecting to embedded node: %w", err)
+		return nil, fmt.Errorf("starting embedded node in %s: %w", dir, err)
 	}
 	var c *client.Client
 	c = client.NewFromConn(conn, func() error {

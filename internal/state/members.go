@@ -1,11 +1,12 @@
 package state
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/keys"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -24,7 +25,7 @@ func ApplyMembership(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctxData []byte) e
 		id := ch.GetNodeId()
 		switch ch.GetType() {
 		case raftpb.ConfChangeRemoveNode:
-			if err := storage.DeleteMember(b, id); err != nil {
+			if err := deleteMember(b, id); err != nil {
 				return err
 			}
 		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode, raftpb.ConfChangeUpdateNode:
@@ -54,7 +55,7 @@ func ApplyMembership(b *pebble.Batch, cc *raftpb.ConfChangeV2, ctxData []byte) e
 			if err != nil {
 				return err
 			}
-			if err := storage.SetMember(b, id, data); err != nil {
+			if err := setMember(b, id, data); err != nil {
 				return err
 			}
 		}
@@ -96,7 +97,7 @@ func SetMemberAttrs(b *pebble.Batch, id uint64, url, version string) error {
 	if err != nil {
 		return err
 	}
-	return storage.SetMember(b, id, data)
+	return setMember(b, id, data)
 }
 
 func memberRecord(r pebble.Reader, id uint64) (*dkvpb.Member, error) {
@@ -114,7 +115,7 @@ func memberRecord(r pebble.Reader, id uint64) (*dkvpb.Member, error) {
 
 // Members reads the member table as of r's view.
 func Members(r pebble.Reader) ([]*dkvpb.Member, error) {
-	recs, err := storage.Members(r)
+	recs, err := readMembers(r)
 	if err != nil {
 		return nil, err
 	}
@@ -127,4 +128,49 @@ func Members(r pebble.Reader) ([]*dkvpb.Member, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// A member publishing its client URL and version (raft conf changes
+// carry only peer URLs).
+var memberAttrsCommand = Command{
+	name: "member_attrs",
+	apply: func(_ *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+		r := req.GetMemberAttrs()
+		must(SetMemberAttrs(b, r.GetId(), r.GetClientUrl(), r.GetVersion()))
+		return Result{}
+	},
+}
+
+// The member table's records: "s/raft/members/<member id, 8 bytes BE>" -> the
+// encoded dkvpb.Member. The bytes are a stored format.
+
+func memberKey(id uint64) []byte {
+	k := make([]byte, len(keys.MemberPrefix)+8)
+	copy(k, keys.MemberPrefix)
+	binary.BigEndian.PutUint64(k[len(keys.MemberPrefix):], id)
+	return k
+}
+
+// setMember records a cluster member in the replicated state.
+func setMember(b *pebble.Batch, id uint64, data []byte) error {
+	return b.Set(memberKey(id), data, nil)
+}
+
+// deleteMember removes a member from the replicated state.
+func deleteMember(b *pebble.Batch, id uint64) error {
+	return b.Delete(memberKey(id), nil)
+}
+
+// readMembers returns every recorded member's encoded record, in id order.
+func readMembers(r pebble.Reader) ([][]byte, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: keys.MemberPrefix, UpperBound: keys.MemberEnd})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out [][]byte
+	for it.First(); it.Valid(); it.Next() {
+		out = append(out, append([]byte(nil), it.Value()...))
+	}
+	return out, it.Error()
 }

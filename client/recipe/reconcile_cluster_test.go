@@ -1,11 +1,9 @@
-package tests
+package recipe_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,73 +11,12 @@ import (
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/concurrency"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
-// deployer plays issue #18's reconciler script: desired versions under
-// d/, running instances under a/; it starts, updates and stops them,
-// and logs each action it made.
-type deployer struct {
-	r       *recipe.Reconciler
-	mu      sync.Mutex
-	actions []string
-}
-
-func (d *deployer) reconcile(ctx context.Context, key string) (recipe.ReconcileResult, error) {
-	want, wok := d.r.Desired(key)
-	have, hok := d.r.Actual(key)
-	var action string
-	var err error
-	switch {
-	case !wok && hok:
-		action = "stop " + key
-		_, err = d.r.Delete(ctx, "a/"+key)
-	case wok && !hok:
-		action = fmt.Sprintf("start %s %s", key, want.Value)
-		_, err = d.r.Put(ctx, "a/"+key, want.Value)
-	case wok && string(want.Value) != string(have.Value):
-		action = fmt.Sprintf("update %s to %s", key, want.Value)
-		_, err = d.r.Put(ctx, "a/"+key, want.Value)
-	default:
-		return recipe.ReconcileResult{}, nil
-	}
-	if err != nil {
-		return recipe.ReconcileResult{}, err
-	}
-	d.mu.Lock()
-	d.actions = append(d.actions, action)
-	d.mu.Unlock()
-	return recipe.ReconcileResult{}, nil
-}
-
-func (d *deployer) take() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := d.actions
-	d.actions = nil
-	sort.Strings(out)
-	return out
-}
-
-func sameActions(t *testing.T, what string, got, want []string) {
-	t.Helper()
-	if strings.Join(got, "; ") != strings.Join(want, "; ") {
-		t.Fatalf("%s: got [%s], want [%s]", what, strings.Join(got, "; "), strings.Join(want, "; "))
-	}
-}
-
-func runRec(t *testing.T, r *recipe.Reconciler) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = r.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
-// TestReconcilerScriptLeaderKilled is issue #18's reconciler script on a
+// TestReconcilerScriptLeaderKilled is the deployer's reconciler script on a
 // 3-node cluster with the leader killed mid-run. The first controller
 // runs beside the raft leader and talks to it first; in the middle of
 // its first pass (its reconcile of web-3 stalls, the rest is done) that node is killed
@@ -90,11 +27,11 @@ func runRec(t *testing.T, r *recipe.Reconciler) {
 // does nothing, then exactly one action after web-2 crashes. The first
 // controller's late write is refused by its fence.
 func TestReconcilerScriptLeaderKilled(t *testing.T) {
-	c3 := NewCluster(t, 3, server.Config{})
+	c3 := servertest.NewCluster(t, 3, server.Config{})
 	l := c3.WaitLeader()
 	fs := c3.Followers()
-	cl1 := clientFor(t, l, fs[0], fs[1])
-	cl2 := clientFor(t, fs[0], fs[1])
+	cl1 := servertest.Client(t, l, fs[0], fs[1])
+	cl2 := servertest.Client(t, fs[0], fs[1])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for k, v := range map[string]string{"d/web-1": "v2", "d/web-2": "v2", "d/web-3": "v2", "a/alt-1": "v1", "a/web-1": "v1", "a/web-2": "v2"} {
@@ -136,7 +73,7 @@ func TestReconcilerScriptLeaderKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	d1.r = r1
-	runRec(t, r1)
+	runReconciler(t, r1)
 	var once sync.Once
 	unstall := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unstall) // before runRec's: a failed test must not leave r1 stalled
@@ -146,13 +83,13 @@ func TestReconcilerScriptLeaderKilled(t *testing.T) {
 		t.Fatal("the first controller never reached web-3")
 	}
 	// The other worker does the rest of the pass meanwhile.
-	Eventually(t, 30*time.Second, "the first controller's other actions", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the first controller's other actions", func() bool {
 		d1.mu.Lock()
 		defer d1.mu.Unlock()
 		return len(d1.actions) >= 2
 	})
 	done1 := d1.take()
-	sameActions(t, "first controller before the kill", done1, []string{"stop alt-1", "update web-1 to v2"})
+	sameLines(t, "first controller before the kill", done1, []string{"stop alt-1", "update web-1 to v2"})
 
 	// The second controller campaigns on the survivors; then the raft
 	// leader's node dies, and the first controller with it.
@@ -167,7 +104,7 @@ func TestReconcilerScriptLeaderKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	d2.r = r2
-	runRec(t, r2)
+	runReconciler(t, r2)
 	s1.Orphan()
 	c3.Stop(l)
 	t.Logf("killed %s (raft leader, and the first controller's node)", l.Name)
@@ -193,7 +130,7 @@ func TestReconcilerScriptLeaderKilled(t *testing.T) {
 			err, keys, lerr, s1.Lease(), ttl, terr, s2.Lease(), li, derr)
 	}
 	done2 := d2.take()
-	sameActions(t, "second controller's first pass", done2, []string{"start web-3 v2"})
+	sameLines(t, "second controller's first pass", done2, []string{"start web-3 v2"})
 
 	// The deposed controller wakes and writes: refused by its fence.
 	unstall()
@@ -212,14 +149,14 @@ func TestReconcilerScriptLeaderKilled(t *testing.T) {
 	if err := r2.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sameActions(t, "the next pass", d2.take(), nil)
+	sameLines(t, "the next pass", d2.take(), nil)
 	if _, err := cl2.Delete(ctx, "a/web-2"); err != nil { // web-2 crashed
 		t.Fatal(err)
 	}
 	if err := r2.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sameActions(t, "after web-2 crashed", d2.take(), []string{"start web-2 v2"})
+	sameLines(t, "after web-2 crashed", d2.take(), []string{"start web-2 v2"})
 	rr, err := cl2.List(ctx, "a/")
 	if err != nil {
 		t.Fatal(err)
@@ -228,5 +165,5 @@ func TestReconcilerScriptLeaderKilled(t *testing.T) {
 	for _, kv := range rr.KVs {
 		got = append(got, fmt.Sprintf("%s=%s", kv.Key, kv.Value))
 	}
-	sameActions(t, "actual state", got, []string{"a/web-1=v2", "a/web-2=v2", "a/web-3=v2"})
+	sameLines(t, "actual state", got, []string{"a/web-1=v2", "a/web-2=v2", "a/web-3=v2"})
 }

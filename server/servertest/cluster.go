@@ -1,20 +1,18 @@
-package tests
+package servertest
 
 import (
 	"context"
 	"crypto/tls"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/internal/transport"
 	"github.com/dkv-io/dkv/server"
 	"google.golang.org/grpc"
@@ -32,9 +30,11 @@ type Node struct {
 	// ClientTLS, when set, is how the harness's own connection (KV,
 	// Cluster) reaches a node whose client port has TLS.
 	ClientTLS *tls.Config
-	conn      *grpc.ClientConn
-	KV        dkvpb.KVClient
-	Cluster   dkvpb.ClusterClient
+	// Conn is the harness's own connection to the node: over its client
+	// port for a Cluster member, in memory for a node from Start.
+	Conn    *grpc.ClientConn
+	KV      dkvpb.KVClient
+	Cluster dkvpb.ClusterClient
 }
 
 // ID is the member's raft id.
@@ -43,34 +43,15 @@ func (n *Node) ID() uint64 { return server.MemberID(n.Name, n.PeerAddr) }
 // Running reports whether the node is started.
 func (n *Node) Running() bool { return n.Srv != nil }
 
-// Cluster is an in-process DKV cluster on loopback.
+// Cluster is an in-process DKV cluster on loopback: nodes are real
+// servers on loopback ports, so the real gRPC peer transport is
+// exercised; faults are injected through transport.Faults.
 type Cluster struct {
 	t      testing.TB
 	Nodes  []*Node
 	Faults *transport.Faults
 	base   server.Config
 	each   func(*Node)
-}
-
-// FreeAddr returns a loopback address with a currently free port.
-//
-// A port from the kernel's ephemeral range could be handed to some
-// client's outgoing connection between this check and the node binding it
-// (seen as "address already in use" under parallel test packages), so the
-// address is a random one in 127.0.0.0/8 with a port below that range.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	for range 100 {
-		addr := fmt.Sprintf("127.%d.%d.%d:%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254), 20000+rand.IntN(12000))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr
-	}
-	t.Fatal("no free loopback address found")
-	return ""
 }
 
 // RandomToken returns a fresh --initial-cluster-token, so a test
@@ -82,10 +63,6 @@ func RandomToken() string {
 	}
 	return hex.EncodeToString(b)
 }
-
-// Quiet is a logger that drops everything below errors, to keep test
-// output readable.
-var Quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // NewCluster starts an n-node cluster and waits for a leader. base sets
 // options common to all nodes (zero value: fast ticks).
@@ -103,7 +80,7 @@ func NewClusterEach(t testing.TB, n int, base server.Config, each func(nd *Node)
 		base.TickInterval = 20 * time.Millisecond
 	}
 	if base.Logger == nil {
-		base.Logger = Quiet
+		base.Logger = testutil.Quiet
 	}
 	if base.InitialClusterToken == "" {
 		base.InitialClusterToken = RandomToken()
@@ -111,14 +88,14 @@ func NewClusterEach(t testing.TB, n int, base server.Config, each func(nd *Node)
 	c := &Cluster{t: t, Faults: &transport.Faults{}, base: base, each: each}
 	var parts []string
 	for i := 0; i < n; i++ {
-		nd := &Node{Name: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)), PeerAddr: FreeAddr(t)}
+		nd := &Node{Name: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)), PeerAddr: testutil.FreeAddr(t)}
 		parts = append(parts, nd.Name+"="+nd.PeerAddr)
 		c.Nodes = append(c.Nodes, nd)
 	}
 	for _, nd := range c.Nodes {
 		cfg := base
 		cfg.Name, cfg.DataDir, cfg.PeerAddr = nd.Name, nd.Dir, nd.PeerAddr
-		cfg.ClientAddr = FreeAddr(t)
+		cfg.ClientAddr = testutil.FreeAddr(t)
 		cfg.InitialCluster = strings.Join(parts, ",")
 		cfg.PeerFaults = c.Faults
 		nd.Cfg = cfg
@@ -153,20 +130,13 @@ func (c *Cluster) Start(nd *Node) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	nd.conn = conn
+	nd.Conn = conn
 	nd.KV = dkvpb.NewKVClient(conn)
 	nd.Cluster = dkvpb.NewClusterClient(conn)
 }
 
 // Stop stops a node (its data dir stays).
-func (c *Cluster) Stop(nd *Node) {
-	if nd.Srv == nil {
-		return
-	}
-	nd.conn.Close()
-	nd.Srv.Stop()
-	nd.Srv = nil
-}
+func (c *Cluster) Stop(nd *Node) { nd.Stop() }
 
 // StopAll stops every node.
 func (c *Cluster) StopAll() {
@@ -179,10 +149,10 @@ func (c *Cluster) StopAll() {
 // endpoints) and starts it.
 func (c *Cluster) Add(name string, join []string) *Node {
 	c.t.Helper()
-	nd := &Node{Name: name, Dir: filepath.Join(c.t.TempDir(), name), PeerAddr: FreeAddr(c.t)}
+	nd := &Node{Name: name, Dir: filepath.Join(c.t.TempDir(), name), PeerAddr: testutil.FreeAddr(c.t)}
 	cfg := c.base
 	cfg.Name, cfg.DataDir, cfg.PeerAddr = nd.Name, nd.Dir, nd.PeerAddr
-	cfg.ClientAddr = FreeAddr(c.t)
+	cfg.ClientAddr = testutil.FreeAddr(c.t)
 	cfg.Join = join
 	cfg.PeerFaults = c.Faults
 	nd.Cfg = cfg
@@ -276,21 +246,7 @@ func (c *Cluster) Heal() { c.Faults.Heal() }
 // timeout passes, then fails the test naming what it waited for.
 func (c *Cluster) Eventually(timeout time.Duration, what string, cond func() bool) {
 	c.t.Helper()
-	Eventually(c.t, timeout, what, cond)
-}
-
-// Eventually polls cond until it holds or timeout passes.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(c.t, timeout, what, cond)
 }
 
 // Hash returns a node's HashKV at rev.

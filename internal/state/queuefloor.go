@@ -1,9 +1,10 @@
-package mvcc
+package state
 
 import (
 	"bytes"
 
 	"github.com/dkv-io/dkv/internal/keyrange"
+	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/queuekeys"
 )
 
@@ -20,11 +21,12 @@ import (
 // by a claim (the first key its scan met that was not such a job, after
 // its own claims), and lowered to a job's key by every change that can
 // make that job claimable or locked without a marker: a put of the job
-// key (an enqueue, a nack, a txn: writePut), the release of its lock
-// (releaseLock, whatever ends the claim) and the deletion of its marker
-// (writeDelete). A lowered floor is never wrong, only slower. It lives
-// in memory only, is dropped by Reload (a snapshot install, a restart)
-// and is then learnt again by the next claim. Which jobs a claim takes,
+// key (an enqueue, a nack, a txn), the release of its lock (whatever
+// ends the claim) and the deletion of its marker. The MVCC engine tells
+// of each as it happens (queueFloor is its mvcc.WriteObserver). A
+// lowered floor is never wrong, only slower. It lives in memory only, is
+// dropped when the engine reloads its state (a snapshot install, a
+// restart) and is then learnt again by the next claim. Which jobs a claim takes,
 // its lock and marker writes, LockedUnmarked and NextRunAtMs do not
 // depend on it (the keys it skips are none of those); only how many
 // keys count against max_scan does.
@@ -55,25 +57,22 @@ func isQueuePrefix(prefix []byte) bool {
 	return bytes.IndexByte(prefix[len(queuekeys.Root):], '/') == len(prefix)-len(queuekeys.Root)-1
 }
 
-// queueFloorNote lowers the floor of key's queue if key, being put, is
-// below it.
-func (s *Store) queueFloorNote(key []byte) {
-	if len(s.queueFloor) == 0 {
-		return
-	}
-	jp := queueJobsPrefix(key)
-	if jp == nil {
-		return
-	}
-	if f, ok := s.queueFloor[string(jp)]; ok && bytes.Compare(key, f) < 0 {
-		s.queueFloor[string(jp)] = bytes.Clone(key)
-	}
+// queueFloor is a hint per queue (its jobs prefix): no live job key is
+// below it. Only the speed of a claim's scan depends on it, never its
+// result; absent means "unknown, scan from the start".
+type queueFloor struct {
+	floor map[string][]byte
 }
 
-// queueFloorNoteMarker lowers the floor of a queue whose claim marker
-// key is being deleted to the marker's job.
-func (w *Writer) queueFloorNoteMarker(key []byte) {
-	if len(w.s.queueFloor) == 0 || !bytes.HasPrefix(key, []byte(queuekeys.Root)) {
+var _ mvcc.WriteObserver = (*queueFloor)(nil)
+
+// Put lowers the floor of key's queue if key, being put, is below it.
+func (f *queueFloor) Put(_ *mvcc.Writer, key []byte) { f.note(key) }
+
+// Deleted lowers the floor of a queue whose claim marker key is being
+// deleted to the marker's job.
+func (f *queueFloor) Deleted(w *mvcc.Writer, key []byte) {
+	if len(f.floor) == 0 || !bytes.HasPrefix(key, []byte(queuekeys.Root)) {
 		return
 	}
 	i := bytes.IndexByte(key[len(queuekeys.Root):], '/')
@@ -86,36 +85,53 @@ func (w *Writer) queueFloorNoteMarker(key []byte) {
 		return
 	}
 	job := append(append(append([]byte(nil), key[:p]...), queuekeys.Jobs...), order...)
-	w.queueFloorLive(job)
+	f.Unlocked(w, job)
 }
 
-// queueFloorLive lowers the floor to job if it is a live job key (an ack
-// deletes the job before its marker and its lock: a gone job lowers
-// nothing).
-func (w *Writer) queueFloorLive(job []byte) {
-	if len(w.s.queueFloor) == 0 || queueJobsPrefix(job) == nil {
+// Unlocked lowers the floor to job, whose lock was released, if it is a
+// live job key (an ack deletes the job before its marker and its lock: a
+// gone job lowers nothing).
+func (f *queueFloor) Unlocked(w *mvcc.Writer, job []byte) {
+	if len(f.floor) == 0 || queueJobsPrefix(job) == nil {
 		return
 	}
-	if _, live := w.get(job); live {
-		w.s.queueFloorNote(job)
+	if w.Exists(job) {
+		f.note(job)
 	}
 }
 
-// queueScanStart is where a claim's scan of the jobs span may start.
-func (s *Store) queueScanStart(jobs []byte, keep bool) []byte {
-	if f, ok := s.queueFloor[string(jobs)]; keep && ok {
-		return f
+// Reloaded forgets every floor.
+func (f *queueFloor) Reloaded() { f.floor = nil }
+
+// note lowers the floor of key's queue if key is below it.
+func (f *queueFloor) note(key []byte) {
+	if len(f.floor) == 0 {
+		return
+	}
+	jp := queueJobsPrefix(key)
+	if jp == nil {
+		return
+	}
+	if fl, ok := f.floor[string(jp)]; ok && bytes.Compare(key, fl) < 0 {
+		f.floor[string(jp)] = bytes.Clone(key)
+	}
+}
+
+// scanStart is where a claim's scan of the jobs span may start.
+func (f *queueFloor) scanStart(jobs []byte, keep bool) []byte {
+	if fl, ok := f.floor[string(jobs)]; keep && ok {
+		return fl
 	}
 	return jobs
 }
 
-// queueFloorLearn records the new floor (nil: the span's end).
-func (s *Store) queueFloorLearn(jobs, first []byte) {
+// learn records the new floor (nil: the span's end).
+func (f *queueFloor) learn(jobs, first []byte) {
 	if first == nil {
 		first = keyrange.PrefixEnd(jobs)
 	}
-	if s.queueFloor == nil {
-		s.queueFloor = map[string][]byte{}
+	if f.floor == nil {
+		f.floor = map[string][]byte{}
 	}
-	s.queueFloor[string(jobs)] = bytes.Clone(first)
+	f.floor[string(jobs)] = bytes.Clone(first)
 }

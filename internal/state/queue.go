@@ -1,4 +1,4 @@
-package mvcc
+package state
 
 import (
 	"bytes"
@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/keyrange"
 	"github.com/dkv-io/dkv/internal/lease"
-	"github.com/dkv-io/dkv/internal/lock"
+	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/queuekeys"
+	"google.golang.org/protobuf/proto"
 )
 
 // The job queue's claim (api/dkv/v1/queue.proto): one command finds the
@@ -19,7 +21,85 @@ import (
 // grants the lock on its key, so competing consumers never try the same
 // job and a claim needs no scan by the client. Everything it looks at is
 // replicated state (keys, the lock table) plus the time stamped into the
-// entry, so every member claims the same job.
+// entry, so every member claims the same job. It is built on the MVCC
+// engine's exported primitives (mvcc/primitives.go); the engine knows
+// nothing of queues.
+
+var queueClaimCommand = Command{
+	name: "queue_claim",
+	validate: func(req *dkvpb.InternalRequest, l mvcc.Limits) error {
+		return validateQueueClaim(req.GetQueueClaim(), l)
+	},
+	needs: func(msg proto.Message, _ LocalState) ([]Need, error) {
+		// It reads the queue's jobs and markers and locks one of them.
+		r := msg.(*dkvpb.QueueClaimRequest)
+		n := []Need{{auth.Read | auth.Write, auth.SpanOf(r.GetQueuePrefix(), nil, true), "queue claim"}}
+		for _, a := range r.GetAcks() {
+			n = queueAckNeeds(a, n) // each ack it carries needs what it needs alone
+		}
+		return n, nil
+	},
+	growsData: always,
+	write: func(m *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+		// Run-at is compared with the entry's time, never this member's
+		// clock, so every member claims the same job.
+		qc := queueClaim(w, &m.floor, req.GetQueueClaim(), req.GetTimeUnixNano()/1e6)
+		qc.ClaimedUnixNano = req.GetTimeUnixNano()
+		return qc, nil
+	},
+}
+
+var queueAckCommand = Command{
+	name: "queue_ack",
+	validate: func(req *dkvpb.InternalRequest, l mvcc.Limits) error {
+		return validateQueueAck(req.GetQueueAck(), l)
+	},
+	needs: func(msg proto.Message, _ LocalState) ([]Need, error) {
+		// It deletes the job and its marker, writes the puts and releases
+		// the job's lock; a refusal reveals only the claim's state.
+		return queueAckNeeds(msg.(*dkvpb.QueueAckRequest), nil), nil
+	},
+	growsData: func(req *dkvpb.InternalRequest) bool {
+		return len(req.GetQueueAck().GetPuts()) > 0
+	},
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+		return queueAck(w, req.GetQueueAck())
+	},
+}
+
+var queueAckBatchCommand = Command{
+	name: "queue_ack_batch",
+	validate: func(req *dkvpb.InternalRequest, l mvcc.Limits) error {
+		return validateQueueAckBatch(req.GetQueueAckBatch(), l)
+	},
+	needs: func(msg proto.Message, _ LocalState) ([]Need, error) {
+		// Each ack needs what it needs alone.
+		var n []Need
+		for _, a := range msg.(*dkvpb.QueueAckBatchRequest).GetAcks() {
+			n = queueAckNeeds(a, n)
+		}
+		return n, nil
+	},
+	growsData: func(req *dkvpb.InternalRequest) bool {
+		for _, a := range req.GetQueueAckBatch().GetAcks() {
+			if len(a.GetPuts()) > 0 {
+				return true
+			}
+		}
+		return false
+	},
+	write: func(_ *Machine, w *mvcc.Writer, req *dkvpb.InternalRequest) (proto.Message, error) {
+		return queueAckBatch(w, req.GetQueueAckBatch()), nil
+	},
+}
+
+func queueAckNeeds(r *dkvpb.QueueAckRequest, n []Need) []Need {
+	n = append(n, Need{auth.Write, auth.Key(r.GetHandle().GetKey()), "queue ack"}, Need{auth.Write, auth.Key(r.GetMarkerKey()), "queue ack marker"})
+	for _, p := range r.GetPuts() {
+		n = putNeeds(p, n)
+	}
+	return n
+}
 
 // DefaultQueueScan and MaxQueueScan bound the job keys one claim visits.
 const (
@@ -33,15 +113,16 @@ const (
 // inverted priority, 16 of run-at (Unix ms) and a 24-character id.
 const queueOrderLen = 8 + 16 + 24
 
-func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
+// validateQueueClaim checks a claim's structure and bounds.
+func validateQueueClaim(c *dkvpb.QueueClaimRequest, l mvcc.Limits) error {
 	p := c.GetQueuePrefix()
-	if err := checkKey("queue prefix", p, l); err != nil {
+	if err := mvcc.CheckKey("queue prefix", p, l); err != nil {
 		return err
 	}
 	if p[len(p)-1] != '/' {
-		return invalid("queue prefix %q must end in /", p)
+		return dkverr.New(dkverr.InvalidInput, "queue prefix %q must end in /", p)
 	}
-	if err := checkOwner(c.GetOwner()); err != nil {
+	if err := mvcc.CheckOwner(c.GetOwner()); err != nil {
 		return err
 	}
 	if err := lease.ValidateTTL("queue claim ttl_ms", c.GetTtlMs()); err != nil {
@@ -53,15 +134,15 @@ func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 		}
 	}
 	if n := c.GetMaxJobs(); n < 0 || n > MaxQueueClaimJobs {
-		return invalid("queue claim max_jobs is %d; it must be between 0 (one job) and %d", n, MaxQueueClaimJobs)
+		return dkverr.New(dkverr.InvalidInput, "queue claim max_jobs is %d; it must be between 0 (one job) and %d", n, MaxQueueClaimJobs)
 	}
 	if n := c.GetMaxScan(); n < 0 || n > MaxQueueScan {
-		return invalid("queue claim max_scan is %d; it must be between 0 (default %d) and %d", n, DefaultQueueScan, MaxQueueScan)
+		return dkverr.New(dkverr.InvalidInput, "queue claim max_scan is %d; it must be between 0 (default %d) and %d", n, DefaultQueueScan, MaxQueueScan)
 	}
 	return nil
 }
 
-// QueueClaim claims the first visible job: in key order (priority, run-at,
+// queueClaim claims the first visible job: in key order (priority, run-at,
 // enqueue order), the first whose run-at is at or before nowMs (the
 // entry's time), whose key is not locked and which has no claim marker.
 // The lock is granted to c.Owner on a new lease of c.TtlMs owned by the
@@ -70,16 +151,16 @@ func validateQueueClaim(c *dkvpb.QueueClaimRequest, l Limits) error {
 // c.MaxJobs > 1 it claims up to that many visible jobs the same way, in
 // that order, each on its own lock and lease; a retry returns the jobs
 // it finds locked by c.Owner and claims none besides.
-func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.QueueClaimResponse {
+func queueClaim(w *mvcc.Writer, f *queueFloor, c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.QueueClaimResponse {
 	resp := &dkvpb.QueueClaimResponse{}
 	if len(c.GetAcks()) > 0 {
-		resp.AckResults = w.QueueAckBatch(&dkvpb.QueueAckBatchRequest{Acks: c.GetAcks()}).GetResults()
+		resp.AckResults = queueAckBatch(w, &dkvpb.QueueAckBatchRequest{Acks: c.GetAcks()}).GetResults()
 	}
 	prefix := c.GetQueuePrefix()
 	marker := func(order []byte) []byte {
 		return append(append(append([]byte(nil), prefix...), queuekeys.Claims...), order...)
 	}
-	if _, ok := w.get(append(append([]byte(nil), prefix...), queuekeys.Paused...)); ok {
+	if w.Exists(append(append([]byte(nil), prefix...), queuekeys.Paused...)) {
 		resp.Paused = true
 		return resp
 	}
@@ -90,7 +171,6 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 	maxJobs := int(max(c.GetMaxJobs(), 1))
 	jobs := append(append([]byte(nil), prefix...), queuekeys.Jobs...)
 	type hit struct {
-		key   []byte
 		kv    *dkvpb.KeyValue
 		again *dkvpb.LockHandle // a retry's: the lock already ours
 	}
@@ -109,8 +189,8 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 		}
 	}
 	keepFloor := isQueuePrefix(prefix)
-	from := w.s.queueScanStart(jobs, keepFloor)
-	err := scanLatest(w.b, span{start: from, end: keyrange.PrefixEnd(jobs)}, func(key []byte, rec *record) bool {
+	from := f.scanStart(jobs, keepFloor)
+	w.ScanLatest(from, keyrange.PrefixEnd(jobs), func(key []byte, kvOf func() *dkvpb.KeyValue) bool {
 		if seen >= limit {
 			resp.Truncated = len(hits) == 0
 			atEnd = false
@@ -126,21 +206,20 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 		if err != nil {
 			return true
 		}
-		if _, locked := w.s.held[string(key)]; locked {
-			h, ok := w.holder(key)
-			if ok && h.Owner == c.GetOwner() {
+		if w.Locked(key) {
+			h, ok := w.LockHolder(key)
+			if ok && h.GetOwner() == c.GetOwner() {
 				if !retry {
 					for _, f := range hits {
-						stopAt(f.key) // visible, and now left alone
+						stopAt(f.kv.Key) // visible, and now left alone
 					}
 					retry, hits = true, hits[:0]
 				}
-				k, kv := jobKV(key, rec)
-				hits = append(hits, hit{key: k, kv: kv, again: handleOf(&h)})
+				hits = append(hits, hit{kv: kvOf(), again: h})
 				atEnd = len(hits) < maxJobs
 				return atEnd
 			}
-			if _, marked := w.get(marker(order)); !marked {
+			if !w.Exists(marker(order)) {
 				resp.LockedUnmarked++
 				stopAt(key)
 			}
@@ -153,19 +232,17 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 			stopAt(key)
 			return true
 		}
-		if _, marked := w.get(marker(order)); marked {
+		if w.Exists(marker(order)) {
 			return true // claimed (its lock released ahead of its marker)
 		}
 		if retry {
 			stopAt(key)
 			return true
 		}
-		k, kv := jobKV(key, rec)
-		hits = append(hits, hit{key: k, kv: kv})
+		hits = append(hits, hit{kv: kvOf()})
 		atEnd = len(hits) < maxJobs
 		return atEnd
 	})
-	must(err)
 	defer func() {
 		if !keepFloor {
 			return
@@ -174,11 +251,11 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 		// later claim may step over; one claimed unmarked is not.
 		switch {
 		case stop != nil:
-			w.s.queueFloorLearn(jobs, stop)
+			f.learn(jobs, stop)
 		case atEnd:
-			w.s.queueFloorLearn(jobs, nil)
+			f.learn(jobs, nil)
 		default:
-			w.s.queueFloorLearn(jobs, append(last, 0))
+			f.learn(jobs, append(last, 0))
 		}
 	}()
 	if len(hits) == 0 {
@@ -186,9 +263,9 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 	}
 	resp.Found, resp.Truncated = true, false
 	for i, h := range hits {
-		kv, handle, marked := w.claimOne(c, jobs, h.key, h.kv, h.again, marker)
+		kv, handle, marked := claimOne(w, c, jobs, h.kv, h.again, marker)
 		if !marked {
-			stopAt(h.key)
+			stopAt(h.kv.Key)
 		}
 		if i == 0 {
 			resp.Kv, resp.Handle, resp.Marked = kv, handle, marked
@@ -199,19 +276,20 @@ func (w *Writer) QueueClaim(c *dkvpb.QueueClaimRequest, nowMs int64) *dkvpb.Queu
 	return resp
 }
 
-// claimOne finishes the claim of one job found by QueueClaim: a retry's
+// claimOne finishes the claim of one job found by queueClaim: a retry's
 // job (again) is returned as it is; another is locked on a new lease
 // and, with c.Mark, marked.
-func (w *Writer) claimOne(c *dkvpb.QueueClaimRequest, jobs, found []byte, foundV *dkvpb.KeyValue, again *dkvpb.LockHandle, marker func([]byte) []byte) (*dkvpb.KeyValue, *dkvpb.LockHandle, bool) {
+func claimOne(w *mvcc.Writer, c *dkvpb.QueueClaimRequest, jobs []byte, foundV *dkvpb.KeyValue, again *dkvpb.LockHandle, marker func([]byte) []byte) (*dkvpb.KeyValue, *dkvpb.LockHandle, bool) {
+	found := foundV.Key
 	if again != nil {
 		marked := false
 		if c.GetMark() {
-			_, marked = w.get(marker(found[len(jobs):]))
+			marked = w.Exists(marker(found[len(jobs):]))
 		}
 		return foundV, again, marked
 	}
-	id := w.grant(0, c.GetTtlMs(), false)
-	handle := w.grantLock(found, c.GetOwner(), id, true, true)
+	id := w.GrantLease(c.GetTtlMs())
+	handle := w.GrantLock(found, c.GetOwner(), id, true)
 	if !c.GetMark() {
 		return foundV, handle, false
 	}
@@ -219,11 +297,10 @@ func (w *Writer) claimOne(c *dkvpb.QueueClaimRequest, jobs, found []byte, foundV
 	if !ok {
 		return foundV, handle, false
 	}
-	w.put(&dkvpb.PutRequest{Key: found, Value: v, Lease: foundV.Lease}, &dkvpb.PutResponse{})
+	w.WritePut(&dkvpb.PutRequest{Key: found, Value: v, Lease: foundV.Lease})
 	m := []byte(`{"attempt":` + strconv.FormatInt(attempt, 10) + `,"owner":` + jsonString(c.GetOwner()) + `,"token":` + strconv.FormatInt(handle.Token, 10) + `}`)
-	w.put(&dkvpb.PutRequest{Key: marker(found[len(jobs):]), Value: m, Lease: id}, &dkvpb.PutResponse{})
-	rec, _ := w.get(found)
-	_, kv := jobKV(found, &rec)
+	w.WritePut(&dkvpb.PutRequest{Key: marker(found[len(jobs):]), Value: m, Lease: id})
+	kv, _ := w.Latest(found)
 	return kv, handle, true
 }
 
@@ -300,104 +377,96 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// jobKV copies a visited key and its record (valid only during the visit).
-func jobKV(key []byte, rec *record) ([]byte, *dkvpb.KeyValue) {
-	k := bytes.Clone(key)
-	kv := rec.kv(k)
-	kv.Value = bytes.Clone(rec.value)
-	return k, kv
-}
-
 // MaxQueueAckPuts bounds the puts one queue ack carries.
 const MaxQueueAckPuts = 16
 
-func validateQueueAck(a *dkvpb.QueueAckRequest, l Limits) error {
+// validateQueueAck checks an ack's structure and bounds.
+func validateQueueAck(a *dkvpb.QueueAckRequest, l mvcc.Limits) error {
 	if a.GetHandle() == nil {
-		return invalid("queue ack has no claim handle")
+		return dkverr.New(dkverr.InvalidInput, "queue ack has no claim handle")
 	}
-	if err := ValidateLockHandle(a.GetHandle(), l); err != nil {
+	if err := mvcc.ValidateLockHandle(a.GetHandle(), l); err != nil {
 		return err
 	}
-	if err := checkKey("queue ack marker key", a.GetMarkerKey(), l); err != nil {
+	if err := mvcc.CheckKey("queue ack marker key", a.GetMarkerKey(), l); err != nil {
 		return err
 	}
 	if n := len(a.GetPuts()); n > MaxQueueAckPuts {
-		return invalid("queue ack has %d puts; the limit is %d", n, MaxQueueAckPuts)
+		return dkverr.New(dkverr.InvalidInput, "queue ack has %d puts; the limit is %d", n, MaxQueueAckPuts)
 	}
 	for _, p := range a.GetPuts() {
-		if err := ValidatePut(p, l); err != nil {
+		if err := mvcc.ValidatePut(p, l); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// QueueAck ends a claim: while a.Handle is current it deletes the job and
+// queueAck ends a claim: while a.Handle is current it deletes the job and
 // its marker, writes a.Puts and releases the lock, all in this command.
 // A claim that is not current is refused with Locked, unless this is a
 // retry of an ack that applied: the lock is free, its last token is the
 // handle's (nobody claimed the job since) and the job is gone.
-func (w *Writer) QueueAck(a *dkvpb.QueueAckRequest) (*dkvpb.QueueAckResponse, error) {
+func queueAck(w *mvcc.Writer, a *dkvpb.QueueAckRequest) (*dkvpb.QueueAckResponse, error) {
 	hd := a.GetHandle()
-	h, ok := w.current(hd)
+	h, ok := w.CurrentLock(hd)
 	if !ok {
-		if _, held := w.s.held[string(hd.Key)]; !held {
-			last, err := lock.LastToken(w.b, hd.Key)
-			must(err)
-			if _, exists := w.get(hd.Key); last == hd.Token && !exists {
+		if !w.Locked(hd.Key) {
+			if last := w.LastLockToken(hd.Key); last == hd.Token && !w.Exists(hd.Key) {
 				return &dkvpb.QueueAckResponse{Already: true}, nil
 			}
 		}
-		return nil, staleErr(hd)
+		return nil, mvcc.StaleHandleError(hd)
 	}
 	for _, p := range a.GetPuts() {
-		if err := w.checkPut(p); err != nil {
+		if err := w.CheckPut(p); err != nil {
 			return nil, err
 		}
 	}
 	if bytes.Equal(a.GetMarkerKey(), hd.Key) {
-		return nil, invalid("queue ack marker key is the job's key")
+		return nil, dkverr.New(dkverr.InvalidInput, "queue ack marker key is the job's key")
 	}
-	if err := w.checkLocked(a.GetMarkerKey(), nil); err != nil {
+	if err := w.CheckUnlocked(a.GetMarkerKey()); err != nil {
 		return nil, err
 	}
-	w.deleteRange(&dkvpb.DeleteRangeRequest{Key: bytes.Clone(hd.Key), Lock: hd})
-	w.deleteRange(&dkvpb.DeleteRangeRequest{Key: bytes.Clone(a.GetMarkerKey())})
+	w.WriteDelete(&dkvpb.DeleteRangeRequest{Key: bytes.Clone(hd.Key), Lock: hd})
+	w.WriteDelete(&dkvpb.DeleteRangeRequest{Key: bytes.Clone(a.GetMarkerKey())})
 	for _, p := range a.GetPuts() {
-		w.put(p, &dkvpb.PutResponse{})
+		w.WritePut(p)
 	}
-	w.releaseLock(&h)
+	w.ReleaseLock(&h)
 	return &dkvpb.QueueAckResponse{}, nil
 }
 
 // MaxQueueAckBatch bounds the acks of one AckBatch.
 const MaxQueueAckBatch = 64
 
-func validateQueueAckBatch(b *dkvpb.QueueAckBatchRequest, l Limits) error {
+// validateQueueAckBatch checks a batch of acks: each alone, and no job twice.
+func validateQueueAckBatch(b *dkvpb.QueueAckBatchRequest, l mvcc.Limits) error {
 	acks := b.GetAcks()
 	if len(acks) == 0 || len(acks) > MaxQueueAckBatch {
-		return invalid("queue ack batch has %d acks; it must have 1 to %d", len(acks), MaxQueueAckBatch)
+		return dkverr.New(dkverr.InvalidInput, "queue ack batch has %d acks; it must have 1 to %d", len(acks), MaxQueueAckBatch)
 	}
 	keys := make(map[string]bool, len(acks))
 	for i, a := range acks {
 		if err := validateQueueAck(a, l); err != nil {
-			return invalid("queue ack batch, ack %d: %s", i, dkverr.Message(err))
+			return dkverr.New(dkverr.InvalidInput, "queue ack batch, ack %d: %s", i, dkverr.Message(err))
 		}
 		k := string(a.GetHandle().GetKey())
 		if keys[k] {
-			return invalid("queue ack batch acks job %q twice", k)
+			return dkverr.New(dkverr.InvalidInput, "queue ack batch acks job %q twice", k)
 		}
 		keys[k] = true
 	}
 	return nil
 }
 
-// QueueAckBatch applies each ack as QueueAck does, in order, at one
+// queueAckBatch applies each ack as queueAck does, in order, at one
 // revision: a refused ack changes nothing and does not stop the others.
-func (w *Writer) QueueAckBatch(b *dkvpb.QueueAckBatchRequest) *dkvpb.QueueAckBatchResponse {
+func queueAckBatch(w *mvcc.Writer, b *dkvpb.QueueAckBatchRequest) *dkvpb.QueueAckBatchResponse {
 	resp := &dkvpb.QueueAckBatchResponse{Results: make([]*dkvpb.QueueAckResult, len(b.GetAcks()))}
 	for i, a := range b.GetAcks() {
-		r, err := w.QueueAck(a)
+		r, err := queueAck(w, a)
 		if err != nil {
 			code := dkverr.CodeOf(err)
 			resp.Results[i] = &dkvpb.QueueAckResult{Reason: code.Reason(), Message: dkverr.Message(err)}
