@@ -5,7 +5,6 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/state"
 )
 
 // clusterService implements dkvpb.ClusterServer.
@@ -60,7 +59,7 @@ func (c *clusterService) MemberList(ctx context.Context, req *dkvpb.MemberListRe
 			return nil, err
 		}
 	}
-	ms, err := state.Members(c.s.store.DB())
+	ms, err := c.s.applied().Latest().Members()
 	if err != nil {
 		return nil, err
 	}

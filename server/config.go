@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/dkv-io/dkv/internal/transport"
+	"github.com/dkv-io/dkv/server/httpapi"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -129,7 +130,7 @@ type Config struct {
 	// loopback IPs, that the HTTP port answers to (a "host" or
 	// "host:port"; the port is ignored). Another Host header gets 421: a
 	// DNS name an attacker rebinds to this member reads nothing through a
-	// browser (httpguard.go). "*" allows any, for a port only reached
+	// browser (httpapi.Guard). "*" allows any, for a port only reached
 	// through a proxy that checks names itself.
 	HTTPAllowedHosts []string
 	// CORSAllowedOrigins are the web origins (scheme://host[:port])
@@ -383,7 +384,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--tls-min-version: %w", err)
 	}
 	for _, o := range c.CORSAllowedOrigins {
-		if _, err := parseOrigin(o); err != nil {
+		if _, err := httpapi.ParseOrigin(o); err != nil {
 			return fmt.Errorf("--cors-allowed-origins: %v", err)
 		}
 	}
@@ -391,7 +392,7 @@ func (c *Config) Validate() error {
 		if h = strings.TrimSpace(h); h == "*" {
 			continue
 		}
-		if hostOnly(h) == "" || strings.ContainsAny(h, "/@?#* ") {
+		if httpapi.HostOnly(h) == "" || strings.ContainsAny(h, "/@?#* ") {
 			return fmt.Errorf("--http-allowed-hosts: %q is not a host name (write a name such as dkv.example.com, optionally with :port, or * for any)", h)
 		}
 	}

@@ -38,14 +38,14 @@ func (k *kvService) Range(ctx context.Context, req *dkvpb.RangeRequest) (*dkvpb.
 	)
 	if req.GetLock() != nil {
 		// Check the lock and read the keys in one consistent view.
-		snap := k.s.store.DB().NewSnapshot()
+		snap := k.s.applied().Snapshot()
 		defer snap.Close()
-		if err := mvcc.CheckReadLock(snap, req.GetLock()); err != nil {
+		if err := snap.CheckReadLock(req.GetLock()); err != nil {
 			return nil, err
 		}
-		resp, err = k.s.kv.Range(snap, req)
+		resp, err = snap.Range(req)
 	} else {
-		resp, err = k.s.kv.RangeLatest(k.s.store.DB(), req)
+		resp, err = k.s.applied().Latest().Range(req)
 	}
 	if err != nil {
 		return nil, err

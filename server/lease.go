@@ -167,8 +167,8 @@ func (l *leaseService) TimeToLive(ctx context.Context, req *dkvpb.LeaseTimeToLiv
 	if err != nil {
 		return nil, err
 	}
-	db := l.s.store.DB()
-	rec, ok, err := lease.Get(db, req.GetId())
+	latest := l.s.applied().Latest()
+	rec, ok, err := latest.Lease(req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func (l *leaseService) TimeToLive(ctx context.Context, req *dkvpb.LeaseTimeToLiv
 		resp.RemainingMs = rem.Milliseconds()
 	}
 	if req.GetKeys() {
-		if err := lease.Keys(db, rec.ID, func(k []byte) bool {
+		if err := latest.LeaseKeys(rec.ID, func(k []byte) bool {
 			resp.Keys = append(resp.Keys, append([]byte(nil), k...))
 			return true
 		}); err != nil {
@@ -209,7 +209,7 @@ func (l *leaseService) Leases(ctx context.Context, req *dkvpb.LeaseLeasesRequest
 		mine = func(r lease.Record) bool { return u != nil && lease.MayUse(u.Name, u.Root, r.Owner) }
 	}
 	resp := &dkvpb.LeaseLeasesResponse{}
-	if err := lease.List(l.s.store.DB(), func(r lease.Record) bool {
+	if err := l.s.applied().Latest().Leases(func(r lease.Record) bool {
 		if mine(r) {
 			resp.Leases = append(resp.Leases, &dkvpb.LeaseStatus{Id: r.ID, GrantedTtlMs: r.TTLMs})
 		}

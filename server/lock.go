@@ -7,11 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lock"
-	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/state"
 	"google.golang.org/protobuf/proto"
 )
@@ -149,7 +147,7 @@ func (l *lockService) wait(ctx context.Context, r *dkvpb.LockAcquireRequest, res
 		case h := <-granted:
 			return done(h), nil
 		case <-t.C:
-			h, held, queued, err := lockState(l.s.store.DB(), r.Key, r.Owner)
+			h, held, queued, err := lockState(l.s.applied(), r.Key, r.Owner)
 			if err != nil {
 				return nil, dkverr.New(dkverr.Internal, "%v", err)
 			}
@@ -181,16 +179,16 @@ var lockRecheckHook func()
 // snapshot: read from the live database, a grant applied between the two
 // reads would show owner as neither holder nor waiter, and its Acquire
 // would fail although it now holds the lock.
-func lockState(db *pebble.DB, key []byte, owner string) (h lock.Holder, held, queued bool, err error) {
-	snap := db.NewSnapshot()
+func lockState(st state.Reader, key []byte, owner string) (h lock.Holder, held, queued bool, err error) {
+	snap := st.Snapshot()
 	defer snap.Close()
-	if h, held, err = lock.GetHolder(snap, key); err != nil {
+	if h, held, err = snap.LockHolder(key); err != nil {
 		return h, false, false, err
 	}
 	if lockRecheckHook != nil {
 		lockRecheckHook()
 	}
-	_, queued, err = lock.FindWaiter(snap, key, owner)
+	_, queued, err = snap.LockWaiter(key, owner)
 	return h, held, queued, err
 }
 
@@ -236,9 +234,9 @@ func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeReque
 	if _, err := l.s.recheck(ctx, req); err != nil {
 		return nil, err
 	}
-	snap := l.s.store.DB().NewSnapshot()
+	snap := l.s.applied().Snapshot()
 	defer snap.Close()
-	st, err := mvcc.DescribeLock(snap, req.Key)
+	st, err := snap.DescribeLock(req.Key)
 	if err != nil {
 		return nil, dkverr.New(dkverr.Internal, "%v", err)
 	}

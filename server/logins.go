@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/dkv-io/dkv/server/httpapi"
 	"net"
 	"runtime"
 	"strconv"
@@ -258,4 +259,4 @@ func hostOf(addr string) string {
 // gatewayClientAddrHeader is the metadata the HTTP gateway passes the
 // HTTP client's address in; believed only on the gateway's own
 // in-process connection, and no HTTP header can set it.
-const gatewayClientAddrHeader = "dkv-gateway-client-addr"
+const gatewayClientAddrHeader = httpapi.ClientAddrMetadata

@@ -9,7 +9,6 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/raftnode"
-	"github.com/dkv-io/dkv/internal/state"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
@@ -36,7 +35,7 @@ func (s *Server) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 	defer tick.Stop()
 	for {
 		if lead := s.node.Status().Lead; lead != 0 {
-			ms, err := state.Members(s.store.DB())
+			ms, err := s.applied().Latest().Members()
 			if err != nil {
 				return nil, err
 			}
@@ -78,7 +77,7 @@ func (s *Server) findMember(ctx context.Context, name string) (*dkvpb.Member, []
 	if _, err := s.recheck(ctx, &dkvpb.MemberRemoveRequest{}); err != nil {
 		return nil, nil, err
 	}
-	ms, err := state.Members(s.store.DB())
+	ms, err := s.applied().Latest().Members()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -91,7 +90,7 @@ func (s *Server) findMember(ctx context.Context, name string) (*dkvpb.Member, []
 }
 
 func (s *Server) membersResp() ([]*dkvpb.Member, error) {
-	return state.Members(s.store.DB())
+	return s.applied().Latest().Members()
 }
 
 func (c *clusterService) MemberAdd(ctx context.Context, req *dkvpb.MemberAddRequest) (*dkvpb.MemberAddResponse, error) {

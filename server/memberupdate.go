@@ -7,7 +7,6 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/state"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc/codes"
@@ -46,7 +45,7 @@ func (s *Server) UpdateMemberPeer(ctx context.Context, id uint64, peerURL string
 		if _, err := s.recheck(ctx, &dkvpb.MemberRemoveRequest{}); err != nil {
 			return nil, nil, err
 		}
-		ms, err := state.Members(s.store.DB())
+		ms, err := s.applied().Latest().Members()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -79,7 +78,7 @@ func (s *Server) UpdateMemberPeer(ctx context.Context, id uint64, peerURL string
 		if err := s.node.ProposeConfChange(ctx, &raftpb.ConfChange{Type: raftpb.ConfChangeUpdateNode.Enum(), NodeId: new(id), Context: ctxData}); err != nil {
 			return nil, nil, err
 		}
-		if ms, err = state.Members(s.store.DB()); err != nil {
+		if ms, err = s.applied().Latest().Members(); err != nil {
 			return nil, nil, err
 		}
 		if m := memberWithID(ms, id); m != nil && m.GetPeerUrl() == peerURL {

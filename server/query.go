@@ -68,9 +68,9 @@ func (qs *queryService) ListIndexes(ctx context.Context, _ *dkvpb.ListIndexesReq
 	if err := qs.s.node.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
-	snap := qs.s.store.DB().NewSnapshot()
+	snap := qs.s.applied().Snapshot()
 	defer snap.Close()
-	ds, err := qs.s.kv.Indexes(snap)
+	ds, err := snap.Indexes()
 	if err != nil {
 		return nil, err
 	}
@@ -121,9 +121,9 @@ func (qs *queryService) Query(ctx context.Context, req *dkvpb.QueryRequest) (*dk
 			return nil, err
 		}
 	}
-	snap := qs.s.store.DB().NewSnapshot()
+	snap := qs.s.applied().Snapshot()
 	defer snap.Close()
-	res, err := qs.s.kv.Query(ctx, snap, q, mvcc.QueryOptions{
+	res, err := snap.Query(ctx, q, mvcc.QueryOptions{
 		Revision: req.GetRevision(), Limit: req.GetLimit(), OrderBy: req.GetOrderBy(),
 		Scan: req.GetScan(), KeysOnly: req.GetKeysOnly(), Continuation: req.GetContinuation(),
 	})

@@ -93,7 +93,7 @@ func (r *renewer) renew(ctx context.Context, ids []int64) ([]int64, error) {
 // denied is the refusal of user's keep-alive of lease id, which apply
 // found it does not own.
 func (r *renewer) denied(user string, id int64) error {
-	rec, _, _ := lease.Get(r.s.store.DB(), id) // for the message only
+	rec, _, _ := r.s.applied().Latest().Lease(id) // for the message only
 	return lease.Denied(user, id, rec.Owner, "keep alive")
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net/http"
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -42,7 +41,7 @@ func (s *Server) storeOf(ctx context.Context) (storekeys.Mapper, error) {
 		return m, err
 	}
 	for waited := false; ; waited = true {
-		_, ok, err := state.GetStore(s.store.DB(), name)
+		_, ok, err := s.applied().Latest().Store(name)
 		if err != nil {
 			return m, dkverr.New(dkverr.Internal, "reading store %q: %v", name, err)
 		}
@@ -98,21 +97,6 @@ func (w storeWatchStream) Send(r *dkvpb.WatchResponse) error {
 	return w.Watch_WatchServer.Send(w.m.Watch(r))
 }
 
-// gatewayStore moves an HTTP request's ?store= into the Dkv-Store
-// header, which gatewayHeaderMatcher passes on as storeHeader; the
-// gateway would otherwise take it for a field of the request.
-func gatewayStore(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if q := r.URL.Query(); q.Has("store") {
-			r = r.Clone(r.Context())
-			r.Header.Set("Dkv-Store", q.Get("store"))
-			q.Del("store")
-			r.URL.RawQuery = q.Encode()
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
 // storeService implements dkvpb.StoreServer.
 type storeService struct {
 	dkvpb.UnimplementedStoreServer
@@ -137,7 +121,7 @@ func (ss *storeService) List(ctx context.Context, _ *dkvpb.StoreListRequest) (*d
 	if err := ss.s.node.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
-	stores, err := state.ListStores(ss.s.store.DB())
+	stores, err := ss.s.applied().Latest().Stores()
 	if err != nil {
 		return nil, dkverr.New(dkverr.Internal, "listing stores: %v", err)
 	}
@@ -151,7 +135,7 @@ func (ss *storeService) Stats(ctx context.Context, req *dkvpb.StoreStatsRequest)
 	if err := ss.s.node.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
-	info, ok, err := state.GetStore(ss.s.store.DB(), req.GetName())
+	info, ok, err := ss.s.applied().Latest().Store(req.GetName())
 	if err != nil {
 		return nil, dkverr.New(dkverr.Internal, "reading store %q: %v", req.GetName(), err)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/dkv-io/dkv/server/httpapi"
 	"net"
 	"time"
 
@@ -247,13 +248,13 @@ func (s *Server) memberDialCreds() grpc.DialOption {
 }
 
 // cnKey carries the verified client certificate's CN of an HTTP request
-// into the handlers it calls directly (handleKey).
+// into the handlers it calls directly (httpapi's plain-value endpoint).
 type cnKey struct{}
 
 // gatewayCNHeader is the metadata the HTTP gateway passes the verified
 // client certificate's CN in, to the in-process gRPC server. It is
 // believed only on the gateway's own in-process connection (gatewayAddr).
-const gatewayCNHeader = "dkv-gateway-client-cn"
+const gatewayCNHeader = httpapi.CNMetadata
 
 // gatewayAddr is the remote address of the gateway's in-process
 // connections, which is how the gRPC server tells them from every other.

@@ -263,7 +263,7 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 		ProgressNotify: req.ProgressNotify, ProgressInterval: time.Duration(req.ProgressIntervalMs) * time.Millisecond,
 		Fragment: int(req.Fragment), Query: query,
 	}
-	db := s.store.DB()
+	applied := s.applied()
 	var (
 		start int64
 		cur   int64 // the store's revision when the watch was created
@@ -284,8 +284,8 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 	}
 	switch {
 	case req.IncludeInitialSnapshot:
-		ps := db.NewSnapshot()
-		resp, err := s.kv.Range(ps, &dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix})
+		ps := applied.Snapshot()
+		resp, err := ps.Range(&dkvpb.RangeRequest{Key: req.Key, RangeEnd: req.RangeEnd, Prefix: req.Prefix})
 		ps.Close()
 		if err != nil {
 			return refuse(err)
@@ -302,14 +302,14 @@ func (ws *watchService) create(ctx context.Context, st *watch.Stream, req *dkvpb
 			}
 		}
 	case req.StartRevision == 0:
-		rev, _, err := mvcc.Counters(db)
+		rev, _, err := applied.Latest().Counters()
 		if err != nil {
 			return refuse(dkverr.New(dkverr.Internal, "%v", err))
 		}
 		start, cur = rev+1, rev
 	default:
 		start = req.StartRevision
-		rev, comp, err := mvcc.Counters(db)
+		rev, comp, err := applied.Latest().Counters()
 		if err != nil {
 			return refuse(dkverr.New(dkverr.Internal, "%v", err))
 		}

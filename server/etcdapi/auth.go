@@ -22,7 +22,6 @@ import (
 type authServer struct {
 	etcdserverpb.UnimplementedAuthServer
 	d Deps
-	m MoreDeps
 }
 
 // authCall runs the DKV auth call method and maps DKV's refusals onto
@@ -78,7 +77,7 @@ func (a *authServer) authResp(r *dkvpb.AuthResponse) *etcdserverpb.ResponseHeade
 func (a *authServer) Authenticate(ctx context.Context, r *etcdserverpb.AuthenticateRequest) (*etcdserverpb.AuthenticateResponse, error) {
 	req := &dkvpb.AuthenticateRequest{Name: r.Name, Password: r.Password}
 	resp, err := authCall(ctx, a, dkvpb.Auth_Authenticate_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthenticateResponse, error) {
-		return a.m.Auth.Authenticate(ctx, req)
+		return a.d.Auth.Authenticate(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -92,7 +91,7 @@ func (a *authServer) Authenticate(ctx context.Context, r *etcdserverpb.Authentic
 func (a *authServer) AuthEnable(ctx context.Context, _ *etcdserverpb.AuthEnableRequest) (*etcdserverpb.AuthEnableResponse, error) {
 	req := &dkvpb.AuthEnableRequest{}
 	resp, err := authCall(ctx, a, dkvpb.Auth_AuthEnable_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.AuthEnable(ctx, req)
+		return a.d.Auth.AuthEnable(ctx, req)
 	})
 	if errors.Is(err, rpctypes.ErrGRPCRootUserNotExist) && a.rootUserExists(ctx) {
 		// etcd tells a root user without the root role apart; etcdctl
@@ -110,7 +109,7 @@ func (a *authServer) AuthEnable(ctx context.Context, _ *etcdserverpb.AuthEnableR
 func (a *authServer) rootUserExists(ctx context.Context) bool {
 	req := &dkvpb.UserRequest{Name: auth.RootUser}
 	_, err := call(ctx, a.d, dkvpb.Auth_UserGet_FullMethodName, req, func(ctx context.Context) (*dkvpb.UserGetResponse, error) {
-		return a.m.Auth.UserGet(ctx, req)
+		return a.d.Auth.UserGet(ctx, req)
 	})
 	return err == nil
 }
@@ -118,7 +117,7 @@ func (a *authServer) rootUserExists(ctx context.Context) bool {
 func (a *authServer) AuthDisable(ctx context.Context, _ *etcdserverpb.AuthDisableRequest) (*etcdserverpb.AuthDisableResponse, error) {
 	req := &dkvpb.AuthDisableRequest{}
 	resp, err := authCall(ctx, a, dkvpb.Auth_AuthDisable_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.AuthDisable(ctx, req)
+		return a.d.Auth.AuthDisable(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -129,7 +128,7 @@ func (a *authServer) AuthDisable(ctx context.Context, _ *etcdserverpb.AuthDisabl
 func (a *authServer) AuthStatus(ctx context.Context, _ *etcdserverpb.AuthStatusRequest) (*etcdserverpb.AuthStatusResponse, error) {
 	req := &dkvpb.AuthStatusRequest{}
 	resp, err := authCall(ctx, a, dkvpb.Auth_AuthStatus_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthStatusResponse, error) {
-		return a.m.Auth.AuthStatus(ctx, req)
+		return a.d.Auth.AuthStatus(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -157,7 +156,7 @@ func (a *authServer) UserAdd(ctx context.Context, r *etcdserverpb.AuthUserAddReq
 	}
 	req := &dkvpb.UserAddRequest{Name: r.Name, Password: r.Password, NoPassword: r.GetOptions().GetNoPassword()}
 	h, err := a.authChange(ctx, dkvpb.Auth_UserAdd_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.UserAdd(ctx, req)
+		return a.d.Auth.UserAdd(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -168,7 +167,7 @@ func (a *authServer) UserAdd(ctx context.Context, r *etcdserverpb.AuthUserAddReq
 func (a *authServer) UserGet(ctx context.Context, r *etcdserverpb.AuthUserGetRequest) (*etcdserverpb.AuthUserGetResponse, error) {
 	req := &dkvpb.UserRequest{Name: r.Name}
 	resp, err := authCall(ctx, a, dkvpb.Auth_UserGet_FullMethodName, req, func(ctx context.Context) (*dkvpb.UserGetResponse, error) {
-		return a.m.Auth.UserGet(ctx, req)
+		return a.d.Auth.UserGet(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -179,7 +178,7 @@ func (a *authServer) UserGet(ctx context.Context, r *etcdserverpb.AuthUserGetReq
 func (a *authServer) UserList(ctx context.Context, _ *etcdserverpb.AuthUserListRequest) (*etcdserverpb.AuthUserListResponse, error) {
 	req := &dkvpb.UserListRequest{}
 	resp, err := authCall(ctx, a, dkvpb.Auth_UserList_FullMethodName, req, func(ctx context.Context) (*dkvpb.UserListResponse, error) {
-		return a.m.Auth.UserList(ctx, req)
+		return a.d.Auth.UserList(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -190,7 +189,7 @@ func (a *authServer) UserList(ctx context.Context, _ *etcdserverpb.AuthUserListR
 func (a *authServer) UserDelete(ctx context.Context, r *etcdserverpb.AuthUserDeleteRequest) (*etcdserverpb.AuthUserDeleteResponse, error) {
 	req := &dkvpb.UserRequest{Name: r.Name}
 	h, err := a.authChange(ctx, dkvpb.Auth_UserDelete_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.UserDelete(ctx, req)
+		return a.d.Auth.UserDelete(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -204,7 +203,7 @@ func (a *authServer) UserChangePassword(ctx context.Context, r *etcdserverpb.Aut
 	}
 	req := &dkvpb.UserChangePasswordRequest{Name: r.Name, Password: r.Password}
 	h, err := a.authChange(ctx, dkvpb.Auth_UserChangePassword_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.UserChangePassword(ctx, req)
+		return a.d.Auth.UserChangePassword(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -215,7 +214,7 @@ func (a *authServer) UserChangePassword(ctx context.Context, r *etcdserverpb.Aut
 func (a *authServer) UserGrantRole(ctx context.Context, r *etcdserverpb.AuthUserGrantRoleRequest) (*etcdserverpb.AuthUserGrantRoleResponse, error) {
 	req := &dkvpb.UserRoleRequest{User: r.User, Role: r.Role}
 	h, err := a.authChange(ctx, dkvpb.Auth_UserGrantRole_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.UserGrantRole(ctx, req)
+		return a.d.Auth.UserGrantRole(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -226,7 +225,7 @@ func (a *authServer) UserGrantRole(ctx context.Context, r *etcdserverpb.AuthUser
 func (a *authServer) UserRevokeRole(ctx context.Context, r *etcdserverpb.AuthUserRevokeRoleRequest) (*etcdserverpb.AuthUserRevokeRoleResponse, error) {
 	req := &dkvpb.UserRoleRequest{User: r.Name, Role: r.Role}
 	h, err := a.authChange(ctx, dkvpb.Auth_UserRevokeRole_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.UserRevokeRole(ctx, req)
+		return a.d.Auth.UserRevokeRole(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -240,7 +239,7 @@ func (a *authServer) RoleAdd(ctx context.Context, r *etcdserverpb.AuthRoleAddReq
 	}
 	req := &dkvpb.RoleRequest{Name: r.Name}
 	h, err := a.authChange(ctx, dkvpb.Auth_RoleAdd_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.RoleAdd(ctx, req)
+		return a.d.Auth.RoleAdd(ctx, req)
 	})
 	if r.Name == auth.RootRole && errors.Is(err, rpctypes.ErrGRPCRoleAlreadyExist) {
 		// DKV's role root is built in, etcd's is added (etcdctl auth
@@ -256,7 +255,7 @@ func (a *authServer) RoleAdd(ctx context.Context, r *etcdserverpb.AuthRoleAddReq
 func (a *authServer) RoleGet(ctx context.Context, r *etcdserverpb.AuthRoleGetRequest) (*etcdserverpb.AuthRoleGetResponse, error) {
 	req := &dkvpb.RoleRequest{Name: r.Role}
 	resp, err := authCall(ctx, a, dkvpb.Auth_RoleGet_FullMethodName, req, func(ctx context.Context) (*dkvpb.RoleGetResponse, error) {
-		return a.m.Auth.RoleGet(ctx, req)
+		return a.d.Auth.RoleGet(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -271,7 +270,7 @@ func (a *authServer) RoleGet(ctx context.Context, r *etcdserverpb.AuthRoleGetReq
 func (a *authServer) RoleList(ctx context.Context, _ *etcdserverpb.AuthRoleListRequest) (*etcdserverpb.AuthRoleListResponse, error) {
 	req := &dkvpb.RoleListRequest{}
 	resp, err := authCall(ctx, a, dkvpb.Auth_RoleList_FullMethodName, req, func(ctx context.Context) (*dkvpb.RoleListResponse, error) {
-		return a.m.Auth.RoleList(ctx, req)
+		return a.d.Auth.RoleList(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -282,7 +281,7 @@ func (a *authServer) RoleList(ctx context.Context, _ *etcdserverpb.AuthRoleListR
 func (a *authServer) RoleDelete(ctx context.Context, r *etcdserverpb.AuthRoleDeleteRequest) (*etcdserverpb.AuthRoleDeleteResponse, error) {
 	req := &dkvpb.RoleRequest{Name: r.Role}
 	h, err := a.authChange(ctx, dkvpb.Auth_RoleDelete_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.RoleDelete(ctx, req)
+		return a.d.Auth.RoleDelete(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -304,7 +303,7 @@ func (a *authServer) RoleGrantPermission(ctx context.Context, r *etcdserverpb.Au
 		Type: dkvpb.Permission_Type(r.Perm.PermType), Key: r.Perm.Key, RangeEnd: r.Perm.RangeEnd,
 	}}
 	h, err := a.authChange(ctx, dkvpb.Auth_RoleGrantPermission_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.RoleGrantPermission(ctx, req)
+		return a.d.Auth.RoleGrantPermission(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -315,7 +314,7 @@ func (a *authServer) RoleGrantPermission(ctx context.Context, r *etcdserverpb.Au
 func (a *authServer) RoleRevokePermission(ctx context.Context, r *etcdserverpb.AuthRoleRevokePermissionRequest) (*etcdserverpb.AuthRoleRevokePermissionResponse, error) {
 	req := &dkvpb.RoleRevokePermissionRequest{Role: r.Role, Key: r.Key, RangeEnd: r.RangeEnd}
 	h, err := a.authChange(ctx, dkvpb.Auth_RoleRevokePermission_FullMethodName, req, func(ctx context.Context) (*dkvpb.AuthResponse, error) {
-		return a.m.Auth.RoleRevokePermission(ctx, req)
+		return a.d.Auth.RoleRevokePermission(ctx, req)
 	})
 	if err != nil {
 		return nil, err

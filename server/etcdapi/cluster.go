@@ -22,7 +22,6 @@ import (
 type clusterServer struct {
 	etcdserverpb.UnimplementedClusterServer
 	d Deps
-	m MoreDeps
 }
 
 // toMember is m as etcd shows it. A member that has not published its
@@ -35,10 +34,10 @@ func (c *clusterServer) toMember(m *dkvpb.Member) *etcdserverpb.Member {
 		out.Name = ""
 	}
 	if m.GetPeerUrl() != "" {
-		out.PeerURLs = []string{c.m.PeerScheme + "://" + m.GetPeerUrl()}
+		out.PeerURLs = []string{c.d.PeerScheme + "://" + m.GetPeerUrl()}
 	}
 	if m.GetClientUrl() != "" {
-		out.ClientURLs = []string{c.m.ClientScheme + "://" + m.GetClientUrl()}
+		out.ClientURLs = []string{c.d.ClientScheme + "://" + m.GetClientUrl()}
 	}
 	return out
 }
@@ -54,7 +53,7 @@ func (c *clusterServer) toMembers(ms []*dkvpb.Member) []*etcdserverpb.Member {
 func (c *clusterServer) list(ctx context.Context, linearizable bool) (*dkvpb.MemberListResponse, error) {
 	req := &dkvpb.MemberListRequest{Linearizable: linearizable}
 	return call(ctx, c.d, dkvpb.Cluster_MemberList_FullMethodName, req, func(ctx context.Context) (*dkvpb.MemberListResponse, error) {
-		return c.m.Cluster.MemberList(ctx, req)
+		return c.d.Cluster.MemberList(ctx, req)
 	})
 }
 
@@ -111,7 +110,7 @@ func (c *clusterServer) MemberAdd(ctx context.Context, r *etcdserverpb.MemberAdd
 	}
 	req := &dkvpb.MemberAddRequest{Name: addr, PeerUrl: addr, IsLearner: r.IsLearner}
 	resp, err := call(ctx, c.d, dkvpb.Cluster_MemberAdd_FullMethodName, req, func(ctx context.Context) (*dkvpb.MemberAddResponse, error) {
-		return c.m.Cluster.MemberAdd(ctx, req)
+		return c.d.Cluster.MemberAdd(ctx, req)
 	})
 	if err != nil {
 		if de, ok := dkvErr(err); ok && de.Code == dkverr.Conflict {
@@ -131,7 +130,7 @@ func (c *clusterServer) MemberRemove(ctx context.Context, r *etcdserverpb.Member
 	}
 	req := &dkvpb.MemberRemoveRequest{Name: m.GetName()}
 	resp, err := call(ctx, c.d, dkvpb.Cluster_MemberRemove_FullMethodName, req, func(ctx context.Context) (*dkvpb.MemberRemoveResponse, error) {
-		return c.m.Cluster.MemberRemove(ctx, req)
+		return c.d.Cluster.MemberRemove(ctx, req)
 	})
 	if err != nil {
 		if de, ok := dkvErr(err); ok {
@@ -157,7 +156,7 @@ func (c *clusterServer) MemberPromote(ctx context.Context, r *etcdserverpb.Membe
 	}
 	req := &dkvpb.MemberPromoteRequest{Name: m.GetName()}
 	resp, err := call(ctx, c.d, dkvpb.Cluster_MemberPromote_FullMethodName, req, func(ctx context.Context) (*dkvpb.MemberPromoteResponse, error) {
-		return c.m.Cluster.MemberPromote(ctx, req)
+		return c.d.Cluster.MemberPromote(ctx, req)
 	})
 	if err != nil {
 		if de, ok := dkvErr(err); ok {
@@ -189,7 +188,7 @@ func (c *clusterServer) MemberUpdate(ctx context.Context, r *etcdserverpb.Member
 	if err != nil {
 		return nil, err
 	}
-	if c.m.UpdatePeer == nil {
+	if c.d.UpdatePeer == nil {
 		return nil, status.Errorf(codes.Unimplemented, "%smember update is not available", etcdPrefix)
 	}
 	type result struct {
@@ -200,7 +199,7 @@ func (c *clusterServer) MemberUpdate(ctx context.Context, r *etcdserverpb.Member
 	// change, root's.
 	req := &dkvpb.MemberAddRequest{Name: m.GetName(), PeerUrl: addr}
 	res, err := call(ctx, c.d, dkvpb.Cluster_MemberAdd_FullMethodName, req, func(ctx context.Context) (result, error) {
-		h, ms, err := c.m.UpdatePeer(ctx, m.GetId(), addr)
+		h, ms, err := c.d.UpdatePeer(ctx, m.GetId(), addr)
 		return result{h, ms}, err
 	})
 	if err != nil {

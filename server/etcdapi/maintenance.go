@@ -34,7 +34,6 @@ const (
 type maintenanceServer struct {
 	etcdserverpb.UnimplementedMaintenanceServer
 	d Deps
-	m MoreDeps
 }
 
 // versionString is etcd's version with DKV's as build metadata.
@@ -54,7 +53,7 @@ func versionString(dkv string) string {
 func (ms *maintenanceServer) Status(ctx context.Context, _ *etcdserverpb.StatusRequest) (*etcdserverpb.StatusResponse, error) {
 	req := &dkvpb.StatusRequest{}
 	st, err := call(ctx, ms.d, dkvpb.Cluster_Status_FullMethodName, req, func(ctx context.Context) (*dkvpb.StatusResponse, error) {
-		return ms.m.Cluster.Status(ctx, req)
+		return ms.d.Cluster.Status(ctx, req)
 	})
 	if err != nil {
 		return nil, toEtcdErr(err)
@@ -65,12 +64,12 @@ func (ms *maintenanceServer) Status(ctx context.Context, _ *etcdserverpb.StatusR
 		RaftIndex: st.GetRaftIndex(), RaftTerm: st.GetRaftTerm(), RaftAppliedIndex: st.GetRaftAppliedIndex(),
 		IsLearner: st.GetIsLearner(),
 	}
-	if ms.m.DBSizeInUse != nil && st.GetDbSize() != 0 {
+	if ms.d.DBSizeInUse != nil && st.GetDbSize() != 0 {
 		// Status's sizes are root's (a filtered reply has none).
-		out.DbSizeInUse = ms.m.DBSizeInUse()
+		out.DbSizeInUse = ms.d.DBSizeInUse()
 	}
-	if ms.m.Alarms != nil {
-		for _, a := range ms.m.Alarms() {
+	if ms.d.Alarms != nil {
+		for _, a := range ms.d.Alarms() {
 			out.Errors = append(out.Errors, fmt.Sprintf("memberID:%d alarm:%s", a.MemberID, a.Alarm))
 		}
 	}
@@ -83,7 +82,7 @@ func (ms *maintenanceServer) Status(ctx context.Context, _ *etcdserverpb.StatusR
 func (ms *maintenanceServer) HashKV(ctx context.Context, r *etcdserverpb.HashKVRequest) (*etcdserverpb.HashKVResponse, error) {
 	req := &dkvpb.HashKVRequest{Revision: r.Revision}
 	h, err := call(ctx, ms.d, dkvpb.Cluster_HashKV_FullMethodName, req, func(ctx context.Context) (*dkvpb.HashKVResponse, error) {
-		return ms.m.Cluster.HashKV(ctx, req)
+		return ms.d.Cluster.HashKV(ctx, req)
 	})
 	if err != nil {
 		return nil, toEtcdErr(err)
@@ -107,7 +106,7 @@ func (ms *maintenanceServer) Hash(ctx context.Context, _ *etcdserverpb.HashReque
 // MoveLeader transfers leadership to the voter TargetID. Unlike etcd,
 // any member accepts it (a follower forwards it to the leader).
 func (ms *maintenanceServer) MoveLeader(ctx context.Context, r *etcdserverpb.MoveLeaderRequest) (*etcdserverpb.MoveLeaderResponse, error) {
-	m, err := (&clusterServer{d: ms.d, m: ms.m}).byID(ctx, r.TargetID)
+	m, err := (&clusterServer{d: ms.d}).byID(ctx, r.TargetID)
 	if err != nil {
 		if err == rpctypes.ErrGRPCMemberNotFound {
 			return nil, rpctypes.ErrGRPCBadLeaderTransferee
@@ -119,7 +118,7 @@ func (ms *maintenanceServer) MoveLeader(ctx context.Context, r *etcdserverpb.Mov
 	}
 	req := &dkvpb.LeaderTransferRequest{Name: m.GetName()}
 	resp, err := call(ctx, ms.d, dkvpb.Cluster_LeaderTransfer_FullMethodName, req, func(ctx context.Context) (*dkvpb.LeaderTransferResponse, error) {
-		return ms.m.Cluster.LeaderTransfer(ctx, req)
+		return ms.d.Cluster.LeaderTransfer(ctx, req)
 	})
 	if err != nil {
 		return nil, toEtcdErr(err)
@@ -134,8 +133,8 @@ func (ms *maintenanceServer) MoveLeader(ctx context.Context, r *etcdserverpb.Mov
 func (ms *maintenanceServer) Alarm(ctx context.Context, r *etcdserverpb.AlarmRequest) (*etcdserverpb.AlarmResponse, error) {
 	return unary(ctx, ms.d, methodAlarm, r, func(ctx context.Context) (*etcdserverpb.AlarmResponse, error) {
 		var raised []*etcdserverpb.AlarmMember
-		if ms.m.Alarms != nil {
-			raised = ms.m.Alarms()
+		if ms.d.Alarms != nil {
+			raised = ms.d.Alarms()
 		}
 		switch r.Action {
 		case etcdserverpb.AlarmRequest_GET:
@@ -148,7 +147,7 @@ func (ms *maintenanceServer) Alarm(ctx context.Context, r *etcdserverpb.AlarmReq
 		if r.Alarm != etcdserverpb.AlarmType_NOSPACE && (active || r.Alarm != etcdserverpb.AlarmType_NONE) {
 			return nil, status.Errorf(codes.InvalidArgument, "%salarm %s cannot be set through the API; DKV's members raise and clear NOSPACE themselves, and only NOSPACE is ACTIVATE/DEACTIVATE-able", etcdPrefix, r.Alarm)
 		}
-		if ms.m.SetAlarm == nil {
+		if ms.d.SetAlarm == nil {
 			return nil, status.Errorf(codes.Unimplemented, "%salarms cannot be changed on this server", etcdPrefix)
 		}
 		var was bool
@@ -159,7 +158,7 @@ func (ms *maintenanceServer) Alarm(ctx context.Context, r *etcdserverpb.AlarmReq
 		}
 		out := &etcdserverpb.AlarmResponse{}
 		if active != was {
-			if err := ms.m.SetAlarm(ctx, r.MemberID, active); err != nil {
+			if err := ms.d.SetAlarm(ctx, r.MemberID, active); err != nil {
 				return nil, err
 			}
 		}
@@ -177,10 +176,10 @@ func (ms *maintenanceServer) Alarm(ctx context.Context, r *etcdserverpb.AlarmReq
 // going on (etcd's defragment rewrites its bolt file and blocks them).
 func (ms *maintenanceServer) Defragment(ctx context.Context, r *etcdserverpb.DefragmentRequest) (*etcdserverpb.DefragmentResponse, error) {
 	return unary(ctx, ms.d, methodDefragment, r, func(ctx context.Context) (*etcdserverpb.DefragmentResponse, error) {
-		if ms.m.Defragment == nil {
+		if ms.d.Defragment == nil {
 			return nil, status.Errorf(codes.Unimplemented, "%sdefragment is not available on this server", etcdPrefix)
 		}
-		if err := ms.m.Defragment(ctx); err != nil {
+		if err := ms.d.Defragment(ctx); err != nil {
 			return nil, err
 		}
 		return &etcdserverpb.DefragmentResponse{Header: toHeader(ms.d.Header())}, nil
@@ -197,7 +196,7 @@ func (ms *maintenanceServer) Snapshot(r *etcdserverpb.SnapshotRequest, stream et
 	}
 	err := ms.d.Stream(nil, stream, dkvpb.Maintenance_Snapshot_FullMethodName, func(_ any, ss grpc.ServerStream) error {
 		out := &snapshotStream{ServerStream: ss, out: stream, version: EtcdVersion, sum: sha256.New()}
-		if err := ms.m.Maintenance.Snapshot(&dkvpb.SnapshotRequest{}, out); err != nil {
+		if err := ms.d.Maintenance.Snapshot(&dkvpb.SnapshotRequest{}, out); err != nil {
 			return err
 		}
 		// etcd's stream ends with the SHA-256 of what came before, and

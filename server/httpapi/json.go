@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -34,10 +34,10 @@ import (
 // gRPC request: field names, quotes, numbers, whitespace.
 const jsonEnvelopeBytes = 64 << 10
 
-// jsonBodyLimit is the largest JSON body accepted: a request of
+// JSONBodyLimit is the largest JSON body accepted: a request of
 // maxRequestBytes encodes its bytes fields in base64, 4 bytes for every 3.
-func (s *Server) jsonBodyLimit() int64 {
-	return int64(s.maxRequestBytes())/3*4 + 4 + jsonEnvelopeBytes
+func JSONBodyLimit(maxRequestBytes int) int64 {
+	return int64(maxRequestBytes)/3*4 + 4 + jsonEnvelopeBytes
 }
 
 // bodyGuard caps a request body and remembers that the cap was hit, so
@@ -67,14 +67,14 @@ func (g *bodyGuard) message() string {
 
 // capBodies wraps every request body of h in a bodyGuard: the plain-value
 // endpoint /v1/keys/ takes a value of at most MaxValueBytes, everything
-// else a JSON request of at most jsonBodyLimit.
-func (s *Server) capBodies(gw *runtime.ServeMux, h http.Handler) http.Handler {
+// else a JSON request of at most JSONBodyLimit.
+func (a *API) capBodies(gw *runtime.ServeMux, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g := &bodyGuard{limit: s.jsonBodyLimit(),
-			what: fmt.Sprintf("a request of --max-value-bytes %d plus %d bytes, in JSON with bytes fields in base64", s.cfg.MaxValueBytes, requestEnvelopeBytes)}
+		g := &bodyGuard{limit: JSONBodyLimit(a.o.MaxRequestBytes),
+			what: fmt.Sprintf("a request of --max-value-bytes %d plus %d bytes, in JSON with bytes fields in base64", a.o.MaxValueBytes, a.o.EnvelopeBytes)}
 		plain := strings.HasPrefix(r.URL.Path, "/v1/keys/")
 		if plain {
-			g.limit, g.what = int64(s.cfg.MaxValueBytes), "--max-value-bytes"
+			g.limit, g.what = int64(a.o.MaxValueBytes), "--max-value-bytes"
 		}
 		ctx := context.WithValue(r.Context(), bodyGuardKey{}, g)
 		r = r.WithContext(ctx)
@@ -102,15 +102,15 @@ func (s *Server) capBodies(gw *runtime.ServeMux, h http.Handler) http.Handler {
 // that an oversized request answers 413 naming the limit (grpc-gateway
 // maps every ResourceExhausted to 429, which says "retry later": wrong for
 // a request that will never fit).
-func (s *Server) gatewayError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+func (a *API) gatewayError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if g, _ := r.Context().Value(bodyGuardKey{}).(*bodyGuard); g != nil && g.tripped.Load() {
 		err = status.Error(codes.ResourceExhausted, g.message())
 		w = statusWriter{w, http.StatusRequestEntityTooLarge}
 	} else if st, ok := status.FromError(err); ok && isMessageSizeError(st) {
 		err = status.Error(codes.ResourceExhausted, fmt.Sprintf("request is larger than the limit of %d bytes (--max-value-bytes %d plus %d): %s",
-			s.maxRequestBytes(), s.cfg.MaxValueBytes, requestEnvelopeBytes, st.Message()))
+			a.o.MaxRequestBytes, a.o.MaxValueBytes, a.o.EnvelopeBytes, st.Message()))
 		w = statusWriter{w, http.StatusRequestEntityTooLarge}
-	} else if st := httpStatus[dkverr.CodeOf(err)]; st != 0 {
+	} else if st := Status[dkverr.CodeOf(err)]; st != 0 {
 		w = statusWriter{w, st}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
@@ -176,13 +176,13 @@ func (d *strictDecoder) Decode(v any) error {
 		}
 		return err
 	}
-	// Decoding recurses (checkBytesFields, protojson): the nesting is
+	// Decoding recurses (CheckBytesFields, protojson): the nesting is
 	// checked first, by a scan.
 	if jsonDepth(raw, maxJSONDepth) > maxJSONDepth {
 		return errJSONTooDeep()
 	}
 	if pm, ok := v.(proto.Message); ok && d.strict {
-		if err := checkBytesFields(pm.ProtoReflect().Descriptor(), raw); err != nil {
+		if err := CheckBytesFields(pm.ProtoReflect().Descriptor(), raw); err != nil {
 			return err
 		}
 	}
@@ -230,18 +230,18 @@ func jsonDepth(b []byte, limit int) int {
 	return deepest
 }
 
-// decodeStrict is what the gateway does with one JSON request.
-func decodeStrict(raw []byte, m proto.Message) error {
-	if err := checkBytesFields(m.ProtoReflect().Descriptor(), raw); err != nil {
+// DecodeStrict is what the gateway does with one JSON request.
+func DecodeStrict(raw []byte, m proto.Message) error {
+	if err := CheckBytesFields(m.ProtoReflect().Descriptor(), raw); err != nil {
 		return err
 	}
 	return protojson.Unmarshal(raw, m)
 }
 
-// checkBytesFields walks a JSON object along message md and refuses any
+// CheckBytesFields walks a JSON object along message md and refuses any
 // bytes field that is not standard base64 with padding. What is not JSON
 // or does not fit md is left for protojson to report.
-func checkBytesFields(md protoreflect.MessageDescriptor, raw []byte) error {
+func CheckBytesFields(md protoreflect.MessageDescriptor, raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -329,7 +329,7 @@ func checkBase64(v any, path string) error {
 // watch is answered 400 at once; the gateway alone would stream nothing
 // and never answer. The checked request is handed on with the rest of the
 // body.
-func (s *Server) handleWatchPost(gw *runtime.ServeMux) http.HandlerFunc {
+func (a *API) handleWatchPost(gw *runtime.ServeMux) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		_, out := runtime.MarshalerForRequest(gw, r)
 		fail := func(err error) { runtime.HTTPError(r.Context(), gw, out, w, r, err) }
@@ -347,7 +347,7 @@ func (s *Server) handleWatchPost(gw *runtime.ServeMux) http.HandlerFunc {
 			return
 		}
 		var req dkvpb.WatchRequest
-		if err := decodeStrict(raw, &req); err != nil {
+		if err := DecodeStrict(raw, &req); err != nil {
 			bad("the first WatchRequest: %v", err)
 			return
 		}

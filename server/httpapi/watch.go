@@ -1,10 +1,11 @@
-package server
+package httpapi
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dkv-io/dkv/server/etcdapi"
 	"io"
 	"net/http"
 	"strconv"
@@ -22,7 +23,7 @@ import (
 // watch, streamed as newline-delimited JSON WatchResponse objects until
 // the client disconnects. (POST /v1/watch is the grpc-gateway form of the
 // bidirectional stream: a body of WatchRequest objects.)
-func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
+func (a *API) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	flag := func(name string) bool {
 		v, _ := strconv.ParseBool(q.Get(name))
@@ -36,13 +37,13 @@ func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("rev"); v != "" {
 		rev, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			httpError(w, dkverr.New(dkverr.InvalidInput, "rev %q is not an integer", v))
+			Error(w, dkverr.New(dkverr.InvalidInput, "rev %q is not an integer", v))
 			return
 		}
 		req.StartRevision = rev
 	}
-	if s.gwConn == nil {
-		httpError(w, dkverr.New(dkverr.Unavailable, "no in-process connection"))
+	if a.conn == nil {
+		Error(w, dkverr.New(dkverr.Unavailable, "no in-process connection"))
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -51,11 +52,11 @@ func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
 	}
 	if st := cmp.Or(q.Get("store"), r.Header.Get("Dkv-Store")); st != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, storeHeader, st)
+		ctx = metadata.AppendToOutgoingContext(ctx, etcdapi.StoreMetadata, st)
 	}
-	stream, err := dkvpb.NewWatchClient(s.gwConn).Watch(ctx)
+	stream, err := dkvpb.NewWatchClient(a.conn).Watch(ctx)
 	if err != nil {
-		httpError(w, err)
+		Error(w, err)
 		return
 	}
 	if err := stream.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_CreateRequest{CreateRequest: req}}); err != nil {
@@ -64,12 +65,12 @@ func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 			// caller): its status comes with Recv, not Send.
 			_, err = stream.Recv()
 		}
-		httpError(w, err)
+		Error(w, err)
 		return
 	}
 	first, err := stream.Recv()
 	if err != nil {
-		httpError(w, err)
+		Error(w, err)
 		return
 	}
 	if first.Canceled {
@@ -82,7 +83,7 @@ func (s *Server) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 			e.Metadata = map[string]string{"compact_revision": fmt.Sprint(first.CompactRevision)}
 			w.Header().Set("X-Dkv-Compact-Revision", fmt.Sprint(first.CompactRevision))
 		}
-		httpError(w, e)
+		Error(w, e)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/base64"
@@ -9,36 +9,36 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 )
 
-type whoamiPermission struct {
+type WhoamiPermission struct {
 	Type     string `json:"type"`      // READ, WRITE or READWRITE
 	Key      string `json:"key"`       // base64, as in the JSON API
 	RangeEnd string `json:"range_end"` // base64; empty: the key alone; "AA==" ("\0"): every key from key on
 }
 
-type whoamiResponse struct {
+type WhoamiResponse struct {
 	Enabled     bool               `json:"enabled"`
 	User        string             `json:"user,omitempty"`
 	Root        bool               `json:"root,omitempty"`
 	Roles       []string           `json:"roles,omitempty"`
-	Permissions []whoamiPermission `json:"permissions,omitempty"`
+	Permissions []WhoamiPermission `json:"permissions,omitempty"`
 }
 
-// handleWhoamiHTTP serves GET /v1/auth/whoami: whether auth is enabled
+// Whoami serves GET /v1/auth/whoami: whether auth is enabled
 // and, with it, the caller's user, roles and permissions (the union of
 // its roles'), so that a client such as the dashboard can hide what the
 // user may not do. Any authenticated user may ask about itself (UserGet
 // and RoleGet need root); without a valid token it answers 401.
-func (s *Server) handleWhoamiHTTP(w http.ResponseWriter, r *http.Request) {
-	v := s.sm.Auth().View()
-	resp := whoamiResponse{Enabled: v.Enabled}
+func (a *API) Whoami(w http.ResponseWriter, r *http.Request) {
+	v := a.n.AuthView()
+	resp := WhoamiResponse{Enabled: v.Enabled}
 	if v.Enabled {
-		u, err := s.callerOf(httpAuthContext(r), v)
+		u, err := a.n.Caller(a.n.RequestContext(r), v)
 		if err != nil {
-			httpError(w, wireError(err))
+			Error(w, a.n.WireError(err))
 			return
 		}
 		if u == nil {
-			httpError(w, dkverr.New(dkverr.Unauthenticated, "no caller"))
+			Error(w, dkverr.New(dkverr.Unauthenticated, "no caller"))
 			return
 		}
 		resp.User, resp.Root, resp.Roles = u.Name, u.Root, slices.Clone(u.Roles)
@@ -48,7 +48,7 @@ func (s *Server) handleWhoamiHTTP(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			for _, p := range role.GetPermissions() {
-				resp.Permissions = append(resp.Permissions, whoamiPermission{Type: p.GetType().String(), Key: enc(p.GetKey()), RangeEnd: enc(p.GetRangeEnd())})
+				resp.Permissions = append(resp.Permissions, WhoamiPermission{Type: p.GetType().String(), Key: enc(p.GetKey()), RangeEnd: enc(p.GetRangeEnd())})
 			}
 		}
 	}

@@ -1,10 +1,8 @@
-package server
+package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -15,10 +13,10 @@ import (
 // maxRateLimitsListed bounds one GET /v1/ratelimits answer.
 const maxRateLimitsListed = 1000
 
-// rateLimitEntry is one bucket in GET /v1/ratelimits. A bucket stores
+// RateLimitEntry is one bucket in GET /v1/ratelimits. A bucket stores
 // only its GCRA state; its limit, period and burst come with each
 // request and are not stored, so the answer has times, not token counts.
-type rateLimitEntry struct {
+type RateLimitEntry struct {
 	Key string `json:"key"`
 	// LastUnixMs is when the last decision on the bucket was made (the
 	// raft entry's time).
@@ -31,81 +29,57 @@ type rateLimitEntry struct {
 	FullInMs int64 `json:"full_in_ms"`
 }
 
-type rateLimitListResponse struct {
+type RateLimitListResponse struct {
 	NowUnixMs int64            `json:"now_unix_ms"` // this member's clock
-	Buckets   []rateLimitEntry `json:"buckets"`
+	Buckets   []RateLimitEntry `json:"buckets"`
 	More      bool             `json:"more"`
 }
 
-// handleRateLimitsHTTP serves GET /v1/ratelimits[?prefix=P][&limit=N][&store=S]:
+// RateLimits serves GET /v1/ratelimits[?prefix=P][&limit=N][&store=S]:
 // the rate limiter's buckets whose key starts with P, in key order, each
 // with its last decision time and when it is full again. With auth on,
 // only buckets whose key the caller may read are listed.
-func (s *Server) handleRateLimitsHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	prefix := []byte(q.Get("prefix"))
-	limit := maxRateLimitsListed
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxRateLimitsListed {
-			httpError(w, dkverr.New(dkverr.InvalidInput, "limit %q must be an integer from 1 to %d", v, maxRateLimitsListed))
-			return
-		}
-		limit = n
-	}
-	ctx, store, err := s.httpStore(r) // ?store= or Dkv-Store
-	if err != nil {
-		httpError(w, wireError(err))
-		return
-	}
-	if prefix, err = store.KeyPrefix(prefix); err != nil {
-		httpError(w, err)
-		return
-	}
-	if err := s.node.WaitLinearizable(ctx); err != nil {
-		httpError(w, wireError(err))
-		return
-	}
-	snap := s.store.DB().NewSnapshot()
-	defer snap.Close()
+func (a *API) RateLimits(w http.ResponseWriter, r *http.Request) {
+	a.serveList(w, r, maxRateLimitsListed, a.listRateLimits)
+}
+
+// listRateLimits lists the buckets of GET /v1/ratelimits.
+func (a *API) listRateLimits(q listQuery) (any, error) {
 	type bucket struct {
 		key []byte
 		st  ratelimit.State
 	}
 	var all []bucket
-	err = ratelimit.Each(snap, prefix, func(k []byte, st ratelimit.State) bool {
+	err := q.view.RateLimits(q.prefix, func(k []byte, st ratelimit.State) bool {
 		all = append(all, bucket{bytes.Clone(k), st})
 		return len(all) <= 10*maxRateLimitsListed // enough to fill a page past unreadable keys
 	})
 	if err != nil {
-		httpError(w, dkverr.New(dkverr.Internal, "%v", err))
-		return
+		return nil, dkverr.New(dkverr.Internal, "%v", err)
 	}
 	now := time.Now().UnixNano()
-	resp := rateLimitListResponse{NowUnixMs: now / 1e6, Buckets: []rateLimitEntry{}}
+	resp := RateLimitListResponse{NowUnixMs: now / 1e6, Buckets: []RateLimitEntry{}}
 	for _, b := range all {
-		key, own := store.Strip(b.key)
+		key, own := q.store.Strip(b.key)
 		if !own {
 			continue // another store's bucket: the default store's empty prefix reaches them
 		}
 		// Permissions apply to the physical (store-mapped) key.
-		if _, err := s.checkCall(ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
+		if _, err := a.n.Authorize(q.ctx, dkvpb.KV_Range_FullMethodName, &dkvpb.RangeRequest{Key: b.key}); err != nil {
 			if dkverr.CodeOf(err) == dkverr.Unauthenticated {
-				httpError(w, wireError(err))
-				return
+				return nil, a.n.WireError(err)
 			}
 			continue // not the caller's to see
 		}
-		if len(resp.Buckets) == limit {
+		if len(resp.Buckets) == q.limit {
 			resp.More = true
 			break
 		}
-		resp.Buckets = append(resp.Buckets, rateLimitEntry{Key: string(key), LastUnixMs: b.st.Last / 1e6,
+		resp.Buckets = append(resp.Buckets, RateLimitEntry{Key: string(key), LastUnixMs: b.st.Last / 1e6,
 			TatUnixMs: b.st.TAT / 1e6, FullInMs: (max(0, b.st.TAT-now) + 999_999) / 1e6})
 	}
 	if len(all) > 10*maxRateLimitsListed {
 		resp.More = true
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(resp)
+	return resp, nil
 }

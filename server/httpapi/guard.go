@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"fmt"
@@ -10,8 +10,7 @@ import (
 )
 
 // httpGuard keeps web pages from using the HTTP port through a visitor's
-// browser (issue #32, finding 4; docs/security.md, "Browsers and the HTTP
-// port"). A browser sends requests to any address a page names, with the
+// browser (docs/security.md, "Browsers and the HTTP port"). A browser sends requests to any address a page names, with the
 // visitor's client certificate attached, and lets the page read answers
 // from a host name it controls once that name resolves to the member (DNS
 // rebinding). So, on every path but the health probes:
@@ -38,27 +37,41 @@ type httpGuard struct {
 	next    http.Handler
 }
 
-// guardHTTP wraps h in the guard, with this member's addresses and the
-// configured hosts and origins.
-func (s *Server) guardHTTP(h http.Handler) http.Handler {
+// GuardConfig is what the guard allows besides the health probes.
+type GuardConfig struct {
+	// Own are this member's addresses (host:port or host), configured
+	// and bound: a Host header naming one of them (or localhost, a
+	// loopback or the connection's own IP) is this member.
+	Own []string
+	// AllowedHosts are further names clients reach the member by
+	// (--http-allowed-hosts; "*": any).
+	AllowedHosts []string
+	// AllowedOrigins are the web origins whose pages may use the port
+	// (--cors-allowed-origins), checked by ParseOrigin beforehand.
+	AllowedOrigins []string
+}
+
+// Guard wraps h in the guard against web pages (httpGuard), with c's
+// hosts and origins.
+func Guard(c GuardConfig, h http.Handler) http.Handler {
 	g := &httpGuard{hosts: map[string]bool{"localhost": true}, origins: map[string]bool{}, next: h}
-	for _, a := range []string{s.cfg.HTTPAddr, s.HTTPAddr(), s.cfg.ClientAddr, s.ClientAddr(), s.cfg.AdvertiseClientAddr, s.advClient} {
-		if host := hostOnly(a); host != "" {
+	for _, a := range c.Own {
+		if host := HostOnly(a); host != "" {
 			if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 				continue // 0.0.0.0 names no address a client can use
 			}
 			g.hosts[host] = true
 		}
 	}
-	for _, a := range s.cfg.HTTPAllowedHosts {
+	for _, a := range c.AllowedHosts {
 		if strings.TrimSpace(a) == "*" {
 			g.anyHost = true
-		} else if host := hostOnly(a); host != "" {
+		} else if host := HostOnly(a); host != "" {
 			g.hosts[host] = true
 		}
 	}
-	for _, o := range s.cfg.CORSAllowedOrigins {
-		n, _ := parseOrigin(o) // checked by Config.Validate
+	for _, o := range c.AllowedOrigins {
+		n, _ := ParseOrigin(o) // checked beforehand (server.Config.Validate)
 		g.origins[n] = true
 	}
 	return g
@@ -85,7 +98,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if g.sameOrigin(r, origin) {
 			break
 		}
-		if n, err := parseOrigin(origin); err == nil && g.origins[n] {
+		if n, err := ParseOrigin(origin); err == nil && g.origins[n] {
 			allowedCross = true
 			break
 		}
@@ -161,7 +174,7 @@ func (g *httpGuard) hostAllowed(r *http.Request) bool {
 	if g.anyHost {
 		return true
 	}
-	host := hostOnly(r.Host)
+	host := HostOnly(r.Host)
 	if host == "" {
 		return false
 	}
@@ -188,13 +201,13 @@ func (g *httpGuard) sameOrigin(r *http.Request, origin string) bool {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	n, err := parseOrigin(origin)
+	n, err := ParseOrigin(origin)
 	return err == nil && n == normOrigin(scheme, r.Host)
 }
 
-// hostOnly is the lower-case host of a "host:port", "host", "[v6]:port"
+// HostOnly is the lower-case host of a "host:port", "host", "[v6]:port"
 // or "[v6]", without the port, brackets or a trailing dot.
-func hostOnly(hostport string) string {
+func HostOnly(hostport string) string {
 	h := strings.TrimSpace(hostport)
 	if host, _, err := net.SplitHostPort(h); err == nil {
 		h = host
@@ -218,9 +231,9 @@ func normOrigin(scheme, hostport string) string {
 	return scheme + "://" + hostport
 }
 
-// parseOrigin checks a web origin (scheme://host[:port]) and normalizes
+// ParseOrigin checks a web origin (scheme://host[:port]) and normalizes
 // it.
-func parseOrigin(o string) (string, error) {
+func ParseOrigin(o string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(o))
 	if err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
+	electiongw "go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb/gw"
+	lockgw "go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb/gw"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -14,16 +16,18 @@ import (
 // /v3/lease/grant, ...) over the etcd services, reached through conn,
 // the HTTP gateway's in-process connection: JSON with proto field names
 // and base64 bytes, as etcd's own gateway speaks.
-func (s *Server) etcdGateway(conn *grpc.ClientConn) (http.Handler, error) {
-	mux := runtime.NewServeMux(append(gatewayCNOptions(),
+func etcdGateway(conn *grpc.ClientConn) (http.Handler, error) {
+	mux := runtime.NewServeMux(append(GatewayOptions(),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &depthJSONPb{runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 		}}))...)
 	bg := context.Background()
-	for _, reg := range append([]func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+	for _, reg := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		gw.RegisterKVHandler, gw.RegisterWatchHandler, gw.RegisterLeaseHandler,
-	}, etcdGatewayMore...) { // etcd_more.go
+		gw.RegisterClusterHandler, gw.RegisterMaintenanceHandler, gw.RegisterAuthHandler,
+		lockgw.RegisterLockHandler, electiongw.RegisterElectionHandler,
+	} {
 		if err := reg(bg, mux, conn); err != nil {
 			return nil, err
 		}
