@@ -157,13 +157,5 @@ func TestReconcilerScriptLeaderKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameLines(t, "after web-2 crashed", d2.take(), []string{"start web-2 v2"})
-	rr, err := cl2.List(ctx, "a/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, kv := range rr.KVs {
-		got = append(got, fmt.Sprintf("%s=%s", kv.Key, kv.Value))
-	}
-	sameLines(t, "actual state", got, []string{"a/web-1=v2", "a/web-2=v2", "a/web-3=v2"})
+	sameLines(t, "actual state", actualState(t, ctx, cl2), []string{"a/web-1=v2", "a/web-2=v2", "a/web-3=v2"})
 }

@@ -109,15 +109,7 @@ func TestReconcilerScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameLines(t, "after the crash", d.take(), []string{"start web-2 v2"})
-	rr, err := c.List(ctx, "a/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, kv := range rr.KVs {
-		got = append(got, fmt.Sprintf("%s=%s", kv.Key, kv.Value))
-	}
-	sameLines(t, "actual state", got, []string{"a/web-1=v2", "a/web-2=v2", "a/web-3=v2"})
+	sameLines(t, "actual state", actualState(t, ctx, c), []string{"a/web-1=v2", "a/web-2=v2", "a/web-3=v2"})
 }
 
 // A key queued again while it is being reconciled is not handed to a
@@ -369,4 +361,18 @@ func TestReconcilerLeaderLostMidRun(t *testing.T) {
 	if len(done1) == 0 {
 		t.Fatalf("the first leader did nothing before it was deposed; the test proves nothing")
 	}
+}
+
+// actualState lists the keys under a/ as key=value lines.
+func actualState(t *testing.T, ctx context.Context, c client.KV) []string {
+	t.Helper()
+	rr, err := c.List(ctx, "a/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range rr.KVs {
+		got = append(got, fmt.Sprintf("%s=%s", kv.Key, kv.Value))
+	}
+	return got
 }
