@@ -97,7 +97,8 @@ func (c *cluster) logs() string {
 
 // startCluster starts a fresh 3-member cluster of the given kind, with its
 // data in t.TempDir(), waits until every member answers etcd's Status with
-// a leader, and stops it when the test ends.
+// a leader and every member has published its name and client URLs, and
+// stops it when the test ends.
 func startCluster(t testing.TB, kind string) *cluster {
 	t.Helper()
 	base := t.TempDir()
@@ -244,6 +245,14 @@ func (c *cluster) learnIDs() error {
 	}
 	if len(ml.Members) != len(c.members) {
 		return fmt.Errorf("member list has %d members, want %d", len(ml.Members), len(c.members))
+	}
+	// Ready means started: every member has published its name and
+	// client URLs through the log, as etcd's member list shows it.
+	// Until then a member cannot be moved with member update.
+	for _, m := range ml.Members {
+		if m.Name == "" || len(m.ClientURLs) == 0 {
+			return fmt.Errorf("member %x has not published its name and client URLs yet", m.ID)
+		}
 	}
 	return nil
 }
