@@ -37,7 +37,8 @@ func lockDataDir(dir string) (*dirLock, error) {
 		}
 		return nil, fmt.Errorf("%w: data dir %s is in use by %s; stop it or choose another --data-dir (%v)", errDirInUse, dir, who, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

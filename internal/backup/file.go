@@ -109,7 +109,8 @@ func (w *Writer) Finish(meta Meta) error {
 	var lens [16]byte
 	binary.BigEndian.PutUint64(lens[:8], uint64(w.n))
 	binary.BigEndian.PutUint64(lens[8:], uint64(len(mb)))
-	if _, err := w.raw(mb); err == nil {
+	_, err = w.raw(mb)
+	if err == nil {
 		_, err = w.raw(lens[:])
 	}
 	sum := w.all.Sum(nil)
