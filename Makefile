@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build image test lint generate compare chaos bench
+.PHONY: build image test lint generate check-generated compare chaos bench
 
 # The version `dkv version` reports; override with VERSION=v1.2.3.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -24,14 +24,25 @@ image: build
 test:
 	$(GO) test -race -timeout 30m ./...
 
+# go vet, gofmt and staticcheck (which also finds unused code) over the
+# main module; any finding fails. staticcheck runs at a pinned version
+# from the module proxy, so it is not a dependency of the module.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) vet ./...
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) run $(STATICCHECK) ./...
 
 # Regenerate api/dkv/v1 and the peer transport from the .proto files
 # (needs protoc: apt-get install protobuf-compiler).
 generate:
 	./scripts/generate.sh
+
+# Fails if regenerating changes or adds a file: the committed code is what
+# the committed .proto files and the pinned plugins produce.
+GENERATED := api internal/transport
+check-generated: generate
+	@test -z "$$(git status --porcelain --untracked-files=all -- $(GENERATED))" || (echo "make generate changed generated code; commit the result:"; git status --porcelain --untracked-files=all -- $(GENERATED); git diff --stat -- $(GENERATED); exit 1)
 
 # Randomized fault schedule (docs/reliability.md): DURATION is split
 # between a 3-node in-process cluster and 3 `dkv serve` processes behind

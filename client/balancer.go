@@ -66,6 +66,8 @@ func (b *lb) UpdateClientConnState(s balancer.ClientConnState) error {
 			continue
 		}
 		sub := &lbSub{addr: a.Addr, state: connectivity.Idle}
+		// One address per SubConn, as the deprecation notice asks.
+		//lint:ignore SA1019 NewSubConn stays the API; it is deprecated only for several addresses per SubConn
 		sc, err := b.cc.NewSubConn([]resolver.Address{{Addr: a.Addr, ServerName: a.ServerName}}, balancer.NewSubConnOptions{
 			StateListener: func(st balancer.SubConnState) { b.updateSub(sub, st) },
 		})

@@ -146,7 +146,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 	st, ok := status.FromError(err)
 	if !ok {
 		if ctx.Err() != nil && write && sent {
-			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())}
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err()), class: classFinal}
 		}
 		return failure{err: err, class: classBroken}
 	}
@@ -165,7 +165,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 			case dkverr.Internal:
 				return failure{err: e, class: classBroken}
 			}
-			return failure{err: e}
+			return failure{err: e, class: classFinal}
 		}
 	}
 	switch st.Code() {

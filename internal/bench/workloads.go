@@ -280,10 +280,3 @@ func opContext(ctx context.Context, d time.Duration) (context.Context, context.C
 	}
 	return context.WithTimeout(ctx, d)
 }
-
-func putWithTimeout(ctx context.Context, kv dkvpb.KVClient, d time.Duration, req *dkvpb.PutRequest) error {
-	ctx, cancel := opContext(ctx, d)
-	defer cancel()
-	_, err := kv.Put(ctx, req)
-	return err
-}

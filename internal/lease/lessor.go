@@ -186,13 +186,6 @@ func (l *Lessor) Demote() {
 	l.mu.Unlock()
 }
 
-// Primary reports whether the Lessor tracks deadlines.
-func (l *Lessor) Primary() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.primary
-}
-
 // Remaining returns a lease's granted TTL and remaining time: exact on the
 // primary, an estimate from the last durable record elsewhere. Remaining
 // is counted on the drift-bounded clock, so it errs short: the primary

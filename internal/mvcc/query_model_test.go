@@ -31,7 +31,6 @@ type qmIndex struct {
 type qmQuery struct {
 	text   string
 	prefix string
-	labels []string // per alternative, the labels it constrains
 	alts   [][]string
 	match  func(key string, ls map[string]string) bool
 }

@@ -77,11 +77,6 @@ func peerURLTaken(r pebble.Reader, id uint64, url string) bool {
 	return false
 }
 
-// SetMemberClientURL records a member's client URL in the member table.
-func SetMemberClientURL(b *pebble.Batch, id uint64, url string) error {
-	return SetMemberAttrs(b, id, url, "")
-}
-
 // SetMemberAttrs records a member's client URL and, unless version is "",
 // its server version in the member table.
 func SetMemberAttrs(b *pebble.Batch, id uint64, url, version string) error {

@@ -13,9 +13,8 @@ import (
 const Reserved = "\xff\xff\xffdkv/stores/"
 
 var (
-	reserved    = []byte(Reserved)
-	reservedEnd = keyrange.PrefixEnd(reserved)
-	nameRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	reserved = []byte(Reserved)
+	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 )
 
 // ValidName checks a named store's name ("" is the default store and is
@@ -177,6 +176,3 @@ func (m Mapper) Span() (start, end []byte) {
 	}
 	return m.pre, keyrange.PrefixEnd(m.pre)
 }
-
-// ReservedSpan is the span of every named store's key.
-func ReservedSpan() (start, end []byte) { return reserved, reservedEnd }

@@ -378,7 +378,7 @@ func TestSlowConsumerCatchUpFromHistory(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "slow watcher catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want) })
 	equalEvs(t, "slow", events(t, slowRd.snapshot(), slow.ID()), want)
 	// And it is live again.
-	last = e.apply(put("s/x", "live"))
+	e.apply(put("s/x", "live"))
 	testutil.Eventually(t, 10*time.Second, "live after catch-up", func() bool { return len(events(t, slowRd.snapshot(), slow.ID())) == len(want)+1 })
 	e.h.mu.Lock()
 	defer e.h.mu.Unlock()

@@ -64,7 +64,6 @@ type Recorder struct {
 	start   time.Time
 	ops     []porcupine.Operation
 	streams map[string][]any
-	closed  int64
 }
 
 // NewRecorder starts a history; timestamps are relative to now.
