@@ -16,9 +16,20 @@ go install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@v2.
 protoc -I api \
   --go_out=api --go_opt=paths=source_relative \
   --go-grpc_out=api --go-grpc_opt=paths=source_relative \
-  --grpc-gateway_out=api --grpc-gateway_opt=paths=source_relative \
+  api/dkv/v1/*.proto
+# The HTTP gateway goes into a package of its own (api/dkv/v1/dkvgw), so
+# the messages, and everything that links them (the state machine, the
+# client), link neither net/http's gateway runtime nor grpc-gateway.
+# "standalone" makes the generated code import the messages' package;
+# the package clause is renamed from the messages' name to dkvgw.
+rm -f api/dkv/v1/dkvgw/*.pb.gw.go
+protoc -I api \
+  --grpc-gateway_out=api/dkv/v1/dkvgw \
+  --grpc-gateway_opt=module=github.com/dkv-io/dkv/api/dkv/v1 \
+  --grpc-gateway_opt=standalone=true \
   --grpc-gateway_opt=grpc_api_configuration=api/dkv/v1/gateway.yaml \
   api/dkv/v1/*.proto
+sed -i 's/^package dkvpb$/package dkvgw/' api/dkv/v1/dkvgw/*.pb.gw.go
 protoc -I internal/transport \
   --go_out=internal/transport --go_opt=paths=source_relative \
   --go-grpc_out=internal/transport --go-grpc_opt=paths=source_relative \

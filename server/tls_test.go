@@ -14,6 +14,7 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/api/dkv/v1/dkvgw"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -174,8 +175,8 @@ func TestClientCertAuthRefusesUnsignedClients(t *testing.T) {
 			t.Errorf("HTTPS API call with %s: err %v, refused=%v; want refused=%v", c.what, err, refused, !c.ok)
 		}
 	}
-	// Probes and scrapers need no certificate (issue #16: /livez,
-	// /readyz and /metrics stay open).
+	// Probes and scrapers need no certificate: /livez,
+	// /readyz and /metrics stay open.
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.ca.Pool()}}}
 	for _, path := range []string{"/livez", "/readyz", "/metrics"} {
 		resp, err := hc.Get("https://" + s.HTTPAddr() + path)
@@ -416,7 +417,7 @@ func TestPeerCommonNameEndToEnd(t *testing.T) {
 	gwConn := pipeConn(gwPipe)
 	defer gwConn.Close()
 	mux := runtime.NewServeMux(gatewayCNOptions()...)
-	if err := dkvpb.RegisterKVHandler(context.Background(), mux, gwConn); err != nil {
+	if err := dkvgw.RegisterKVHandler(context.Background(), mux, gwConn); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewUnstartedServer(withClientCN(mux, false))

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/api/dkv/v1/dkvgw"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/ui"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -45,37 +46,37 @@ func (a *API) Handler(conn *grpc.ClientConn, o Options) (http.Handler, error) {
 		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 	}}), runtime.WithErrorHandler(a.gatewayError))...)
 	bg := context.Background()
-	if err := dkvpb.RegisterKVHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterKVHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterClusterHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterClusterHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterMaintenanceHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterMaintenanceHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterLeaseHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterLeaseHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterLockHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterLockHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterWatchHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterWatchHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterRateLimitHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterRateLimitHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterQueueHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterQueueHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterQueryHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterQueryHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterAuthHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterAuthHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
-	if err := dkvpb.RegisterStoreHandler(bg, gw, conn); err != nil {
+	if err := dkvgw.RegisterStoreHandler(bg, gw, conn); err != nil {
 		return nil, err
 	}
 	etcdGW, err := etcdGateway(conn)

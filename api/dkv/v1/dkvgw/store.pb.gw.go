@@ -6,7 +6,7 @@ Package dkvpb is a reverse proxy.
 
 It translates gRPC into RESTful JSON APIs.
 */
-package dkvpb
+package dkvgw
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 
+	extDkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/grpc"
@@ -35,9 +36,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_Store_Create_0(ctx context.Context, marshaler runtime.Marshaler, client StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Store_Create_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreCreateRequest
+		protoReq extDkvpb.StoreCreateRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -50,9 +51,9 @@ func request_Store_Create_0(ctx context.Context, marshaler runtime.Marshaler, cl
 	return msg, metadata, err
 }
 
-func local_request_Store_Create_0(ctx context.Context, marshaler runtime.Marshaler, server StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Store_Create_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreCreateRequest
+		protoReq extDkvpb.StoreCreateRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -62,9 +63,9 @@ func local_request_Store_Create_0(ctx context.Context, marshaler runtime.Marshal
 	return msg, metadata, err
 }
 
-func request_Store_SetQuota_0(ctx context.Context, marshaler runtime.Marshaler, client StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Store_SetQuota_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreCreateRequest
+		protoReq extDkvpb.StoreCreateRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -77,9 +78,9 @@ func request_Store_SetQuota_0(ctx context.Context, marshaler runtime.Marshaler, 
 	return msg, metadata, err
 }
 
-func local_request_Store_SetQuota_0(ctx context.Context, marshaler runtime.Marshaler, server StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Store_SetQuota_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreCreateRequest
+		protoReq extDkvpb.StoreCreateRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -89,9 +90,9 @@ func local_request_Store_SetQuota_0(ctx context.Context, marshaler runtime.Marsh
 	return msg, metadata, err
 }
 
-func request_Store_Delete_0(ctx context.Context, marshaler runtime.Marshaler, client StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Store_Delete_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreDeleteRequest
+		protoReq extDkvpb.StoreDeleteRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -104,9 +105,9 @@ func request_Store_Delete_0(ctx context.Context, marshaler runtime.Marshaler, cl
 	return msg, metadata, err
 }
 
-func local_request_Store_Delete_0(ctx context.Context, marshaler runtime.Marshaler, server StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Store_Delete_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreDeleteRequest
+		protoReq extDkvpb.StoreDeleteRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -116,9 +117,9 @@ func local_request_Store_Delete_0(ctx context.Context, marshaler runtime.Marshal
 	return msg, metadata, err
 }
 
-func request_Store_List_0(ctx context.Context, marshaler runtime.Marshaler, client StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Store_List_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreListRequest
+		protoReq extDkvpb.StoreListRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -131,9 +132,9 @@ func request_Store_List_0(ctx context.Context, marshaler runtime.Marshaler, clie
 	return msg, metadata, err
 }
 
-func local_request_Store_List_0(ctx context.Context, marshaler runtime.Marshaler, server StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Store_List_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreListRequest
+		protoReq extDkvpb.StoreListRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -143,9 +144,9 @@ func local_request_Store_List_0(ctx context.Context, marshaler runtime.Marshaler
 	return msg, metadata, err
 }
 
-func request_Store_Stats_0(ctx context.Context, marshaler runtime.Marshaler, client StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Store_Stats_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.StoreClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreStatsRequest
+		protoReq extDkvpb.StoreStatsRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -158,9 +159,9 @@ func request_Store_Stats_0(ctx context.Context, marshaler runtime.Marshaler, cli
 	return msg, metadata, err
 }
 
-func local_request_Store_Stats_0(ctx context.Context, marshaler runtime.Marshaler, server StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Store_Stats_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.StoreServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq StoreStatsRequest
+		protoReq extDkvpb.StoreStatsRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -175,7 +176,7 @@ func local_request_Store_Stats_0(ctx context.Context, marshaler runtime.Marshale
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterStoreHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterStoreHandlerServer(ctx context.Context, mux *runtime.ServeMux, server StoreServer) error {
+func RegisterStoreHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extDkvpb.StoreServer) error {
 	mux.Handle(http.MethodPost, pattern_Store_Create_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -307,15 +308,15 @@ func RegisterStoreHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux
 // RegisterStoreHandler registers the http handlers for service Store to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterStoreHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterStoreHandlerClient(ctx, mux, NewStoreClient(conn))
+	return RegisterStoreHandlerClient(ctx, mux, extDkvpb.NewStoreClient(conn))
 }
 
 // RegisterStoreHandlerClient registers the http handlers for service Store
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "StoreClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "StoreClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extDkvpb.StoreClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extDkvpb.StoreClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "StoreClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterStoreHandlerClient(ctx context.Context, mux *runtime.ServeMux, client StoreClient) error {
+// "extDkvpb.StoreClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterStoreHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extDkvpb.StoreClient) error {
 	mux.Handle(http.MethodPost, pattern_Store_Create_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()

@@ -6,7 +6,7 @@ Package dkvpb is a reverse proxy.
 
 It translates gRPC into RESTful JSON APIs.
 */
-package dkvpb
+package dkvgw
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 
+	extDkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/grpc"
@@ -35,9 +36,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_Lease_Grant_0(ctx context.Context, marshaler runtime.Marshaler, client LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Lease_Grant_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseGrantRequest
+		protoReq extDkvpb.LeaseGrantRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -50,9 +51,9 @@ func request_Lease_Grant_0(ctx context.Context, marshaler runtime.Marshaler, cli
 	return msg, metadata, err
 }
 
-func local_request_Lease_Grant_0(ctx context.Context, marshaler runtime.Marshaler, server LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Lease_Grant_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseGrantRequest
+		protoReq extDkvpb.LeaseGrantRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -62,9 +63,9 @@ func local_request_Lease_Grant_0(ctx context.Context, marshaler runtime.Marshale
 	return msg, metadata, err
 }
 
-func request_Lease_Revoke_0(ctx context.Context, marshaler runtime.Marshaler, client LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Lease_Revoke_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseRevokeRequest
+		protoReq extDkvpb.LeaseRevokeRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -77,9 +78,9 @@ func request_Lease_Revoke_0(ctx context.Context, marshaler runtime.Marshaler, cl
 	return msg, metadata, err
 }
 
-func local_request_Lease_Revoke_0(ctx context.Context, marshaler runtime.Marshaler, server LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Lease_Revoke_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseRevokeRequest
+		protoReq extDkvpb.LeaseRevokeRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -89,9 +90,9 @@ func local_request_Lease_Revoke_0(ctx context.Context, marshaler runtime.Marshal
 	return msg, metadata, err
 }
 
-func request_Lease_KeepAliveOnce_0(ctx context.Context, marshaler runtime.Marshaler, client LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Lease_KeepAliveOnce_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseKeepAliveOnceRequest
+		protoReq extDkvpb.LeaseKeepAliveOnceRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -104,9 +105,9 @@ func request_Lease_KeepAliveOnce_0(ctx context.Context, marshaler runtime.Marsha
 	return msg, metadata, err
 }
 
-func local_request_Lease_KeepAliveOnce_0(ctx context.Context, marshaler runtime.Marshaler, server LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Lease_KeepAliveOnce_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseKeepAliveOnceRequest
+		protoReq extDkvpb.LeaseKeepAliveOnceRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -116,9 +117,9 @@ func local_request_Lease_KeepAliveOnce_0(ctx context.Context, marshaler runtime.
 	return msg, metadata, err
 }
 
-func request_Lease_TimeToLive_0(ctx context.Context, marshaler runtime.Marshaler, client LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Lease_TimeToLive_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseTimeToLiveRequest
+		protoReq extDkvpb.LeaseTimeToLiveRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -131,9 +132,9 @@ func request_Lease_TimeToLive_0(ctx context.Context, marshaler runtime.Marshaler
 	return msg, metadata, err
 }
 
-func local_request_Lease_TimeToLive_0(ctx context.Context, marshaler runtime.Marshaler, server LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Lease_TimeToLive_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseTimeToLiveRequest
+		protoReq extDkvpb.LeaseTimeToLiveRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -143,9 +144,9 @@ func local_request_Lease_TimeToLive_0(ctx context.Context, marshaler runtime.Mar
 	return msg, metadata, err
 }
 
-func request_Lease_Leases_0(ctx context.Context, marshaler runtime.Marshaler, client LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Lease_Leases_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.LeaseClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseLeasesRequest
+		protoReq extDkvpb.LeaseLeasesRequest
 		metadata runtime.ServerMetadata
 	)
 	if req.Body != nil {
@@ -155,9 +156,9 @@ func request_Lease_Leases_0(ctx context.Context, marshaler runtime.Marshaler, cl
 	return msg, metadata, err
 }
 
-func local_request_Lease_Leases_0(ctx context.Context, marshaler runtime.Marshaler, server LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Lease_Leases_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.LeaseServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq LeaseLeasesRequest
+		protoReq extDkvpb.LeaseLeasesRequest
 		metadata runtime.ServerMetadata
 	)
 	msg, err := server.Leases(ctx, &protoReq)
@@ -169,7 +170,7 @@ func local_request_Lease_Leases_0(ctx context.Context, marshaler runtime.Marshal
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterLeaseHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterLeaseHandlerServer(ctx context.Context, mux *runtime.ServeMux, server LeaseServer) error {
+func RegisterLeaseHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extDkvpb.LeaseServer) error {
 	mux.Handle(http.MethodPost, pattern_Lease_Grant_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -301,15 +302,15 @@ func RegisterLeaseHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux
 // RegisterLeaseHandler registers the http handlers for service Lease to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterLeaseHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterLeaseHandlerClient(ctx, mux, NewLeaseClient(conn))
+	return RegisterLeaseHandlerClient(ctx, mux, extDkvpb.NewLeaseClient(conn))
 }
 
 // RegisterLeaseHandlerClient registers the http handlers for service Lease
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "LeaseClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "LeaseClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extDkvpb.LeaseClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extDkvpb.LeaseClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "LeaseClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterLeaseHandlerClient(ctx context.Context, mux *runtime.ServeMux, client LeaseClient) error {
+// "extDkvpb.LeaseClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterLeaseHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extDkvpb.LeaseClient) error {
 	mux.Handle(http.MethodPost, pattern_Lease_Grant_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()

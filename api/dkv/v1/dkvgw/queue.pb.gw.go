@@ -6,7 +6,7 @@ Package dkvpb is a reverse proxy.
 
 It translates gRPC into RESTful JSON APIs.
 */
-package dkvpb
+package dkvgw
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 
+	extDkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/grpc"
@@ -35,9 +36,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_Queue_Claim_0(ctx context.Context, marshaler runtime.Marshaler, client QueueClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Queue_Claim_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.QueueClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq QueueClaimRequest
+		protoReq extDkvpb.QueueClaimRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -50,9 +51,9 @@ func request_Queue_Claim_0(ctx context.Context, marshaler runtime.Marshaler, cli
 	return msg, metadata, err
 }
 
-func local_request_Queue_Claim_0(ctx context.Context, marshaler runtime.Marshaler, server QueueServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Queue_Claim_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.QueueServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq QueueClaimRequest
+		protoReq extDkvpb.QueueClaimRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -62,9 +63,9 @@ func local_request_Queue_Claim_0(ctx context.Context, marshaler runtime.Marshale
 	return msg, metadata, err
 }
 
-func request_Queue_Ack_0(ctx context.Context, marshaler runtime.Marshaler, client QueueClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Queue_Ack_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.QueueClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq QueueAckRequest
+		protoReq extDkvpb.QueueAckRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -77,9 +78,9 @@ func request_Queue_Ack_0(ctx context.Context, marshaler runtime.Marshaler, clien
 	return msg, metadata, err
 }
 
-func local_request_Queue_Ack_0(ctx context.Context, marshaler runtime.Marshaler, server QueueServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Queue_Ack_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.QueueServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq QueueAckRequest
+		protoReq extDkvpb.QueueAckRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -89,9 +90,9 @@ func local_request_Queue_Ack_0(ctx context.Context, marshaler runtime.Marshaler,
 	return msg, metadata, err
 }
 
-func request_Queue_AckBatch_0(ctx context.Context, marshaler runtime.Marshaler, client QueueClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Queue_AckBatch_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.QueueClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq QueueAckBatchRequest
+		protoReq extDkvpb.QueueAckBatchRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -104,9 +105,9 @@ func request_Queue_AckBatch_0(ctx context.Context, marshaler runtime.Marshaler, 
 	return msg, metadata, err
 }
 
-func local_request_Queue_AckBatch_0(ctx context.Context, marshaler runtime.Marshaler, server QueueServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Queue_AckBatch_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.QueueServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq QueueAckBatchRequest
+		protoReq extDkvpb.QueueAckBatchRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -121,7 +122,7 @@ func local_request_Queue_AckBatch_0(ctx context.Context, marshaler runtime.Marsh
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterQueueHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterQueueHandlerServer(ctx context.Context, mux *runtime.ServeMux, server QueueServer) error {
+func RegisterQueueHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extDkvpb.QueueServer) error {
 	mux.Handle(http.MethodPost, pattern_Queue_Claim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -213,15 +214,15 @@ func RegisterQueueHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux
 // RegisterQueueHandler registers the http handlers for service Queue to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterQueueHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterQueueHandlerClient(ctx, mux, NewQueueClient(conn))
+	return RegisterQueueHandlerClient(ctx, mux, extDkvpb.NewQueueClient(conn))
 }
 
 // RegisterQueueHandlerClient registers the http handlers for service Queue
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "QueueClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "QueueClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extDkvpb.QueueClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extDkvpb.QueueClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "QueueClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterQueueHandlerClient(ctx context.Context, mux *runtime.ServeMux, client QueueClient) error {
+// "extDkvpb.QueueClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterQueueHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extDkvpb.QueueClient) error {
 	mux.Handle(http.MethodPost, pattern_Queue_Claim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()

@@ -6,7 +6,7 @@ Package dkvpb is a reverse proxy.
 
 It translates gRPC into RESTful JSON APIs.
 */
-package dkvpb
+package dkvgw
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 
+	extDkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/grpc"
@@ -35,9 +36,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_Maintenance_Snapshot_0(ctx context.Context, marshaler runtime.Marshaler, client MaintenanceClient, req *http.Request, pathParams map[string]string) (Maintenance_SnapshotClient, runtime.ServerMetadata, error) {
+func request_Maintenance_Snapshot_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.MaintenanceClient, req *http.Request, pathParams map[string]string) (extDkvpb.Maintenance_SnapshotClient, runtime.ServerMetadata, error) {
 	var (
-		protoReq SnapshotRequest
+		protoReq extDkvpb.SnapshotRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -58,9 +59,9 @@ func request_Maintenance_Snapshot_0(ctx context.Context, marshaler runtime.Marsh
 	return stream, metadata, nil
 }
 
-func request_Maintenance_Alarm_0(ctx context.Context, marshaler runtime.Marshaler, client MaintenanceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Maintenance_Alarm_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.MaintenanceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq AlarmActionRequest
+		protoReq extDkvpb.AlarmActionRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -73,9 +74,9 @@ func request_Maintenance_Alarm_0(ctx context.Context, marshaler runtime.Marshale
 	return msg, metadata, err
 }
 
-func local_request_Maintenance_Alarm_0(ctx context.Context, marshaler runtime.Marshaler, server MaintenanceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Maintenance_Alarm_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.MaintenanceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq AlarmActionRequest
+		protoReq extDkvpb.AlarmActionRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -85,9 +86,9 @@ func local_request_Maintenance_Alarm_0(ctx context.Context, marshaler runtime.Ma
 	return msg, metadata, err
 }
 
-func request_Maintenance_Defragment_0(ctx context.Context, marshaler runtime.Marshaler, client MaintenanceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Maintenance_Defragment_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.MaintenanceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DefragmentRequest
+		protoReq extDkvpb.DefragmentRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -100,9 +101,9 @@ func request_Maintenance_Defragment_0(ctx context.Context, marshaler runtime.Mar
 	return msg, metadata, err
 }
 
-func local_request_Maintenance_Defragment_0(ctx context.Context, marshaler runtime.Marshaler, server MaintenanceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Maintenance_Defragment_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.MaintenanceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DefragmentRequest
+		protoReq extDkvpb.DefragmentRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -117,7 +118,7 @@ func local_request_Maintenance_Defragment_0(ctx context.Context, marshaler runti
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterMaintenanceHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterMaintenanceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server MaintenanceServer) error {
+func RegisterMaintenanceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extDkvpb.MaintenanceServer) error {
 	mux.Handle(http.MethodPost, pattern_Maintenance_Snapshot_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
 		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
@@ -195,15 +196,15 @@ func RegisterMaintenanceHandlerFromEndpoint(ctx context.Context, mux *runtime.Se
 // RegisterMaintenanceHandler registers the http handlers for service Maintenance to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterMaintenanceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterMaintenanceHandlerClient(ctx, mux, NewMaintenanceClient(conn))
+	return RegisterMaintenanceHandlerClient(ctx, mux, extDkvpb.NewMaintenanceClient(conn))
 }
 
 // RegisterMaintenanceHandlerClient registers the http handlers for service Maintenance
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "MaintenanceClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "MaintenanceClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extDkvpb.MaintenanceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extDkvpb.MaintenanceClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "MaintenanceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterMaintenanceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client MaintenanceClient) error {
+// "extDkvpb.MaintenanceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterMaintenanceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extDkvpb.MaintenanceClient) error {
 	mux.Handle(http.MethodPost, pattern_Maintenance_Snapshot_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()

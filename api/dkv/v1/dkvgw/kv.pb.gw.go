@@ -6,7 +6,7 @@ Package dkvpb is a reverse proxy.
 
 It translates gRPC into RESTful JSON APIs.
 */
-package dkvpb
+package dkvgw
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 
+	extDkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/grpc"
@@ -35,9 +36,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_KV_Range_0(ctx context.Context, marshaler runtime.Marshaler, client KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_KV_Range_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq RangeRequest
+		protoReq extDkvpb.RangeRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -50,9 +51,9 @@ func request_KV_Range_0(ctx context.Context, marshaler runtime.Marshaler, client
 	return msg, metadata, err
 }
 
-func local_request_KV_Range_0(ctx context.Context, marshaler runtime.Marshaler, server KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_KV_Range_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq RangeRequest
+		protoReq extDkvpb.RangeRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -62,9 +63,9 @@ func local_request_KV_Range_0(ctx context.Context, marshaler runtime.Marshaler, 
 	return msg, metadata, err
 }
 
-func request_KV_Put_0(ctx context.Context, marshaler runtime.Marshaler, client KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_KV_Put_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq PutRequest
+		protoReq extDkvpb.PutRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -77,9 +78,9 @@ func request_KV_Put_0(ctx context.Context, marshaler runtime.Marshaler, client K
 	return msg, metadata, err
 }
 
-func local_request_KV_Put_0(ctx context.Context, marshaler runtime.Marshaler, server KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_KV_Put_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq PutRequest
+		protoReq extDkvpb.PutRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -89,9 +90,9 @@ func local_request_KV_Put_0(ctx context.Context, marshaler runtime.Marshaler, se
 	return msg, metadata, err
 }
 
-func request_KV_DeleteRange_0(ctx context.Context, marshaler runtime.Marshaler, client KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_KV_DeleteRange_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DeleteRangeRequest
+		protoReq extDkvpb.DeleteRangeRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -104,9 +105,9 @@ func request_KV_DeleteRange_0(ctx context.Context, marshaler runtime.Marshaler, 
 	return msg, metadata, err
 }
 
-func local_request_KV_DeleteRange_0(ctx context.Context, marshaler runtime.Marshaler, server KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_KV_DeleteRange_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DeleteRangeRequest
+		protoReq extDkvpb.DeleteRangeRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -116,9 +117,9 @@ func local_request_KV_DeleteRange_0(ctx context.Context, marshaler runtime.Marsh
 	return msg, metadata, err
 }
 
-func request_KV_Txn_0(ctx context.Context, marshaler runtime.Marshaler, client KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_KV_Txn_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq TxnRequest
+		protoReq extDkvpb.TxnRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -131,9 +132,9 @@ func request_KV_Txn_0(ctx context.Context, marshaler runtime.Marshaler, client K
 	return msg, metadata, err
 }
 
-func local_request_KV_Txn_0(ctx context.Context, marshaler runtime.Marshaler, server KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_KV_Txn_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq TxnRequest
+		protoReq extDkvpb.TxnRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -143,9 +144,9 @@ func local_request_KV_Txn_0(ctx context.Context, marshaler runtime.Marshaler, se
 	return msg, metadata, err
 }
 
-func request_KV_Counter_0(ctx context.Context, marshaler runtime.Marshaler, client KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_KV_Counter_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq CounterRequest
+		protoReq extDkvpb.CounterRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -158,9 +159,9 @@ func request_KV_Counter_0(ctx context.Context, marshaler runtime.Marshaler, clie
 	return msg, metadata, err
 }
 
-func local_request_KV_Counter_0(ctx context.Context, marshaler runtime.Marshaler, server KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_KV_Counter_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq CounterRequest
+		protoReq extDkvpb.CounterRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -170,9 +171,9 @@ func local_request_KV_Counter_0(ctx context.Context, marshaler runtime.Marshaler
 	return msg, metadata, err
 }
 
-func request_KV_Compact_0(ctx context.Context, marshaler runtime.Marshaler, client KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_KV_Compact_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.KVClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq CompactRequest
+		protoReq extDkvpb.CompactRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -185,9 +186,9 @@ func request_KV_Compact_0(ctx context.Context, marshaler runtime.Marshaler, clie
 	return msg, metadata, err
 }
 
-func local_request_KV_Compact_0(ctx context.Context, marshaler runtime.Marshaler, server KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_KV_Compact_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.KVServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq CompactRequest
+		protoReq extDkvpb.CompactRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -202,7 +203,7 @@ func local_request_KV_Compact_0(ctx context.Context, marshaler runtime.Marshaler
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterKVHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterKVHandlerServer(ctx context.Context, mux *runtime.ServeMux, server KVServer) error {
+func RegisterKVHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extDkvpb.KVServer) error {
 	mux.Handle(http.MethodPost, pattern_KV_Range_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -354,15 +355,15 @@ func RegisterKVHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux, e
 // RegisterKVHandler registers the http handlers for service KV to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterKVHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterKVHandlerClient(ctx, mux, NewKVClient(conn))
+	return RegisterKVHandlerClient(ctx, mux, extDkvpb.NewKVClient(conn))
 }
 
 // RegisterKVHandlerClient registers the http handlers for service KV
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "KVClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "KVClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extDkvpb.KVClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extDkvpb.KVClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "KVClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterKVHandlerClient(ctx context.Context, mux *runtime.ServeMux, client KVClient) error {
+// "extDkvpb.KVClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterKVHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extDkvpb.KVClient) error {
 	mux.Handle(http.MethodPost, pattern_KV_Range_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()

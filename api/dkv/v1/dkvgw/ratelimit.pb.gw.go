@@ -6,7 +6,7 @@ Package dkvpb is a reverse proxy.
 
 It translates gRPC into RESTful JSON APIs.
 */
-package dkvpb
+package dkvgw
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 
+	extDkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/grpc"
@@ -35,9 +36,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_RateLimit_Allow_0(ctx context.Context, marshaler runtime.Marshaler, client RateLimitClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_RateLimit_Allow_0(ctx context.Context, marshaler runtime.Marshaler, client extDkvpb.RateLimitClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq RateLimitRequest
+		protoReq extDkvpb.RateLimitRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -50,9 +51,9 @@ func request_RateLimit_Allow_0(ctx context.Context, marshaler runtime.Marshaler,
 	return msg, metadata, err
 }
 
-func local_request_RateLimit_Allow_0(ctx context.Context, marshaler runtime.Marshaler, server RateLimitServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_RateLimit_Allow_0(ctx context.Context, marshaler runtime.Marshaler, server extDkvpb.RateLimitServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq RateLimitRequest
+		protoReq extDkvpb.RateLimitRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -67,7 +68,7 @@ func local_request_RateLimit_Allow_0(ctx context.Context, marshaler runtime.Mars
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterRateLimitHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterRateLimitHandlerServer(ctx context.Context, mux *runtime.ServeMux, server RateLimitServer) error {
+func RegisterRateLimitHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extDkvpb.RateLimitServer) error {
 	mux.Handle(http.MethodPost, pattern_RateLimit_Allow_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -119,15 +120,15 @@ func RegisterRateLimitHandlerFromEndpoint(ctx context.Context, mux *runtime.Serv
 // RegisterRateLimitHandler registers the http handlers for service RateLimit to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterRateLimitHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterRateLimitHandlerClient(ctx, mux, NewRateLimitClient(conn))
+	return RegisterRateLimitHandlerClient(ctx, mux, extDkvpb.NewRateLimitClient(conn))
 }
 
 // RegisterRateLimitHandlerClient registers the http handlers for service RateLimit
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "RateLimitClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "RateLimitClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extDkvpb.RateLimitClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extDkvpb.RateLimitClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "RateLimitClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterRateLimitHandlerClient(ctx context.Context, mux *runtime.ServeMux, client RateLimitClient) error {
+// "extDkvpb.RateLimitClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterRateLimitHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extDkvpb.RateLimitClient) error {
 	mux.Handle(http.MethodPost, pattern_RateLimit_Allow_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
