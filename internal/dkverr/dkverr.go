@@ -167,9 +167,10 @@ func CodeOf(err error) Code {
 }
 
 // FromGRPC turns a gRPC status error carrying a DKV ErrorInfo back into an
-// *Error. gRPC errors without one (transport failures) map by gRPC code:
-// Unavailable and DeadlineExceeded stay as they are, since whether the
-// operation applied is unknown. Other errors are returned unchanged.
+// *Error. gRPC errors without one (transport failures, other servers) map
+// by gRPC code: InvalidArgument becomes InvalidInput and Unavailable
+// becomes Unavailable (whether the operation applied is unknown).
+// DeadlineExceeded and every other error are returned unchanged.
 func FromGRPC(err error) error {
 	if err == nil {
 		return nil

@@ -72,7 +72,8 @@ type applied[R any] struct {
 // ErrStopped is returned by calls on a stopped node.
 var ErrStopped = dkverr.New(dkverr.Unavailable, "node is shutting down")
 
-// Propose replicates req and waits for its result. While there is no
+// Propose replicates data, the encoded command carrying proposal id id,
+// and waits for the result of applying it. While there is no
 // leader the proposal is retried until ctx ends (Unavailable). A ctx that
 // ends after the proposal was handed to raft leaves the outcome unknown.
 func (n *Node[R]) Propose(ctx context.Context, id uint64, data []byte) (R, error) {
