@@ -30,7 +30,7 @@ func keysOf(r *client.RangeResult) []string {
 	return out
 }
 
-// TestStoresAreIsolated is issue #23's "Done means": two stores with the
+// TestStoresAreIsolated: two stores with the
 // same key names never see each other's keys, watches, locks or lease
 // keys; the default store cannot reach either.
 func TestStoresAreIsolated(t *testing.T) {

@@ -49,7 +49,7 @@ type noLeases struct{}
 func (noLeases) LeaseKeys(int64, func([]byte) bool) error { return nil }
 func (noLeases) LeaseLocks(int64) ([][]byte, error)       { return nil, nil }
 
-// TestRequirements is issue #16 part 3 item by item, at the level of the
+// TestRequirements checks authorization item by item, at the level of the
 // one table every path goes through: each request alice may not make is
 // refused with PermissionDenied, each she may is allowed.
 func TestRequirements(t *testing.T) {
@@ -89,7 +89,7 @@ func TestRequirements(t *testing.T) {
 		{"put with lease app/", &dkvpb.PutRequest{Key: k("app/a"), Lease: 7}, true},
 		{"put with lease other/", &dkvpb.PutRequest{Key: k("other/a"), Lease: 7}, false},
 		{"put other/ fenced by a lock on app/", &dkvpb.PutRequest{Key: k("other/a"), Lock: &dkvpb.LockHandle{Key: k("app/l")}}, false},
-		// Finding 8 of issue #32: a handle for another key needs read on
+		// A handle for another key needs read on
 		// that key; a handle for the request's own key nothing more.
 		{"put app/ fenced by a lock on other/", &dkvpb.PutRequest{Key: k("app/a"), Lock: &dkvpb.LockHandle{Key: k("other/l")}}, false},
 		{"put app/ fenced by a lock on app/", &dkvpb.PutRequest{Key: k("app/a"), Lock: &dkvpb.LockHandle{Key: k("app/l")}}, true},

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Divergence detection (issue #21). Every member at start (once ready),
+// Divergence detection. Every member at start (once ready),
 // and the leader every Config.CorruptCheckInterval, compares its state
 // with the other members': the MVCC keyspace's hash at one revision all of them
 // have (HashKV at the lowest current revision), and the hash of the

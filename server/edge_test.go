@@ -54,7 +54,7 @@ func post(t *testing.T, url string, body io.Reader) (int, string) {
 // unsized hides the length of a reader from net/http (no Content-Length).
 type unsized struct{ io.Reader }
 
-// TestHTTPBodyOverLimitIs413 (issue 12, finding 5): a request body over the
+// TestHTTPBodyOverLimitIs413: a request body over the
 // limit is refused with 413 naming the limit, without reading it all,
 // whether or not it declares its length; the plain-value endpoint caps at
 // the value limit; a request gRPC refuses as oversized is 413, not 429.
@@ -130,7 +130,7 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// TestHTTPBytesFieldsMustBeBase64 (issue 13, defect 14): a bytes field
+// TestHTTPBytesFieldsMustBeBase64: a bytes field
 // that is not standard base64 with padding is refused with 400 naming the
 // field, in any request and at any depth, instead of being decoded into
 // other bytes.
@@ -181,7 +181,7 @@ func TestHTTPBytesFieldsMustBeBase64(t *testing.T) {
 	}
 }
 
-// TestHTTPWatchPostMalformedAnswers400 (issue 12, finding 7): POST
+// TestHTTPWatchPostMalformedAnswers400: POST
 // /v1/watch with malformed JSON, an empty body or a first request that
 // creates no watch answers 400 at once instead of never answering.
 func TestHTTPWatchPostMalformedAnswers400(t *testing.T) {
@@ -247,7 +247,7 @@ func createWatch(t *testing.T, conn *grpc.ClientConn, req *dkvpb.WatchCreateRequ
 	return st, first
 }
 
-// TestWatchFutureRevisionReportsStoreRevision (issue 12, finding 7): the
+// TestWatchFutureRevisionReportsStoreRevision: the
 // created response of a watch from a future revision carries the store's
 // revision, and events still start at the requested revision.
 func TestWatchFutureRevisionReportsStoreRevision(t *testing.T) {
@@ -271,7 +271,7 @@ func TestWatchFutureRevisionReportsStoreRevision(t *testing.T) {
 	}
 }
 
-// TestWatchAtCompactRevision (issue 12, finding 7): the compact revision
+// TestWatchAtCompactRevision: the compact revision
 // can be watched, as it can be read (etcd's rule); only prev_kv, which
 // needs the versions before it, is refused there; before it is Compacted.
 func TestWatchAtCompactRevision(t *testing.T) {
@@ -321,7 +321,7 @@ func TestWatchAtCompactRevision(t *testing.T) {
 	}
 }
 
-// TestRangeReplyOverMessageLimit (issue 12, finding 7): a range whose
+// TestRangeReplyOverMessageLimit: a range whose
 // reply would exceed the gRPC message limit is refused as InvalidInput
 // naming the limit and how to page, not with the transport's
 // ResourceExhausted.
@@ -350,7 +350,7 @@ func TestRangeReplyOverMessageLimit(t *testing.T) {
 	}
 }
 
-// TestConnBudget (issue 12, finding 4): the client connection limit fits
+// TestConnBudget: the client connection limit fits
 // below RLIMIT_NOFILE with the reserve kept, and a limit that cannot be
 // honoured is refused with the numbers and the fix.
 func TestConnBudget(t *testing.T) {

@@ -99,10 +99,10 @@ func newMetrics(s *Server) *metrics {
 	gauge("corrupt_alarms", "Members whose CORRUPT alarm is raised: their state diverged from the others'; each refuses client requests (alert on > 0).", func() float64 { return float64(s.sm.Alarms().CorruptCount()) })
 	m.reg.MustRegister(n.Stats().PersistSeconds, n.Stats().ApplySeconds, n.Stats().ProposalSeconds)
 	// Where the raft loop spends its time and how many entries share an
-	// fsync and an apply batch (BENCHMARKS.md, issue #15).
+	// fsync and an apply batch (BENCHMARKS.md).
 	m.reg.MustRegister(n.Stats().LoopCollectors()...)
 	counter("raft_log_divergence_total", "Raft messages dropped because they show a log that differs from this member's: on a follower, appends from the leader showing its committed log differs from the leader's; on the leader, acknowledgements of entries it does not have. The member whose log differs cannot catch up and must be removed and re-added.", func() float64 { return float64(n.Stats().LogDivergence.Load()) })
-	// The job queues' statistics (issue #17), computed on scrape.
+	// The job queues' statistics, computed on scrape.
 	m.reg.MustRegister(newQueueCollector(s.kv, s.store.DB))
 	registerOpsMetrics(s, m.reg)
 	if s.transport != nil {

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// TestNoSpaceAlarmBeforeReadyOnFullDisk (issue #32, finding 11): a node
+// TestNoSpaceAlarmBeforeReadyOnFullDisk: a node
 // restarted on a disk that is full but for its ballast releases the
 // ballast to open. The space the ballast held looks free, but it is the
 // reserve: the node must have the NOSPACE alarm in force when it reports

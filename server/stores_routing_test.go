@@ -29,7 +29,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// The paths a keyed call reaches the server by (issue #32, finding 9).
+// The paths a keyed call reaches the server by.
 // Each names store b its own way: gRPC metadata dkv-store, ?store=b on
 // HTTP.
 const (

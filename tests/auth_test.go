@@ -49,7 +49,7 @@ func mustDeny(t *testing.T, what string, err error) {
 	}
 }
 
-// TestAuthAcrossCluster is issue #16's "Done means" for authorization: on
+// TestAuthAcrossCluster is authorization end to end: on
 // a 3-node cluster, alice with readwrite on prefix app/ works under app/
 // and is refused everything else her roles do not cover, on every path;
 // revoking her role takes effect at once even for an unexpired token.

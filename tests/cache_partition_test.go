@@ -74,7 +74,7 @@ func (r *cacheReplay) put(kv *client.KeyValue) {
 	r.calls = append(r.calls, fmt.Sprintf("put %s@%d", kv.Key, kv.ModRevision))
 }
 
-// TestCacheOnPartitionedFollowerConverges is issue #18's "done means": a
+// TestCacheOnPartitionedFollowerConverges: a
 // cache reading through a follower that is cut off from the cluster and
 // then healed converges, with no missed or duplicated handler call.
 // Without compaction, its handlers see exactly the writes made, each

@@ -160,7 +160,7 @@ func TestDeployDashboardIsValid(t *testing.T) {
 	}
 }
 
-// TestDeployComposeNeedsClusterToken (issue #32, finding 2): the compose
+// TestDeployComposeNeedsClusterToken: the compose
 // file's members prove a peer secret the operator sets; compose refuses
 // to start without it, and the file holding it is not committed.
 func TestDeployComposeNeedsClusterToken(t *testing.T) {

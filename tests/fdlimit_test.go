@@ -61,7 +61,7 @@ func init() {
 	os.Exit(111)
 }
 
-// TestProcessFDExhaustion (issue 12, finding 4): a `dkv serve` process
+// TestProcessFDExhaustion: a `dkv serve` process
 // with RLIMIT_NOFILE 1500 is flooded with more idle TCP connections than
 // that on its client, HTTP and peer ports, which never send a byte; all
 // the while an existing client writes 48 MiB (enough for Pebble to rotate

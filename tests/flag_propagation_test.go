@@ -112,8 +112,8 @@ func pcts(ds []time.Duration) (p50, p99, maxd time.Duration) {
 	return at(0.50), at(0.99), s[len(s)-1]
 }
 
-// TestFlagPropagation is issue #18's "a flag change reaches 100 watching
-// instances": every instance evaluates each of 20 changes, and the
+// TestFlagPropagation: a flag change reaches 100 watching
+// instances; every instance evaluates each of 20 changes, and the
 // time from the SetFlag call to each instance is reported (not
 // asserted: the machine is shared).
 //

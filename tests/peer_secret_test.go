@@ -29,7 +29,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Issue #32, findings 1 and 2: the peer secret never travels over the
+// The peer secret never travels over the
 // client API, and a multi-node cluster does not run on a secret anybody
 // can compute unless its operator says so.
 
@@ -142,7 +142,7 @@ func statusOf(t *testing.T, ctx context.Context, conn *grpc.ClientConn) *dkvpb.S
 	return st
 }
 
-// TestProcessStrangerGetsNoPeerSecret runs the whole chain of finding 1
+// TestProcessStrangerGetsNoPeerSecret runs the whole attack chain
 // against real processes: a stranger asks every member, naming every
 // member id, for the peer secret over the client port, then forges a
 // MsgApp posing as the leader to a follower's peer port with whatever it
@@ -296,7 +296,7 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 	}
 }
 
-// TestProcessMultiNodeBootstrapNeedsPeerSecret (finding 2): a member of a
+// TestProcessMultiNodeBootstrapNeedsPeerSecret: a member of a
 // multi-node cluster started with no token, secret file or peer TLS is
 // refused, exit 2, naming the flags; with --insecure-peer the cluster
 // runs, and every start says it is insecure (log and /readyz), also when
@@ -354,7 +354,7 @@ func TestProcessMultiNodeBootstrapNeedsPeerSecret(t *testing.T) {
 	}
 }
 
-// TestJoinNeedsPeerSecretFromOperator (finding 1): dkv member add prints
+// TestJoinNeedsPeerSecretFromOperator: dkv member add prints
 // the start line a new member needs, without the secret; a joiner
 // without a peer secret is refused before it is added; with the
 // cluster's token, or a copy of a member's peer-secret file, it joins.

@@ -17,7 +17,7 @@ import (
 var rateLimitDuration = flag.Duration("ratelimit.duration", 0,
 	"how long TestRateLimitExactUnderLeaderKill drives the limiter (default 4s, or $DKV_RATELIMIT_DURATION; the issue's run is 30s); the leader is killed half way")
 
-// TestRateLimitExactUnderLeaderKill is issue #17's "done means": 16
+// TestRateLimitExactUnderLeaderKill: 16
 // clients across 3 members ask for 10x the limit while the leader is
 // killed half way through; over any window the tokens allowed never
 // exceed limit x window + burst, and every decision's time lies within

@@ -60,7 +60,7 @@ func lossyClientFor(t testing.TB, l *lostReplies, nodes ...*servertest.Node) *cl
 	return c
 }
 
-// TestSessionUpdateExactUnderLeaderKill is issue #18's "done means": 200
+// TestSessionUpdateExactUnderLeaderKill: 200
 // goroutines across two instances (two clients, each first talking to a
 // different member of a 3-node cluster) each increment a counter in one
 // session 50 times with Update while the leader is killed; the counter

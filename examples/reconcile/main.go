@@ -1,6 +1,6 @@
 // Command reconcile runs a level-triggered reconcile loop on the elected
 // leader of two controllers, driven by watches of the desired and the
-// actual state, and plays the script of issue #19: round 1 stops alt-1,
+// actual state, and plays a fixed script: round 1 stops alt-1,
 // updates web-1 and starts web-3; round 2 does nothing; after web-2
 // crashes, round 3 starts it again. In round 1 the leading controller is
 // killed mid-round: the other takes over and finishes the round without

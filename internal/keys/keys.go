@@ -79,7 +79,7 @@ var (
 	MVCCCompact = []byte("s/mm/compact")
 )
 
-// Label indexes (package mvcc, issue #23), inside the MVCC keyspace so
+// Label indexes (package mvcc), inside the MVCC keyspace so
 // they move in the same batch as the keys they index.
 var (
 	// MVCCIndexDefPrefix: s/mx/<index id, 8 bytes BE> -> index definition

@@ -10,8 +10,7 @@ import (
 
 // TestRecordOwner: a lease record keeps the user who granted it across a
 // write and a read; a record without owner is written in the format of
-// versions before owners, and such a record reads back ownerless (issue
-// #32, finding 5).
+// versions before owners, and such a record reads back ownerless.
 func TestRecordOwner(t *testing.T) {
 	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/dkv-io/dkv/internal/keys"
 )
 
-// Label indexes (issue #23). An index is (prefix, label name). Its
+// Label indexes. An index is (prefix, label name). Its
 // entries are versioned like history records, one per change of a key's
 // membership in a label value:
 //

@@ -206,7 +206,7 @@ func (h *harness) as(user string, req *dkvpb.InternalRequest) *dkvpb.InternalReq
 	return req
 }
 
-// TestApplyLeaseOwnership (issue #32, finding 5): apply renews, revokes and
+// TestApplyLeaseOwnership: apply renews, revokes and
 // attaches to a lease only for its owner or root, from the user stamped in
 // the entry; a lease granted before auth was enabled is root's alone.
 func TestApplyLeaseOwnership(t *testing.T) {

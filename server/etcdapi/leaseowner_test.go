@@ -86,7 +86,7 @@ func ok(t *testing.T, what string, err error) {
 	}
 }
 
-// TestLeaseOwnershipDKV (issue #32, finding 5): a lease belongs to the user
+// TestLeaseOwnershipDKV: a lease belongs to the user
 // who granted it. Another user cannot see it in the list, keep it alive,
 // read its TTL, revoke it, or attach a key or a lock to it; root can do all.
 // A lease granted before auth was enabled is root's alone.
@@ -165,7 +165,7 @@ func TestLeaseOwnershipDKV(t *testing.T) {
 	ok(t, "root revoke of alice's lease", err)
 }
 
-// TestLeaseOwnershipEtcd: finding 5 through etcd's Lease and KV API.
+// TestLeaseOwnershipEtcd: lease ownership through etcd's Lease and KV API.
 func TestLeaseOwnershipEtcd(t *testing.T) {
 	x := startTenants(t)
 	l, kv := x.n.l, x.n.kv
@@ -223,7 +223,7 @@ func TestLeaseOwnershipEtcd(t *testing.T) {
 	ok(t, "root revoke of alice's lease", err)
 }
 
-// TestForeignLockHandleIsNoOracle (issue #32, finding 8): a lock handle for
+// TestForeignLockHandleIsNoOracle: a lock handle for
 // a key the caller may not read is refused before any lock state is
 // consulted, so the answer is the same whether the handle is current or
 // not. Fencing another key with a handle for a lock the caller may read

@@ -37,7 +37,7 @@ const StoreMetadata = "dkv-store"
 // forwarded are the incoming metadata keys a self call carries on: the
 // caller's token, its store and etcd's require-leader flag. Dropping
 // the store would run a lock or a campaign named in store S in the
-// default store's keys (issue #32, finding 9).
+// default store's keys.
 var forwarded = []string{"token", "authorization", StoreMetadata, rpctypes.MetadataRequireLeaderKey}
 
 // ctx is ctx with the caller's credentials as outgoing metadata; it

@@ -25,7 +25,7 @@ const attackerPage = `<!doctype html>
 <form id="json" method="POST" enctype="text/plain" target="sink" action="TARGET/v1/kv/put"><input name='{"key":"KEY","value":"dg=' value='"}'></form>
 </body></html>`
 
-// TestCrossSiteAndRebinding is issue #32's finding 4 in Chromium, auth
+// TestCrossSiteAndRebinding checks cross-site writes in Chromium, auth
 // off: a page on another origin submits a text/plain form to
 // /v1/keys/..., another shaped as JSON to /v1/kv/put, and no-cors and
 // CORS fetches to both; then a page at a DNS name rebound to the member

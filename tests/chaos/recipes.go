@@ -15,7 +15,7 @@ import (
 	"github.com/dkv-io/dkv/client/recipe"
 )
 
-// This file holds the checkers of issue #18's shared-state recipes: the
+// This file holds the checkers of the shared-state recipes: the
 // watch-backed cache and the session store's Update.
 
 // Recorder streams of CacheWorkload and SessionWorkload.

@@ -422,7 +422,7 @@ type Member struct {
 	Reachability *Reachability `protobuf:"bytes,6,opt,name=reachability,proto3" json:"reachability,omitempty"`
 	// The dkv server version the member last published (server.Version,
 	// e.g. "0.1.0"), through raft like client_url; "" until a member that
-	// records versions has started. 40-49: operations (issue #21).
+	// records versions has started. 40-49: operations.
 	Version       string `protobuf:"bytes,40,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
