@@ -14,6 +14,7 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/backup"
+	"github.com/dkv-io/dkv/internal/backup/restore"
 	"github.com/spf13/cobra"
 )
 
@@ -51,7 +52,7 @@ not the transfer; Ctrl-C stops it.`,
 			return a.printBackup(argv[0], meta)
 		},
 	})
-	var ro backup.RestoreOptions
+	var ro restore.RestoreOptions
 	restore := &cobra.Command{
 		Use:   "restore FILE --data-dir DIR --name NAME --initial-cluster n1=PEER,n2=PEER,...",
 		Short: "Build a new member's data dir from a backup; then start it with dkv serve",
@@ -69,7 +70,7 @@ so is a --data-dir that exists and is not empty.`,
 			if ro.DataDir == "" || ro.Name == "" || ro.InitialCluster == "" {
 				return usagef("snapshot restore needs --data-dir, --name and --initial-cluster")
 			}
-			meta, err := backup.Restore(argv[0], ro)
+			meta, err := restore.Restore(argv[0], ro)
 			if err != nil {
 				return err
 			}
