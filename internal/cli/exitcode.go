@@ -37,7 +37,7 @@ type usageError struct{ err error }
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
 
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+func Usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 func isUsage(err error) bool {
 	var u usageError
