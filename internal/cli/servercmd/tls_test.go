@@ -1,4 +1,4 @@
-package cli_test
+package servercmd_test
 
 import (
 	"bufio"
