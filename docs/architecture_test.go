@@ -80,6 +80,13 @@ var layerRules = []struct {
 		why: "a program that talks to a remote cluster links neither the server, Pebble, raft nor the HTTP gateway",
 	},
 	{
+		from: "./internal/cli",
+		forbidden: []string{module + "server", "github.com/cockroachdb/pebble", "go.etcd.io/raft",
+			module + "internal/raftnode", module + "internal/storage", module + "internal/state", module + "internal/mvcc",
+			module + "internal/cli/servercmd"},
+		why: "internal/cli holds the client commands, like etcdctl, and links no server, Pebble or raft; commands that run a node or open a data dir go in internal/cli/servercmd, which cmd/dkv hands to cli.Main",
+	},
+	{
 		from:      "./internal/state",
 		forbidden: []string{module + "internal/raftnode", module + "server", "github.com/grpc-ecosystem/grpc-gateway"},
 		why:       "the state machine knows nothing of raft's loop, the server or the HTTP gateway",

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/backup"
+	"github.com/dkv-io/dkv/internal/backup/restore"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"google.golang.org/grpc"
 )
@@ -31,7 +31,7 @@ type checkpoint struct {
 	dir      string
 	files    []string
 	total    int64 // tar bytes, roughly
-	contents backup.Contents
+	contents restore.Contents
 }
 
 func (s *Server) takeCheckpoint() (*checkpoint, error) {
@@ -49,7 +49,7 @@ func (s *Server) takeCheckpoint() (*checkpoint, error) {
 		return nil
 	})
 	if err == nil {
-		cp.contents, err = backup.Inspect(dir)
+		cp.contents, err = restore.Inspect(dir)
 	}
 	if err != nil {
 		cp.remove()

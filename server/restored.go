@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/dkv-io/dkv/internal/backup"
+	"github.com/dkv-io/dkv/internal/backup/restore"
 	"github.com/dkv-io/dkv/internal/dkverr"
 )
 
@@ -13,12 +13,12 @@ import (
 // restored for, and takes the cluster id the restore chose (its own, not
 // the backed-up cluster's).
 func (s *Server) restoredCluster(ms []member) error {
-	cid, ok, err := s.store.Meta(backup.MetaRestoredClusterID)
+	cid, ok, err := s.store.Meta(restore.MetaRestoredClusterID)
 	if err != nil || !ok {
 		return err
 	}
-	wantIC, _, _ := s.store.Meta(backup.MetaRestoredInitialCluster)
-	wantName, _, _ := s.store.Meta(backup.MetaRestoredName)
+	wantIC, _, _ := s.store.Meta(restore.MetaRestoredInitialCluster)
+	wantName, _, _ := s.store.Meta(restore.MetaRestoredName)
 	var ic string
 	for i, m := range ms {
 		if i > 0 {
@@ -26,7 +26,7 @@ func (s *Server) restoredCluster(ms []member) error {
 		}
 		ic += m.name + "=" + m.peerURL
 	}
-	norm, _, err := backup.NormalizeInitialCluster(ic)
+	norm, _, err := restore.NormalizeInitialCluster(ic)
 	if err != nil {
 		return err
 	}

@@ -83,22 +83,3 @@ func TestVerifyRefusesDamage(t *testing.T) {
 	b[len(headMagic)+3] ^= 1
 	check("data.snap", b, "checksum mismatch")
 }
-
-func TestRestoreRefusesANonEmptyDataDir(t *testing.T) {
-	dir := t.TempDir()
-	path := writeTestBackup(t, dir)
-	data := filepath.Join(dir, "data")
-	os.MkdirAll(data, 0o700)
-	os.WriteFile(filepath.Join(data, "MANIFEST-000001"), []byte("x"), 0o600)
-	_, err := Restore(path, RestoreOptions{DataDir: data, Name: "n1", InitialCluster: "n1=127.0.0.1:1"})
-	if err == nil || !strings.Contains(err.Error(), "is not empty") {
-		t.Fatalf("restore into a non-empty dir: %v", err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(data, "MANIFEST-000001")); string(b) != "x" {
-		t.Fatal("the refused restore touched the data dir")
-	}
-	_, err = Restore(path, RestoreOptions{DataDir: filepath.Join(dir, "d2"), Name: "n9", InitialCluster: "n1=127.0.0.1:1"})
-	if err == nil || !strings.Contains(err.Error(), `does not contain this member's name "n9"`) {
-		t.Fatalf("restore for a member not in the cluster: %v", err)
-	}
-}

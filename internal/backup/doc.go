@@ -1,11 +1,13 @@
 // Package backup is DKV's backup file: the Pebble checkpoint a member's
 // Maintenance.Snapshot streams (a tar archive), wrapped with what it holds
 // (revision, key count, member, cluster) and a SHA-256 over the whole
-// file, so a damaged or cut file is refused instead of restored. It also
-// builds a new member's data dir from one (Restore).
+// file, so a damaged or cut file is refused instead of restored.
 //
-// Callers: the CLI ('dkv snapshot save|status|restore') and the server's
-// scheduled backups. Nothing here talks to the network.
+// Callers: the CLI ('dkv snapshot save|status'), the server's scheduled
+// backups, and package restore, which builds a data dir from a file. This
+// package is only the file format: it talks to no network and links no
+// Pebble, so that the client side of dkv can write and check backups
+// without linking the storage engine.
 //
 // Layout of a file:
 //

@@ -224,8 +224,9 @@ func Verify(path string) (Meta, error) {
 	return meta, nil
 }
 
-// openData verifies path and returns a reader of its tar data.
-func openData(path string) (io.Reader, Meta, func(), error) {
+// OpenData verifies path and returns a reader of its tar data, the
+// file's metadata and a function that closes the file.
+func OpenData(path string) (io.Reader, Meta, func(), error) {
 	meta, err := Verify(path)
 	if err != nil {
 		return nil, Meta{}, nil, err

@@ -23,17 +23,17 @@ func alarmName(t dkvpb.AlarmType) string {
 	return strings.TrimPrefix(t.String(), "ALARM_TYPE_")
 }
 
-func (a *app) alarmCmd() *cobra.Command {
+func (a *App) alarmCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "alarm",
 		Short: "List or disarm the cluster's alarms (NOSPACE, CORRUPT)",
-		Args:  args(cobra.NoArgs),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("alarm needs a subcommand: list, disarm") },
+		Args:  Args(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return Usagef("alarm needs a subcommand: list, disarm") },
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the raised alarms of every member",
-		Args:  args(cobra.NoArgs),
+		Args:  Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				al, err := c.Alarms(ctx)
@@ -53,7 +53,7 @@ those of kind --alarm. A NOSPACE alarm whose member still lacks space is
 raised again within a second; a CORRUPT alarm whose member still
 differs, at the next divergence check. Disarm CORRUPT only after the
 member was replaced (docs/operations.md).`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t := dkvpb.AlarmType_ALARM_TYPE_NONE
 			switch strings.ToUpper(kind) {
@@ -63,14 +63,14 @@ member was replaced (docs/operations.md).`,
 			case "CORRUPT":
 				t = dkvpb.AlarmType_ALARM_TYPE_CORRUPT
 			default:
-				return usagef("--alarm %q is not NOSPACE or CORRUPT", kind)
+				return Usagef("--alarm %q is not NOSPACE or CORRUPT", kind)
 			}
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				var id uint64
 				if member != "" {
 					var ok bool
 					if id, ok = memberByNameOrID(ctx, c, member); !ok {
-						return usagef("--member %q is neither a member's name nor an id", member)
+						return Usagef("--member %q is neither a member's name nor an id", member)
 					}
 				}
 				al, err := c.AlarmDisarm(ctx, id, t)
@@ -97,14 +97,14 @@ func memberByNameOrID(ctx context.Context, c *client.Client, s string) (uint64, 
 	return parseMemberID(s)
 }
 
-func (a *app) printAlarms(ctx context.Context, c *client.Client, al []*dkvpb.AlarmMember) error {
+func (a *App) printAlarms(ctx context.Context, c *client.Client, al []*dkvpb.AlarmMember) error {
 	names := memberNames(ctx, c)
 	out := []jsonAlarm{}
 	for _, x := range al {
 		out = append(out, jsonAlarm{MemberID: memberID(x.GetMemberId()), MemberName: names[x.GetMemberId()], Alarm: alarmName(x.GetAlarm()), Reason: x.GetReason()})
 	}
-	if a.json() {
-		return writeJSON(a.stdout, out)
+	if a.JSON() {
+		return WriteJSON(a.stdout, out)
 	}
 	if len(out) == 0 {
 		_, err := fmt.Fprintln(a.stdout, "no alarms")
@@ -122,7 +122,7 @@ func (a *app) printAlarms(ctx context.Context, c *client.Client, al []*dkvpb.Ala
 	return nil
 }
 
-func (a *app) defragCmd() *cobra.Command {
+func (a *App) defragCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "defrag",
 		Short: "Compact each member at --endpoints' database in turn, giving back the space of deleted data",
@@ -131,7 +131,7 @@ database (Pebble manual compaction of the state and the raft log), which
 drops deleted and compacted-away data and gives the space back. Reads
 and writes go on meanwhile; they only share the disk with it. Run
 'dkv compact REV' first to let it drop old history too.`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			eps, err := a.endpointList()
 			if err != nil {
@@ -159,14 +159,14 @@ and writes go on meanwhile; they only share the disk with it. Run
 					fmt.Fprintf(a.stderr, "%s: defragmentation failed: %s\n", ep, errorText(err))
 					continue
 				}
-				if a.json() {
+				if a.JSON() {
 					rows = append(rows, map[string]any{"endpoint": ep, "db_size_before": resp.GetDbSizeBefore(), "db_size_after": resp.GetDbSizeAfter(), "took_ms": resp.GetTookMs()})
 					continue
 				}
 				fmt.Fprintf(a.stdout, "%s: defragmented: db size %s -> %s in %dms\n", ep, shortBytes(resp.GetDbSizeBefore()), shortBytes(resp.GetDbSizeAfter()), resp.GetTookMs())
 			}
-			if a.json() {
-				if err := writeJSON(a.stdout, rows); err != nil {
+			if a.JSON() {
+				if err := WriteJSON(a.stdout, rows); err != nil {
 					return err
 				}
 			}

@@ -16,7 +16,7 @@ import (
 
 // credentials resolves --user NAME[:PASSWORD] (env DKV_USER, DKV_PASSWORD):
 // a missing password is asked for when stdin is a terminal.
-func (a *app) credentials() (string, string, error) {
+func (a *App) credentials() (string, string, error) {
 	u := a.user
 	if u == "" {
 		u = os.Getenv("DKV_USER")
@@ -29,7 +29,7 @@ func (a *app) credentials() (string, string, error) {
 		pw = os.Getenv("DKV_PASSWORD")
 	}
 	if name == "" {
-		return "", "", usagef("--user %q has no user name", u)
+		return "", "", Usagef("--user %q has no user name", u)
 	}
 	if pw == "" {
 		p, err := a.readPassword(fmt.Sprintf("Password for %s: ", name))
@@ -44,10 +44,10 @@ func (a *app) credentials() (string, string, error) {
 // readPassword prompts on stderr and reads a password without echo from a
 // terminal; from anything else it refuses rather than read a script's
 // input as a password.
-func (a *app) readPassword(prompt string) (string, error) {
+func (a *App) readPassword(prompt string) (string, error) {
 	f, ok := a.stdin.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return "", usagef("no password given and stdin is not a terminal: use --user NAME:PASSWORD, DKV_PASSWORD or --password")
+		return "", Usagef("no password given and stdin is not a terminal: use --user NAME:PASSWORD, DKV_PASSWORD or --password")
 	}
 	fmt.Fprint(a.stderr, prompt)
 	b, err := term.ReadPassword(int(f.Fd()))
@@ -55,21 +55,21 @@ func (a *app) readPassword(prompt string) (string, error) {
 	return string(b), err
 }
 
-func (a *app) ok(what string) error {
-	if a.json() {
-		return writeJSON(a.stdout, map[string]string{"ok": what})
+func (a *App) ok(what string) error {
+	if a.JSON() {
+		return WriteJSON(a.stdout, map[string]string{"ok": what})
 	}
 	fmt.Fprintln(a.stdout, what)
 	return nil
 }
 
-func (a *app) userCmd() *cobra.Command {
+func (a *App) userCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "user", Short: "Manage users (root only once auth is enabled)"}
 	var password string
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Add a user; the password comes from --password or a prompt",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, argv []string) error {
 			pw, err := a.newPassword(password, argv[0])
 			if err != nil {
@@ -87,7 +87,7 @@ func (a *app) userCmd() *cobra.Command {
 	passwd := &cobra.Command{
 		Use:   "passwd NAME",
 		Short: "Change a user's password",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, argv []string) error {
 			pw, err := a.newPassword(password, argv[0])
 			if err != nil {
@@ -113,15 +113,15 @@ func (a *app) userCmd() *cobra.Command {
 			return "Role " + v[1] + " is revoked from user " + v[0], c.UserRevokeRole(ctx, v[0], v[1])
 		}),
 		&cobra.Command{
-			Use: "get NAME", Short: "Show a user's roles", Args: args(cobra.ExactArgs(1)),
+			Use: "get NAME", Short: "Show a user's roles", Args: Args(cobra.ExactArgs(1)),
 			RunE: func(_ *cobra.Command, argv []string) error {
 				return a.run(func(ctx context.Context, c *client.Client) error {
 					u, err := c.UserGet(ctx, argv[0])
 					if err != nil {
 						return err
 					}
-					if a.json() {
-						return writeJSON(a.stdout, map[string]any{"name": u.GetName(), "roles": nonNil(u.GetRoles())})
+					if a.JSON() {
+						return WriteJSON(a.stdout, map[string]any{"name": u.GetName(), "roles": nonNil(u.GetRoles())})
 					}
 					fmt.Fprintf(a.stdout, "User: %s\nRoles: %s\n", u.GetName(), strings.Join(u.GetRoles(), " "))
 					return nil
@@ -134,7 +134,7 @@ func (a *app) userCmd() *cobra.Command {
 }
 
 // newPassword is --password, or a password asked twice on a terminal.
-func (a *app) newPassword(flag, user string) (string, error) {
+func (a *App) newPassword(flag, user string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
@@ -145,7 +145,7 @@ func (a *app) newPassword(flag, user string) (string, error) {
 			return "", err
 		}
 		if line = strings.TrimRight(line, "\r\n"); line == "" {
-			return "", usagef("no password: give --password or pipe it on stdin")
+			return "", Usagef("no password: give --password or pipe it on stdin")
 		}
 		return line, nil
 	}
@@ -158,7 +158,7 @@ func (a *app) newPassword(flag, user string) (string, error) {
 		return "", err
 	}
 	if p1 != p2 {
-		return "", usagef("the passwords do not match")
+		return "", Usagef("the passwords do not match")
 	}
 	return p1, nil
 }
@@ -171,9 +171,9 @@ func nonNil(s []string) []string {
 }
 
 // simple is a command of n arguments that prints one line on success.
-func (a *app) simple(use, short string, n int, fn func(context.Context, *client.Client, []string) (string, error)) *cobra.Command {
+func (a *App) simple(use, short string, n int, fn func(context.Context, *client.Client, []string) (string, error)) *cobra.Command {
 	return &cobra.Command{
-		Use: use, Short: short, Args: args(cobra.ExactArgs(n)),
+		Use: use, Short: short, Args: Args(cobra.ExactArgs(n)),
 		RunE: func(_ *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				msg, err := fn(ctx, c, argv)
@@ -186,17 +186,17 @@ func (a *app) simple(use, short string, n int, fn func(context.Context, *client.
 	}
 }
 
-func (a *app) list(use, short string, fn func(context.Context, *client.Client) ([]string, error), key string) *cobra.Command {
+func (a *App) list(use, short string, fn func(context.Context, *client.Client) ([]string, error), key string) *cobra.Command {
 	return &cobra.Command{
-		Use: use, Short: short, Args: args(cobra.NoArgs),
+		Use: use, Short: short, Args: Args(cobra.NoArgs),
 		RunE: func(_ *cobra.Command, _ []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				names, err := fn(ctx, c)
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, map[string][]string{key: nonNil(names)})
+				if a.JSON() {
+					return WriteJSON(a.stdout, map[string][]string{key: nonNil(names)})
 				}
 				for _, n := range names {
 					fmt.Fprintln(a.stdout, n)
@@ -211,17 +211,17 @@ var permTypes = map[string]dkvpb.Permission_Type{
 	"read": dkvpb.Permission_READ, "write": dkvpb.Permission_WRITE, "readwrite": dkvpb.Permission_READWRITE,
 }
 
-func (a *app) roleCmd() *cobra.Command {
+func (a *App) roleCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "role", Short: "Manage roles and their permissions (root only once auth is enabled)"}
 	var prefix, fromKey bool
 	grant := &cobra.Command{
 		Use:   "grant-permission ROLE read|write|readwrite KEY [END]",
 		Short: "Allow a role to read and/or write KEY, [KEY, END), or every key with prefix KEY (--prefix)",
-		Args:  args(cobra.RangeArgs(3, 4)),
+		Args:  Args(cobra.RangeArgs(3, 4)),
 		RunE: func(_ *cobra.Command, argv []string) error {
 			typ, ok := permTypes[strings.ToLower(argv[1])]
 			if !ok {
-				return usagef("permission %q: must be read, write or readwrite", argv[1])
+				return Usagef("permission %q: must be read, write or readwrite", argv[1])
 			}
 			end, err := permEnd(argv[3:], prefix, fromKey)
 			if err != nil {
@@ -240,7 +240,7 @@ func (a *app) roleCmd() *cobra.Command {
 	revoke := &cobra.Command{
 		Use:   "revoke-permission ROLE KEY [END]",
 		Short: "Remove the permission granted on KEY [END] (or --prefix KEY)",
-		Args:  args(cobra.RangeArgs(2, 3)),
+		Args:  Args(cobra.RangeArgs(2, 3)),
 		RunE: func(_ *cobra.Command, argv []string) error {
 			end, err := permEnd(argv[2:], prefix, fromKey)
 			if err != nil {
@@ -264,7 +264,7 @@ func (a *app) roleCmd() *cobra.Command {
 			return "Role " + v[0] + " deleted", c.RoleDelete(ctx, v[0])
 		}),
 		&cobra.Command{
-			Use: "get ROLE", Short: "Show a role's permissions", Args: args(cobra.ExactArgs(1)),
+			Use: "get ROLE", Short: "Show a role's permissions", Args: Args(cobra.ExactArgs(1)),
 			RunE: func(_ *cobra.Command, argv []string) error {
 				return a.run(func(ctx context.Context, c *client.Client) error {
 					r, err := c.RoleGet(ctx, argv[0])
@@ -281,8 +281,8 @@ func (a *app) roleCmd() *cobra.Command {
 					for _, p := range r.GetPermissions() {
 						ps = append(ps, perm{strings.ToLower(p.GetType().String()), string(p.GetKey()), string(p.GetRangeEnd()), p.GetStore()})
 					}
-					if a.json() {
-						return writeJSON(a.stdout, map[string]any{"name": r.GetName(), "permissions": ps})
+					if a.JSON() {
+						return WriteJSON(a.stdout, map[string]any{"name": r.GetName(), "permissions": ps})
 					}
 					fmt.Fprintf(a.stdout, "Role %s\n", r.GetName())
 					if r.GetName() == "root" {
@@ -314,9 +314,9 @@ func (a *app) roleCmd() *cobra.Command {
 func permEnd(rest []string, prefix, fromKey bool) (string, error) {
 	switch {
 	case prefix && fromKey:
-		return "", usagef("--prefix and --from-key exclude each other")
+		return "", Usagef("--prefix and --from-key exclude each other")
 	case len(rest) > 0 && (prefix || fromKey):
-		return "", usagef("END cannot be given with --prefix or --from-key")
+		return "", Usagef("END cannot be given with --prefix or --from-key")
 	case fromKey:
 		return "\x00", nil
 	case len(rest) > 0:
@@ -325,7 +325,7 @@ func permEnd(rest []string, prefix, fromKey bool) (string, error) {
 	return "", nil
 }
 
-func (a *app) authCmd() *cobra.Command {
+func (a *App) authCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "auth", Short: "Turn authentication on or off, or show whether it is on"}
 	cmd.AddCommand(
 		a.simple("enable", "Enable auth (refused until user root holds role root)", 0, func(ctx context.Context, c *client.Client, _ []string) (string, error) {
@@ -335,15 +335,15 @@ func (a *app) authCmd() *cobra.Command {
 			return "Authentication Disabled", c.AuthDisable(ctx)
 		}),
 		&cobra.Command{
-			Use: "status", Short: "Show whether auth is enabled and the auth revision", Args: args(cobra.NoArgs),
+			Use: "status", Short: "Show whether auth is enabled and the auth revision", Args: Args(cobra.NoArgs),
 			RunE: func(_ *cobra.Command, _ []string) error {
 				return a.run(func(ctx context.Context, c *client.Client) error {
 					st, err := c.AuthStatus(ctx)
 					if err != nil {
 						return err
 					}
-					if a.json() {
-						return writeJSON(a.stdout, map[string]any{"enabled": st.GetEnabled(), "auth_revision": st.GetAuthRevision()})
+					if a.JSON() {
+						return WriteJSON(a.stdout, map[string]any{"enabled": st.GetEnabled(), "auth_revision": st.GetAuthRevision()})
 					}
 					fmt.Fprintf(a.stdout, "Authentication Status: %v\nAuthRevision: %d\n", st.GetEnabled(), st.GetAuthRevision())
 					return nil

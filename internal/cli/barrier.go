@@ -16,7 +16,7 @@ import (
 
 // barrierCmd is `dkv barrier hold|release|wait NAME` (a barrier) and
 // `dkv barrier enter|leave NAME -n N` (a double barrier).
-func (a *app) barrierCmd() *cobra.Command {
+func (a *App) barrierCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "barrier hold|release|wait NAME | barrier enter|leave NAME -n N",
 		Short: "Barriers: hold one up, release it, wait for it; or enter and leave a double barrier together",
@@ -29,16 +29,16 @@ docs/recipes.md, "Barriers".
 N participants have entered, printing this participant's ID; 'dkv barrier
 leave NAME -n N --id ID' removes it and returns once all N have left. See
 'dkv barrier enter --help'.`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("barrier needs a subcommand: hold, release, wait, enter, leave")
+			return Usagef("barrier needs a subcommand: hold, release, wait, enter, leave")
 		},
 	}
 	one := func(use, short string, fn func(ctx context.Context, b *recipe.Barrier) error) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " NAME",
 			Short: short,
-			Args:  args(cobra.ExactArgs(1)),
+			Args:  Args(cobra.ExactArgs(1)),
 			RunE: func(cmd *cobra.Command, argv []string) error {
 				return a.run(func(ctx context.Context, c *client.Client) error {
 					if err := fn(ctx, recipe.NewBarrier(c, argv[0])); err != nil {
@@ -53,7 +53,7 @@ leave NAME -n N --id ID' removes it and returns once all N have left. See
 	wait := &cobra.Command{
 		Use:   "wait NAME",
 		Short: "Block until the barrier is released (no time limit; --timeout bounds connecting)",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -79,7 +79,7 @@ leave NAME -n N --id ID' removes it and returns once all N have left. See
 	return cmd
 }
 
-func (a *app) barrierEnterCmd() *cobra.Command {
+func (a *App) barrierEnterCmd() *cobra.Command {
 	var (
 		n       int
 		ttlFlag string
@@ -102,11 +102,11 @@ code. Every participant must use the same N. A NAME serves one round: use a
 new NAME (with a round number) for the next. See docs/recipes.md, "Barriers".`,
 		Example: `  id=$(dkv barrier enter batch/round-7 -n 4) && ./work && dkv barrier leave batch/round-7 -n 4 --id "$id"
   dkv barrier enter batch/round-8 -n 4 -- ./work`,
-		Args: args(cobra.ArbitraryArgs),
+		Args: Args(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			dash := cmd.ArgsLenAtDash()
 			if len(argv) < 1 || (dash < 0 && len(argv) != 1) || (dash >= 0 && (dash != 1 || len(argv) < 2)) {
-				return usagef("barrier enter needs NAME [-- COMMAND]")
+				return Usagef("barrier enter needs NAME [-- COMMAND]")
 			}
 			ttl, err := parseTTL(ttlFlag)
 			if err != nil {
@@ -120,7 +120,7 @@ new NAME (with a round number) for the next. See docs/recipes.md, "Barriers".`,
 	return cmd
 }
 
-func (a *app) barrierEnter(name string, n int, ttl time.Duration, command []string) error {
+func (a *App) barrierEnter(name string, n int, ttl time.Duration, command []string) error {
 	sig, s, done, err := a.leaseSession(ttl)
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func (a *app) barrierEnter(name string, n int, ttl time.Duration, command []stri
 	return childResult(waitErr)
 }
 
-func (a *app) barrierLeaveCmd() *cobra.Command {
+func (a *App) barrierLeaveCmd() *cobra.Command {
 	var (
 		n  int
 		id string
@@ -167,7 +167,7 @@ func (a *app) barrierLeaveCmd() *cobra.Command {
 		Long: `Remove the participant ID (printed by 'dkv barrier enter') from the double
 barrier NAME and wait, woken by a watch, until every participant has left
 (no time limit; --timeout bounds connecting only). Without --id, only wait.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -18,7 +18,7 @@ import (
 // in internal/bench, so a new workload needs no CLI change. It uses the
 // global --endpoints and -o; the result goes to stdout (one table, or JSON
 // with -o json), the progress line to stderr.
-func (a *app) benchCmd() *cobra.Command {
+func (a *App) benchCmd() *cobra.Command {
 	var (
 		o        bench.Options
 		quiet    bool
@@ -88,7 +88,7 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 		cmd.AddCommand(&cobra.Command{
 			Use:   name,
 			Short: bench.WorkloadDoc(name),
-			Args:  args(cobra.NoArgs),
+			Args:  Args(cobra.NoArgs),
 			RunE: func(c *cobra.Command, _ []string) error {
 				o := o // the flags stay untouched for a second Execute
 				o.Workload = name
@@ -98,17 +98,17 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 				}
 				o.Endpoints = splitEndpoints(a.endpoints)
 				if len(o.Endpoints) == 0 {
-					return usagef("--endpoints is empty")
+					return Usagef("--endpoints is empty")
 				}
 				if o.Clients < 1 || o.Conns < 1 || o.Keys < 1 || o.ValueSize < 0 || o.Total < 0 || o.Duration < 0 ||
 					o.ReadRatio < 0 || o.ReadRatio > 1 || o.Rate < 0 || o.Watchers < 0 {
-					return usagef("--clients, --conns and --keys must be >= 1; --value-size, --total, --duration and --rate >= 0; --read-ratio in [0, 1]")
+					return Usagef("--clients, --conns and --keys must be >= 1; --value-size, --total, --duration and --rate >= 0; --read-ratio in [0, 1]")
 				}
 				if o.Duration == 0 && o.Total == 0 {
-					return usagef("set --duration or --total")
+					return Usagef("set --duration or --total")
 				}
 				if o.Route != bench.RouteLeader && o.Route != bench.RouteSpread {
-					return usagef("--route must be leader or spread, got %q", o.Route)
+					return Usagef("--route must be leader or spread, got %q", o.Route)
 				}
 				o.Warn = a.stderr
 				if !quiet {
@@ -128,7 +128,7 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 	return cmd
 }
 
-func (a *app) runBench(o bench.Options) error {
+func (a *App) runBench(o bench.Options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := bench.Bench(ctx, o)
@@ -143,7 +143,7 @@ func (a *app) runBench(o bench.Options) error {
 		fmt.Fprintln(a.stderr, "interrupted: the result covers the ops completed so far")
 	}
 	var werr error
-	if a.json() {
+	if a.JSON() {
 		werr = res.WriteJSON(a.stdout)
 	} else {
 		werr = res.WriteText(a.stdout)

@@ -16,7 +16,7 @@ import (
 // set, and, with --user, with a token fetched once by Authenticate and
 // sent on every call, so the benchmark measures what an authenticated
 // client costs without an Authenticate per operation.
-func (a *app) benchDial(user, password string) func(context.Context, string) (*grpc.ClientConn, error) {
+func (a *App) benchDial(user, password string) func(context.Context, string) (*grpc.ClientConn, error) {
 	var mu sync.Mutex
 	token := ""
 	// Called from several goroutines at once (dkv bench --route leader

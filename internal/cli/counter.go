@@ -12,12 +12,12 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func (a *app) counterCmd() *cobra.Command {
+func (a *App) counterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "counter",
 		Short: "Atomic integer counters",
-		Args:  args(cobra.NoArgs),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("counter needs a subcommand: add") },
+		Args:  Args(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return Usagef("counter needs a subcommand: add") },
 	}
 	var min, max int64
 	add := &cobra.Command{
@@ -34,7 +34,7 @@ leave the bounds changes nothing and exits with 4 (Conflict).`,
 			if err != nil || argv == nil {
 				return err
 			}
-			if err := args(cobra.ExactArgs(2))(cmd, argv); err != nil {
+			if err := Args(cobra.ExactArgs(2))(cmd, argv); err != nil {
 				return err
 			}
 			if err := cmd.Root().PersistentPreRunE(cmd, argv); err != nil {
@@ -42,7 +42,7 @@ leave the bounds changes nothing and exits with 4 (Conflict).`,
 			}
 			delta, err := strconv.ParseInt(argv[1], 10, 64)
 			if err != nil {
-				return usagef("DELTA %q is not an integer", argv[1])
+				return Usagef("DELTA %q is not an integer", argv[1])
 			}
 			var opts []client.OpOption
 			if cmd.Flags().Changed("min") {
@@ -56,8 +56,8 @@ leave the bounds changes nothing and exits with 4 (Conflict).`,
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, map[string]int64{"value": v})
+				if a.JSON() {
+					return WriteJSON(a.stdout, map[string]int64{"value": v})
 				}
 				fmt.Fprintln(a.stdout, v)
 				return nil

@@ -3,6 +3,8 @@ package cli_test
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 )
 
 // 'dkv status' after a restart reports the database's size on disk: the
@@ -12,22 +14,22 @@ import (
 func TestStatusDBSizeAfterRestart(t *testing.T) {
 	const load = 16 << 20
 	dir := t.TempDir()
-	n := startNode(t, dir)
-	loadValues(t, n.addr, load/(512<<10), 512<<10)
-	size := func(n *node) (int64, int64) {
+	n := clitest.StartServe(t, dir)
+	loadValues(t, n.Addr, load/(512<<10), 512<<10)
+	size := func(n *clitest.Node) (int64, int64) {
 		var st struct {
 			DBSize      int64 `json:"db_size"`
 			DBSizeInUse int64 `json:"db_size_in_use"`
 		}
-		if err := json.Unmarshal([]byte(n.ok("", "-o", "json", "status")), &st); err != nil {
+		if err := json.Unmarshal([]byte(n.OK("", "-o", "json", "status")), &st); err != nil {
 			t.Fatal(err)
 		}
 		return st.DBSize, st.DBSizeInUse
 	}
-	n.ok("", "defrag") // flushes: the values go to blob files before the restart
+	n.OK("", "defrag") // flushes: the values go to blob files before the restart
 	before, _ := size(n)
-	n.kill()
-	n = startNode(t, dir)
+	n.Kill()
+	n = clitest.StartServe(t, dir)
 	after, inUse := size(n)
 	t.Logf("db size %d before the restart, %d after (in use %d)", before, after, inUse)
 	// Every value is stored at least twice (the latest and the history

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) delCmd() *cobra.Command {
+func (a *App) delCmd() *cobra.Command {
 	var prefix, prev bool
 	var lockH string
 	cmd := &cobra.Command{
@@ -18,7 +18,7 @@ func (a *app) delCmd() *cobra.Command {
 		Long: `Delete KEY (with --prefix, every key starting with KEY) and print the
 number of keys deleted; deleting a missing key prints 0 and succeeds. With
 --prev, the deleted keys and values follow, two lines each.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			var opts []client.OpOption
 			if prefix {
@@ -37,8 +37,8 @@ number of keys deleted; deleting a missing key prints 0 and succeeds. With
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, jsonDelete{Revision: r.Revision, Deleted: r.Deleted, PrevKVs: toJSONKVs(r.PrevKVs)})
+				if a.JSON() {
+					return WriteJSON(a.stdout, jsonDelete{Revision: r.Revision, Deleted: r.Deleted, PrevKVs: toJSONKVs(r.PrevKVs)})
 				}
 				fmt.Fprintln(a.stdout, r.Deleted)
 				writeKVs(a.stdout, r.PrevKVs, false)

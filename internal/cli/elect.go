@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) electCmd() *cobra.Command {
+func (a *App) electCmd() *cobra.Command {
 	var (
 		listen  bool
 		ttlFlag string
@@ -31,10 +31,10 @@ time limit (--timeout bounds connecting only).
 
 dkv elect NAME --listen prints the current leader and each change, one line
 each: "TERM VALUE".`,
-		Args: args(cobra.RangeArgs(1, 2)),
+		Args: Args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if listen != (len(argv) == 1) {
-				return usagef("give either NAME VALUE or NAME --listen")
+				return Usagef("give either NAME VALUE or NAME --listen")
 			}
 			ttl, err := parseTTL(ttlFlag)
 			if err != nil {
@@ -50,8 +50,8 @@ each: "TERM VALUE".`,
 			name := argv[0]
 			if listen {
 				for li := range concurrency.Observe(sig, c, name) {
-					if a.json() {
-						if err := writeJSON(a.stdout, map[string]any{"name": name, "term": li.Term, "value": string(li.Value)}); err != nil {
+					if a.JSON() {
+						if err := WriteJSON(a.stdout, map[string]any{"name": name, "term": li.Term, "value": string(li.Value)}); err != nil {
 							return err
 						}
 						continue

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) endpointCmd() *cobra.Command {
+func (a *App) endpointCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "endpoint",
 		Short: "Check each endpoint (member) on its own: health, status",
@@ -22,9 +22,9 @@ func (a *app) endpointCmd() *cobra.Command {
 (no discovery, no balancing), so the answer is that member's. With
 --cluster, the endpoints are every member's client URL, from the member
 list that --endpoints answers. Names and output follow etcdctl's.`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("endpoint needs a subcommand: health, status, hashkv")
+			return Usagef("endpoint needs a subcommand: health, status, hashkv")
 		},
 	}
 	var cluster bool
@@ -40,7 +40,7 @@ quorum through the leader) and the time it took:
 
 Exits 7 (Unavailable) if any endpoint is unhealthy. -o json prints
 [{"endpoint":..,"health":true,"took":"1.2ms","took_ms":1.2,"error":".."}].`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			eps, err := a.endpointTargets(cluster)
 			if err != nil {
@@ -56,7 +56,7 @@ Exits 7 (Unavailable) if any endpoint is unhealthy. -o json prints
 RAFT TERM RAFT INDEX RAFT APPLIED INDEX TOOK ERRORS. An endpoint that does
 not answer has only ERRORS, and makes dkv exit 7 (Unavailable). -o json
 prints [{"endpoint":..,"status":{as dkv status -o json},"took_ms":..,"error":..}].`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			eps, err := a.endpointTargets(cluster)
 			if err != nil {
@@ -71,7 +71,7 @@ prints [{"endpoint":..,"status":{as dkv status -o json},"took_ms":..,"error":..}
 
 // endpointTargets is --endpoints, or with cluster every member's client
 // URL as the cluster lists them.
-func (a *app) endpointTargets(cluster bool) ([]string, error) {
+func (a *App) endpointTargets(cluster bool) ([]string, error) {
 	eps, err := a.endpointList()
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ type jsonHealth struct {
 	Error    string  `json:"error,omitempty"`
 }
 
-func (a *app) endpointHealth(eps []string) error {
+func (a *App) endpointHealth(eps []string) error {
 	took := make([]time.Duration, len(eps))
 	errs := make([]error, len(eps))
 	var wg sync.WaitGroup
@@ -142,8 +142,8 @@ func (a *app) endpointHealth(eps []string) error {
 		}
 		out[i] = h
 	}
-	if a.json() {
-		if err := writeJSON(a.stdout, out); err != nil {
+	if a.JSON() {
+		if err := WriteJSON(a.stdout, out); err != nil {
 			return err
 		}
 	} else {
@@ -162,7 +162,7 @@ func (a *app) endpointHealth(eps []string) error {
 }
 
 // oneEndpoint runs fn on a connection to ep alone.
-func (a *app) oneEndpoint(ctx context.Context, ep string, fn func(ctx context.Context, c *client.Client) error) error {
+func (a *App) oneEndpoint(ctx context.Context, ep string, fn func(ctx context.Context, c *client.Client) error) error {
 	c, err := client.New(ctx, client.Config{Endpoints: []string{ep}, AutoSyncInterval: -1, DialTimeout: a.timeout, FailFast: true, TLS: a.tls.cfg})
 	if err != nil {
 		return err
@@ -181,7 +181,7 @@ type jsonEndpointStatus struct {
 	Error    string      `json:"error,omitempty"`
 }
 
-func (a *app) endpointStatus(eps []string) error {
+func (a *App) endpointStatus(eps []string) error {
 	out := make([]jsonEndpointStatus, len(eps))
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
@@ -219,8 +219,8 @@ func (a *app) endpointStatus(eps []string) error {
 			bad++
 		}
 	}
-	if a.json() {
-		if err := writeJSON(a.stdout, out); err != nil {
+	if a.JSON() {
+		if err := WriteJSON(a.stdout, out); err != nil {
 			return err
 		}
 	} else {

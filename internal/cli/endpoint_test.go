@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server/servertest"
 )
@@ -49,7 +50,7 @@ func startCLICluster(t *testing.T, n int) []*cliMember {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.cmd = exec.Command(dkvBin, "serve", "--name", m.name, "--client-addr", m.addr, "--peer-addr", peers[i],
+		m.cmd = exec.Command(clitest.Bin, "serve", "--name", m.name, "--client-addr", m.addr, "--peer-addr", peers[i],
 			"--http-addr", "", "--data-dir", filepath.Join(base, m.name), "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token)
 		m.cmd.Stdout, m.cmd.Stderr = logf, logf
 		if err := m.cmd.Start(); err != nil {
@@ -62,7 +63,7 @@ func startCLICluster(t *testing.T, n int) []*cliMember {
 	for _, m := range ms {
 		testutil.Eventually(t, 30*time.Second, m.name+" knows the leader", func() bool {
 			st, r := statusOf(t, "--endpoints", m.addr)
-			return r.code == 0 && st.LeaderID != "0" && st.LeaderID != ""
+			return r.Code == 0 && st.LeaderID != "0" && st.LeaderID != ""
 		})
 	}
 	return ms
@@ -75,13 +76,13 @@ type cliStatus struct {
 }
 
 // statusOf runs `dkv -o json status` with args.
-func statusOf(t *testing.T, args ...string) (cliStatus, result) {
+func statusOf(t *testing.T, args ...string) (cliStatus, clitest.Result) {
 	t.Helper()
 	r := runDKV(t, 30*time.Second, append([]string{"-o", "json", "status"}, args...)...)
 	var st cliStatus
-	if r.code == 0 {
-		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-			t.Fatalf("status printed %q: %v", r.stdout, err)
+	if r.Code == 0 {
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+			t.Fatalf("status printed %q: %v", r.Stdout, err)
 		}
 	}
 	return st, r
@@ -89,11 +90,11 @@ func statusOf(t *testing.T, args ...string) (cliStatus, result) {
 
 // runDKV runs the CLI with args (no DKV_ENDPOINTS); the process is killed,
 // failing the test, if it is still running after limit.
-func runDKV(t *testing.T, limit time.Duration, args ...string) result {
+func runDKV(t *testing.T, limit time.Duration, args ...string) clitest.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, dkvBin, args...)
+	cmd := exec.CommandContext(ctx, clitest.Bin, args...)
 	cmd.Env = append(os.Environ(), "DKV_ENDPOINTS=")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -108,7 +109,7 @@ func runDKV(t *testing.T, limit time.Duration, args ...string) result {
 	} else if err != nil {
 		t.Fatalf("running dkv %q: %v", args, err)
 	}
-	return result{out.String(), errb.String(), code}
+	return clitest.Result{Stdout: out.String(), Stderr: errb.String(), Code: code}
 }
 
 // `--endpoints X` talks to member X: per-member commands answer from
@@ -119,8 +120,8 @@ func TestCLIEndpointsAddressTheNamedMember(t *testing.T) {
 		for _, extra := range [][]string{nil, {"--discover"}} {
 			for i := range 6 {
 				st, r := statusOf(t, append([]string{"--endpoints", m.addr}, extra...)...)
-				if r.code != 0 {
-					t.Fatalf("status %v: exit %d, stderr %q", extra, r.code, r.stderr)
+				if r.Code != 0 {
+					t.Fatalf("status %v: exit %d, stderr %q", extra, r.Code, r.Stderr)
 				}
 				if st.Name != m.name {
 					t.Fatalf("status --endpoints %s %v (try %d) answered from %s, not %s", m.addr, extra, i+1, st.Name, m.name)
@@ -137,7 +138,7 @@ func TestCLIEndpointsAddressTheNamedMember(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		st, r := statusOf(t, "--endpoints", ms[1].addr)
-		if r.code == 0 && st.LeaderID != "" && st.LeaderID != "0" && st.LeaderID != gone.MemberID {
+		if r.Code == 0 && st.LeaderID != "" && st.LeaderID != "0" && st.LeaderID != gone.MemberID {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -148,10 +149,10 @@ func TestCLIEndpointsAddressTheNamedMember(t *testing.T) {
 	all := ms[0].addr + "," + ms[1].addr + "," + ms[2].addr
 	for i := range 4 {
 		k := fmt.Sprintf("fo%d", i)
-		if r := runDKV(t, 30*time.Second, "--endpoints", all, "--timeout", "10s", "put", k, "v"); r.code != 0 {
-			t.Fatalf("put with a dead endpoint listed: exit %d, stderr %q", r.code, r.stderr)
+		if r := runDKV(t, 30*time.Second, "--endpoints", all, "--timeout", "10s", "put", k, "v"); r.Code != 0 {
+			t.Fatalf("put with a dead endpoint listed: exit %d, stderr %q", r.Code, r.Stderr)
 		}
-		if r := runDKV(t, 30*time.Second, "--endpoints", all, "--timeout", "10s", "get", k); r.code != 0 || r.stdout != "v\n" {
+		if r := runDKV(t, 30*time.Second, "--endpoints", all, "--timeout", "10s", "get", k); r.Code != 0 || r.Stdout != "v\n" {
 			t.Fatalf("get with a dead endpoint listed: %+v", r)
 		}
 	}
@@ -163,13 +164,13 @@ func TestCLIEndpointsAddressTheNamedMember(t *testing.T) {
 func TestCLIOneMemberUpServesSerializable(t *testing.T) {
 	ms := startCLICluster(t, 3)
 	live := ms[0]
-	if r := runDKV(t, 30*time.Second, "--endpoints", live.addr, "put", "k", "v"); r.code != 0 {
+	if r := runDKV(t, 30*time.Second, "--endpoints", live.addr, "put", "k", "v"); r.Code != 0 {
 		t.Fatalf("put: %+v", r)
 	}
 	// Wait until the live member has applied the put itself.
 	testutil.Eventually(t, 10*time.Second, "the put applied on "+live.name, func() bool {
 		r := runDKV(t, 30*time.Second, "--endpoints", live.addr, "get", "k", "--serializable")
-		return r.code == 0 && r.stdout == "v\n"
+		return r.Code == 0 && r.Stdout == "v\n"
 	})
 	ms[1].kill()
 	ms[2].kill()
@@ -177,20 +178,20 @@ func TestCLIOneMemberUpServesSerializable(t *testing.T) {
 	// is enough for commands that need no quorum.
 	for _, extra := range [][]string{nil, {"--discover"}} {
 		base := append([]string{"--endpoints", live.addr, "--timeout", "1500ms"}, extra...)
-		if r := runDKV(t, 30*time.Second, append(base, "get", "k", "--serializable")...); r.code != 0 || r.stdout != "v\n" {
+		if r := runDKV(t, 30*time.Second, append(base, "get", "k", "--serializable")...); r.Code != 0 || r.Stdout != "v\n" {
 			t.Fatalf("get --serializable %v with 1 of 3 up: %+v", extra, r)
 		}
-		if r := runDKV(t, 30*time.Second, append(base, "status")...); r.code != 0 {
+		if r := runDKV(t, 30*time.Second, append(base, "status")...); r.Code != 0 {
 			t.Fatalf("status %v with 1 of 3 up: %+v", extra, r)
 		}
 		r := runDKV(t, 30*time.Second, append(base, "-o", "json", "member", "list", "--serializable")...)
-		if r.code != 0 || strings.Count(r.stdout, `"name":`) != 3 {
+		if r.Code != 0 || strings.Count(r.Stdout, `"name":`) != 3 {
 			t.Fatalf("member list --serializable %v with 1 of 3 up: %+v", extra, r)
 		}
 	}
 	// The linearizable member list needs a quorum: it fails, as
 	// Unavailable.
-	if r := runDKV(t, 30*time.Second, "--endpoints", live.addr, "--timeout", "1500ms", "member", "list"); r.code != 7 {
+	if r := runDKV(t, 30*time.Second, "--endpoints", live.addr, "--timeout", "1500ms", "member", "list"); r.Code != 7 {
 		t.Fatalf("member list with 1 of 3 up: %+v, want exit 7", r)
 	}
 }
@@ -215,8 +216,8 @@ func TestCLIUnreachableAndMalformedEndpoints(t *testing.T) {
 		{"nosuch.invalid:7861", "lookup nosuch.invalid"},
 	} {
 		r := runDKV(t, 30*time.Second, "--endpoints", c.endpoints, "--timeout", "2m", "get", "x")
-		if r.code != 7 || !strings.HasPrefix(r.stderr, "Error: Unavailable: ") || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("get --endpoints %s: exit %d stderr %q; want exit 7 naming %q", c.endpoints, r.code, r.stderr, c.want)
+		if r.Code != 7 || !strings.HasPrefix(r.Stderr, "Error: Unavailable: ") || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("get --endpoints %s: exit %d stderr %q; want exit 7 naming %q", c.endpoints, r.Code, r.Stderr, c.want)
 		}
 	}
 	for _, c := range []struct {
@@ -229,12 +230,12 @@ func TestCLIUnreachableAndMalformedEndpoints(t *testing.T) {
 		{"grpc://127.0.0.1:7861", "scheme"},
 	} {
 		r := runDKV(t, 30*time.Second, "--endpoints", c.endpoints, "get", "x")
-		if r.code != 2 || !strings.HasPrefix(r.stderr, "Error: usage: --endpoints: ") || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("get --endpoints %s: exit %d stderr %q; want a usage error naming %q", c.endpoints, r.code, r.stderr, c.want)
+		if r.Code != 2 || !strings.HasPrefix(r.Stderr, "Error: usage: --endpoints: ") || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("get --endpoints %s: exit %d stderr %q; want a usage error naming %q", c.endpoints, r.Code, r.Stderr, c.want)
 		}
 	}
-	n := startNode(t, t.TempDir())
-	if r := runDKV(t, 30*time.Second, "--endpoints", "http://"+n.addr+"/", "put", "k", "v"); r.code != 0 {
-		t.Fatalf("put --endpoints http://%s/: %+v", n.addr, r)
+	n := clitest.StartServe(t, t.TempDir())
+	if r := runDKV(t, 30*time.Second, "--endpoints", "http://"+n.Addr+"/", "put", "k", "v"); r.Code != 0 {
+		t.Fatalf("put --endpoints http://%s/: %+v", n.Addr, r)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/backup"
-	"github.com/dkv-io/dkv/internal/storage"
+	"github.com/dkv-io/dkv/internal/dkverr"
 )
 
 // Exit codes; keep in sync with exitCodeHelp and docs/cli.md.
@@ -37,7 +37,7 @@ type usageError struct{ err error }
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
 
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+func Usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 func isUsage(err error) bool {
 	var u usageError
@@ -68,7 +68,7 @@ var codes = []struct {
 	{client.ErrCompacted, exitCompacted, "Compacted"},
 	{client.ErrLeaseNotFound, exitLeaseNotFound, "LeaseNotFound"},
 	{client.ErrNoSpace, exitNoSpace, "NoSpace"},
-	{storage.ErrDamaged, exitDataDamaged, "DataDamaged"},
+	{dkverr.ErrDamaged, exitDataDamaged, "DataDamaged"},
 	{backup.ErrDamaged, exitDataDamaged, "DataDamaged"},
 	{client.ErrPermissionDenied, exitPermission, "PermissionDenied"},
 	{client.ErrUnauthenticated, exitUnauth, "Unauthenticated"},

@@ -21,7 +21,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{nil, 0, ""},
 		{errors.New("boom"), 1, "Error: boom"},
-		{usagef("bad flag"), 2, ""},
+		{Usagef("bad flag"), 2, ""},
 		{errors.New(`unknown command "frob" for "dkv"`), 2, ""},
 		{srv(client.ErrNotFound, `key "a" not found`), 3, `Error: NotFound: key "a" not found`},
 		{srv(client.ErrConflict, "key exists"), 4, "Error: Conflict: key exists"},

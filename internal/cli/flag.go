@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) flagCmd() *cobra.Command {
+func (a *App) flagCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "flag",
 		Short: "Set, read, roll out and evaluate feature flags",
@@ -28,7 +28,7 @@ rollout and a kill switch (enabled: false serves the off variant).`,
 	return cmd
 }
 
-func (a *app) flagSetCmd() *cobra.Command {
+func (a *App) flagSetCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "set KEY",
 		Short: "Write flag KEY from the JSON document on stdin",
@@ -36,7 +36,7 @@ func (a *app) flagSetCmd() *cobra.Command {
 writes it; it prints "set KEY revision=R". The document's "key" may be
 omitted; if present it must be KEY. An invalid document is refused with
 InvalidInput (exit 6) naming the problem.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			b, err := io.ReadAll(io.LimitReader(a.stdin, recipe.MaxFlagDocument+1))
 			if err != nil {
@@ -66,11 +66,11 @@ InvalidInput (exit 6) naming the problem.`,
 	}
 }
 
-func (a *app) flagGetCmd() *cobra.Command {
+func (a *App) flagGetCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print flag KEY's document (JSON)",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				f, err := recipe.GetFlag(ctx, c, argv[0])
@@ -99,7 +99,7 @@ type jsonFlagLine struct {
 	Error       string              `json:"error,omitempty"`
 }
 
-func (a *app) flagListCmd() *cobra.Command {
+func (a *App) flagListCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List flags, one \"KEY TYPE on|off default=V [rollout=V:P%]\" line each",
@@ -107,7 +107,7 @@ func (a *app) flagListCmd() *cobra.Command {
 "KEY TYPE on|off default=VARIANT" and, with a rollout, " rollout=VARIANT:P%".
 A document under dkv.flags/ that is not a valid flag is listed as
 "KEY invalid: PROBLEM". -o json prints one object per line.`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				flags, bad, err := recipe.ListFlags(ctx, c)
@@ -128,8 +128,8 @@ A document under dkv.flags/ that is not a valid flag is listed as
 				}
 				sort.Slice(lines, func(i, j int) bool { return lines[i].Key < lines[j].Key })
 				for _, l := range lines {
-					if a.json() {
-						if err := writeJSON(a.stdout, l); err != nil {
+					if a.JSON() {
+						if err := WriteJSON(a.stdout, l); err != nil {
 							return err
 						}
 						continue
@@ -158,7 +158,7 @@ A document under dkv.flags/ that is not a valid flag is listed as
 	}
 }
 
-func (a *app) flagRolloutCmd() *cobra.Command {
+func (a *App) flagRolloutCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "rollout KEY PERCENT",
 		Short: "Set the percentage of flag KEY's rollout (compare-and-set)",
@@ -166,11 +166,11 @@ func (a *app) flagRolloutCmd() *cobra.Command {
 one) to PERCENT (0 to 100, 0.01 resolution) by a compare-and-set on the
 flag's revision, and prints "rollout KEY P% revision=R". Bucketing is
 sticky: raising PERCENT keeps every user who already had the variant.`,
-		Args: args(cobra.ExactArgs(2)),
+		Args: Args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			p, err := strconv.ParseFloat(strings.TrimSuffix(argv[1], "%"), 64)
 			if err != nil {
-				return usagef("PERCENT %q is not a number", argv[1])
+				return Usagef("PERCENT %q is not a number", argv[1])
 			}
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				rev, err := recipe.SetRollout(ctx, c, argv[0], p)
@@ -192,7 +192,7 @@ type jsonFlagEval struct {
 	Reason  recipe.Reason   `json:"reason"`
 }
 
-func (a *app) flagEvaluateCmd() *cobra.Command {
+func (a *App) flagEvaluateCmd() *cobra.Command {
 	var attrFlags []string
 	cmd := &cobra.Command{
 		Use:   "evaluate KEY [TARGETING_KEY]",
@@ -201,13 +201,13 @@ func (a *app) flagEvaluateCmd() *cobra.Command {
 flag KEY as an application would (the local evaluator, from a snapshot of
 the flags) and prints "VARIANT VALUE REASON", REASON being DISABLED,
 TARGETING_MATCH, SPLIT or DEFAULT.`,
-		Args: args(cobra.RangeArgs(1, 2)),
+		Args: Args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			attrs := map[string]string{}
 			for _, s := range attrFlags {
 				k, v, ok := strings.Cut(s, "=")
 				if !ok || k == "" {
-					return usagef("--attr %q is not NAME=VALUE", s)
+					return Usagef("--attr %q is not NAME=VALUE", s)
 				}
 				attrs[k] = v
 			}
@@ -228,8 +228,8 @@ TARGETING_MATCH, SPLIT or DEFAULT.`,
 					}
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, jsonFlagEval{Key: argv[0], Variant: d.Variant, Value: d.Raw, Reason: d.Reason})
+				if a.JSON() {
+					return WriteJSON(a.stdout, jsonFlagEval{Key: argv[0], Variant: d.Variant, Value: d.Raw, Reason: d.Reason})
 				}
 				var val bytes.Buffer
 				if err := json.Compact(&val, d.Raw); err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) getCmd() *cobra.Command {
+func (a *App) getCmd() *cobra.Command {
 	var (
 		prefix, keysOnly, count, serializable bool
 		rev, limit                            int64
@@ -26,10 +26,10 @@ With --prefix, print every key starting with KEY as two lines each: the
 key, then the value (with --keys-only, only the keys). --count prints the
 number of matching keys. -o json prints
 {"revision":R,"count":N,"more":false,"kvs":[{"key":..,"value":..,...}]}.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if limit < 0 || rev < 0 {
-				return usagef("--limit and --rev must not be negative")
+				return Usagef("--limit and --rev must not be negative")
 			}
 			// common: the options every page of a prefix read shares.
 			var common []client.OpOption
@@ -80,8 +80,8 @@ number of matching keys. -o json prints
 					return &client.Error{Kind: client.ErrNotFound, Msg: fmt.Sprintf("key %q not found", key)}
 				}
 				switch {
-				case a.json():
-					return writeJSON(a.stdout, toJSONRange(r))
+				case a.JSON():
+					return WriteJSON(a.stdout, toJSONRange(r))
 				case count:
 					fmt.Fprintln(a.stdout, r.Count)
 				case single && keysOnly:
@@ -115,7 +115,7 @@ var getPageKeys int64 = 1000
 // and consistently: every page reads the revision the first one saw.
 // Text output streams as the pages come; JSON is one object, as for a
 // single read.
-func (a *app) getPaged(ctx context.Context, c *client.Client, prefix string, rev, limit int64, keysOnly bool, common []client.OpOption) error {
+func (a *App) getPaged(ctx context.Context, c *client.Client, prefix string, rev, limit int64, keysOnly bool, common []client.OpOption) error {
 	end := "\x00" // every key: the prefix is empty or all 0xff bytes
 	if e := keyrange.PrefixEnd([]byte(prefix)); e != nil {
 		end = string(e)
@@ -155,7 +155,7 @@ func (a *app) getPaged(ctx context.Context, c *client.Client, prefix string, rev
 			first, rev = r, r.Revision
 		}
 		got += int64(len(r.KVs))
-		if a.json() {
+		if a.JSON() {
 			all = append(all, r.KVs...)
 		} else {
 			writeKVs(a.stdout, r.KVs, keysOnly)
@@ -169,8 +169,8 @@ func (a *app) getPaged(ctx context.Context, c *client.Client, prefix string, rev
 		}
 		start = r.KVs[len(r.KVs)-1].Key + "\x00"
 	}
-	if a.json() {
-		return writeJSON(a.stdout, toJSONRange(&client.RangeResult{Revision: first.Revision, Count: first.Count, More: more, KVs: all}))
+	if a.JSON() {
+		return WriteJSON(a.stdout, toJSONRange(&client.RangeResult{Revision: first.Revision, Count: first.Count, More: more, KVs: all}))
 	}
 	return nil
 }

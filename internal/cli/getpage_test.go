@@ -14,15 +14,16 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 )
 
 // A prefix whose values add up to more than a gRPC reply may carry (the
 // client accepts 64 MiB) is printed in full: dkv get --prefix pages.
 func TestGetPrefixLargerThanOneReply(t *testing.T) {
-	n := startNode(t, t.TempDir())
+	n := clitest.StartServe(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: []string{n.addr}, AutoSyncInterval: -1})
+	c, err := client.New(ctx, client.Config{Endpoints: []string{n.Addr}, AutoSyncInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +48,10 @@ func TestGetPrefixLargerThanOneReply(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	n.ok("", "put", "bigger", "not in the prefix")
+	n.OK("", "put", "bigger", "not in the prefix")
 
-	cmd := exec.Command(dkvBin, "--timeout", "60s", "get", "big/", "--prefix")
-	cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.addr)
+	cmd := exec.Command(clitest.Bin, "--timeout", "60s", "get", "big/", "--prefix")
+	cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.Addr)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -70,13 +71,13 @@ func TestGetPrefixLargerThanOneReply(t *testing.T) {
 		More  bool
 		KVs   []map[string]any
 	}
-	r := n.dkv("", "-o", "json", "get", "big/", "--prefix", "--keys-only")
-	if err := json.Unmarshal([]byte(r.stdout), &js); err != nil || js.Count != keys || len(js.KVs) != keys || js.More {
-		t.Fatalf("get --prefix -o json: count %d, %d kvs, more %v, err %v (%q)", js.Count, len(js.KVs), js.More, err, r.stderr)
+	r := n.DKV("", "-o", "json", "get", "big/", "--prefix", "--keys-only")
+	if err := json.Unmarshal([]byte(r.Stdout), &js); err != nil || js.Count != keys || len(js.KVs) != keys || js.More {
+		t.Fatalf("get --prefix -o json: count %d, %d kvs, more %v, err %v (%q)", js.Count, len(js.KVs), js.More, err, r.Stderr)
 	}
 	// --limit still cuts it short, and says so.
-	r = n.dkv("", "-o", "json", "get", "big/", "--prefix", "--keys-only", "--limit", "5")
-	if err := json.Unmarshal([]byte(r.stdout), &js); err != nil || len(js.KVs) != 5 || !js.More {
+	r = n.DKV("", "-o", "json", "get", "big/", "--prefix", "--keys-only", "--limit", "5")
+	if err := json.Unmarshal([]byte(r.Stdout), &js); err != nil || len(js.KVs) != 5 || !js.More {
 		t.Fatalf("get --prefix --limit 5 -o json: %d kvs, more %v, err %v", len(js.KVs), js.More, err)
 	}
 }
@@ -84,14 +85,14 @@ func TestGetPrefixLargerThanOneReply(t *testing.T) {
 // -o json carries a key that is not UTF-8 as key_base64, byte for byte,
 // as it does for values.
 func TestJSONBinaryKeys(t *testing.T) {
-	n := startNode(t, t.TempDir())
+	n := clitest.StartServe(t, t.TempDir())
 	key := "bin/\xff\xfe\x01"
-	n.ok("", "put", key, "v")
+	n.OK("", "put", key, "v")
 	for _, args := range [][]string{
 		{"get", key},
 		{"get", "bin/", "--prefix"},
 	} {
-		out := n.ok("", append([]string{"-o", "json"}, args...)...)
+		out := n.OK("", append([]string{"-o", "json"}, args...)...)
 		var js struct {
 			KVs []struct {
 				Key       *string `json:"key"`
@@ -125,8 +126,8 @@ func TestJSONBinaryKeys(t *testing.T) {
 		t.Fatal("watch printed nothing")
 	}
 	// A UTF-8 key stays a plain "key".
-	n.ok("", "put", "plain/ключ", "v")
-	if out := n.ok("", "-o", "json", "get", "plain/ключ"); !strings.Contains(out, `"key":"plain/ключ"`) || strings.Contains(out, "key_base64") {
+	n.OK("", "put", "plain/ключ", "v")
+	if out := n.OK("", "-o", "json", "get", "plain/ключ"); !strings.Contains(out, `"key":"plain/ключ"`) || strings.Contains(out, "key_base64") {
 		t.Errorf("UTF-8 key printed as %q", out)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) endpointHashKVCmd(cluster *bool) *cobra.Command {
+func (a *App) endpointHashKVCmd(cluster *bool) *cobra.Command {
 	var rev int64
 	cmd := &cobra.Command{
 		Use:   "hashkv [--rev REV]",
@@ -21,10 +21,10 @@ STATE HASH. HASH covers every key's value, versions and lease at REVISION
 HASH at the same REVISION. STATE HASH covers leases and locks as of
 APPLIED INDEX, and compares only between rows with the same APPLIED
 INDEX. An endpoint that does not answer makes dkv exit 7.`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rev < 0 {
-				return usagef("--rev %d is negative", rev)
+				return Usagef("--rev %d is negative", rev)
 			}
 			eps, err := a.endpointTargets(*cluster)
 			if err != nil {
@@ -59,8 +59,8 @@ INDEX. An endpoint that does not answer makes dkv exit 7.`,
 					}
 				}
 			}
-			if a.json() {
-				if err := writeJSON(a.stdout, rows); err != nil {
+			if a.JSON() {
+				if err := WriteJSON(a.stdout, rows); err != nil {
 					return err
 				}
 				return firstErr

@@ -16,16 +16,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) leaseCmd() *cobra.Command {
+func (a *App) leaseCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lease",
 		Short: "Grant, keep alive, inspect and revoke leases",
 		Long: `Leases expire unless kept alive; keys attached to a lease (dkv put --lease ID)
 are deleted when it expires or is revoked. TTLs are durations such as 10s or
 1m30s, from 1s to 1 year. A lease that does not exist exits with 9.`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("lease needs a subcommand: grant, keepalive, revoke, ttl, list")
+			return Usagef("lease needs a subcommand: grant, keepalive, revoke, ttl, list")
 		},
 	}
 	cmd.AddCommand(a.leaseGrantCmd(), a.leaseKeepAliveCmd(), a.leaseRevokeCmd(), a.leaseTTLCmd(), a.leaseListCmd())
@@ -38,7 +38,7 @@ func parseTTL(s string) (time.Duration, error) {
 		// A bare number is seconds, as in etcdctl.
 		n, nerr := strconv.ParseInt(s, 10, 64)
 		if nerr != nil {
-			return 0, usagef("TTL %q is not a duration (e.g. 10s, 2m)", s)
+			return 0, Usagef("TTL %q is not a duration (e.g. 10s, 2m)", s)
 		}
 		d = time.Duration(n) * time.Second
 	}
@@ -48,19 +48,19 @@ func parseTTL(s string) (time.Duration, error) {
 func parseLeaseID(s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, usagef("lease ID %q is not a positive integer", s)
+		return 0, Usagef("lease ID %q is not a positive integer", s)
 	}
 	return id, nil
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-func (a *app) leaseGrantCmd() *cobra.Command {
+func (a *App) leaseGrantCmd() *cobra.Command {
 	var id int64
 	cmd := &cobra.Command{
 		Use:   "grant TTL",
 		Short: "Grant a lease; prints its ID",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ttl, err := parseTTL(argv[0])
 			if err != nil {
@@ -75,8 +75,8 @@ func (a *app) leaseGrantCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, map[string]int64{"id": g.ID, "ttl_ms": ms(g.TTL)})
+				if a.JSON() {
+					return WriteJSON(a.stdout, map[string]int64{"id": g.ID, "ttl_ms": ms(g.TTL)})
 				}
 				// The bare id, so that ID=$(dkv lease grant 10s) works.
 				_, err = fmt.Fprintln(a.stdout, g.ID)
@@ -88,7 +88,7 @@ func (a *app) leaseGrantCmd() *cobra.Command {
 	return cmd
 }
 
-func (a *app) leaseKeepAliveCmd() *cobra.Command {
+func (a *App) leaseKeepAliveCmd() *cobra.Command {
 	var once bool
 	cmd := &cobra.Command{
 		Use:   "keepalive ID",
@@ -98,7 +98,7 @@ with the time and the TTL the lease has left after it
 ("lease 7 renewed at 10:04:05, remaining 10s"), until interrupted (Ctrl-C)
 or the lease is gone (exit 9). --timeout bounds each renewal, not the whole
 command.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			id, err := parseLeaseID(argv[0])
 			if err != nil {
@@ -145,24 +145,24 @@ command.`,
 	return cmd
 }
 
-func (a *app) printKeepAlive(id int64, ttl time.Duration) error {
-	if a.json() {
-		return writeJSON(a.stdout, map[string]int64{"id": id, "ttl_ms": ms(ttl)})
+func (a *App) printKeepAlive(id int64, ttl time.Duration) error {
+	if a.JSON() {
+		return WriteJSON(a.stdout, map[string]int64{"id": id, "ttl_ms": ms(ttl)})
 	}
 	_, err := fmt.Fprintf(a.stdout, "lease %d renewed at %s, remaining %v\n", id, time.Now().Format(time.TimeOnly), ttl)
 	return err
 }
 
 // connect opens a client for a command that outlives --timeout.
-func (a *app) connect(ctx context.Context) (*client.Client, error) {
+func (a *App) connect(ctx context.Context) (*client.Client, error) {
 	return a.newClient(ctx, a.discover)
 }
 
-func (a *app) leaseRevokeCmd() *cobra.Command {
+func (a *App) leaseRevokeCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a lease, deleting its keys",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			id, err := parseLeaseID(argv[0])
 			if err != nil {
@@ -172,8 +172,8 @@ func (a *app) leaseRevokeCmd() *cobra.Command {
 				if err := c.Revoke(ctx, id); err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, map[string]int64{"id": id})
+				if a.JSON() {
+					return WriteJSON(a.stdout, map[string]int64{"id": id})
 				}
 				fmt.Fprintf(a.stdout, "lease %d revoked\n", id)
 				return nil
@@ -189,12 +189,12 @@ type jsonLeaseTTL struct {
 	Keys         []string `json:"keys,omitempty"`
 }
 
-func (a *app) leaseTTLCmd() *cobra.Command {
+func (a *App) leaseTTLCmd() *cobra.Command {
 	var keys bool
 	cmd := &cobra.Command{
 		Use:   "ttl ID",
 		Short: "Show a lease's granted and remaining TTL (and its keys, with --keys)",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			id, err := parseLeaseID(argv[0])
 			if err != nil {
@@ -209,8 +209,8 @@ func (a *app) leaseTTLCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, jsonLeaseTTL{ID: info.ID, GrantedTTLMs: ms(info.GrantedTTL), RemainingMs: ms(info.Remaining), Keys: info.Keys})
+				if a.JSON() {
+					return WriteJSON(a.stdout, jsonLeaseTTL{ID: info.ID, GrantedTTLMs: ms(info.GrantedTTL), RemainingMs: ms(info.Remaining), Keys: info.Keys})
 				}
 				fmt.Fprintf(a.stdout, "lease %d granted with TTL %v, remaining %v\n", info.ID, info.GrantedTTL, info.Remaining.Round(time.Millisecond))
 				if keys {
@@ -226,11 +226,11 @@ func (a *app) leaseTTLCmd() *cobra.Command {
 	return cmd
 }
 
-func (a *app) leaseListCmd() *cobra.Command {
+func (a *App) leaseListCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List leases",
-		Args:  args(cobra.NoArgs),
+		Args:  Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				ls, err := c.Leases(ctx)
@@ -241,7 +241,7 @@ func (a *app) leaseListCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.json() {
+				if a.JSON() {
 					out := make([]map[string]int64, 0, len(ls))
 					for i, l := range ls {
 						if rem[i] < 0 {
@@ -249,7 +249,7 @@ func (a *app) leaseListCmd() *cobra.Command {
 						}
 						out = append(out, map[string]int64{"id": l.ID, "granted_ttl_ms": ms(l.GrantedTTL), "remaining_ms": ms(rem[i])})
 					}
-					return writeJSON(a.stdout, map[string]any{"leases": out})
+					return WriteJSON(a.stdout, map[string]any{"leases": out})
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tGRANTED TTL\tREMAINING")

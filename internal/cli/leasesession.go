@@ -17,7 +17,7 @@ import (
 // register): a context that Ctrl-C or SIGTERM ends and a session with
 // ttl on a new client. done closes the client and the signal handler, not
 // the session: each command decides whether its end revokes the lease.
-func (a *app) leaseSession(ttl time.Duration) (ctx context.Context, s *concurrency.Session, done func(), err error) {
+func (a *App) leaseSession(ttl time.Duration) (ctx context.Context, s *concurrency.Session, done func(), err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	c, err := a.connect(ctx)
 	if err != nil {

@@ -36,7 +36,7 @@ func lockOpt(s string) (client.OpOption, error) {
 	}
 	h, err := client.ParseLockHandle(s)
 	if err != nil {
-		return nil, usagef("--lock: %v", err)
+		return nil, Usagef("--lock: %v", err)
 	}
 	return client.WithLock(h), nil
 }
@@ -49,7 +49,7 @@ type jsonLock struct {
 	Owner  string `json:"owner,omitempty"`
 }
 
-func (a *app) lockCmd() *cobra.Command {
+func (a *App) lockCmd() *cobra.Command {
 	var ttlFlag string
 	cmd := &cobra.Command{
 		Use:   "lock KEY --ttl 10s -- COMMAND [ARGS...] | lock SUBCOMMAND",
@@ -66,11 +66,11 @@ when COMMAND ends and exits with COMMAND's exit code. If the lock is lost
 meanwhile (the lease could not be renewed within its TTL), COMMAND gets
 SIGTERM and dkv exits with 5. The wait for the lock has no time limit
 (--timeout bounds connecting only).`,
-		Args: args(cobra.ArbitraryArgs),
+		Args: Args(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			dash := cmd.ArgsLenAtDash()
 			if dash != 1 || len(argv) < 2 {
-				return usagef("lock needs a subcommand (acquire, release, renew, show) or KEY -- COMMAND")
+				return Usagef("lock needs a subcommand (acquire, release, renew, show) or KEY -- COMMAND")
 			}
 			ttl, err := parseTTL(ttlFlag)
 			if err != nil {
@@ -84,7 +84,7 @@ SIGTERM and dkv exits with 5. The wait for the lock has no time limit
 	return cmd
 }
 
-func (a *app) lockAcquireCmd() *cobra.Command {
+func (a *App) lockAcquireCmd() *cobra.Command {
 	var (
 		ttlFlag string
 		wait    bool
@@ -98,7 +98,7 @@ unless renewed ('dkv lock renew HANDLE') or released. If the lock is held,
 exit with 5 (Locked) at once, or with --wait queue for it (first come, first
 served) until it is granted or dkv is interrupted; --timeout bounds
 connecting only, never the wait.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ttl, err := parseTTL(ttlFlag)
 			if err != nil {
@@ -143,9 +143,9 @@ func heldErr(key string, holder *client.LockHandle) error {
 	return fmt.Errorf("%w: lock %q is held (fencing token %d, lease %d)", client.ErrLocked, key, holder.Token, holder.Lease)
 }
 
-func (a *app) printHandle(h client.LockHandle) error {
-	if a.json() {
-		return writeJSON(a.stdout, jsonLock{Handle: h.String(), Key: h.Key, Token: h.Token, Lease: h.Lease, Owner: h.Owner})
+func (a *App) printHandle(h client.LockHandle) error {
+	if a.JSON() {
+		return WriteJSON(a.stdout, jsonLock{Handle: h.String(), Key: h.Key, Token: h.Token, Lease: h.Lease, Owner: h.Owner})
 	}
 	fmt.Fprintln(a.stdout, h.String())
 	return nil
@@ -154,16 +154,16 @@ func (a *app) printHandle(h client.LockHandle) error {
 func parseHandleArg(s string) (client.LockHandle, error) {
 	h, err := client.ParseLockHandle(s)
 	if err != nil {
-		return h, usagef("%v", err)
+		return h, Usagef("%v", err)
 	}
 	return h, nil
 }
 
-func (a *app) lockReleaseCmd() *cobra.Command {
+func (a *App) lockReleaseCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "release HANDLE",
 		Short: "Release a lock; exits 5 (Locked) if the handle was no longer current",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			h, err := parseHandleArg(argv[0])
 			if err != nil {
@@ -180,11 +180,11 @@ func (a *app) lockReleaseCmd() *cobra.Command {
 	}
 }
 
-func (a *app) lockRenewCmd() *cobra.Command {
+func (a *App) lockRenewCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "renew HANDLE",
 		Short: "Renew a lock to its full TTL; exits 5 (Locked) if the handle is not current",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			h, err := parseHandleArg(argv[0])
 			if err != nil {
@@ -202,18 +202,18 @@ func (a *app) lockRenewCmd() *cobra.Command {
 	}
 }
 
-func (a *app) lockShowCmd() *cobra.Command {
+func (a *App) lockShowCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "show KEY",
 		Short: "Show a lock's holder, fencing token, remaining TTL and queue length",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				info, err := c.DescribeLock(ctx, argv[0])
 				if err != nil {
 					return err
 				}
-				if a.json() {
+				if a.JSON() {
 					out := map[string]any{"key": info.Key, "held": info.Holder != nil, "queue_length": info.QueueLength, "last_token": info.LastToken}
 					if info.Holder != nil {
 						out["token"] = info.Holder.Token
@@ -221,7 +221,7 @@ func (a *app) lockShowCmd() *cobra.Command {
 						out["owner"] = info.Holder.Owner
 						out["remaining_ms"] = info.Remaining.Milliseconds()
 					}
-					return writeJSON(a.stdout, out)
+					return WriteJSON(a.stdout, out)
 				}
 				if info.Holder == nil {
 					fmt.Fprintf(a.stdout, "free (last token %d, %d waiting)\n", info.LastToken, info.QueueLength)
@@ -237,7 +237,7 @@ func (a *app) lockShowCmd() *cobra.Command {
 }
 
 // lockRun holds key's lock while a command runs.
-func (a *app) lockRun(key string, ttl time.Duration, name string, cargs []string) error {
+func (a *App) lockRun(key string, ttl time.Duration, name string, cargs []string) error {
 	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	c, err := a.connect(sig)
@@ -285,7 +285,7 @@ func (a *app) lockRun(key string, ttl time.Duration, name string, cargs []string
 	return childResult(waitErr)
 }
 
-func (a *app) releaseQuietly(c *client.Client, h client.LockHandle) {
+func (a *App) releaseQuietly(c *client.Client, h client.LockHandle) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
 	if err := c.Release(ctx, h); err != nil {

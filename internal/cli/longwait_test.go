@@ -1,99 +1,41 @@
 package cli_test
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 )
 
 var longTests = flag.Bool("dkv.long", os.Getenv("DKV_LONG_TESTS") == "1", "run the long tests (a standby waiting 5 minutes); also DKV_LONG_TESTS=1")
 
-// startServe runs dkv serve with extra flags on free ports and waits
-// until `dkv status` answers.
-func startServe(t *testing.T, dir string, extra ...string) *node {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "serve.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close() })
-	args := append([]string{"serve", "--data-dir", dir, "--client-addr", "127.0.0.1:0", "--http-addr", "", "--peer-addr", ""}, extra...)
-	cmd := exec.Command(dkvBin, args...)
-	cmd.Stderr = logf
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	n := &node{t: t, cmd: cmd, stdout: &lockedBuffer{}, logPath: logPath, exited: make(chan struct{})}
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(n.stdout, line)
-			if a, ok := strings.CutPrefix(strings.TrimSpace(line), "client gRPC:"); ok {
-				addrc <- strings.Fields(a)[0]
-			}
-		}
-		n.exitErr = cmd.Wait()
-		close(n.exited)
-	}()
-	t.Cleanup(func() {
-		n.kill()
-		if t.Failed() {
-			logs, _ := os.ReadFile(logPath)
-			t.Logf("serve stdout:\n%s\nserve stderr (tail):\n%s", n.stdout, tail(string(logs), 3000))
-		}
-	})
-	select {
-	case n.addr = <-addrc:
-	case <-n.exited:
-		t.Fatalf("dkv serve exited before listening: %v", n.exitErr)
-	case <-time.After(30 * time.Second):
-		t.Fatal("dkv serve printed no client address within 30s")
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for n.dkv("", "status").code != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("dkv status never succeeded")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return n
-}
-
 // bg is a dkv client command running in the background.
 type bg struct {
 	cmd    *exec.Cmd
-	out    *lockedBuffer
-	errb   *lockedBuffer
+	out    *clitest.LockedBuffer
+	errb   *clitest.LockedBuffer
 	exited chan struct{}
 	err    error
 }
 
-func (n *node) background(args ...string) *bg {
-	n.t.Helper()
-	b := &bg{out: &lockedBuffer{}, errb: &lockedBuffer{}, exited: make(chan struct{})}
+func background(n *clitest.Node, args ...string) *bg {
+	n.T.Helper()
+	b := &bg{out: &clitest.LockedBuffer{}, errb: &clitest.LockedBuffer{}, exited: make(chan struct{})}
 	// A short --timeout: it bounds connecting, never the wait.
-	b.cmd = exec.Command(dkvBin, append([]string{"--timeout", "2s"}, args...)...)
-	b.cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.addr)
+	b.cmd = exec.Command(clitest.Bin, append([]string{"--timeout", "2s"}, args...)...)
+	b.cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.Addr)
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.errb
 	if err := b.cmd.Start(); err != nil {
-		n.t.Fatal(err)
+		n.T.Fatal(err)
 	}
 	go func() { b.err = b.cmd.Wait(); close(b.exited) }()
-	n.t.Cleanup(func() {
+	n.T.Cleanup(func() {
 		b.cmd.Process.Kill()
 		<-b.exited
 	})
@@ -120,17 +62,17 @@ func (b *bg) waitOutput(t *testing.T, want string, within time.Duration) {
 }
 
 // waitWaiters polls `dkv lock show key` until n callers wait.
-func (n *node) waitWaiters(key string, count int) {
-	n.t.Helper()
+func waitWaiters(n *clitest.Node, key string, count int) {
+	n.T.Helper()
 	want := fmt.Sprintf("waiting=%d", count)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		r := n.dkv("", "lock", "show", key)
-		if strings.Contains(r.stdout, want) {
+		r := n.DKV("", "lock", "show", key)
+		if strings.Contains(r.Stdout, want) {
 			return
 		}
 		if time.Now().After(deadline) {
-			n.t.Fatalf("lock %s: want %s, last %+v", key, want, r)
+			n.T.Fatalf("lock %s: want %s, last %+v", key, want, r)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -148,11 +90,11 @@ func holdFor(t *testing.T, waiter *bg, d time.Duration) {
 	}
 }
 
-func standbyElect(t *testing.T, n *node, wait time.Duration) {
-	leader := n.background("elect", "svc", "primary")
+func standbyElect(t *testing.T, n *clitest.Node, wait time.Duration) {
+	leader := background(n, "elect", "svc", "primary")
 	leader.waitOutput(t, "elected svc term=", 30*time.Second)
-	standby := n.background("elect", "svc", "standby")
-	n.waitWaiters("svc", 1)
+	standby := background(n, "elect", "svc", "standby")
+	waitWaiters(n, "svc", 1)
 	holdFor(t, standby, wait)
 	// The leader resigns on SIGINT; the standby is elected at once.
 	if err := leader.cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -165,12 +107,12 @@ func standbyElect(t *testing.T, n *node, wait time.Duration) {
 	}
 }
 
-func lockWait(t *testing.T, n *node, wait time.Duration) {
-	h := strings.TrimSpace(n.ok("", "lock", "acquire", "job", "--ttl", "1h"))
-	waiter := n.background("lock", "acquire", "job", "--ttl", "30s", "--wait")
-	n.waitWaiters("job", 1)
+func lockWait(t *testing.T, n *clitest.Node, wait time.Duration) {
+	h := strings.TrimSpace(n.OK("", "lock", "acquire", "job", "--ttl", "1h"))
+	waiter := background(n, "lock", "acquire", "job", "--ttl", "30s", "--wait")
+	waitWaiters(n, "job", 1)
 	holdFor(t, waiter, wait)
-	n.ok("", "lock", "release", h)
+	n.OK("", "lock", "release", h)
 	select {
 	case <-waiter.exited:
 	case <-time.After(30 * time.Second):
@@ -180,11 +122,11 @@ func lockWait(t *testing.T, n *node, wait time.Duration) {
 		t.Fatalf("waiter: %v, stdout %q, stderr %q; want a handle", waiter.err, waiter.out, waiter.errb)
 	}
 	// dkv lock KEY -- CMD waits the same way.
-	h = strings.TrimSpace(n.ok("", "lock", "acquire", "job2", "--ttl", "1h"))
-	run := n.background("lock", "job2", "--ttl", "30s", "--", "echo", "ran")
-	n.waitWaiters("job2", 1)
+	h = strings.TrimSpace(n.OK("", "lock", "acquire", "job2", "--ttl", "1h"))
+	run := background(n, "lock", "job2", "--ttl", "30s", "--", "echo", "ran")
+	waitWaiters(n, "job2", 1)
 	holdFor(t, run, wait)
-	n.ok("", "lock", "release", h)
+	n.OK("", "lock", "release", h)
 	select {
 	case <-run.exited:
 	case <-time.After(30 * time.Second):
@@ -200,9 +142,9 @@ func lockWait(t *testing.T, n *node, wait time.Duration) {
 // server-side deadline applies to blocking waits, and the CLI's --timeout
 // (2s here) bounds connecting only.
 func TestCLIWaitsOutlastRequestTimeout(t *testing.T) {
-	n := startServe(t, t.TempDir(), "--request-timeout", "1s")
-	t.Run("lock", func(t *testing.T) { n.t = t; lockWait(t, n, 3*time.Second) })
-	t.Run("elect", func(t *testing.T) { n.t = t; standbyElect(t, n, 3*time.Second) })
+	n := clitest.StartServe(t, t.TempDir(), "--request-timeout", "1s")
+	t.Run("lock", func(t *testing.T) { n.T = t; lockWait(t, n, 3*time.Second) })
+	t.Run("elect", func(t *testing.T) { n.T = t; standbyElect(t, n, 3*time.Second) })
 }
 
 // The scenario DKV exists for: a standby `dkv elect` candidate waits 5
@@ -212,6 +154,6 @@ func TestCLIStandbyWaitsFiveMinutes(t *testing.T) {
 	if !*longTests {
 		t.Skip("long test: run with -dkv.long or DKV_LONG_TESTS=1")
 	}
-	n := startServe(t, t.TempDir())
+	n := clitest.StartServe(t, t.TempDir())
 	standbyElect(t, n, 5*time.Minute)
 }

@@ -10,13 +10,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) memberCmd() *cobra.Command {
+func (a *App) memberCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "member",
 		Short: "Cluster membership",
-		Args:  args(cobra.NoArgs),
+		Args:  Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("member needs a subcommand: list, add, promote, remove")
+			return Usagef("member needs a subcommand: list, add, promote, remove")
 		},
 	}
 	var serializable bool
@@ -26,7 +26,7 @@ func (a *app) memberCmd() *cobra.Command {
 		Long: `List the cluster's members as the cluster agrees on them (needs a
 quorum), or with --serializable as the member at --endpoints knows them
 (answers without a quorum; may be stale).`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			run, opts := a.run, []client.OpOption(nil)
 			if serializable {
@@ -59,10 +59,10 @@ the quorum, and 'dkv member promote NAME' makes it a voter once it has.
 catches up, the cluster counts a member that does not answer in its
 quorum (with 3 voters and a 4th that never starts, one more failure stops
 every write), so it prints a warning.`,
-		Args: args(cobra.ExactArgs(2)),
+		Args: Args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if learner && voter {
-				return usagef("give --learner or --voter, not both")
+				return Usagef("give --learner or --voter, not both")
 			}
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				resp, err := c.MemberAdd(ctx, argv[0], argv[1], !voter)
@@ -88,7 +88,7 @@ every write), so it prints a warning.`,
 				// What the new member needs; its secret comes from the
 				// operator, never from the cluster (docs/cluster.md).
 				out := a.stdout
-				if a.json() {
+				if a.JSON() {
 					out = a.stderr
 				}
 				_, err = fmt.Fprint(out, joinStartLine(argv[0], argv[1], resp.GetMembers()))
@@ -101,7 +101,7 @@ every write), so it prints a warning.`,
 	cmd.AddCommand(add, &cobra.Command{
 		Use:   "promote NAME",
 		Short: "Make a caught-up learner a voter",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				name := resolveMember(ctx, c, argv[0])
@@ -115,7 +115,7 @@ every write), so it prints a warning.`,
 	}, &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove a member (refused if the rest could not form a quorum)",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				name := resolveMember(ctx, c, argv[0])
@@ -150,29 +150,29 @@ func joinStartLine(name, peer string, ms []*dkvpb.Member) string {
 		"and the cluster's peer TLS flags if it uses them. The secret is never sent over the client port.\n", name, peer, join)
 }
 
-func (a *app) printMembership(ms []*dkvpb.Member, msg string) error {
-	if a.json() {
+func (a *App) printMembership(ms []*dkvpb.Member, msg string) error {
+	if a.JSON() {
 		out := []jsonMember{}
 		for _, m := range ms {
 			out = append(out, jsonMember{ID: memberID(m.GetId()), Name: m.GetName(), PeerURL: m.GetPeerUrl(), ClientURL: m.GetClientUrl(), IsLearner: m.GetIsLearner()})
 		}
-		return writeJSON(a.stdout, map[string]any{"result": msg, "members": out})
+		return WriteJSON(a.stdout, map[string]any{"result": msg, "members": out})
 	}
 	_, err := fmt.Fprintln(a.stdout, msg)
 	return err
 }
 
-func (a *app) leaderCmd() *cobra.Command {
+func (a *App) leaderCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "leader",
 		Short: "Raft leadership",
-		Args:  args(cobra.NoArgs),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("leader needs a subcommand: transfer") },
+		Args:  Args(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return Usagef("leader needs a subcommand: transfer") },
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "transfer NAME",
 		Short: "Move leadership to the named voter",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				name := resolveMember(ctx, c, argv[0])
@@ -180,8 +180,8 @@ func (a *app) leaderCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, map[string]any{"leader_id": memberID(resp.GetLeaderId())})
+				if a.JSON() {
+					return WriteJSON(a.stdout, map[string]any{"leader_id": memberID(resp.GetLeaderId())})
 				}
 				_, err = fmt.Fprintf(a.stdout, "%s (%s) is the leader\n", name, memberID(resp.GetLeaderId()))
 				return err

@@ -38,7 +38,7 @@ var reachNames = map[dkvpb.Reachability_State]string{
 // follower, for the leader is the one member that hears from all the
 // others; ml itself if it came from the leader, there is no leader, or the
 // leader cannot be asked within a second.
-func (a *app) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkvpb.MemberListResponse {
+func (a *App) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkvpb.MemberListResponse {
 	lead := ml.GetLeaderId()
 	if lead == 0 || ml.GetHeader().GetMemberId() == lead {
 		return ml
@@ -69,7 +69,7 @@ func (a *app) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkv
 // printMemberList prints dkv member list's table or JSON, with each
 // member's reachability as the leader sees it (or, if the leader cannot
 // be asked, the answering member).
-func (a *app) printMemberList(ctx context.Context, ml *dkvpb.MemberListResponse) error {
+func (a *App) printMemberList(ctx context.Context, ml *dkvpb.MemberListResponse) error {
 	ml = a.leaderView(ctx, ml)
 	seenBy := ml.GetHeader().GetMemberId()
 	var seenByName string
@@ -90,8 +90,8 @@ func (a *app) printMemberList(ctx context.Context, ml *dkvpb.MemberListResponse)
 		}
 		members = append(members, j)
 	}
-	if a.json() {
-		return writeJSON(a.stdout, map[string]any{"members": members, "seen_by": seenByName})
+	if a.JSON() {
+		return WriteJSON(a.stdout, map[string]any{"members": members, "seen_by": seenByName})
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tPEER\tCLIENT\tVERSION\tROLE\tREACHABILITY\tLAST CONTACT")

@@ -13,68 +13,69 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 )
 
 // The operator commands of issue #21 as a shell user sees them.
 func TestCLIOperations(t *testing.T) {
-	n := startNode(t, t.TempDir())
+	n := clitest.StartServe(t, t.TempDir())
 	for _, k := range []string{"a", "b", "c"} {
-		n.ok("", "put", k, "v-"+k)
+		n.OK("", "put", k, "v-"+k)
 	}
 
 	t.Run("status shows the in-use size and the alarms", func(t *testing.T) {
-		n := n.with(t)
-		got := n.ok("", "status")
+		n := with(n, t)
+		got := n.OK("", "status")
 		if !regexp.MustCompile(`(?m)^db size in use: +[0-9.]+ (bytes|KiB|MiB|GiB)`).MatchString(got) {
 			t.Errorf("status has no in-use size:\n%s", got)
 		}
 		if !regexp.MustCompile(`(?m)^alarms: +none$`).MatchString(got) {
 			t.Errorf("status does not say there are no alarms:\n%s", got)
 		}
-		if got := n.ok("", "alarm", "list"); got != "no alarms\n" {
+		if got := n.OK("", "alarm", "list"); got != "no alarms\n" {
 			t.Errorf("alarm list = %q, want %q", got, "no alarms\n")
 		}
-		if got := n.ok("", "alarm", "disarm"); got != "no alarms\n" {
+		if got := n.OK("", "alarm", "disarm"); got != "no alarms\n" {
 			t.Errorf("alarm disarm = %q", got)
 		}
-		n.fails(2, "Error: usage: --alarm \"FULL\" is not NOSPACE or CORRUPT", "alarm", "disarm", "--alarm", "FULL")
+		n.Fails(2, "Error: usage: --alarm \"FULL\" is not NOSPACE or CORRUPT", "alarm", "disarm", "--alarm", "FULL")
 	})
 
 	t.Run("defrag reports the size before and after", func(t *testing.T) {
-		n := n.with(t)
-		got := n.ok("", "defrag")
+		n := with(n, t)
+		got := n.OK("", "defrag")
 		if !regexp.MustCompile(`^127\.0\.0\.1:[0-9]+: defragmented: db size [0-9.]+ \S+ -> [0-9.]+ \S+ in [0-9]+ms\n$`).MatchString(got) {
 			t.Errorf("defrag printed %q", got)
 		}
 	})
 
 	t.Run("snapshot save, status, restore", func(t *testing.T) {
-		n := n.with(t)
+		n := with(n, t)
 		dir := t.TempDir()
 		file := filepath.Join(dir, "b.snap")
-		got := n.ok("", "snapshot", "save", file)
+		got := n.OK("", "snapshot", "save", file)
 		if strings.Contains(got, "\r") {
 			t.Errorf("save drew a progress bar into a pipe: %q", got)
 		}
 		if !regexp.MustCompile(`^saved .*b\.snap: revision 4, 3 keys, .* from member default \([0-9]+\) of cluster [0-9]+, verified sha256 [0-9a-f]{64}\n$`).MatchString(got) {
 			t.Errorf("save printed %q", got)
 		}
-		st := n.ok("", "snapshot", "status", file)
+		st := n.OK("", "snapshot", "status", file)
 		for _, want := range []string{`(?m)^revision: +4$`, `(?m)^key count: +3$`, `(?m)^checksum: +sha256 [0-9a-f]{64} \(verified\)$`, `(?m)^cluster id: +[0-9]+$`, `(?m)^size: +[0-9.]+ KiB`} {
 			if !regexp.MustCompile(want).MatchString(st) {
 				t.Errorf("snapshot status lacks %s:\n%s", want, st)
 			}
 		}
-		n.fails(2, "Error: usage: "+file+" already exists", "snapshot", "save", file)
+		n.Fails(2, "Error: usage: "+file+" already exists", "snapshot", "save", file)
 
 		data := filepath.Join(dir, "restored")
 		ic := "r1=127.0.0.1:1"
-		out := n.ok("", "snapshot", "restore", file, "--data-dir", data, "--name", "r1", "--initial-cluster", ic)
+		out := n.OK("", "snapshot", "restore", file, "--data-dir", data, "--name", "r1", "--initial-cluster", ic)
 		if !strings.HasPrefix(out, "restored revision 4 (3 keys) into "+data+" as member r1 of new cluster ") {
 			t.Errorf("restore printed %q", out)
 		}
-		n.fails(1, "Error: data dir "+data+" is not empty", "snapshot", "restore", file, "--data-dir", data, "--name", "r1", "--initial-cluster", ic)
-		n.fails(2, "Error: usage: snapshot restore needs --data-dir, --name and --initial-cluster", "snapshot", "restore", file, "--data-dir", filepath.Join(dir, "x"))
+		n.Fails(1, "Error: data dir "+data+" is not empty", "snapshot", "restore", file, "--data-dir", data, "--name", "r1", "--initial-cluster", ic)
+		n.Fails(2, "Error: usage: snapshot restore needs --data-dir, --name and --initial-cluster", "snapshot", "restore", file, "--data-dir", filepath.Join(dir, "x"))
 
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -84,23 +85,23 @@ func TestCLIOperations(t *testing.T) {
 		if err := os.WriteFile(cut, b[:len(b)-100], 0o600); err != nil {
 			t.Fatal(err)
 		}
-		n.fails(11, "Error: DataDamaged: backup file "+cut+" is damaged: it does not end with", "snapshot", "status", cut)
+		n.Fails(11, "Error: DataDamaged: backup file "+cut+" is damaged: it does not end with", "snapshot", "status", cut)
 		b[100] ^= 1
 		flipped := filepath.Join(dir, "flipped.snap")
 		if err := os.WriteFile(flipped, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		n.fails(11, "Error: DataDamaged: backup file "+flipped+" is damaged: checksum mismatch", "snapshot", "status", flipped)
-		n.fails(11, "Error: DataDamaged: backup file "+flipped+" is damaged: checksum mismatch", "snapshot", "restore", flipped, "--data-dir", filepath.Join(dir, "y"), "--name", "r1", "--initial-cluster", ic)
+		n.Fails(11, "Error: DataDamaged: backup file "+flipped+" is damaged: checksum mismatch", "snapshot", "status", flipped)
+		n.Fails(11, "Error: DataDamaged: backup file "+flipped+" is damaged: checksum mismatch", "snapshot", "restore", flipped, "--data-dir", filepath.Join(dir, "y"), "--name", "r1", "--initial-cluster", ic)
 		if _, err := os.Stat(filepath.Join(dir, "y")); err == nil {
 			t.Errorf("a refused restore left a data dir behind")
 		}
 	})
 
 	t.Run("snapshot save draws its progress bar on a terminal", func(t *testing.T) {
-		n := n.with(t)
+		n := with(n, t)
 		file := filepath.Join(t.TempDir(), "tty.snap")
-		cmd := exec.Command(dkvBin, "--timeout", "10s", "--endpoints", n.addr, "snapshot", "save", file)
+		cmd := exec.Command(clitest.Bin, "--timeout", "10s", "--endpoints", n.Addr, "snapshot", "save", file)
 		ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 100})
 		if err != nil {
 			t.Fatal(err)
@@ -136,22 +137,22 @@ func TestCLIOperations(t *testing.T) {
 	})
 
 	t.Run("json forms", func(t *testing.T) {
-		n := n.with(t)
+		n := with(n, t)
 		var st struct {
 			DBSizeInUse int64 `json:"db_size_in_use"`
 			Alarms      []any `json:"alarms"`
 		}
-		if err := json.Unmarshal([]byte(n.ok("", "-o", "json", "status")), &st); err != nil || st.Alarms == nil {
+		if err := json.Unmarshal([]byte(n.OK("", "-o", "json", "status")), &st); err != nil || st.Alarms == nil {
 			t.Errorf("status -o json: %+v %v; want db_size_in_use and an alarms list", st, err)
 		}
 		var hs []struct {
 			Hash     string `json:"hash"`
 			Revision int64  `json:"revision"`
 		}
-		if err := json.Unmarshal([]byte(n.ok("", "-o", "json", "endpoint", "hashkv", "--rev", "2")), &hs); err != nil || len(hs) != 1 || hs[0].Revision != 2 || hs[0].Hash == "" {
+		if err := json.Unmarshal([]byte(n.OK("", "-o", "json", "endpoint", "hashkv", "--rev", "2")), &hs); err != nil || len(hs) != 1 || hs[0].Revision != 2 || hs[0].Hash == "" {
 			t.Errorf("endpoint hashkv --rev 2 -o json: %+v %v", hs, err)
 		}
-		if got := n.ok("", "-o", "json", "alarm", "list"); got != "[]\n" {
+		if got := n.OK("", "-o", "json", "alarm", "list"); got != "[]\n" {
 			t.Errorf("alarm list -o json = %q, want []", got)
 		}
 	})

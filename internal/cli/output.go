@@ -81,7 +81,9 @@ type jsonDelete struct {
 	PrevKVs  []*jsonKV `json:"prev_kvs,omitempty"`
 }
 
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON writes v to w as one line of JSON, the shape of every -o json
+// answer.
+func WriteJSON(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err

@@ -26,9 +26,9 @@ func toJSONPresenceMember(typ string, m recipe.Member, rev int64) jsonPresenceMe
 	return jsonPresenceMember{Type: typ, Group: m.Group, ID: m.ID, Metadata: string(m.Metadata), Lease: fmt.Sprintf("%x", m.Lease), Revision: rev}
 }
 
-func (a *app) printMember(typ string, m recipe.Member, rev int64) error {
-	if a.json() {
-		return writeJSON(a.stdout, toJSONPresenceMember(typ, m, rev))
+func (a *App) printMember(typ string, m recipe.Member, rev int64) error {
+	if a.JSON() {
+		return WriteJSON(a.stdout, toJSONPresenceMember(typ, m, rev))
 	}
 	if typ != "" {
 		_, err := fmt.Fprintf(a.stdout, "%s %s %s\n", typ, m.ID, m.Metadata)
@@ -38,7 +38,7 @@ func (a *app) printMember(typ string, m recipe.Member, rev int64) error {
 	return err
 }
 
-func (a *app) presenceCmd() *cobra.Command {
+func (a *App) presenceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "presence",
 		Short: "Register in, list and watch presence groups (service registry)",
@@ -50,7 +50,7 @@ when it deregisters, or --ttl after its process died.`,
 	return cmd
 }
 
-func (a *app) presenceRegisterCmd() *cobra.Command {
+func (a *App) presenceRegisterCmd() *cobra.Command {
 	var ttlFlag string
 	cmd := &cobra.Command{
 		Use:   "register GROUP ID [METADATA]",
@@ -60,7 +60,7 @@ func (a *app) presenceRegisterCmd() *cobra.Command {
 it deregisters, exit 0). If this dkv dies, the member leaves --ttl after
 the last renewal. An ID registered by another live session is refused
 (Conflict, exit 4). --timeout bounds connecting only.`,
-		Args: args(cobra.RangeArgs(2, 3)),
+		Args: Args(cobra.RangeArgs(2, 3)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			ttl, err := parseTTL(ttlFlag)
 			if err != nil {
@@ -96,11 +96,11 @@ the last renewal. An ID registered by another live session is refused
 	return cmd
 }
 
-func (a *app) presenceListCmd() *cobra.Command {
+func (a *App) presenceListCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list GROUP",
 		Short: "List GROUP's members, one \"ID METADATA\" line each",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				ms, rev, err := recipe.Members(ctx, c, argv[0])
@@ -118,7 +118,7 @@ func (a *app) presenceListCmd() *cobra.Command {
 	}
 }
 
-func (a *app) presenceWatchCmd() *cobra.Command {
+func (a *App) presenceWatchCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "watch GROUP",
 		Short: "Print GROUP's members, then each join, update and leave",
@@ -126,7 +126,7 @@ func (a *app) presenceWatchCmd() *cobra.Command {
 member, then "join|update|leave ID METADATA" for each change, in order,
 until interrupted. -o json prints one object per line. --timeout bounds
 connecting only.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

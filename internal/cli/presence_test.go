@@ -7,14 +7,16 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 )
 
 // startDKV runs `dkv args...` against n in the background and returns
 // its stdout lines as they come.
-func startDKV(t *testing.T, n *node, args ...string) (*exec.Cmd, <-chan string) {
+func startDKV(t *testing.T, n *clitest.Node, args ...string) (*exec.Cmd, <-chan string) {
 	t.Helper()
-	cmd := exec.Command(dkvBin, args...)
-	cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.addr)
+	cmd := exec.Command(clitest.Bin, args...)
+	cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.Addr)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -37,15 +39,15 @@ func startDKV(t *testing.T, n *node, args ...string) (*exec.Cmd, <-chan string) 
 // The presence commands: a registered dkv is listed and watched; when it
 // is interrupted it deregisters and the watcher prints the leave.
 func TestCLIPresence(t *testing.T) {
-	n := startNode(t, t.TempDir())
+	n := clitest.StartServe(t, t.TempDir())
 	reg, rl := startDKV(t, n, "presence", "register", "api", "i1", "10.0.0.1:80", "--ttl", "5s")
 	if l := <-rl; !strings.HasPrefix(l, "registered api i1 lease=") {
 		t.Fatalf("register printed %q", l)
 	}
-	if got := n.ok("", "presence", "list", "api"); got != "i1 10.0.0.1:80\n" {
+	if got := n.OK("", "presence", "list", "api"); got != "i1 10.0.0.1:80\n" {
 		t.Fatalf("list printed %q", got)
 	}
-	n.fails(4, "Error: Conflict:", "presence", "register", "api", "i1", "other")
+	n.Fails(4, "Error: Conflict:", "presence", "register", "api", "i1", "other")
 	_, wl := startDKV(t, n, "presence", "watch", "api")
 	expectLine(t, wl, "member i1 10.0.0.1:80")
 	_, rl2 := startDKV(t, n, "presence", "register", "api", "i2", "10.0.0.2:80")
@@ -56,11 +58,11 @@ func TestCLIPresence(t *testing.T) {
 		t.Fatalf("register after SIGINT: %v, want exit 0", err)
 	}
 	expectLine(t, wl, "leave i1 10.0.0.1:80")
-	if got := n.ok("", "presence", "list", "api"); got != "i2 10.0.0.2:80\n" {
+	if got := n.OK("", "presence", "list", "api"); got != "i2 10.0.0.2:80\n" {
 		t.Fatalf("list after the leave printed %q", got)
 	}
-	if got := n.ok("", "-o", "json", "presence", "list", "api"); !strings.Contains(got, `"id":"i2"`) || !strings.Contains(got, `"metadata":"10.0.0.2:80"`) {
+	if got := n.OK("", "-o", "json", "presence", "list", "api"); !strings.Contains(got, `"id":"i2"`) || !strings.Contains(got, `"metadata":"10.0.0.2:80"`) {
 		t.Fatalf("list -o json printed %q", got)
 	}
-	n.fails(6, "Error: InvalidInput:", "presence", "list", "a/b")
+	n.Fails(6, "Error: InvalidInput:", "presence", "list", "a/b")
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) putCmd() *cobra.Command {
+func (a *App) putCmd() *cobra.Command {
 	var (
 		ifAbsent  bool
 		ifVersion int64
@@ -27,7 +27,7 @@ func (a *app) putCmd() *cobra.Command {
 (a trailing newline is kept). Prints OK; with -o json, the revision.
 --if-absent and --if-version make the put conditional: when the condition
 fails nothing is written and dkv exits with 4 (Conflict).`,
-		Args: args(cobra.ExactArgs(2)),
+		Args: Args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			value := []byte(argv[1])
 			if argv[1] == "-" {
@@ -77,8 +77,8 @@ fails nothing is written and dkv exits with 4 (Conflict).`,
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, jsonPut{Revision: r.Revision, PrevKV: toJSONKV(r.PrevKV), Lease: r.Lease})
+				if a.JSON() {
+					return WriteJSON(a.stdout, jsonPut{Revision: r.Revision, PrevKV: toJSONKV(r.PrevKV), Lease: r.Lease})
 				}
 				fmt.Fprintln(a.stdout, "OK")
 				if r.Lease != 0 {

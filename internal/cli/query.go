@@ -17,10 +17,10 @@ func parseLabels(flags []string) (map[string]string, error) {
 	for _, f := range flags {
 		n, v, ok := strings.Cut(f, "=")
 		if !ok || n == "" {
-			return nil, usagef("--label %q: want NAME=VALUE", f)
+			return nil, Usagef("--label %q: want NAME=VALUE", f)
 		}
 		if _, dup := ls[n]; dup {
-			return nil, usagef("--label %q: label %q given twice", f, n)
+			return nil, Usagef("--label %q: label %q given twice", f, n)
 		}
 		ls[n] = v
 	}
@@ -49,7 +49,7 @@ type jsonQuery struct {
 	KVs          []*jsonKV `json:"kvs"`
 }
 
-func (a *app) queryCmd() *cobra.Command {
+func (a *App) queryCmd() *cobra.Command {
 	var (
 		limit, rev           int64
 		scan, keysOnly, serz bool
@@ -70,7 +70,7 @@ without one it exits 14 (NoIndex) naming the index to create, unless
 --scan. With --limit, a cut-short result ends with a line
 "continuation: TOKEN"; --continue TOKEN prints the next page, at the same
 revision.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			opts := []client.QueryOption{client.WithQueryLimit(limit), client.WithQueryRev(rev)}
 			if scan {
@@ -88,7 +88,7 @@ revision.`,
 			if cont != "" {
 				tok, err := base64.RawURLEncoding.DecodeString(cont)
 				if err != nil {
-					return usagef("--continue: not a continuation token: %v", err)
+					return Usagef("--continue: not a continuation token: %v", err)
 				}
 				opts = append(opts, client.WithContinuation(tok))
 			}
@@ -101,8 +101,8 @@ revision.`,
 				if len(r.Continuation) > 0 {
 					tok = base64.RawURLEncoding.EncodeToString(r.Continuation)
 				}
-				if a.json() {
-					return writeJSON(a.stdout, jsonQuery{Revision: r.Revision, More: r.More, Continuation: tok, Plan: r.Plan, KVs: toJSONKVs(r.KVs)})
+				if a.JSON() {
+					return WriteJSON(a.stdout, jsonQuery{Revision: r.Revision, More: r.More, Continuation: tok, Plan: r.Plan, KVs: toJSONKVs(r.KVs)})
 				}
 				writeKVs(a.stdout, r.KVs, keysOnly)
 				if tok != "" {
@@ -123,7 +123,7 @@ revision.`,
 	return cmd
 }
 
-func (a *app) indexCmd() *cobra.Command {
+func (a *App) indexCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "index",
 		Short: "Create, drop and list label indexes (for dkv query)",
@@ -135,15 +135,15 @@ func (a *app) indexCmd() *cobra.Command {
 build it for the existing keys, in one raft entry. From then on every write
 under PREFIX keeps it up to date in the same batch. Exit 4 (Conflict) if it
 exists.`,
-		Args: args(cobra.ExactArgs(2)),
+		Args: Args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				ix, err := c.CreateIndex(ctx, argv[0], argv[1])
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, ix)
+				if a.JSON() {
+					return WriteJSON(a.stdout, ix)
 				}
 				fmt.Fprintf(a.stdout, "OK index %d on %s under %q (revision %d)\n", ix.ID, ix.Label, ix.Prefix, ix.CreatedRevision)
 				return nil
@@ -153,7 +153,7 @@ exists.`,
 	drop := &cobra.Command{
 		Use:   "drop PREFIX LABEL",
 		Short: "Remove an index (exit 3 if there is none)",
-		Args:  args(cobra.ExactArgs(2)),
+		Args:  Args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				if err := c.DropIndex(ctx, argv[0], argv[1]); err != nil {
@@ -167,18 +167,18 @@ exists.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the indexes: PREFIX LABEL CREATED-REVISION per line",
-		Args:  args(cobra.NoArgs),
+		Args:  Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				ixs, err := c.ListIndexes(ctx)
 				if err != nil {
 					return err
 				}
-				if a.json() {
+				if a.JSON() {
 					if ixs == nil {
 						ixs = []client.Index{}
 					}
-					return writeJSON(a.stdout, ixs)
+					return WriteJSON(a.stdout, ixs)
 				}
 				for _, ix := range ixs {
 					fmt.Fprintf(a.stdout, "%q %s %d\n", ix.Prefix, ix.Label, ix.CreatedRevision)

@@ -34,7 +34,7 @@ func infoJSON(i recipe.JobInfo) jsonJob {
 		LastError: i.LastError, State: i.State}
 }
 
-func (a *app) queueCmd() *cobra.Command {
+func (a *App) queueCmd() *cobra.Command {
 	var visibility time.Duration
 	cmd := &cobra.Command{
 		Use:   "queue",
@@ -44,8 +44,8 @@ store-enforced lock on the job, held for the visibility timeout: "claim"
 prints a CLAIM string that "ack", "nack" and "extend" take (and that
 "dkv put --lock CLAIM" accepts, for writes that only the current claim may
 make). Once the claim expired or moved on they exit with 5 (Locked).`,
-		Args: args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return usagef("queue needs a subcommand") },
+		Args: Args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return Usagef("queue needs a subcommand") },
 	}
 	cmd.PersistentFlags().DurationVar(&visibility, "visibility", recipe.DefaultVisibilityTimeout, "visibility timeout of claims (at least 1s)")
 	withQueue := func(name string, fn func(ctx context.Context, q *recipe.Queue) error) error {
@@ -65,13 +65,13 @@ make). Once the claim expired or moved on they exit with 5 (Locked).`,
 	push := &cobra.Command{
 		Use:   "push QUEUE PAYLOAD",
 		Short: "Enqueue a job and print its id",
-		Args:  args(cobra.ExactArgs(2)),
+		Args:  Args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			opts := []recipe.EnqueueOption{recipe.WithPriority(priority), recipe.WithDelay(delay)}
 			if runAt != "" {
 				t, err := time.Parse(time.RFC3339, runAt)
 				if err != nil {
-					return usagef("--run-at %q: want RFC 3339, e.g. 2026-12-01T15:00:00Z", runAt)
+					return Usagef("--run-at %q: want RFC 3339, e.g. 2026-12-01T15:00:00Z", runAt)
 				}
 				opts = append(opts, recipe.WithRunAt(t))
 			}
@@ -86,8 +86,8 @@ make). Once the claim expired or moved on they exit with 5 (Locked).`,
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, map[string]any{"id": e.ID, "duplicate": e.Duplicate})
+				if a.JSON() {
+					return WriteJSON(a.stdout, map[string]any{"id": e.ID, "duplicate": e.Duplicate})
 				}
 				if e.Duplicate {
 					fmt.Fprintf(a.stdout, "%s (duplicate)\n", e.ID)
@@ -112,14 +112,14 @@ make). Once the claim expired or moved on they exit with 5 (Locked).`,
 payload on the next. Without --wait it exits with 3 (NotFound) when no job
 is visible; with --wait it waits (no time limit: --timeout bounds connecting
 only) until one is, or until interrupted.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			show := func(j *recipe.Job) error {
-				if a.json() {
+				if a.JSON() {
 					out := infoJSON(recipe.JobInfo{ID: j.ID, Payload: j.Payload, Priority: j.Priority, RunAt: j.RunAt,
 						EnqueuedAt: j.EnqueuedAt, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: j.LastError, State: "claimed"})
 					out.Claim, out.Token = j.ClaimString(), j.Token()
-					return writeJSON(a.stdout, out)
+					return WriteJSON(a.stdout, out)
 				}
 				fmt.Fprintf(a.stdout, "%s %d %s\n%s\n", j.ID, j.Attempt, j.ClaimString(), j.Payload)
 				return nil
@@ -160,7 +160,7 @@ only) until one is, or until interrupted.`,
 		return &cobra.Command{
 			Use:   use + " QUEUE CLAIM",
 			Short: short,
-			Args:  args(cobra.ExactArgs(2)),
+			Args:  Args(cobra.ExactArgs(2)),
 			RunE: func(cmd *cobra.Command, argv []string) error {
 				return withQueue(argv[0], func(ctx context.Context, q *recipe.Queue) error {
 					j, err := q.ResumeClaim(ctx, argv[1])
@@ -201,12 +201,12 @@ only) until one is, or until interrupted.`,
 
 	var limit int
 	printJobs := func(jobs []recipe.JobInfo) error {
-		if a.json() {
+		if a.JSON() {
 			out := make([]jsonJob, 0, len(jobs))
 			for _, j := range jobs {
 				out = append(out, infoJSON(j))
 			}
-			return writeJSON(a.stdout, out)
+			return WriteJSON(a.stdout, out)
 		}
 		for _, j := range jobs {
 			fmt.Fprintf(a.stdout, "%s %s priority=%d attempt=%d/%d run_at=%s", j.ID, j.State, j.Priority, j.Attempt, j.MaxAttempts, j.RunAt.UTC().Format(time.RFC3339))
@@ -220,7 +220,7 @@ only) until one is, or until interrupted.`,
 	list := &cobra.Command{
 		Use:   "list QUEUE",
 		Short: "List waiting jobs (visible, scheduled, claimed) in claim order",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return withQueue(argv[0], func(ctx context.Context, q *recipe.Queue) error {
 				jobs, err := q.List(ctx, limit)
@@ -235,7 +235,7 @@ only) until one is, or until interrupted.`,
 	deadCmd := &cobra.Command{
 		Use:   "dead QUEUE [ID]",
 		Short: "List the dead-letter list, or show one dead job",
-		Args:  args(cobra.RangeArgs(1, 2)),
+		Args:  Args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return withQueue(argv[0], func(ctx context.Context, q *recipe.Queue) error {
 				if len(argv) == 2 {
@@ -257,7 +257,7 @@ only) until one is, or until interrupted.`,
 	requeue := &cobra.Command{
 		Use:   "requeue QUEUE ID",
 		Short: "Move a dead job back into the queue, visible now, attempts reset",
-		Args:  args(cobra.ExactArgs(2)),
+		Args:  Args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return withQueue(argv[0], func(ctx context.Context, q *recipe.Queue) error { return q.Requeue(ctx, argv[1]) })
 		},
@@ -266,10 +266,10 @@ only) until one is, or until interrupted.`,
 	purge := &cobra.Command{
 		Use:   "purge QUEUE ID | purge QUEUE --all",
 		Short: "Delete a dead job, or the whole dead-letter list",
-		Args:  args(cobra.RangeArgs(1, 2)),
+		Args:  Args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if all == (len(argv) == 2) {
-				return usagef("purge takes either an ID or --all")
+				return Usagef("purge takes either an ID or --all")
 			}
 			id := ""
 			if len(argv) == 2 {
@@ -288,15 +288,15 @@ only) until one is, or until interrupted.`,
 	stats := &cobra.Command{
 		Use:   "stats QUEUE",
 		Short: "Count the queue's jobs: visible, claimed, scheduled, dead, and the oldest visible job's age",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			return withQueue(argv[0], func(ctx context.Context, q *recipe.Queue) error {
 				st, err := q.Stats(ctx)
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, map[string]any{"visible": st.Visible, "claimed": st.Claimed, "scheduled": st.Scheduled,
+				if a.JSON() {
+					return WriteJSON(a.stdout, map[string]any{"visible": st.Visible, "claimed": st.Claimed, "scheduled": st.Scheduled,
 						"dead": st.Dead, "paused": st.Paused, "oldest_age_seconds": st.OldestAge.Seconds(), "revision": st.Revision})
 				}
 				fmt.Fprintf(a.stdout, "visible=%d claimed=%d scheduled=%d dead=%d paused=%v oldest_age=%v\n",
@@ -306,7 +306,7 @@ only) until one is, or until interrupted.`,
 		},
 	}
 	simple := func(use, short string, fn func(ctx context.Context, q *recipe.Queue) error) *cobra.Command {
-		return &cobra.Command{Use: use + " QUEUE", Short: short, Args: args(cobra.ExactArgs(1)),
+		return &cobra.Command{Use: use + " QUEUE", Short: short, Args: Args(cobra.ExactArgs(1)),
 			RunE: func(cmd *cobra.Command, argv []string) error { return withQueue(argv[0], fn) }}
 	}
 	pause := simple("pause", "Stop handing out jobs until resume", func(ctx context.Context, q *recipe.Queue) error { return q.Pause(ctx) })

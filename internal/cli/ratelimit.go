@@ -20,7 +20,7 @@ type jsonRateDecision struct {
 
 // ratelimitCmd is `dkv ratelimit KEY --rate 100/s --burst 20 [-n 1]`: one
 // decision of the cluster's exact rate limiter.
-func (a *app) ratelimitCmd() *cobra.Command {
+func (a *App) ratelimitCmd() *cobra.Command {
 	var (
 		rate  string
 		burst int64
@@ -37,7 +37,7 @@ succeed and until the bucket is full again. A refusal exits with 4
 (Conflict); a bad rate, burst or n exits with 6 (InvalidInput).`,
 		Example: `  dkv ratelimit api:alice --rate 100/s --burst 20
   dkv ratelimit import --rate 5/m --burst 5 -n 2 -o json`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			limit, period, err := recipe.ParseRate(rate)
 			if err != nil {
@@ -49,8 +49,8 @@ succeed and until the bucket is full again. A refusal exits with 4
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					if err := writeJSON(a.stdout, jsonRateDecision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
+				if a.JSON() {
+					if err := WriteJSON(a.stdout, jsonRateDecision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
 						RetryAfterMs: d.RetryAfter.Milliseconds(), ResetAfterMs: d.ResetAfter.Milliseconds()}); err != nil {
 						return err
 					}

@@ -38,13 +38,29 @@ const exitCodeHelp = `Exit codes:
  15  Throttled (too many failed logins for the user from this address,
      or from this address; the message names the wait)`
 
-// Main runs the dkv command with the process's arguments and exits.
-func Main() {
-	os.Exit(Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+// Main runs the dkv command, with the server-side commands of s, with the
+// process's arguments and exits.
+func Main(s Server) {
+	os.Exit(s.Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// app holds the global flags and the I/O streams every command uses.
-type app struct {
+// Server is the half of dkv that opens a data dir or runs a node: the
+// etcdutl side, package servercmd. cmd/dkv hands it to Main instead of
+// this package importing it, so that the client commands link no server,
+// Pebble or raft (TestLayering in docs/architecture_test.go).
+type Server struct {
+	// Version is the server's version (server.Version); a build from a
+	// checkout, with neither an -ldflags version nor a module version,
+	// reports it with "-dev".
+	Version string
+	// AddCommands adds the server-side commands to root. It runs after
+	// the client commands are added, so it may add subcommands to them
+	// (snapshot restore).
+	AddCommands func(a *App, root *cobra.Command)
+}
+
+// App holds the global flags and the I/O streams every command uses.
+type App struct {
 	endpoints string
 	store     string
 	discover  bool
@@ -57,10 +73,17 @@ type app struct {
 	stdout, stderr io.Writer
 }
 
-// Run runs dkv with args and returns its exit code.
+// Run runs dkv with only the client commands with args and returns its
+// exit code.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
-	root := a.rootCmd()
+	return Server{}.Run(args, stdin, stdout, stderr)
+}
+
+// Run runs dkv, with the server-side commands of s, with args and
+// returns its exit code.
+func (s Server) Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &App{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCmd(s)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -80,7 +103,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitCode(err)
 }
 
-func (a *app) rootCmd() *cobra.Command {
+func (a *App) rootCmd(s Server) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "dkv",
 		Short: "DKV: a replicated key-value and coordination store",
@@ -97,10 +120,10 @@ JSON object per command with -o json.
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if a.output != "text" && a.output != "json" {
-				return usagef("-o must be text or json, not %q", a.output)
+				return Usagef("-o must be text or json, not %q", a.output)
 			}
 			if a.timeout <= 0 {
-				return usagef("--timeout must be positive")
+				return Usagef("--timeout must be positive")
 			}
 			return a.tls.load()
 		},
@@ -119,7 +142,6 @@ JSON object per command with -o json.
 	a.tls.register(pf)
 	pf.StringVar(&a.user, "user", "", "authenticate as NAME[:PASSWORD] when the cluster has auth enabled (env DKV_USER, DKV_PASSWORD; prompts for a missing password on a terminal)")
 	root.AddCommand(
-		a.serveCmd(),
 		a.putCmd(),
 		a.getCmd(),
 		a.delCmd(),
@@ -139,7 +161,6 @@ JSON object per command with -o json.
 		a.lockCmd(),
 		a.electCmd(),
 		a.presenceCmd(),
-		a.devClusterCmd(),
 		a.leaderCmd(),
 		a.storeCmd(),
 		a.benchCmd(),
@@ -153,23 +174,26 @@ JSON object per command with -o json.
 		a.alarmCmd(),
 		a.defragCmd(),
 	)
-	a.addVersion(root)
+	if s.AddCommands != nil {
+		s.AddCommands(a, root)
+	}
+	a.addVersion(root, s.Version)
 	return root
 }
 
 // run connects, runs fn within --timeout and closes the client.
-func (a *app) run(fn func(ctx context.Context, c *client.Client) error) error {
+func (a *App) run(fn func(ctx context.Context, c *client.Client) error) error {
 	return a.runWith(a.discover, fn)
 }
 
 // runMember is run for a command about one member (status, a
 // serializable read): it talks only to the endpoints named, never to
 // discovered ones, so `--endpoints X` answers from X.
-func (a *app) runMember(fn func(ctx context.Context, c *client.Client) error) error {
+func (a *App) runMember(fn func(ctx context.Context, c *client.Client) error) error {
 	return a.runWith(false, fn)
 }
 
-func (a *app) runWith(discover bool, fn func(ctx context.Context, c *client.Client) error) error {
+func (a *App) runWith(discover bool, fn func(ctx context.Context, c *client.Client) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
 	c, err := a.newClient(ctx, discover)
@@ -183,7 +207,7 @@ func (a *app) runWith(discover bool, fn func(ctx context.Context, c *client.Clie
 // newClient connects to --endpoints, waiting up to --timeout for a first
 // connection and failing at once when none can be reached. With discover
 // it also learns the other members in the background.
-func (a *app) newClient(ctx context.Context, discover bool) (*client.Client, error) {
+func (a *App) newClient(ctx context.Context, discover bool) (*client.Client, error) {
 	eps, err := a.endpointList()
 	if err != nil {
 		return nil, err
@@ -202,7 +226,7 @@ func (a *app) newClient(ctx context.Context, discover bool) (*client.Client, err
 
 // tlsHint adds a hint to the error of a plaintext connection to a TLS
 // port, which gRPC reports only as a failed HTTP/2 preface.
-func (a *app) tlsHint(err error) error {
+func (a *App) tlsHint(err error) error {
 	var ce *client.Error
 	if err != nil && a.tls.cfg == nil && errors.As(err, &ce) && strings.Contains(ce.Msg, "server preface") {
 		ce.Msg += " (does the cluster use TLS? connect with --cacert, and --cert/--key if it wants a client certificate)"
@@ -211,7 +235,7 @@ func (a *app) tlsHint(err error) error {
 }
 
 // endpointList parses --endpoints; a malformed one is a usage error.
-func (a *app) endpointList() ([]string, error) {
+func (a *App) endpointList() ([]string, error) {
 	var eps []string
 	for _, e := range strings.Split(a.endpoints, ",") {
 		if strings.TrimSpace(e) == "" {
@@ -221,22 +245,28 @@ func (a *app) endpointList() ([]string, error) {
 		if err != nil {
 			var ce *client.Error
 			if errors.As(err, &ce) {
-				return nil, usagef("--endpoints: %s", ce.Msg)
+				return nil, Usagef("--endpoints: %s", ce.Msg)
 			}
-			return nil, usagef("--endpoints: %v", err)
+			return nil, Usagef("--endpoints: %v", err)
 		}
 		eps = append(eps, ep)
 	}
 	if len(eps) == 0 {
-		return nil, usagef("--endpoints is empty")
+		return nil, Usagef("--endpoints is empty")
 	}
 	return eps, nil
 }
 
-func (a *app) json() bool { return a.output == "json" }
+// JSON says whether -o json asked for JSON output.
+func (a *App) JSON() bool { return a.output == "json" }
 
-// args wraps a cobra argument validator so its errors are usage errors.
-func args(v cobra.PositionalArgs) cobra.PositionalArgs {
+// Stdin, Stdout and Stderr are the streams dkv was run with.
+func (a *App) Stdin() io.Reader  { return a.stdin }
+func (a *App) Stdout() io.Writer { return a.stdout }
+func (a *App) Stderr() io.Writer { return a.stderr }
+
+// Args wraps a cobra argument validator so its errors are usage errors.
+func Args(v cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if err := v(cmd, a); err != nil {
 			return usageError{err}

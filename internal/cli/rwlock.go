@@ -15,7 +15,7 @@ import (
 
 // rwlockCmd is `dkv rwlock read|write NAME -- COMMAND [ARGS...]`: run a
 // command while holding NAME for reading (shared) or writing (alone).
-func (a *app) rwlockCmd() *cobra.Command {
+func (a *App) rwlockCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rwlock read|write NAME [--ttl 10s] -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a read-write lock (readers share it, a writer has it alone, FIFO)",
@@ -30,9 +30,9 @@ COMMAND's exit code. If the hold is lost (the lease could not be renewed
 within --ttl), COMMAND gets SIGTERM and dkv exits with 5 (Locked). The wait
 has no time limit (--timeout bounds connecting only). See docs/recipes.md,
 "Read-write lock".`,
-		Args: args(cobra.NoArgs),
+		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("rwlock needs a subcommand: read, write")
+			return Usagef("rwlock needs a subcommand: read, write")
 		},
 	}
 	mode := func(m string) *cobra.Command {
@@ -41,10 +41,10 @@ has no time limit (--timeout bounds connecting only). See docs/recipes.md,
 			Use:     m + " NAME [--ttl 10s] -- COMMAND [ARGS...]",
 			Short:   "Run COMMAND holding NAME for " + map[string]string{"read": "reading (shared)", "write": "writing (alone)"}[m],
 			Example: "  dkv rwlock " + m + " config -- ./" + m + "-config",
-			Args:    args(cobra.ArbitraryArgs),
+			Args:    Args(cobra.ArbitraryArgs),
 			RunE: func(cmd *cobra.Command, argv []string) error {
 				if cmd.ArgsLenAtDash() != 1 || len(argv) < 2 {
-					return usagef("rwlock %s needs NAME -- COMMAND", m)
+					return Usagef("rwlock %s needs NAME -- COMMAND", m)
 				}
 				ttl, err := parseTTL(ttlFlag)
 				if err != nil {
@@ -60,7 +60,7 @@ has no time limit (--timeout bounds connecting only). See docs/recipes.md,
 	return cmd
 }
 
-func (a *app) rwlockRun(mode, name string, ttl time.Duration, prog string, cargs []string) error {
+func (a *App) rwlockRun(mode, name string, ttl time.Duration, prog string, cargs []string) error {
 	sig, s, done, err := a.leaseSession(ttl)
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func (a *app) rwlockRun(mode, name string, ttl time.Duration, prog string, cargs
 // runChild runs prog with dkv's stdio and env added to the environment
 // until it exits, SIGTERMing it if lost closes (then lost is true) or dkv
 // is interrupted (sig).
-func (a *app) runChild(sig context.Context, lostc <-chan struct{}, env []string, prog string, cargs []string) (waitErr error, lost bool, err error) {
+func (a *App) runChild(sig context.Context, lostc <-chan struct{}, env []string, prog string, cargs []string) (waitErr error, lost bool, err error) {
 	child := exec.Command(prog, cargs...)
 	child.Stdin, child.Stdout, child.Stderr = a.stdin, a.stdout, a.stderr
 	child.Env = append(os.Environ(), env...)

@@ -8,19 +8,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 )
 
 // waitCount polls `dkv get PREFIX --prefix --count` until it prints want.
-func (n *node) waitCount(prefix string, want int) {
-	n.t.Helper()
+func waitCount(n *clitest.Node, prefix string, want int) {
+	n.T.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got := strings.TrimSpace(n.ok("", "get", prefix, "--prefix", "--count"))
+		got := strings.TrimSpace(n.OK("", "get", prefix, "--prefix", "--count"))
 		if got == strconv.Itoa(want) {
 			return
 		}
 		if time.Now().After(deadline) {
-			n.t.Fatalf("%s: %s keys, want %d", prefix, got, want)
+			n.T.Fatalf("%s: %s keys, want %d", prefix, got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -55,18 +57,18 @@ func exitedOK(t *testing.T, b *bg) {
 // reader that comes after a waiting writer waits behind it; dkv exits
 // with the command's exit code.
 func TestCLIRWLock(t *testing.T) {
-	n := startNode(t, t.TempDir())
+	n := clitest.StartServe(t, t.TempDir())
 	dir := t.TempDir()
 	rel := func(s string) string { return filepath.Join(dir, s) }
 
-	r1 := n.background(append([]string{"rwlock", "read", "cfg", "--"}, holder("r1", rel("r1"))...)...)
+	r1 := background(n, append([]string{"rwlock", "read", "cfg", "--"}, holder("r1", rel("r1"))...)...)
 	r1.waitOutput(t, "r1 in mode=read token=", 30*time.Second)
-	r2 := n.background(append([]string{"rwlock", "read", "cfg", "--"}, holder("r2", rel("r2"))...)...)
+	r2 := background(n, append([]string{"rwlock", "read", "cfg", "--"}, holder("r2", rel("r2"))...)...)
 	r2.waitOutput(t, "r2 in mode=read", 30*time.Second) // while r1 holds: shared
-	w := n.background(append([]string{"rwlock", "write", "cfg", "--"}, holder("w", rel("w"))...)...)
-	n.waitCount("cfg/q/", 3) // w is queued behind the readers
-	r3 := n.background(append([]string{"rwlock", "read", "cfg", "--"}, holder("r3", rel("r3"))...)...)
-	n.waitCount("cfg/q/", 4)
+	w := background(n, append([]string{"rwlock", "write", "cfg", "--"}, holder("w", rel("w"))...)...)
+	waitCount(n, "cfg/q/", 3) // w is queued behind the readers
+	r3 := background(n, append([]string{"rwlock", "read", "cfg", "--"}, holder("r3", rel("r3"))...)...)
+	waitCount(n, "cfg/q/", 4)
 
 	released(t, rel("r1"))
 	exitedOK(t, r1)
@@ -85,27 +87,27 @@ func TestCLIRWLock(t *testing.T) {
 	r3.waitOutput(t, "r3 in mode=read", 30*time.Second)
 	released(t, rel("r3"))
 	exitedOK(t, r3)
-	n.waitCount("cfg/q/", 0) // every hold released
+	waitCount(n, "cfg/q/", 0) // every hold released
 
-	if r := n.dkv("", "rwlock", "write", "cfg", "--", "sh", "-c", "exit 7"); r.code != 7 {
-		t.Fatalf("rwlock write -- exit 7: exit %d, stderr %q", r.code, r.stderr)
+	if r := n.DKV("", "rwlock", "write", "cfg", "--", "sh", "-c", "exit 7"); r.Code != 7 {
+		t.Fatalf("rwlock write -- exit 7: exit %d, stderr %q", r.Code, r.Stderr)
 	}
-	n.fails(2, "Error: usage: rwlock read needs NAME -- COMMAND", "rwlock", "read", "cfg")
+	n.Fails(2, "Error: usage: rwlock read needs NAME -- COMMAND", "rwlock", "read", "cfg")
 }
 
 // Two shell steps of a double barrier: enter returns only once N have
 // entered, leave only once all N have left; the -- COMMAND form does both
 // around the command.
 func TestCLIDoubleBarrier(t *testing.T) {
-	n := startNode(t, t.TempDir())
-	first := n.background("barrier", "enter", "round-1", "-n", "2")
-	n.waitCount("round-1/waiters/", 1)
+	n := clitest.StartServe(t, t.TempDir())
+	first := background(n, "barrier", "enter", "round-1", "-n", "2")
+	waitCount(n, "round-1/waiters/", 1)
 	select {
 	case <-first.exited:
 		t.Fatalf("enter returned with 1 of 2 participants: %v %q %q", first.err, first.out, first.errb)
 	default:
 	}
-	id2 := strings.TrimSpace(n.ok("", "barrier", "enter", "round-1", "-n", "2"))
+	id2 := strings.TrimSpace(n.OK("", "barrier", "enter", "round-1", "-n", "2"))
 	exitedOK(t, first)
 	id1 := strings.TrimSpace(first.out.String())
 	hexID := regexp.MustCompile(`^[0-9a-f]{24}$`)
@@ -113,34 +115,34 @@ func TestCLIDoubleBarrier(t *testing.T) {
 		t.Fatalf("enter printed ids %q and %q", id1, id2)
 	}
 	// The participants outlive their enter processes.
-	n.waitCount("round-1/waiters/", 2)
+	waitCount(n, "round-1/waiters/", 2)
 
-	leaving := n.background("barrier", "leave", "round-1", "-n", "2", "--id", id1)
-	n.waitCount("round-1/waiters/", 1)
+	leaving := background(n, "barrier", "leave", "round-1", "-n", "2", "--id", id1)
+	waitCount(n, "round-1/waiters/", 1)
 	select {
 	case <-leaving.exited:
 		t.Fatalf("leave returned while a participant remained: %v %q %q", leaving.err, leaving.out, leaving.errb)
 	default:
 	}
-	if got := n.ok("", "barrier", "leave", "round-1", "-n", "2", "--id", id2); got != "OK\n" {
+	if got := n.OK("", "barrier", "leave", "round-1", "-n", "2", "--id", id2); got != "OK\n" {
 		t.Fatalf("leave printed %q", got)
 	}
 	exitedOK(t, leaving)
-	n.waitCount("round-1/waiters/", 0)
+	waitCount(n, "round-1/waiters/", 0)
 
 	// -- COMMAND: each runs its command once both have entered.
-	a := n.background("barrier", "enter", "round-2", "-n", "2", "--", "echo", "a ran")
-	n.waitCount("round-2/waiters/", 1)
+	a := background(n, "barrier", "enter", "round-2", "-n", "2", "--", "echo", "a ran")
+	waitCount(n, "round-2/waiters/", 1)
 	if got := a.out.String(); got != "" {
 		t.Fatalf("command ran with 1 of 2 participants: %q", got)
 	}
-	if r := n.dkv("", "barrier", "enter", "round-2", "-n", "2", "--", "sh", "-c", "echo b ran; exit 3"); r.code != 3 || r.stdout != "b ran\n" {
-		t.Fatalf("enter -- sh: exit %d stdout %q stderr %q; want exit 3", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", "barrier", "enter", "round-2", "-n", "2", "--", "sh", "-c", "echo b ran; exit 3"); r.Code != 3 || r.Stdout != "b ran\n" {
+		t.Fatalf("enter -- sh: exit %d stdout %q stderr %q; want exit 3", r.Code, r.Stdout, r.Stderr)
 	}
 	exitedOK(t, a)
 	if a.out.String() != "a ran\n" {
 		t.Fatalf("a printed %q", a.out)
 	}
-	n.fails(6, "Error: InvalidInput:", "barrier", "leave", "round-2", "-n", "2", "--id", "nothex")
-	n.fails(6, "Error: InvalidInput:", "barrier", "enter", "round-3")
+	n.Fails(6, "Error: InvalidInput:", "barrier", "leave", "round-2", "-n", "2", "--id", "nothex")
+	n.Fails(6, "Error: InvalidInput:", "barrier", "enter", "round-3")
 }

@@ -15,7 +15,7 @@ import (
 
 // semaphoreCmd is `dkv semaphore NAME -n 3 -- COMMAND [ARGS...]`: run a
 // command while holding one of NAME's n permits.
-func (a *app) semaphoreCmd() *cobra.Command {
+func (a *App) semaphoreCmd() *cobra.Command {
 	var (
 		n       int
 		ttlFlag string
@@ -32,10 +32,10 @@ COMMAND's exit code. If the permit is lost (the lease could not be renewed
 within --ttl), COMMAND gets SIGTERM and dkv exits with 5 (Locked). Every
 process must use the same N for NAME. See docs/recipes.md, "Semaphore".`,
 		Example: `  dkv semaphore printers -n 3 -- ./print-job 42`,
-		Args:    args(cobra.ArbitraryArgs),
+		Args:    Args(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(argv) < 2 {
-				return usagef("semaphore needs NAME -- COMMAND")
+				return Usagef("semaphore needs NAME -- COMMAND")
 			}
 			ttl, err := parseTTL(ttlFlag)
 			if err != nil {
@@ -49,7 +49,7 @@ process must use the same N for NAME. See docs/recipes.md, "Semaphore".`,
 	return cmd
 }
 
-func (a *app) semaphoreRun(name string, n int, ttl time.Duration, prog string, cargs []string) error {
+func (a *App) semaphoreRun(name string, n int, ttl time.Duration, prog string, cargs []string) error {
 	sig, s, done, err := a.leaseSession(ttl)
 	if err != nil {
 		return err

@@ -17,13 +17,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func (a *app) snapshotCmd() *cobra.Command {
+func (a *App) snapshotCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot",
 		Short: "Back up a member, check a backup, restore a backup into a new cluster",
-		Args:  args(cobra.NoArgs),
+		Args:  Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("snapshot needs a subcommand: save, status, restore")
+			return Usagef("snapshot needs a subcommand: save, status, restore")
 		},
 	}
 	cmd.AddCommand(&cobra.Command{
@@ -37,12 +37,12 @@ before the command succeeds. FILE appears only when complete (it is
 written as FILE.part first); an existing FILE is refused. On a terminal
 a progress bar shows bytes, rate and ETA. --timeout bounds connecting,
 not the transfer; Ctrl-C stops it.`,
-		Args: args(cobra.ExactArgs(1)),
+		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error { return a.snapshotSave(argv[0]) },
 	}, &cobra.Command{
 		Use:   "status FILE",
 		Short: "Verify a backup file and print its revision, key count, size, checksum and cluster",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			meta, err := backup.Verify(argv[0])
 			if err != nil {
@@ -51,60 +51,19 @@ not the transfer; Ctrl-C stops it.`,
 			return a.printBackup(argv[0], meta)
 		},
 	})
-	var ro backup.RestoreOptions
-	restore := &cobra.Command{
-		Use:   "restore FILE --data-dir DIR --name NAME --initial-cluster n1=PEER,n2=PEER,...",
-		Short: "Build a new member's data dir from a backup; then start it with dkv serve",
-		Long: `Build the data dir of member NAME of a new cluster from the backup FILE:
-the backup's keys, history, revision, leases, locks and users; the
-membership of --initial-cluster; a new cluster id (the same for every
-member restored from FILE with the same --initial-cluster and
---initial-cluster-token). Run it once per member, each with its own
---name and --data-dir and the same other flags, then start each with
-'dkv serve' and the same --name, --data-dir, --initial-cluster (and
-token). FILE is verified first; a damaged file is refused (exit 11), and
-so is a --data-dir that exists and is not empty.`,
-		Args: args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			if ro.DataDir == "" || ro.Name == "" || ro.InitialCluster == "" {
-				return usagef("snapshot restore needs --data-dir, --name and --initial-cluster")
-			}
-			meta, err := backup.Restore(argv[0], ro)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return writeJSON(a.stdout, map[string]any{"data_dir": ro.DataDir, "name": ro.Name, "cluster_id": meta.ClusterID,
-					"revision": meta.Revision, "key_count": meta.KeyCount})
-			}
-			tok := ""
-			if ro.Token != "" {
-				tok = " --initial-cluster-token ..."
-			}
-			_, err = fmt.Fprintf(a.stdout, "restored revision %d (%d keys) into %s as member %s of new cluster %s\nstart it with: dkv serve --name %s --data-dir %s --initial-cluster %s%s (and its addresses)\n",
-				meta.Revision, meta.KeyCount, ro.DataDir, ro.Name, meta.ClusterID, ro.Name, ro.DataDir, ro.InitialCluster, tok)
-			return err
-		},
-	}
-	f := restore.Flags()
-	f.StringVar(&ro.DataDir, "data-dir", "", "the new member's data dir (must not exist, or be empty)")
-	f.StringVar(&ro.Name, "name", "", "the new member's name, as dkv serve --name")
-	f.StringVar(&ro.InitialCluster, "initial-cluster", "", "name=peerAddr,... of the new cluster, as dkv serve --initial-cluster")
-	f.StringVar(&ro.Token, "initial-cluster-token", "", "the new cluster's --initial-cluster-token, if it will have one")
-	cmd.AddCommand(restore)
 	return cmd
 }
 
-func (a *app) snapshotSave(path string) error {
+func (a *App) snapshotSave(path string) error {
 	eps, err := a.endpointList()
 	if err != nil {
 		return err
 	}
 	if len(eps) != 1 {
-		return usagef("snapshot save backs up one member: give one endpoint in --endpoints (got %d)", len(eps))
+		return Usagef("snapshot save backs up one member: give one endpoint in --endpoints (got %d)", len(eps))
 	}
 	if _, err := os.Lstat(path); err == nil {
-		return usagef("%s already exists; give a new file name", path)
+		return Usagef("%s already exists; give a new file name", path)
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 	c, err := a.newClient(cctx, false)
@@ -119,8 +78,8 @@ func (a *app) snapshotSave(path string) error {
 	if err != nil {
 		return err
 	}
-	if a.json() {
-		return writeJSON(a.stdout, map[string]any{"file": path, "revision": meta.Revision, "key_count": meta.KeyCount,
+	if a.JSON() {
+		return WriteJSON(a.stdout, map[string]any{"file": path, "revision": meta.Revision, "key_count": meta.KeyCount,
 			"bytes": meta.FileBytes, "sha256": meta.FileSHA256, "member_id": meta.MemberID, "member_name": meta.MemberName,
 			"cluster_id": meta.ClusterID, "took_ms": took.Milliseconds()})
 	}
@@ -189,9 +148,9 @@ func saveSnapshot(ctx context.Context, c *client.Client, path string, prog *prog
 	return got, time.Since(start), nil
 }
 
-func (a *app) printBackup(path string, m backup.Meta) error {
-	if a.json() {
-		return writeJSON(a.stdout, map[string]any{"file": path, "revision": m.Revision, "compact_revision": m.CompactRevision,
+func (a *App) printBackup(path string, m backup.Meta) error {
+	if a.JSON() {
+		return WriteJSON(a.stdout, map[string]any{"file": path, "revision": m.Revision, "compact_revision": m.CompactRevision,
 			"applied_index": m.AppliedIndex, "key_count": m.KeyCount, "bytes": m.FileBytes, "sha256": m.FileSHA256,
 			"cluster_id": m.ClusterID, "member_id": m.MemberID, "member_name": m.MemberName, "created": m.Created,
 			"server_version": m.ServerVersion})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 )
 
 // 'dkv snapshot save' of a store of many large values, under a pty as an
@@ -32,14 +33,14 @@ func TestSnapshotSaveProgressOfALargeStore(t *testing.T) {
 		load = 1 << 30
 	}
 	const valueSize = 512 << 10
-	n := startNode(t, t.TempDir())
+	n := clitest.StartServe(t, t.TempDir())
 	keys := int(load / valueSize)
 	loadStart := time.Now()
-	loadValues(t, n.addr, keys, valueSize)
+	loadValues(t, n.Addr, keys, valueSize)
 	t.Logf("loaded %d values of %d KiB (%d MiB) in %v", keys, valueSize>>10, load>>20, time.Since(loadStart).Round(time.Millisecond))
 
 	file := filepath.Join(t.TempDir(), "big.snap")
-	cmd := exec.Command(dkvBin, "--timeout", "10m", "--endpoints", n.addr, "snapshot", "save", file)
+	cmd := exec.Command(clitest.Bin, "--timeout", "10m", "--endpoints", n.Addr, "snapshot", "save", file)
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func TestSnapshotSaveProgressOfALargeStore(t *testing.T) {
 	copied := make(chan struct{})
 	go func() { io.Copy(&buf, ptmx); close(copied) }()
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("snapshot save under a pty: %v\n%q", err, tail(buf.String(), 2000))
+		t.Fatalf("snapshot save under a pty: %v\n%q", err, clitest.Tail(buf.String(), 2000))
 	}
 	select { // the pty's last bytes after the exit
 	case <-copied:
@@ -76,7 +77,7 @@ func TestSnapshotSaveProgressOfALargeStore(t *testing.T) {
 		}
 	}
 	if len(bars) == 0 {
-		t.Fatalf("no progress bar (percent, bar, bytes of total, rate, ETA) on the terminal: %q", tail(got, 2000))
+		t.Fatalf("no progress bar (percent, bar, bytes of total, rate, ETA) on the terminal: %q", clitest.Tail(got, 2000))
 	}
 	for i := 1; i < len(done); i++ {
 		if done[i] < done[i-1] {
@@ -93,7 +94,7 @@ func TestSnapshotSaveProgressOfALargeStore(t *testing.T) {
 	}
 	t.Logf("summary: %s", summary)
 
-	st := n.ok("", "snapshot", "status", file)
+	st := n.OK("", "snapshot", "status", file)
 	for _, want := range []string{`(?m)^checksum: +sha256 [0-9a-f]{64} \(verified\)$`, `(?m)^key count: +` + strconv.Itoa(keys) + `$`} {
 		if !regexp.MustCompile(want).MatchString(st) {
 			t.Errorf("snapshot status lacks %s:\n%s", want, st)

@@ -27,11 +27,11 @@ type jsonStatus struct {
 	Version          string      `json:"version"`
 }
 
-func (a *app) statusCmd() *cobra.Command {
+func (a *App) statusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show the status of the member at --endpoints",
-		Args:  args(cobra.NoArgs),
+		Args:  Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Per member: asks the endpoint named, never a discovered one.
 			return a.runMember(func(ctx context.Context, c *client.Client) error {
@@ -43,8 +43,8 @@ func (a *app) statusCmd() *cobra.Command {
 				if st.GetLeaderId() != 0 && st.GetLeaderId() != st.GetMemberId() {
 					s.LeaderName = memberNames(ctx, c)[st.GetLeaderId()]
 				}
-				if a.json() {
-					return writeJSON(a.stdout, s)
+				if a.JSON() {
+					return WriteJSON(a.stdout, s)
 				}
 				return writeStatus(a.stdout, s)
 			})

@@ -10,7 +10,7 @@ import (
 )
 
 // storeCmd is `dkv store`: named stores (docs/data-model.md).
-func (a *app) storeCmd() *cobra.Command {
+func (a *App) storeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "store",
 		Short: "Create, list, inspect and delete named stores",
@@ -25,7 +25,7 @@ writes over them with exit code 10 (NoSpace) while other stores keep writing.`,
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a store (names: [a-z0-9][a-z0-9._-]{0,62})",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				s, err := c.CreateStore(ctx, argv[0], maxKeys, maxBytes)
@@ -39,7 +39,7 @@ writes over them with exit code 10 (NoSpace) while other stores keep writing.`,
 	setQuota := &cobra.Command{
 		Use:   "set-quota NAME",
 		Short: "Change a store's quota (--max-keys, --max-bytes; 0 is unlimited)",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				s, err := c.SetStoreQuota(ctx, argv[0], maxKeys, maxBytes)
@@ -57,19 +57,19 @@ writes over them with exit code 10 (NoSpace) while other stores keep writing.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the named stores with their usage and quotas",
-		Args:  args(cobra.NoArgs),
+		Args:  Args(cobra.NoArgs),
 		RunE: func(_ *cobra.Command, _ []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				stores, err := c.ListStores(ctx)
 				if err != nil {
 					return err
 				}
-				if a.json() {
+				if a.JSON() {
 					out := make([]map[string]any, 0, len(stores))
 					for _, s := range stores {
 						out = append(out, storeJSON(s))
 					}
-					return writeJSON(a.stdout, out)
+					return WriteJSON(a.stdout, out)
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tKEYS\tBYTES\tMAX KEYS\tMAX BYTES")
@@ -83,7 +83,7 @@ writes over them with exit code 10 (NoSpace) while other stores keep writing.`,
 	stats := &cobra.Command{
 		Use:   "stats NAME",
 		Short: "Show a store's keys, bytes and quotas",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				s, err := c.StoreStats(ctx, argv[0])
@@ -97,15 +97,15 @@ writes over them with exit code 10 (NoSpace) while other stores keep writing.`,
 	del := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a store; one that still has keys only with --force, which deletes them too",
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, argv []string) error {
 			return a.run(func(ctx context.Context, c *client.Client) error {
 				n, err := c.DeleteStore(ctx, argv[0], force)
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					return writeJSON(a.stdout, map[string]any{"deleted_store": argv[0], "deleted_keys": n})
+				if a.JSON() {
+					return WriteJSON(a.stdout, map[string]any{"deleted_store": argv[0], "deleted_keys": n})
 				}
 				fmt.Fprintf(a.stdout, "Store %s deleted (%d keys)\n", argv[0], n)
 				return nil
@@ -129,9 +129,9 @@ func storeJSON(s client.StoreInfo) map[string]any {
 		"max_keys": s.MaxKeys, "max_bytes": s.MaxBytes, "create_revision": s.CreateRevision}
 }
 
-func (a *app) storeInfo(s client.StoreInfo, headline string) error {
-	if a.json() {
-		return writeJSON(a.stdout, storeJSON(s))
+func (a *App) storeInfo(s client.StoreInfo, headline string) error {
+	if a.JSON() {
+		return WriteJSON(a.stdout, storeJSON(s))
 	}
 	if headline != "" {
 		fmt.Fprintln(a.stdout, headline)

@@ -27,9 +27,9 @@ func (t *tlsFlags) load() error {
 	t.cfg = nil
 	switch {
 	case t.cert != "" && t.key == "":
-		return usagef("--key is required with --cert")
+		return Usagef("--key is required with --cert")
 	case t.key != "" && t.cert == "":
-		return usagef("--cert is required with --key")
+		return Usagef("--cert is required with --key")
 	case t.cacert == "" && t.cert == "":
 		return nil
 	}
@@ -37,17 +37,28 @@ func (t *tlsFlags) load() error {
 	if t.cacert != "" {
 		pool, err := tlsutil.LoadPool(t.cacert)
 		if err != nil {
-			return usagef("--cacert: %v", err)
+			return Usagef("--cacert: %v", err)
 		}
 		cfg.RootCAs = pool
 	}
 	if t.cert != "" {
 		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
 		if err != nil {
-			return usagef("--cert/--key: %v", err)
+			return Usagef("--cert/--key: %v", err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	t.cfg = cfg
 	return nil
+}
+
+// ClientTLS is the client TLS configuration --cacert, --cert and --key
+// with these values build (nil for plaintext), for a command that
+// connects with files it made itself (dev-cluster --secure).
+func ClientTLS(cacert, cert, key string) (*tls.Config, error) {
+	t := tlsFlags{cacert: cacert, cert: cert, key: key}
+	if err := t.load(); err != nil {
+		return nil, err
+	}
+	return t.cfg, nil
 }

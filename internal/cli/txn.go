@@ -22,7 +22,7 @@ type jsonTxn struct {
 	Responses []jsonOpResult `json:"responses"`
 }
 
-func (a *app) txnCmd() *cobra.Command {
+func (a *App) txnCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "txn [FILE]",
 		Short: "Run a transaction read as JSON from FILE or stdin",
@@ -41,7 +41,7 @@ keys_only}, delete {key, range_end, prefix, prev_kv}.
 Prints SUCCESS or FAILURE, then each op's result (put: OK; get: key and
 value lines; delete: the count). Both outcomes exit 0. Malformed JSON
 exits 2.`,
-		Args: args(cobra.MaximumNArgs(1)),
+		Args: Args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			var data []byte
 			var err error
@@ -62,7 +62,7 @@ exits 2.`,
 				if err != nil {
 					return err
 				}
-				if a.json() {
+				if a.JSON() {
 					out := jsonTxn{Succeeded: res.Succeeded, Revision: res.Revision, Responses: []jsonOpResult{}}
 					for _, r := range res.Responses {
 						var o jsonOpResult
@@ -76,7 +76,7 @@ exits 2.`,
 						}
 						out.Responses = append(out.Responses, o)
 					}
-					return writeJSON(a.stdout, out)
+					return WriteJSON(a.stdout, out)
 				}
 				if res.Succeeded {
 					fmt.Fprintln(a.stdout, "SUCCESS")

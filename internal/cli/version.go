@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/dkv-io/dkv/server"
 	"github.com/spf13/cobra"
 )
 
@@ -24,16 +23,21 @@ type buildVersion struct {
 }
 
 // currentVersion is the -ldflags override if set, else the module version
-// `go install ...@vX` records, else server.Version with "-dev" (a build
-// from a checkout); the commit comes from the build info's VCS stamp.
-func currentVersion() buildVersion {
+// `go install ...@vX` records, else the server's version with "-dev" (a
+// build from a checkout; serverVersion is Server.Version, "unknown" when
+// dkv is built without the server side); the commit comes from the build
+// info's VCS stamp.
+func currentVersion(serverVersion string) buildVersion {
 	v := buildVersion{Version: version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	info, ok := debug.ReadBuildInfo()
 	if v.Version == "" && ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
 		v.Version = info.Main.Version
 	}
 	if v.Version == "" {
-		v.Version = server.Version + "-dev"
+		if serverVersion == "" {
+			serverVersion = "unknown"
+		}
+		v.Version = serverVersion + "-dev"
 	}
 	if ok {
 		for _, s := range info.Settings {
@@ -65,17 +69,17 @@ func (v buildVersion) String() string {
 
 // addVersion gives root --version and a version subcommand; both print
 // "dkv version V (commit C), goX os/arch".
-func (a *app) addVersion(root *cobra.Command) {
-	root.Version = currentVersion().String()
+func (a *App) addVersion(root *cobra.Command, serverVersion string) {
+	root.Version = currentVersion(serverVersion).String()
 	root.SetVersionTemplate("dkv version {{.Version}}\n")
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print dkv's version, commit and Go version",
-		Args:  args(cobra.NoArgs),
+		Args:  Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := currentVersion()
-			if a.json() {
-				return writeJSON(a.stdout, v)
+			v := currentVersion(serverVersion)
+			if a.JSON() {
+				return WriteJSON(a.stdout, v)
 			}
 			_, err := fmt.Fprintf(a.stdout, "dkv version %s\n", v)
 			return err

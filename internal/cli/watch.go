@@ -24,7 +24,7 @@ type jsonWatchEvent struct {
 	Marker string `json:"marker,omitempty"`
 }
 
-func (a *app) watchCmd() *cobra.Command {
+func (a *App) watchCmd() *cobra.Command {
 	var (
 		prefix, snapshot, prev bool
 		rev                    int64
@@ -55,20 +55,20 @@ bounds only connecting.
 (docs/data-model.md): one line per key entering, changing within or
 leaving it, "ENTER key value", "CHANGE key value", "LEAVE key"; with -o
 json the object has "marker". --snapshot first prints the matching keys.`,
-		Args: args(cobra.RangeArgs(0, 1)),
+		Args: Args(cobra.RangeArgs(0, 1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if (query == "") == (len(argv) == 0) {
-				return usagef("give KEY or --query, not both or neither")
+				return Usagef("give KEY or --query, not both or neither")
 			}
 			key := ""
 			if len(argv) == 1 {
 				key = argv[0]
 			}
 			if rev < 0 {
-				return usagef("--rev must not be negative")
+				return Usagef("--rev must not be negative")
 			}
 			if rev > 0 && snapshot {
-				return usagef("--rev and --snapshot are exclusive")
+				return Usagef("--rev and --snapshot are exclusive")
 			}
 			var opts []client.WatchOption
 			if prefix {
@@ -85,7 +85,7 @@ json the object has "marker". --snapshot first prints the matching keys.`,
 			}
 			if query != "" {
 				if prefix {
-					return usagef("--prefix does not go with --query (use prefix= in the query)")
+					return Usagef("--prefix does not go with --query (use prefix= in the query)")
 				}
 				opts = append(opts, client.WithWatchQuery(query))
 			}
@@ -103,7 +103,7 @@ json the object has "marker". --snapshot first prints the matching keys.`,
 
 // runWatch connects (within --timeout), then streams until SIGINT/SIGTERM
 // or a failure.
-func (a *app) runWatch(key string, opts []client.WatchOption, prev bool) error {
+func (a *App) runWatch(key string, opts []client.WatchOption, prev bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var eps []string
@@ -113,7 +113,7 @@ func (a *app) runWatch(key string, opts []client.WatchOption, prev bool) error {
 		}
 	}
 	if len(eps) == 0 {
-		return usagef("--endpoints is empty")
+		return Usagef("--endpoints is empty")
 	}
 	dctx, cancel := context.WithTimeout(ctx, a.timeout)
 	c, err := client.New(dctx, client.Config{Endpoints: eps, DialTimeout: a.timeout, TLS: a.tls.cfg, Store: a.store})
@@ -186,9 +186,9 @@ func watchEvent(typ string, rev int64, key string, kv, prev *jsonKV) jsonWatchEv
 	return j
 }
 
-func (a *app) printWatch(j jsonWatchEvent, key string, value, prev []byte) error {
-	if a.json() {
-		return writeJSON(a.stdout, j)
+func (a *App) printWatch(j jsonWatchEvent, key string, value, prev []byte) error {
+	if a.JSON() {
+		return WriteJSON(a.stdout, j)
 	}
 	var err error
 	switch {

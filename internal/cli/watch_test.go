@@ -8,14 +8,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 )
 
 // startWatch runs `dkv watch args...` against n and returns its stdout
 // lines as they come.
-func startWatch(t *testing.T, n *node, args ...string) (*exec.Cmd, <-chan string) {
+func startWatch(t *testing.T, n *clitest.Node, args ...string) (*exec.Cmd, <-chan string) {
 	t.Helper()
-	cmd := exec.Command(dkvBin, append([]string{"watch"}, args...)...)
-	cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.addr)
+	cmd := exec.Command(clitest.Bin, append([]string{"watch"}, args...)...)
+	cmd.Env = append(os.Environ(), "DKV_ENDPOINTS="+n.Addr)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -48,17 +50,17 @@ func expectLine(t *testing.T, lines <-chan string, want string) {
 }
 
 func TestCLIWatch(t *testing.T) {
-	n := startNode(t, t.TempDir())
-	n.ok("", "put", "jobs/1", "resize")
-	n.ok("", "put", "jobs/2", "email")
-	n.ok("", "put", "other", "x")
+	n := clitest.StartServe(t, t.TempDir())
+	n.OK("", "put", "jobs/1", "resize")
+	n.OK("", "put", "jobs/2", "email")
+	n.OK("", "put", "other", "x")
 
 	cmd, lines := startWatch(t, n, "jobs/", "--prefix", "--snapshot", "--prev")
 	expectLine(t, lines, "PUT jobs/1 resize")
 	expectLine(t, lines, "PUT jobs/2 email")
-	n.ok("", "del", "jobs/1")
+	n.OK("", "del", "jobs/1")
 	expectLine(t, lines, "DELETE jobs/1 (prev: resize)")
-	n.ok("", "put", "jobs/3", "report")
+	n.OK("", "put", "jobs/3", "report")
 	expectLine(t, lines, "PUT jobs/3 report")
 	cmd.Process.Signal(syscall.SIGINT)
 	if err := cmd.Wait(); err != nil {
@@ -85,7 +87,7 @@ func TestCLIWatch(t *testing.T) {
 	}
 
 	// A compacted start revision: exit 8.
-	n.ok("", "put", "jobs/4", "x") // revision 6
-	n.ok("", "compact", "5")
-	n.fails(8, "Error: Compacted:", "watch", "jobs/", "--prefix", "--rev", "2")
+	n.OK("", "put", "jobs/4", "x") // revision 6
+	n.OK("", "compact", "5")
+	n.Fails(8, "Error: Compacted:", "watch", "jobs/", "--prefix", "--rev", "2")
 }

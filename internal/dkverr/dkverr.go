@@ -150,6 +150,12 @@ func New(c Code, format string, args ...any) *Error {
 	return &Error{Code: c, Msg: fmt.Sprintf(format, args...)}
 }
 
+// ErrDamaged is matched (errors.Is) by every report that a member's
+// durable data is damaged or lost (storage's *DamageError). It is a local
+// failure with no code on the wire; it is here, beside the codes, so that
+// the CLI maps it to its exit code without linking the storage engine.
+var ErrDamaged = errors.New("data damaged")
+
 // Sentinel returns a message-less error with code c, for errors.Is.
 func Sentinel(c Code) *Error { return &Error{Code: c} }
 

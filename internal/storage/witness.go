@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/record"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/wal"
+	"github.com/dkv-io/dkv/internal/dkverr"
 	"go.etcd.io/raft/v3"
 )
 
@@ -331,8 +332,9 @@ type DamageError struct {
 	Witness  *witness
 }
 
-// ErrDamaged matches every *DamageError (errors.Is).
-var ErrDamaged = errors.New("data damaged")
+// ErrDamaged matches every *DamageError (errors.Is). It is
+// dkverr.ErrDamaged, which the CLI maps to its DataDamaged exit code.
+var ErrDamaged = dkverr.ErrDamaged
 
 func (e *DamageError) Is(target error) bool { return target == ErrDamaged }
 

@@ -1,7 +1,7 @@
 // Package testutil holds the helpers every test package shares: waiting
 // for a condition (Eventually), a free loopback address (FreeAddr), the
 // dkv binary built once per test binary (DKVBinary), a child process with
-// its output in a log file (Process), and a logger that drops everything
+// its output in a log file (Process) and a logger that drops everything
 // (Quiet).
 //
 // It imports only the standard library, so any package of the main

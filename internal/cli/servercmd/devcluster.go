@@ -1,4 +1,4 @@
-package cli
+package servercmd
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/cli"
 	"github.com/dkv-io/dkv/server"
 	"github.com/spf13/cobra"
 )
@@ -24,7 +25,7 @@ const devClusterHelp = `Type a command and Enter while it runs:
   stop NAME          SIGTERM a member
   list               show each member and whether it runs`
 
-func (a *app) devClusterCmd() *cobra.Command {
+func devClusterCmd(a *cli.App) *cobra.Command {
 	var (
 		nodes    int
 		basePort int
@@ -58,15 +59,15 @@ password in DATA-DIR/root-password (mode 0600), and starts the members with
 TLS on the client and HTTP ports (client certificates required) and mutual
 TLS on the peer port; it prints the --cacert/--cert/--key flags to connect
 with (docs/security.md). ` + devClusterHelp,
-		Args: args(cobra.NoArgs),
+		Args: cli.Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 7 {
-				return usagef("--nodes must be between 1 and 7, not %d", nodes)
+				return cli.Usagef("--nodes must be between 1 and 7, not %d", nodes)
 			}
 			if basePort < 1024 || basePort+10*nodes > 65535 {
-				return usagef("--base-port %d leaves no room for %d members", basePort, nodes)
+				return cli.Usagef("--base-port %d leaves no room for %d members", basePort, nodes)
 			}
-			return a.devCluster(nodes, basePort, host, dataDir, fresh, secure)
+			return devCluster(a, nodes, basePort, host, dataDir, fresh, secure)
 		},
 	}
 	f := cmd.Flags()
@@ -125,7 +126,7 @@ type devExit struct {
 	err error
 }
 
-func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secure bool) error {
+func devCluster(a *cli.App, nodes, basePort int, host, dataDir string, fresh, secure bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -189,7 +190,7 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secur
 	say := func(format string, args ...any) {
 		outMu.Lock()
 		defer outMu.Unlock()
-		fmt.Fprintf(a.stdout, "[dev-cluster] "+format+"\n", args...)
+		fmt.Fprintf(a.Stdout(), "[dev-cluster] "+format+"\n", args...)
 	}
 	prefix := func(name string, r io.Reader, w io.Writer, done *sync.WaitGroup) {
 		defer done.Done()
@@ -218,8 +219,8 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secur
 		var done sync.WaitGroup
 		done.Add(2)
 		pipes.Add(1)
-		go prefix(m.name, stdout, a.stdout, &done)
-		go prefix(m.name, stderr, a.stderr, &done)
+		go prefix(m.name, stdout, a.Stdout(), &done)
+		go prefix(m.name, stderr, a.Stderr(), &done)
 		go func() {
 			defer pipes.Done()
 			done.Wait() // read everything before Wait closes the pipes
@@ -245,21 +246,21 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secur
 		eps = append(eps, m.client)
 	}
 	outMu.Lock()
-	fmt.Fprintf(a.stdout, "dev cluster of %d members; data in %s\n", nodes, dataDir)
+	fmt.Fprintf(a.Stdout(), "dev cluster of %d members; data in %s\n", nodes, dataDir)
 	for _, m := range ms {
-		fmt.Fprintf(a.stdout, "  %s  client %s  http %s  peer %s\n", m.name, m.client, m.http, m.peer)
+		fmt.Fprintf(a.Stdout(), "  %s  client %s  http %s  peer %s\n", m.name, m.client, m.http, m.peer)
 	}
-	fmt.Fprintf(a.stdout, "peer secret: %s (mode 0600); start a member added later with --peer-secret-file %s\n", secretFile, secretFile)
+	fmt.Fprintf(a.Stdout(), "peer secret: %s (mode 0600); start a member added later with --peer-secret-file %s\n", secretFile, secretFile)
 	if pki == nil {
-		fmt.Fprintf(a.stdout, "try:  export DKV_ENDPOINTS=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n", strings.Join(eps, ","), devClusterHelp)
+		fmt.Fprintf(a.Stdout(), "try:  export DKV_ENDPOINTS=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n", strings.Join(eps, ","), devClusterHelp)
 	} else {
-		fmt.Fprintf(a.stdout, "secure: TLS on every port (client certificates required), certificates in %s\n", pki.dir)
-		fmt.Fprintf(a.stdout, "  auth enabled: the client certificate (CN root) is user root; so is --user root with the\n")
-		fmt.Fprintf(a.stdout, "  root password: %s (mode 0600)\n", pki.rootPasswordFile)
-		fmt.Fprintf(a.stdout, "  add users and roles with dkv user add / dkv role grant-permission (docs/security.md)\n")
-		fmt.Fprintf(a.stdout, "  https://%s/livez with curl --cacert %s --cert %s --key %s\n", ms[0].http, pki.caFile, pki.clientCert, pki.clientKey)
-		fmt.Fprintf(a.stdout, "try:  dkv --endpoints %s %s put hello world\n", strings.Join(eps, ","), pki.clientFlags())
-		fmt.Fprintf(a.stdout, "or:   export DKV_ENDPOINTS=%s DKV_CACERT=%s DKV_CERT=%s DKV_KEY=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n",
+		fmt.Fprintf(a.Stdout(), "secure: TLS on every port (client certificates required), certificates in %s\n", pki.dir)
+		fmt.Fprintf(a.Stdout(), "  auth enabled: the client certificate (CN root) is user root; so is --user root with the\n")
+		fmt.Fprintf(a.Stdout(), "  root password: %s (mode 0600)\n", pki.rootPasswordFile)
+		fmt.Fprintf(a.Stdout(), "  add users and roles with dkv user add / dkv role grant-permission (docs/security.md)\n")
+		fmt.Fprintf(a.Stdout(), "  https://%s/livez with curl --cacert %s --cert %s --key %s\n", ms[0].http, pki.caFile, pki.clientCert, pki.clientKey)
+		fmt.Fprintf(a.Stdout(), "try:  dkv --endpoints %s %s put hello world\n", strings.Join(eps, ","), pki.clientFlags())
+		fmt.Fprintf(a.Stdout(), "or:   export DKV_ENDPOINTS=%s DKV_CACERT=%s DKV_CERT=%s DKV_KEY=%s\n      dkv put hello world && dkv get hello && dkv member list\nCtrl-C stops the cluster.\n%s\n",
 			strings.Join(eps, ","), pki.caFile, pki.clientCert, pki.clientKey, devClusterHelp)
 	}
 	outMu.Unlock()
@@ -280,7 +281,7 @@ func (a *app) devCluster(nodes, basePort int, host, dataDir string, fresh, secur
 	// Commands from stdin; EOF (no terminal, or dev-cluster &) just ends them.
 	cmds := make(chan []string)
 	go func() {
-		sc := bufio.NewScanner(a.stdin)
+		sc := bufio.NewScanner(a.Stdin())
 		for sc.Scan() {
 			if f := strings.Fields(sc.Text()); len(f) > 0 {
 				select {

@@ -1,4 +1,4 @@
-package cli_test
+package servercmd_test
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 )
 
@@ -44,7 +45,7 @@ func TestServeTLSReloadOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(dkvBin, "serve", "--data-dir", filepath.Join(dir, "data"),
+	cmd := exec.Command(clitest.Bin, "serve", "--data-dir", filepath.Join(dir, "data"),
 		"--client-addr", "127.0.0.1:0", "--http-addr", "", "--peer-addr", "",
 		"--cert-file", cf, "--key-file", kf)
 	cmd.Stderr = logf
@@ -70,7 +71,7 @@ func TestServeTLSReloadOnSIGHUP(t *testing.T) {
 		<-exited
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
-			t.Logf("serve stderr:\n%s", tail(string(b), 3000))
+			t.Logf("serve stderr:\n%s", clitest.Tail(string(b), 3000))
 		}
 	})
 	var addr, tlsLine string
@@ -134,8 +135,8 @@ func TestServeTLSReloadOnSIGHUP(t *testing.T) {
 	if got := served(); got != second {
 		t.Errorf("with a broken certificate file serving %s, want the last good %s", got, second)
 	}
-	n := &node{t: t, addr: addr}
-	if r := n.dkv("", "--cacert", caFile, "put", "k", "v"); r.code != 0 {
-		t.Errorf("put over TLS after the reloads: exit %d %s", r.code, r.stderr)
+	n := &clitest.Node{T: t, Addr: addr}
+	if r := n.DKV("", "--cacert", caFile, "put", "k", "v"); r.Code != 0 {
+		t.Errorf("put over TLS after the reloads: exit %d %s", r.Code, r.Stderr)
 	}
 }

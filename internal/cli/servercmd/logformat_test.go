@@ -1,4 +1,4 @@
-package cli
+package servercmd
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestServeLogFormat(t *testing.T) {
 		t.Errorf("--log-format text wrote %q", got)
 	}
 	var stdout, stderr bytes.Buffer
-	code := Run([]string{"serve", "--data-dir", t.TempDir(), "--log-format", "xml"}, nil, &stdout, &stderr)
+	code := Server.Run([]string{"serve", "--data-dir", t.TempDir(), "--log-format", "xml"}, nil, &stdout, &stderr)
 	if code != exitUsage || !strings.Contains(stderr.String(), `--log-format "xml": want text or json`) {
 		t.Errorf("serve --log-format xml: exit %d, stderr %q", code, stderr.String())
 	}

@@ -1,4 +1,4 @@
-package backup
+package restore
 
 import (
 	"archive/tar"
@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/dkv-io/dkv/internal/backup"
 	"github.com/dkv-io/dkv/internal/keys"
 )
 
@@ -136,41 +137,41 @@ func NormalizeInitialCluster(s string) (string, []string, error) {
 // one and it differs from the original cluster's. 'dkv serve' with the
 // same --name and --initial-cluster then bootstraps the new cluster over
 // that state. A data dir that exists and is not empty is refused.
-func Restore(path string, opts RestoreOptions) (Meta, error) {
+func Restore(path string, opts RestoreOptions) (backup.Meta, error) {
 	if opts.Name == "" || opts.InitialCluster == "" || opts.DataDir == "" {
-		return Meta{}, fmt.Errorf("restore needs --data-dir, --name and --initial-cluster")
+		return backup.Meta{}, fmt.Errorf("restore needs --data-dir, --name and --initial-cluster")
 	}
 	norm, names, err := NormalizeInitialCluster(opts.InitialCluster)
 	if err != nil {
-		return Meta{}, err
+		return backup.Meta{}, err
 	}
 	found := false
 	for _, n := range names {
 		found = found || n == opts.Name
 	}
 	if !found {
-		return Meta{}, fmt.Errorf("initial cluster %q does not contain this member's name %q", opts.InitialCluster, opts.Name)
+		return backup.Meta{}, fmt.Errorf("initial cluster %q does not contain this member's name %q", opts.InitialCluster, opts.Name)
 	}
 	if ents, err := os.ReadDir(opts.DataDir); err == nil && len(ents) > 0 {
-		return Meta{}, fmt.Errorf("data dir %s is not empty (%d entries, e.g. %s): restore builds a new member's data dir and never overwrites one; give a new or empty directory", opts.DataDir, len(ents), ents[0].Name())
+		return backup.Meta{}, fmt.Errorf("data dir %s is not empty (%d entries, e.g. %s): restore builds a new member's data dir and never overwrites one; give a new or empty directory", opts.DataDir, len(ents), ents[0].Name())
 	} else if err != nil && !os.IsNotExist(err) {
-		return Meta{}, err
+		return backup.Meta{}, err
 	}
-	data, meta, closeFn, err := openData(path)
+	data, meta, closeFn, err := backup.OpenData(path)
 	if err != nil {
-		return Meta{}, err
+		return backup.Meta{}, err
 	}
 	defer closeFn()
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
-		return Meta{}, err
+		return backup.Meta{}, err
 	}
-	fail := func(err error) (Meta, error) {
+	fail := func(err error) (backup.Meta, error) {
 		// Leave no half-built data dir that dkv serve could start on.
 		ents, _ := os.ReadDir(opts.DataDir)
 		for _, e := range ents {
 			os.RemoveAll(filepath.Join(opts.DataDir, e.Name()))
 		}
-		return Meta{}, err
+		return backup.Meta{}, err
 	}
 	if err := extract(data, opts.DataDir); err != nil {
 		return fail(fmt.Errorf("unpack %s: %w", path, err))

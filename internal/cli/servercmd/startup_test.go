@@ -1,4 +1,4 @@
-package cli_test
+package servercmd_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 	"github.com/dkv-io/dkv/internal/testutil"
 )
 
@@ -20,7 +21,7 @@ import (
 // in stderr, and without a panic or goroutine dump.
 func serveFails(t *testing.T, code int, want string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(dkvBin, append([]string{"serve"}, args...)...)
+	cmd := exec.Command(clitest.Bin, append([]string{"serve"}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
@@ -120,8 +121,8 @@ func TestServeStartupFailures(t *testing.T) {
 	})
 	t.Run("data dir in use", func(t *testing.T) {
 		dir := t.TempDir()
-		n := startServe(t, dir)
-		serveFails(t, 1, "data dir "+dir+" is in use by another dkv process (pid "+strconv.Itoa(n.cmd.Process.Pid)+")",
+		n := clitest.StartServe(t, dir)
+		serveFails(t, 1, "data dir "+dir+" is in use by another dkv process (pid "+strconv.Itoa(n.Cmd.Process.Pid)+")",
 			"--data-dir", dir, "--client-addr", "127.0.0.1:0", "--http-addr", "", "--peer-addr", "")
 	})
 }
@@ -131,15 +132,15 @@ func TestServeStartupFailures(t *testing.T) {
 // --advertise-client-addr is what `member list` shows.
 func TestServeAdvertisedAddresses(t *testing.T) {
 	t.Run("bound port", func(t *testing.T) {
-		n := startServe(t, t.TempDir())
+		n := clitest.StartServe(t, t.TempDir())
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			r := n.dkv("", "member", "list")
-			if strings.Contains(r.stdout, n.addr) {
+			r := n.DKV("", "member", "list")
+			if strings.Contains(r.Stdout, n.Addr) {
 				break
 			}
-			if strings.Contains(r.stdout, ":0 ") || time.Now().After(deadline) {
-				t.Fatalf("member list %q does not show the bound client address %s", r.stdout, n.addr)
+			if strings.Contains(r.Stdout, ":0 ") || time.Now().After(deadline) {
+				t.Fatalf("member list %q does not show the bound client address %s", r.Stdout, n.Addr)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -152,9 +153,9 @@ func TestServeAdvertisedAddresses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer logf.Close()
-		cmd := exec.Command(dkvBin, "serve", "--data-dir", filepath.Join(dir, "d"), "--client-addr", "0.0.0.0:0", "--http-addr", "", "--peer-addr", "")
+		cmd := exec.Command(clitest.Bin, "serve", "--data-dir", filepath.Join(dir, "d"), "--client-addr", "0.0.0.0:0", "--http-addr", "", "--peer-addr", "")
 		cmd.Stderr = logf
-		var out lockedBuffer
+		var out clitest.LockedBuffer
 		cmd.Stdout = &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -173,15 +174,15 @@ func TestServeAdvertisedAddresses(t *testing.T) {
 		}
 	})
 	t.Run("explicit", func(t *testing.T) {
-		n := startServe(t, t.TempDir(), "--advertise-client-addr", "dkv-1.example:7861")
+		n := clitest.StartServe(t, t.TempDir(), "--advertise-client-addr", "dkv-1.example:7861")
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			r := n.dkv("", "member", "list", "-o", "json")
-			if strings.Contains(r.stdout, `"client_url":"dkv-1.example:7861"`) || strings.Contains(r.stdout, `"client_url": "dkv-1.example:7861"`) {
+			r := n.DKV("", "member", "list", "-o", "json")
+			if strings.Contains(r.Stdout, `"client_url":"dkv-1.example:7861"`) || strings.Contains(r.Stdout, `"client_url": "dkv-1.example:7861"`) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("member list %q does not show the advertised client address", r.stdout)
+				t.Fatalf("member list %q does not show the advertised client address", r.Stdout)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -191,19 +192,19 @@ func TestServeAdvertisedAddresses(t *testing.T) {
 // member add adds a learner unless --voter, and --voter warns that a
 // voter nobody runs counts in the quorum.
 func TestMemberAddLearnerByDefault(t *testing.T) {
-	n := startServe(t, t.TempDir())
+	n := clitest.StartServe(t, t.TempDir())
 	p2, p3 := testutil.FreeAddr(t), testutil.FreeAddr(t)
-	if got := n.ok("", "member", "add", "n2", p2); !strings.HasPrefix(got, "added n2 (") || !strings.Contains(got, "as a learner") {
+	if got := n.OK("", "member", "add", "n2", p2); !strings.HasPrefix(got, "added n2 (") || !strings.Contains(got, "as a learner") {
 		t.Fatalf("member add printed %q, want it added as a learner", got)
 	}
-	list := n.ok("", "member", "list")
+	list := n.OK("", "member", "list")
 	if !strings.Contains(list, p2) || !strings.Contains(list, "learner") {
 		t.Fatalf("member list after add:\n%s", list)
 	}
-	n.fails(2, "Error: usage: give --learner or --voter, not both", "member", "add", "n3", p3, "--learner", "--voter")
-	r := n.dkv("", "member", "add", "n3", p3, "--voter")
-	if r.code != 0 || !strings.Contains(r.stdout, "as a voter") ||
-		!strings.Contains(r.stderr, "warning: n3 is a voter from now on") || !strings.Contains(r.stderr, "2 of 2 voters needed") {
+	n.Fails(2, "Error: usage: give --learner or --voter, not both", "member", "add", "n3", p3, "--learner", "--voter")
+	r := n.DKV("", "member", "add", "n3", p3, "--voter")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "as a voter") ||
+		!strings.Contains(r.Stderr, "warning: n3 is a voter from now on") || !strings.Contains(r.Stderr, "2 of 2 voters needed") {
 		t.Fatalf("member add --voter: %+v, want a voter and a warning naming the quorum", r)
 	}
 }

@@ -1,8 +1,10 @@
-package cli
+package servercmd
 
 import (
 	"io"
 	"log/slog"
+
+	"github.com/dkv-io/dkv/internal/cli"
 )
 
 // newServeLogger is dkv serve's logger for --log-format: slog's text
@@ -15,5 +17,5 @@ func newServeLogger(w io.Writer, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, nil)), nil
 	}
-	return nil, usagef("--log-format %q: want text or json", format)
+	return nil, cli.Usagef("--log-format %q: want text or json", format)
 }

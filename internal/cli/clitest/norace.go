@@ -1,5 +1,5 @@
 //go:build !race
 
-package cli_test
+package clitest
 
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package cli
+package servercmd
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/cli"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 )
 
@@ -119,11 +120,7 @@ func (p *devPKI) clientFlags() string {
 
 // clientTLS is the client configuration clientFlags describe.
 func (p *devPKI) clientTLS() (*tls.Config, error) {
-	t := tlsFlags{cacert: p.caFile, cert: p.clientCert, key: p.clientKey}
-	if err := t.load(); err != nil {
-		return nil, err
-	}
-	return t.cfg, nil
+	return cli.ClientTLS(p.caFile, p.clientCert, p.clientKey)
 }
 
 // awaitSecureCluster waits (up to a minute, or until ctx ends) for the

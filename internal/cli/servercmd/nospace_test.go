@@ -1,4 +1,4 @@
-package cli_test
+package servercmd_test
 
 import (
 	"bufio"
@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes on a fresh directory, or skips:
@@ -31,11 +33,11 @@ func mountTmpfs(t *testing.T, size string) string {
 // serveProc starts dkv serve on dataDir with the given extra flags and
 // returns it with its client address ("" if it exited first) and a channel
 // closed when it exits.
-func serveProc(t *testing.T, dataDir string, extra ...string) (cmd *exec.Cmd, addr string, exited chan struct{}, stderr *lockedBuffer) {
+func serveProc(t *testing.T, dataDir string, extra ...string) (cmd *exec.Cmd, addr string, exited chan struct{}, stderr *clitest.LockedBuffer) {
 	t.Helper()
 	args := append([]string{"serve", "--data-dir", dataDir, "--client-addr", "127.0.0.1:0", "--http-addr", "", "--peer-addr", ""}, extra...)
-	cmd = exec.Command(dkvBin, args...)
-	stderr = &lockedBuffer{}
+	cmd = exec.Command(clitest.Bin, args...)
+	stderr = &clitest.LockedBuffer{}
 	cmd.Stderr = stderr
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
@@ -64,7 +66,7 @@ func serveProc(t *testing.T, dataDir string, extra ...string) (cmd *exec.Cmd, ad
 	case addr = <-addrc:
 	case <-exited:
 	case <-time.After(20 * time.Second):
-		t.Fatalf("dkv serve neither listened nor exited within 20s; stderr:\n%s", tail(stderr.String(), 2000))
+		t.Fatalf("dkv serve neither listened nor exited within 20s; stderr:\n%s", clitest.Tail(stderr.String(), 2000))
 	}
 	return cmd, addr, exited, stderr
 }
@@ -74,7 +76,7 @@ func runDKVAt(addr string, args ...string) (int, string) {
 }
 
 func runDKVAtIn(addr, stdin string, args ...string) (int, string) {
-	cmd := exec.Command(dkvBin, append([]string{"--endpoints", addr, "--timeout", "5s"}, args...)...)
+	cmd := exec.Command(clitest.Bin, append([]string{"--endpoints", addr, "--timeout", "5s"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -123,7 +125,7 @@ func TestServeOnFullDisk(t *testing.T) {
 		acked = append(acked, k)
 	}
 	if code != 10 || !strings.HasPrefix(out, "Error: NoSpace:") {
-		t.Fatalf("filling the disk: last put exit %d %q, want exit 10 Error: NoSpace (stderr:\n%s)", code, out, tail(stderr.String(), 2000))
+		t.Fatalf("filling the disk: last put exit %d %q, want exit 10 Error: NoSpace (stderr:\n%s)", code, out, clitest.Tail(stderr.String(), 2000))
 	}
 	if len(acked) == 0 {
 		t.Fatal("no put was accepted")
@@ -165,10 +167,10 @@ func TestServeOnFullDisk(t *testing.T) {
 	}
 	msg := stderr.String()
 	if !strings.Contains(msg, "Error: NoSpace:") || !strings.Contains(msg, "free space") {
-		t.Errorf("serve on a full disk said %q, want Error: NoSpace naming what to do", tail(msg, 1000))
+		t.Errorf("serve on a full disk said %q, want Error: NoSpace naming what to do", clitest.Tail(msg, 1000))
 	}
 	if strings.Contains(msg, "panic") || strings.Count(msg, "\n") > 20 {
-		t.Errorf("serve on a full disk logged too much or panicked:\n%s", tail(msg, 2000))
+		t.Errorf("serve on a full disk logged too much or panicked:\n%s", clitest.Tail(msg, 2000))
 	}
 	os.Remove(filler)
 	os.Remove(spare)

@@ -1,4 +1,4 @@
-package cli_test
+package servercmd_test
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/internal/cli/clitest"
 	"github.com/dkv-io/dkv/internal/testutil"
 )
 
@@ -64,7 +65,7 @@ type devCluster struct {
 func startDevCluster(t *testing.T, dir, host string, base int, extra ...string) *devCluster {
 	t.Helper()
 	args := append([]string{"dev-cluster", "--nodes", "3", "--host", host, "--base-port", fmt.Sprint(base), "--data-dir", dir}, extra...)
-	d := &devCluster{t: t, cmd: exec.Command(dkvBin, args...), done: make(chan struct{})}
+	d := &devCluster{t: t, cmd: exec.Command(clitest.Bin, args...), done: make(chan struct{})}
 	var err error
 	if d.stdin, err = d.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func startDevCluster(t *testing.T, dir, host string, base int, extra ...string) 
 		}
 		if t.Failed() {
 			d.mu.Lock()
-			t.Logf("dev-cluster output:\n%s", tail(strings.Join(d.lines, "\n"), 4000))
+			t.Logf("dev-cluster output:\n%s", clitest.Tail(strings.Join(d.lines, "\n"), 4000))
 			d.mu.Unlock()
 		}
 	})
@@ -140,14 +141,14 @@ func (d *devCluster) send(cmd string) {
 }
 
 // dkv runs the CLI against the dev cluster's endpoints.
-func (d *devCluster) dkv(args ...string) result {
+func (d *devCluster) dkv(args ...string) clitest.Result {
 	d.t.Helper()
-	n := &node{t: d.t, addr: d.eps}
-	return n.dkv("", args...)
+	n := &clitest.Node{T: d.t, Addr: d.eps}
+	return n.DKV("", args...)
 }
 
 // eventually runs dkv until check accepts its result.
-func (d *devCluster) eventually(what string, check func(result) bool, args ...string) result {
+func (d *devCluster) eventually(what string, check func(clitest.Result) bool, args ...string) clitest.Result {
 	d.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -156,7 +157,7 @@ func (d *devCluster) eventually(what string, check func(result) bool, args ...st
 			return r
 		}
 		if time.Now().After(deadline) {
-			d.t.Fatalf("%s: dkv %q never did: last exit %d\n%s%s", what, args, r.code, r.stdout, r.stderr)
+			d.t.Fatalf("%s: dkv %q never did: last exit %d\n%s%s", what, args, r.Code, r.Stdout, r.Stderr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -181,12 +182,12 @@ func TestDevClusterDeadMemberVisibleAndRestartable(t *testing.T) {
 
 	// --cluster asks the members the member list names with a client URL,
 	// which a member publishes once it has started: wait for all three.
-	r := d.eventually("all healthy", func(r result) bool {
-		return r.code == 0 && strings.Count(r.stdout, " is healthy: served a linearizable read: took = ") == 3
+	r := d.eventually("all healthy", func(r clitest.Result) bool {
+		return r.Code == 0 && strings.Count(r.Stdout, " is healthy: served a linearizable read: took = ") == 3
 	}, "endpoint", "health", "--cluster")
 	r = d.dkv("endpoint", "status", "--cluster")
-	if r.code != 0 || len(strings.Split(strings.TrimSpace(r.stdout), "\n")) != 4 || !strings.HasPrefix(r.stdout, "ENDPOINT ") {
-		t.Fatalf("endpoint status --cluster: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || len(strings.Split(strings.TrimSpace(r.Stdout), "\n")) != 4 || !strings.HasPrefix(r.Stdout, "ENDPOINT ") {
+		t.Fatalf("endpoint status --cluster: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	d.dkv("put", "k", "v")
 
@@ -194,28 +195,28 @@ func TestDevClusterDeadMemberVisibleAndRestartable(t *testing.T) {
 	d.waitLine("[dev-cluster] n3 exited: signal: killed")
 	// Ask n1 and n2 only: the CLI must not depend on the dead member.
 	eps := strings.Join(strings.Split(d.eps, ",")[:2], ",")
-	r = d.eventually("n3 unreachable", func(r result) bool {
-		return r.code == 0 && strings.Contains(rowOf(r.stdout, "n3"), "unreachable")
+	r = d.eventually("n3 unreachable", func(r clitest.Result) bool {
+		return r.Code == 0 && strings.Contains(rowOf(r.Stdout, "n3"), "unreachable")
 	}, "--endpoints", eps, "member", "list")
 	for _, n := range []string{"n1", "n2"} {
-		if row := rowOf(r.stdout, n); !strings.Contains(row, "reachable") && !strings.Contains(row, "self") || strings.Contains(row, "unreachable") {
+		if row := rowOf(r.Stdout, n); !strings.Contains(row, "reachable") && !strings.Contains(row, "self") || strings.Contains(row, "unreachable") {
 			t.Errorf("member list row of live %s: %q", n, row)
 		}
 	}
 	r = d.dkv("endpoint", "health", "--cluster", "--endpoints", eps, "--timeout", "2s")
-	if r.code != 7 || !strings.Contains(r.stdout, strings.Split(d.eps, ",")[2]+" is unhealthy") || strings.Count(r.stdout, " is healthy") != 2 {
-		t.Errorf("endpoint health with n3 dead: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 7 || !strings.Contains(r.Stdout, strings.Split(d.eps, ",")[2]+" is unhealthy") || strings.Count(r.Stdout, " is healthy") != 2 {
+		t.Errorf("endpoint health with n3 dead: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	d.send("restart n3")
 	d.waitLine("[dev-cluster] n3 started")
 	d.waitLine("[n3] ready")
-	d.eventually("n3 reachable again", func(r result) bool {
-		row := rowOf(r.stdout, "n3")
-		return r.code == 0 && strings.Contains(row, "reachable") && !strings.Contains(row, "unreachable")
+	d.eventually("n3 reachable again", func(r clitest.Result) bool {
+		row := rowOf(r.Stdout, "n3")
+		return r.Code == 0 && strings.Contains(row, "reachable") && !strings.Contains(row, "unreachable")
 	}, "member", "list")
-	if r := d.dkv("get", "k", "--endpoints", strings.Split(d.eps, ",")[2], "--serializable"); r.stdout != "v\n" {
-		d.eventually("n3 caught up", func(r result) bool { return r.stdout == "v\n" }, "get", "k", "--endpoints", strings.Split(d.eps, ",")[2], "--serializable")
+	if r := d.dkv("get", "k", "--endpoints", strings.Split(d.eps, ",")[2], "--serializable"); r.Stdout != "v\n" {
+		d.eventually("n3 caught up", func(r clitest.Result) bool { return r.Stdout == "v\n" }, "get", "k", "--endpoints", strings.Split(d.eps, ",")[2], "--serializable")
 	}
 }
 
@@ -254,10 +255,10 @@ func TestDevClusterPeerSecret(t *testing.T) {
 	// A fourth member joins with the same file, and takes part.
 	peer, client := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	r := d.dkv("member", "add", "n4", peer)
-	if r.code != 0 || !strings.Contains(r.stdout, "--peer-secret-file") || strings.Contains(r.stdout, strings.TrimSpace(string(sec))) {
-		t.Fatalf("member add: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "--peer-secret-file") || strings.Contains(r.Stdout, strings.TrimSpace(string(sec))) {
+		t.Fatalf("member add: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	n4 := exec.Command(dkvBin, "serve", "--name", "n4", "--peer-addr", peer, "--client-addr", client, "--http-addr", "",
+	n4 := exec.Command(clitest.Bin, "serve", "--name", "n4", "--peer-addr", peer, "--client-addr", client, "--http-addr", "",
 		"--data-dir", filepath.Join(dir, "n4"), "--join", d.eps, "--peer-secret-file", file)
 	var out bytes.Buffer
 	n4.Stdout, n4.Stderr = &out, &out
@@ -266,7 +267,7 @@ func TestDevClusterPeerSecret(t *testing.T) {
 	}
 	t.Cleanup(func() { n4.Process.Kill(); n4.Wait() })
 	d.dkv("put", "k4", "v4")
-	d.eventually("n4 serving what the cluster wrote", func(r result) bool { return r.stdout == "v4\n" }, "get", "k4", "--endpoints", client)
+	d.eventually("n4 serving what the cluster wrote", func(r clitest.Result) bool { return r.Stdout == "v4\n" }, "get", "k4", "--endpoints", client)
 }
 
 // --fresh starts from empty data dirs; without it the data is kept.
@@ -274,7 +275,7 @@ func TestDevClusterFresh(t *testing.T) {
 	dir := t.TempDir()
 	host, base := freeHost(t, 3)
 	d := startDevCluster(t, dir, host, base)
-	d.eventually("a write", func(r result) bool { return r.code == 0 }, "put", "kept", "yes")
+	d.eventually("a write", func(r clitest.Result) bool { return r.Code == 0 }, "put", "kept", "yes")
 	d.cmd.Process.Signal(syscall.SIGINT)
 	<-d.done
 	if _, err := os.Stat(filepath.Join(dir, "n1")); err != nil {
@@ -282,14 +283,14 @@ func TestDevClusterFresh(t *testing.T) {
 	}
 
 	d = startDevCluster(t, dir, host, base)
-	d.eventually("the key kept", func(r result) bool { return r.stdout == "yes\n" }, "get", "kept")
+	d.eventually("the key kept", func(r clitest.Result) bool { return r.Stdout == "yes\n" }, "get", "kept")
 	d.cmd.Process.Signal(syscall.SIGINT)
 	<-d.done
 
 	d = startDevCluster(t, dir, host, base, "--fresh")
-	d.eventually("a leader", func(r result) bool { return r.code == 0 }, "endpoint", "health", "--cluster")
-	if r := d.dkv("get", "kept"); r.code != 3 {
-		t.Fatalf("after --fresh, get kept: exit %d %q, want 3 (NotFound)", r.code, r.stdout)
+	d.eventually("a leader", func(r clitest.Result) bool { return r.Code == 0 }, "endpoint", "health", "--cluster")
+	if r := d.dkv("get", "kept"); r.Code != 3 {
+		t.Fatalf("after --fresh, get kept: exit %d %q, want 3 (NotFound)", r.Code, r.Stdout)
 	}
 }
 
@@ -319,24 +320,24 @@ func TestDevClusterSecure(t *testing.T) {
 	if len(f) == 0 || !strings.Contains(try, "--cacert") || !strings.Contains(try, "--cert") || !strings.Contains(try, "--key") {
 		t.Fatalf("no connect command line printed: %q", try)
 	}
-	n := &node{t: t, addr: d.eps}
-	if r := n.dkv("", f...); r.code != 0 {
-		t.Fatalf("the printed command %q: exit %d\n%s%s", try, r.code, r.stdout, r.stderr)
+	n := &clitest.Node{T: t, Addr: d.eps}
+	if r := n.DKV("", f...); r.Code != 0 {
+		t.Fatalf("the printed command %q: exit %d\n%s%s", try, r.Code, r.Stdout, r.Stderr)
 	}
 	// f is: --endpoints EPS --cacert CA --cert C --key K put hello world.
 	flags := f[:len(f)-3]
-	if r := n.dkv("", append(flags, "get", "hello")...); r.code != 0 || strings.TrimSpace(r.stdout) != "world" {
-		t.Errorf("get hello over TLS: exit %d %q %s", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", append(flags, "get", "hello")...); r.Code != 0 || strings.TrimSpace(r.Stdout) != "world" {
+		t.Errorf("get hello over TLS: exit %d %q %s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := n.dkv("", "get", "hello"); r.code != 7 || !strings.Contains(r.stderr, "does the cluster use TLS? connect with --cacert") {
-		t.Errorf("plaintext get on a --secure cluster: exit %d %q %s; want 7 (Unavailable) with a hint at --cacert", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", "get", "hello"); r.Code != 7 || !strings.Contains(r.Stderr, "does the cluster use TLS? connect with --cacert") {
+		t.Errorf("plaintext get on a --secure cluster: exit %d %q %s; want 7 (Unavailable) with a hint at --cacert", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := n.dkv("", flags[0], flags[1], flags[2], flags[3], "get", "hello"); r.code != 7 {
-		t.Errorf("get with --cacert but no client certificate: exit %d %q %s; want 7 (Unavailable)", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", flags[0], flags[1], flags[2], flags[3], "get", "hello"); r.Code != 7 {
+		t.Errorf("get with --cacert but no client certificate: exit %d %q %s; want 7 (Unavailable)", r.Code, r.Stdout, r.Stderr)
 	}
 	// dkv bench takes the TLS flags too, so TLS cost can be measured.
-	if r := n.dkv("", append(flags, "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.code != 0 || !strings.Contains(r.stdout, "OPS/S") {
-		t.Errorf("bench put over TLS: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", append(flags, "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.Code != 0 || !strings.Contains(r.Stdout, "OPS/S") {
+		t.Errorf("bench put over TLS: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	fi, err := os.Stat(filepath.Join(dir, "root-password"))
 	if err != nil || fi.Mode().Perm() != 0o600 || fi.Size() < 16 {
@@ -347,24 +348,24 @@ func TestDevClusterSecure(t *testing.T) {
 	}
 	// Auth is on: the client certificate (CN root) authenticates as root,
 	// and so does the root password.
-	if r := n.dkv("", append(flags, "auth", "status")...); r.code != 0 || !strings.Contains(r.stdout, "Authentication Status: true") {
-		t.Errorf("auth status on a --secure cluster: exit %d %q %s; want enabled", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", append(flags, "auth", "status")...); r.Code != 0 || !strings.Contains(r.Stdout, "Authentication Status: true") {
+		t.Errorf("auth status on a --secure cluster: exit %d %q %s; want enabled", r.Code, r.Stdout, r.Stderr)
 	}
 	pw, err := os.ReadFile(filepath.Join(dir, "root-password"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := n.dkv("", append(flags, "--user", "root:"+strings.TrimSpace(string(pw)), "get", "hello")...); r.code != 0 || strings.TrimSpace(r.stdout) != "world" {
-		t.Errorf("get as root with the generated password: exit %d %q %s", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", append(flags, "--user", "root:"+strings.TrimSpace(string(pw)), "get", "hello")...); r.Code != 0 || strings.TrimSpace(r.Stdout) != "world" {
+		t.Errorf("get as root with the generated password: exit %d %q %s", r.Code, r.Stdout, r.Stderr)
 	}
 	// dkv bench authenticates once and sends the token with every call.
-	if r := n.dkv("", append(flags, "--user", "root:"+strings.TrimSpace(string(pw)), "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.code != 0 || !strings.Contains(r.stdout, "OPS/S") {
-		t.Errorf("bench put as root with a token: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", append(flags, "--user", "root:"+strings.TrimSpace(string(pw)), "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.Code != 0 || !strings.Contains(r.Stdout, "OPS/S") {
+		t.Errorf("bench put as root with a token: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := n.dkv("", append(flags, "--user", "root:wrong", "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.code == 0 || !strings.Contains(r.stderr, "authenticating as \"root\"") {
-		t.Errorf("bench put with a wrong password: exit %d\n%s%s; want a failure naming the authentication", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", append(flags, "--user", "root:wrong", "bench", "put", "--total", "20", "--clients", "2", "--conns", "1", "--keys", "10", "-q")...); r.Code == 0 || !strings.Contains(r.Stderr, "authenticating as \"root\"") {
+		t.Errorf("bench put with a wrong password: exit %d\n%s%s; want a failure naming the authentication", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := n.dkv("", append(flags, "--user", "root:wrong", "get", "hello")...); r.code != 13 {
-		t.Errorf("get as root with a wrong password: exit %d %q %s; want 13 (Unauthenticated)", r.code, r.stdout, r.stderr)
+	if r := n.DKV("", append(flags, "--user", "root:wrong", "get", "hello")...); r.Code != 13 {
+		t.Errorf("get as root with a wrong password: exit %d %q %s; want 13 (Unauthenticated)", r.Code, r.Stdout, r.Stderr)
 	}
 }

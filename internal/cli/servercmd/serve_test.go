@@ -1,10 +1,13 @@
-package cli
+package servercmd
 
 import (
 	"bytes"
 	"strings"
 	"testing"
 )
+
+// exitUsage is the usage-error exit code docs/cli.md promises.
+const exitUsage = 2
 
 func TestServeLeaseMaxClockDrift(t *testing.T) {
 	for flag, want := range map[float64]float64{0: -1, 0.01: 0.01, 0.2: 0.2} {
@@ -14,7 +17,7 @@ func TestServeLeaseMaxClockDrift(t *testing.T) {
 	}
 	for _, arg := range []string{"0.5", "-0.01", "NaN"} {
 		var stdout, stderr bytes.Buffer
-		code := Run([]string{"serve", "--data-dir", t.TempDir(), "--lease-max-clock-drift", arg}, nil, &stdout, &stderr)
+		code := Server.Run([]string{"serve", "--data-dir", t.TempDir(), "--lease-max-clock-drift", arg}, nil, &stdout, &stderr)
 		if code != exitUsage || !strings.Contains(stderr.String(), "out of range [0, 0.5)") {
 			t.Errorf("--lease-max-clock-drift %s: exit %d, stderr %q; want a usage error naming the range", arg, code, stderr.String())
 		}
@@ -44,7 +47,7 @@ func TestServeTLSFlagErrors(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append(append([]string{"serve", "--data-dir", t.TempDir()}, ports...), c.args...)
-		code := Run(args, nil, &stdout, &stderr)
+		code := Server.Run(args, nil, &stdout, &stderr)
 		if code != c.code || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("serve %q: exit %d, stderr %q; want exit %d naming %q", c.args, code, stderr.String(), c.code, c.want)
 		}
@@ -59,7 +62,7 @@ func TestServeTLSFlagErrors(t *testing.T) {
 		{[]string{"--cert", missing, "--key", missing}, "--cert/--key: "},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := Run(append(c.args, "get", "k"), nil, &stdout, &stderr)
+		code := Server.Run(append(c.args, "get", "k"), nil, &stdout, &stderr)
 		if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("dkv %q get k: exit %d, stderr %q; want a usage error naming %q", c.args, code, stderr.String(), c.want)
 		}
@@ -70,7 +73,7 @@ func TestServeTLSFlagErrors(t *testing.T) {
 // with a message naming the limit.
 func TestServeCacheBytesTooSmall(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := Run([]string{"serve", "--data-dir", t.TempDir(), "--client-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0",
+	code := Server.Run([]string{"serve", "--data-dir", t.TempDir(), "--client-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0",
 		"--cache-bytes", "4096"}, nil, &stdout, &stderr)
 	if code != exitUsage || !strings.Contains(stderr.String(), "cache bytes 4096 is below the 1 MiB minimum") {
 		t.Fatalf("serve --cache-bytes 4096: exit %d, stderr %q; want a usage error naming the 1 MiB minimum", code, stderr.String())
@@ -91,7 +94,7 @@ func TestServeHTTPGuardFlagErrors(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append(append([]string{"serve", "--data-dir", t.TempDir()}, ports...), c.args...)
-		code := Run(args, nil, &stdout, &stderr)
+		code := Server.Run(args, nil, &stdout, &stderr)
 		if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("serve %q: exit %d, stderr %q; want a usage error naming %q", c.args, code, stderr.String(), c.want)
 		}

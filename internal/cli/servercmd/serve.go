@@ -1,4 +1,4 @@
-package cli
+package servercmd
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/cli"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/server"
 	"github.com/spf13/cobra"
 )
 
-func (a *app) serveCmd() *cobra.Command {
+func serveCmd(a *cli.App) *cobra.Command {
 	var cfg server.Config
 	var drift float64
 	var logFormat string
@@ -41,10 +42,10 @@ client certificate signed by --trusted-ca-file. --peer-cert-file,
 --peer-key-file and --peer-trusted-ca-file turn on mutual TLS between
 members. Certificate and key files are re-read when they change, and on
 SIGHUP.`,
-		Args: args(cobra.NoArgs),
+		Args: cli.Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if cfg.Logger, err = newServeLogger(a.stderr, logFormat); err != nil {
+			if cfg.Logger, err = newServeLogger(a.Stderr(), logFormat); err != nil {
 				return err
 			}
 			if cfg.LeaseMaxClockDrift, err = leaseMaxClockDrift(drift); err != nil {
@@ -54,12 +55,12 @@ SIGHUP.`,
 			case cfg.CorruptCheckInterval == 0:
 				cfg.CorruptCheckInterval = -1 // 0 on the command line: off
 			case cfg.CorruptCheckInterval < 0:
-				return usagef("--corrupt-check-interval %v is negative (0 turns the check off)", cfg.CorruptCheckInterval)
+				return cli.Usagef("--corrupt-check-interval %v is negative (0 turns the check off)", cfg.CorruptCheckInterval)
 			}
 			if cfg.BackupDir != "" && (cfg.BackupInterval < time.Second || cfg.BackupKeep < 1) {
-				return usagef("--backup-interval must be at least 1s and --backup-keep at least 1")
+				return cli.Usagef("--backup-interval must be at least 1s and --backup-keep at least 1")
 			}
-			return a.serve(cfg)
+			return serve(a, cfg)
 		},
 	}
 	f := cmd.Flags()
@@ -124,19 +125,19 @@ func advertised(bound, adv string) string {
 func leaseMaxClockDrift(flag float64) (float64, error) {
 	switch {
 	case !(flag >= 0 && flag < 0.5):
-		return 0, usagef("--lease-max-clock-drift %v out of range [0, 0.5)", flag)
+		return 0, cli.Usagef("--lease-max-clock-drift %v out of range [0, 0.5)", flag)
 	case flag == 0:
 		return -1, nil
 	}
 	return flag, nil
 }
 
-func (a *app) serve(cfg server.Config) error {
+func serve(a *cli.App, cfg server.Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.New(cfg)
 	if err != nil {
-		return usagef("%v", err)
+		return cli.Usagef("%v", err)
 	}
 	// Start in the background so that a signal, or a storage failure,
 	// ends the process at once even while it is still opening.
@@ -179,30 +180,30 @@ func (a *app) serve(cfg server.Config) error {
 			}
 		}
 	}()
-	fmt.Fprintf(a.stdout, "dkv member %q listening\n  client gRPC: %s%s\n  HTTP:        %s\n  peer:        %s%s\n  data dir:    %s\n",
+	fmt.Fprintf(a.Stdout(), "dkv member %q listening\n  client gRPC: %s%s\n  HTTP:        %s\n  peer:        %s%s\n  data dir:    %s\n",
 		cfg.Name, show(srv.ClientAddr()), advertised(srv.ClientAddr(), srv.AdvertisedClientAddr()),
 		show(srv.HTTPAddr()), show(srv.PeerAddr()), advertised(srv.PeerAddr(), srv.AdvertisedPeerAddr()), cfg.DataDir)
 	if t := tlsSummary(cfg); t != "" {
-		fmt.Fprintf(a.stdout, "  TLS:         %s\n", t)
+		fmt.Fprintf(a.Stdout(), "  TLS:         %s\n", t)
 	}
 	select {
 	case <-srv.Ready():
-		fmt.Fprintln(a.stdout, "ready")
+		fmt.Fprintln(a.Stdout(), "ready")
 	case <-ctx.Done():
 	case <-srv.Failed(): // reported just below
 	}
 	select {
 	case <-ctx.Done():
 	case <-srv.Removed():
-		fmt.Fprintln(a.stdout, "removed from the cluster")
+		fmt.Fprintln(a.Stdout(), "removed from the cluster")
 	case <-srv.Failed():
 		srv.Stop()
 		if errors.Is(srv.Err(), storage.ErrDamaged) {
-			fmt.Fprintln(a.stdout, "stopped: data damaged")
+			fmt.Fprintln(a.Stdout(), "stopped: data damaged")
 		}
 		return startErr("storage failed", srv.Err())
 	}
-	fmt.Fprintln(a.stdout, "shutting down")
+	fmt.Fprintln(a.Stdout(), "shutting down")
 	done := make(chan error, 1)
 	go func() { done <- srv.Stop() }()
 	select {
@@ -215,7 +216,7 @@ func (a *app) serve(cfg server.Config) error {
 	case <-srv.Failed():
 		return startErr("storage failed", srv.Err())
 	}
-	fmt.Fprintln(a.stdout, "stopped")
+	fmt.Fprintln(a.Stdout(), "stopped")
 	return nil
 }
 
@@ -245,7 +246,7 @@ func startErr(what string, err error) error {
 		return err
 	}
 	if errors.Is(err, server.ErrNoPeerSecret) {
-		return usagef("%s: %w", what, err)
+		return cli.Usagef("%s: %w", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
