@@ -67,6 +67,13 @@ var (
 	// Error.Metadata["retry_after_ms"] carries it. Nothing was checked:
 	// retry after the wait (a correct password does not skip it).
 	ErrThrottled = errors.New("throttled")
+	// ErrSessionExpired: a write was sent in a client session the
+	// cluster no longer knows (unused for longer than Config.SessionTTL,
+	// for one); it was not applied. The client opens a new session and
+	// sends the write again by itself, so a caller sees this only wrapped
+	// in ErrUnknownOutcome: an earlier attempt of the same write, whose
+	// outcome was unknown, may have applied before the session expired.
+	ErrSessionExpired = errors.New("session expired")
 )
 
 // codeErrors is the one table from wire status codes to client errors.
@@ -84,6 +91,7 @@ var codeErrors = map[dkverr.Code]error{
 	dkverr.PermissionDenied: ErrPermissionDenied,
 	dkverr.NoIndex:          ErrNoIndex,
 	dkverr.Throttled:        ErrThrottled,
+	dkverr.SessionExpired:   ErrSessionExpired,
 }
 
 // Error is a failure with a DKV status. errors.Is(err, Kind) holds, so

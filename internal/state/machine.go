@@ -104,11 +104,20 @@ func (m *Machine) Apply(b *pebble.Batch, index uint64, data []byte) (uint64, Res
 		m.log.Error("undecodable raft entry skipped", "index", index, "err", err)
 		return 0, Result{}
 	}
-	res := m.apply(b, req)
+	res := m.applyCommand(b, req)
 	if len(res.Effects.Leases) > 0 {
 		m.exec.LeasesChanged(res.Effects.Leases)
 	}
 	return req.GetId(), res
+}
+
+// applyCommand applies one command: at most once if it carries a client
+// session (session.go), else as it is.
+func (m *Machine) applyCommand(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+	if req.GetSession() != nil {
+		return m.applyInSession(b, req)
+	}
+	return m.apply(b, req)
 }
 
 // apply applies one command through its row in the registry (command.go).

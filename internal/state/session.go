@@ -1,0 +1,229 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2"
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keyrange"
+	"github.com/dkv-io/dkv/internal/keys"
+	"github.com/dkv-io/dkv/internal/mvcc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Client sessions: exactly-once writes (the Raft dissertation, §6.3).
+//
+// A client opens a session (an id it picks, a TTL) and numbers its
+// writes in it. For a command carrying (session, seq), apply keeps the
+// reply under (session, seq); the same (session, seq) again, from a
+// client that did not learn the first outcome and sent it again to any
+// member, gets that reply and changes nothing. The client's acked (it has
+// the replies below it) lets apply drop old replies, so a session holds
+// about as many replies as the client has writes in flight.
+//
+// A session expires once unused for its TTL, measured on the times the
+// proposers stamp into the entries, so every member decides alike. A
+// command in an unknown or expired session (or another user's) is
+// refused with SessionExpired and not applied. The leader proposes
+// SessionExpire for the sessions it sees expired, to drop their records;
+// apply drops each only if it is expired at that entry's time.
+//
+// Only applied commands have a reply kept: a refused one changed nothing,
+// so applying it when it comes again still applies it at most once.
+
+// Session TTL bounds (SessionOpenRequest.ttl_ms).
+const (
+	MinSessionTTLMs = 1_000
+	MaxSessionTTLMs = 3_600_000
+)
+
+// dropPerCommand bounds the replies one command drops as the session's
+// acked moves, so a jump in acked costs one batch no more than this.
+const dropPerCommand = 64
+
+var sessionOpenCommand = Command{
+	name: "session_open",
+	validate: func(req *dkvpb.InternalRequest, _ mvcc.Limits) error {
+		r := req.GetSessionOpen()
+		if r.GetId() == 0 {
+			return dkverr.New(dkverr.InvalidInput, "session id 0: pick a random non-zero id")
+		}
+		if t := r.GetTtlMs(); t < MinSessionTTLMs || t > MaxSessionTTLMs {
+			return dkverr.New(dkverr.InvalidInput, "session ttl %dms: must be %d to %d ms", t, MinSessionTTLMs, MaxSessionTTLMs)
+		}
+		if req.GetSession() != nil {
+			return dkverr.New(dkverr.InvalidInput, "a session is opened outside a session")
+		}
+		if req.GetTimeUnixNano() == 0 {
+			return dkverr.New(dkverr.InvalidInput, "session open without the proposer's time")
+		}
+		return nil
+	},
+	needs: anyUser,
+	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+		r := req.GetSessionOpen()
+		rec, err := sessionRecord(b, r.GetId())
+		must(err)
+		switch {
+		case rec == nil:
+			rec = &dkvpb.SessionRecord{TtlMs: r.GetTtlMs(), User: req.GetUser(), Floor: 1}
+		case rec.GetUser() != req.GetUser():
+			// Ids are random: this is a guess at another user's session.
+			return m.refused(dkverr.New(dkverr.SessionExpired, "session %x belongs to another user", r.GetId()))
+		default:
+			rec.TtlMs = r.GetTtlMs()
+		}
+		rec.LastUsedUnixNano = max(rec.GetLastUsedUnixNano(), req.GetTimeUnixNano())
+		must(setSession(b, r.GetId(), rec))
+		rev := m.kv.Revision()
+		return Result{Revision: rev, Resp: &dkvpb.SessionOpenResponse{
+			Header: &dkvpb.ResponseHeader{Revision: rev}, Id: r.GetId(), TtlMs: rec.GetTtlMs(),
+		}}
+	},
+}
+
+var sessionExpireCommand = Command{
+	name: "session_expire",
+	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+		for _, id := range req.GetSessionExpire().GetIds() {
+			rec, err := sessionRecord(b, id)
+			must(err)
+			if rec == nil || !sessionExpired(rec, req.GetTimeUnixNano()) {
+				continue
+			}
+			must(b.Delete(sessionKey(id), nil))
+			must(b.DeleteRange(replyKey(id, 0), keyrange.PrefixEnd(replyKey(id, 0)[:len(keys.SessionReplyPrefix)+8]), nil))
+		}
+		return Result{Revision: m.kv.Revision()}
+	},
+}
+
+// sessionExpired reports whether rec is expired at the time now (unix
+// nanoseconds, from an entry).
+func sessionExpired(rec *dkvpb.SessionRecord, now int64) bool {
+	return now-rec.GetLastUsedUnixNano() > rec.GetTtlMs()*1e6
+}
+
+// applyInSession applies req, which carries a session, at most once.
+func (m *Machine) applyInSession(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+	s := req.GetSession()
+	rec, err := sessionRecord(b, s.GetId())
+	must(err)
+	switch {
+	case req.GetTimeUnixNano() == 0:
+		return m.refused(dkverr.New(dkverr.InvalidInput, "a command in a session without the proposer's time"))
+	case rec == nil:
+		return m.refused(dkverr.New(dkverr.SessionExpired, "session %x is unknown or expired; the request was not applied", s.GetId()))
+	case rec.GetUser() != req.GetUser():
+		return m.refused(dkverr.New(dkverr.SessionExpired, "session %x belongs to another user; the request was not applied", s.GetId()))
+	case sessionExpired(rec, req.GetTimeUnixNano()):
+		return m.refused(dkverr.New(dkverr.SessionExpired, "session %x expired (unused for more than %dms); the request was not applied", s.GetId(), rec.GetTtlMs()))
+	case s.GetSeq() == 0 || s.GetAcked() > s.GetSeq():
+		return m.refused(dkverr.New(dkverr.InvalidInput, "session sequence %d with acked %d: sequences start at 1 and acked may not pass them", s.GetSeq(), s.GetAcked()))
+	case s.GetSeq() < rec.GetFloor():
+		return m.refused(dkverr.New(dkverr.InvalidInput, "session %x: sequence %d is below %d, whose replies the client acknowledged", s.GetId(), s.GetSeq(), rec.GetFloor()))
+	}
+	var res Result
+	if data, closer, err := b.Get(replyKey(s.GetId(), s.GetSeq())); err == nil {
+		resp, derr := decodeReply(data)
+		closer.Close()
+		must(derr)
+		// Applied before: its reply, and no effects a second time.
+		res = Result{Resp: resp, Revision: m.kv.Revision()}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		must(err)
+	} else {
+		res = m.apply(b, req)
+		if res.Err == nil && res.Resp != nil {
+			a, err := anypb.New(res.Resp)
+			must(err)
+			data, err := proto.Marshal(a)
+			must(err)
+			must(b.Set(replyKey(s.GetId(), s.GetSeq()), data, nil))
+		}
+	}
+	// Drop the replies the client has acknowledged, a bounded number per
+	// command.
+	floor := rec.GetFloor()
+	to := min(s.GetAcked(), floor+dropPerCommand)
+	for ; floor < to; floor++ {
+		must(b.Delete(replyKey(s.GetId(), floor), nil))
+	}
+	rec.Floor = floor
+	rec.LastUsedUnixNano = max(rec.GetLastUsedUnixNano(), req.GetTimeUnixNano())
+	must(setSession(b, s.GetId(), rec))
+	return res
+}
+
+func decodeReply(data []byte) (proto.Message, error) {
+	var a anypb.Any
+	if err := proto.Unmarshal(data, &a); err != nil {
+		return nil, err
+	}
+	return a.UnmarshalNew()
+}
+
+// The session records: "s/cs/<id, 8 bytes BE>" -> dkvpb.SessionRecord,
+// "s/cr/<id, 8 bytes BE><seq, 8 bytes BE>" -> anypb.Any of the reply. The
+// bytes are a stored format.
+
+func sessionKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), keys.SessionPrefix...), id)
+}
+
+func replyKey(id, seq uint64) []byte {
+	k := binary.BigEndian.AppendUint64(append([]byte(nil), keys.SessionReplyPrefix...), id)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func sessionRecord(r pebble.Reader, id uint64) (*dkvpb.SessionRecord, error) {
+	data, closer, err := r.Get(sessionKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	rec := &dkvpb.SessionRecord{}
+	if err := proto.Unmarshal(data, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func setSession(b *pebble.Batch, id uint64, rec *dkvpb.SessionRecord) error {
+	data, err := proto.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return b.Set(sessionKey(id), data, nil)
+}
+
+// ExpiredSessions lists, as of r's view, up to limit sessions expired at
+// now (unix nanoseconds): what the leader proposes to drop.
+func ExpiredSessions(r pebble.Reader, now int64, limit int) ([]uint64, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: keys.SessionPrefix, UpperBound: keys.SessionEnd})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var ids []uint64
+	for ok := it.First(); ok && len(ids) < limit; ok = it.Next() {
+		k := it.Key()
+		if len(k) != len(keys.SessionPrefix)+8 {
+			continue
+		}
+		rec := &dkvpb.SessionRecord{}
+		if err := proto.Unmarshal(it.Value(), rec); err != nil {
+			return nil, err
+		}
+		if sessionExpired(rec, now) {
+			ids = append(ids, binary.BigEndian.Uint64(k[len(keys.SessionPrefix):]))
+		}
+	}
+	return ids, it.Error()
+}
