@@ -154,7 +154,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 	st, ok := status.FromError(err)
 	if !ok {
 		if ctx.Err() != nil && write && sent {
-			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err()), class: classFinal}
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err()), class: classUnknown}
 		}
 		return failure{err: err, class: classBroken}
 	}
@@ -179,7 +179,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 	switch st.Code() {
 	case codes.Unavailable:
 		if write && sent {
-			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err)}
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err), class: classUnknown}
 		}
 		f := failure{err: &Error{Kind: ErrUnavailable, Msg: st.Message()}, class: classUnavailable}
 		if !sent {
@@ -201,7 +201,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 			}
 		}
 		if write && sent {
-			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)}
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause), class: classUnknown}
 		}
 		return failure{err: cause, class: classBroken}
 	case codes.InvalidArgument:
@@ -212,7 +212,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 		return failure{err: &Error{Kind: ErrInvalidInput, Msg: st.Message()}, class: classBroken}
 	case codes.Internal, codes.Unknown, codes.DataLoss:
 		if write && sent {
-			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err)}
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err), class: classUnknown}
 		}
 		return failure{err: &Error{Kind: ErrInternal, Msg: st.Message()}, class: classBroken}
 	case codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated, codes.OutOfRange:

@@ -44,6 +44,9 @@ func propose[T response](ctx context.Context, s *Server, req *dkvpb.InternalRequ
 	if err := s.stampAuth(ctx, req); err != nil {
 		return zero, err
 	}
+	if err := s.stampSession(ctx, req); err != nil { // session.go
+		return zero, err
+	}
 	res, err := s.proposeRequest(ctx, req)
 	if err != nil {
 		return zero, err
