@@ -51,7 +51,7 @@ type session struct {
 
 // sessionsRetry is how long the client writes without a session after
 // the cluster said it has none.
-const sessionsRetry = 5 * time.Second
+const sessionsRetry = time.Second
 
 // errNoSessions: the cluster does not offer sessions now.
 var errNoSessions = errors.New("the cluster offers no client sessions")
