@@ -144,18 +144,22 @@ func (c *Client) openSession(ctx context.Context) (uint64, error) {
 		id = binary.BigEndian.Uint64(b[:])
 	}
 	req := &dkvpb.SessionOpenRequest{Id: id, TtlMs: c.cfg.SessionTTL.Milliseconds()}
-	// Opening an open session only keeps it alive: safe to send again.
-	err := c.callOnLeader(ctx, func(ctx context.Context, o ...grpc.CallOption) error {
+	// Opening an open session only keeps it alive: it is sent again, as
+	// an exactly-once write is, until answered or ctx ends.
+	err := c.invokeAttempts(ctx, opOnce, false, true, nil, func(ctx context.Context, o ...grpc.CallOption) error {
 		_, err := c.kv.SessionOpen(ctx, req, o...)
 		return err
 	})
-	if status.Code(err) == codes.Unimplemented {
+	switch {
+	case err == nil:
+		return id, nil
+	case status.Code(err) == codes.Unimplemented:
 		return 0, fmt.Errorf("%w: %w", errNoSessions, err)
+	case errors.Is(err, ErrUnknownOutcome):
+		// The write that needed the session was never sent.
+		return 0, &Error{Kind: ErrUnavailable, Msg: "could not open a client session before the deadline: " + err.Error()}
 	}
-	if err != nil {
-		return 0, fmt.Errorf("open a client session: %w", err)
-	}
-	return id, nil
+	return 0, fmt.Errorf("open a client session: %w", err)
 }
 
 // errReopen: the write was refused, not applied, because its session

@@ -73,6 +73,9 @@ func (s *Server) proposeRequest(ctx context.Context, req *dkvpb.InternalRequest)
 	if err != nil {
 		return state.Result{}, dkverr.New(dkverr.InvalidInput, "encode request: %v", err)
 	}
+	if req.GetSession() != nil {
+		return s.node.ProposeIdempotent(ctx, req.Id, data) // applies once however often proposed
+	}
 	return s.node.Propose(ctx, req.Id, data)
 }
 

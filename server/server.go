@@ -44,7 +44,7 @@ type Server struct {
 	limits  mvcc.Limits
 	metrics *metrics
 
-	sessCheck sessionsCheck // session.go
+	sessCheck oldMemberCheck // session.go
 
 	memberID   uint64
 	clusterID  uint64

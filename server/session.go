@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -25,50 +26,38 @@ const (
 	maxSessionsPerExpire = 1000
 )
 
-// Members of versions before 0.2 do not apply sessions: they would apply
-// a write sent again a second time where the others answer it from the
-// session, and their states would differ. So sessions are offered only
-// while every member publishes 0.2 or later: SessionOpen answers
-// Unimplemented otherwise (as an older server does), and a write in a
-// session is refused, unapplied, with SessionExpired; the Go client then
-// writes without a session, as before.
-const sessionsSince = 2 // minor version, major 0
+// Members before 0.2 do not apply sessions (state.SessionsSince): a
+// session opens only while every member has published 0.2 or later,
+// decided at apply from the replicated member table; SessionOpen then
+// answers Unimplemented, as an older server does, and the Go client
+// writes without a session. A member of an older version that joins or
+// is downgraded while sessions are in use would apply a repeated write
+// twice: while one is in the member table, writes in a session are
+// refused, unapplied, with SessionExpired (docs/operations.md, Upgrades).
 
-// sessionsCheck caches sessionsAvailable's answer for a second: it is
-// asked on every write in a session.
-type sessionsCheck struct {
+// oldMemberCheck caches oldMember's answer for a second: it is asked on
+// every write in a session.
+type oldMemberCheck struct {
 	mu   sync.Mutex
 	at   time.Time
 	last error
 }
 
-// sessionsAvailable says why sessions cannot be used now, or nil.
-func (s *Server) sessionsAvailable() error {
+// oldMember says which member's version does not apply sessions, or nil.
+func (s *Server) oldMember() error {
 	c := &s.sessCheck
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if now := time.Now(); now.Sub(c.at) > time.Second {
-		c.at, c.last = now, s.membersApplySessions()
-	}
-	return c.last
-}
-
-func (s *Server) membersApplySessions() error {
-	ms, err := state.Members(s.store.DB())
-	if err != nil {
-		return err
-	}
-	for _, m := range ms {
-		major, minor, err := parseVersion(m.GetVersion())
-		if err != nil || (major == 0 && minor < sessionsSince) {
-			v := m.GetVersion()
-			if v == "" {
-				v = "no version yet"
-			}
-			return fmt.Errorf("client sessions are not available: member %x (%s) runs %s, and every member must run dkv 0.%d or later", m.GetId(), m.GetName(), v, sessionsSince)
+		c.at, c.last = now, nil
+		ms, err := state.Members(s.store.DB())
+		if err != nil {
+			c.last = err
+		} else if m := state.OldMember(ms); m != nil {
+			c.last = fmt.Errorf("member %x (%s) runs dkv %s, which does not apply client sessions", m.GetId(), m.GetName(), m.GetVersion())
 		}
 	}
-	return nil
+	return c.last
 }
 
 // stampSession sets req's session from ctx's metadata, if it carries one,
@@ -89,7 +78,7 @@ func (s *Server) stampSession(ctx context.Context, req *dkvpb.InternalRequest) e
 	if _, ok := req.GetRequest().(*dkvpb.InternalRequest_SessionOpen); ok {
 		return dkverr.New(dkverr.InvalidInput, "%s: a session is opened outside a session", dkvpb.SessionMetadata)
 	}
-	if err := s.sessionsAvailable(); err != nil {
+	if err := s.oldMember(); err != nil {
 		return dkverr.New(dkverr.SessionExpired, "%v; the request was not applied", err)
 	}
 	req.Session = cs
@@ -100,13 +89,15 @@ func (s *Server) stampSession(ctx context.Context, req *dkvpb.InternalRequest) e
 }
 
 func (k *kvService) SessionOpen(ctx context.Context, req *dkvpb.SessionOpenRequest) (*dkvpb.SessionOpenResponse, error) {
-	if err := k.s.sessionsAvailable(); err != nil {
-		return nil, status.Error(codes.Unimplemented, err.Error())
-	}
-	return propose[*dkvpb.SessionOpenResponse](ctx, k.s, &dkvpb.InternalRequest{
+	resp, err := propose[*dkvpb.SessionOpenResponse](ctx, k.s, &dkvpb.InternalRequest{
 		TimeUnixNano: time.Now().UnixNano(),
 		Request:      &dkvpb.InternalRequest_SessionOpen{SessionOpen: req},
 	})
+	var de *dkverr.Error
+	if state.SessionsUnavailable(err) && errors.As(err, &de) {
+		return nil, status.Error(codes.Unimplemented, de.Msg)
+	}
+	return resp, err
 }
 
 // sessionLoop, on the leader, drops the sessions that have expired.

@@ -50,24 +50,7 @@ func TestProcessExactlyOnceUnderFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+3*time.Minute)
 	defer cancel()
 	testutil.Eventually(t, 30*time.Second, "a leader", func() bool { return leaderOf(ctx, ms) != nil })
-	// Sessions are offered once every member has published its version.
-	testutil.EventuallyNoError(t, 30*time.Second, "every member to publish its version", func(ctx context.Context) error {
-		c, err := client.New(ctx, client.Config{Endpoints: eps, AutoSyncInterval: -1})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		ml, err := c.MemberList(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range ml.GetMembers() {
-			if m.GetVersion() == "" {
-				return fmt.Errorf("member %s has published no version", m.GetName())
-			}
-		}
-		return nil
-	})
+	waitSessions(t, eps)
 
 	const clients, counters = 32, 4
 	type tally struct {
@@ -235,4 +218,27 @@ func TestProcessExactlyOnceUnderFailover(t *testing.T) {
 	if len(told) == 0 || ops < 100 {
 		t.Fatalf("only %d writes acknowledged (%d jobs): the test proves nothing", ops, len(told))
 	}
+}
+
+// waitSessions waits until every member has published its version, from
+// which on the cluster offers client sessions.
+func waitSessions(t *testing.T, eps []string) {
+	t.Helper()
+	testutil.EventuallyNoError(t, 30*time.Second, "every member to publish its version", func(ctx context.Context) error {
+		c, err := client.New(ctx, client.Config{Endpoints: eps, AutoSyncInterval: -1})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ml, err := c.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range ml.GetMembers() {
+			if m.GetVersion() == "" {
+				return fmt.Errorf("member %s has published no version", m.GetName())
+			}
+		}
+		return nil
+	})
 }

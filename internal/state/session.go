@@ -3,6 +3,9 @@ package state
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -65,6 +68,9 @@ var sessionOpenCommand = Command{
 	needs: anyUser,
 	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		r := req.GetSessionOpen()
+		if err := membersApplySessions(b); err != nil {
+			return m.refused(err)
+		}
 		rec, err := sessionRecord(b, r.GetId())
 		must(err)
 		switch {
@@ -99,6 +105,72 @@ var sessionExpireCommand = Command{
 		}
 		return Result{Revision: m.kv.Revision()}
 	},
+}
+
+// SessionsSince is the first minor version (of major 0) whose members
+// apply client sessions. An older member would apply a write sent again
+// a second time where the others answer it from the session, and their
+// states would differ; so a session opens only while every member in the
+// member table, at that point of the log, has published a version at
+// least this.
+const SessionsSince = 2
+
+// membersApplySessions refuses, with SessionsUnavailable's error, while
+// some member in the table has not published a version that applies
+// sessions.
+func membersApplySessions(r pebble.Reader) error {
+	ms, err := Members(r)
+	must(err)
+	for _, m := range ms {
+		if !versionAppliesSessions(m.GetVersion()) {
+			v := m.GetVersion()
+			if v == "" {
+				v = "no version yet"
+			}
+			return &dkverr.Error{Code: dkverr.SessionExpired, Metadata: map[string]string{"sessions": "unavailable"},
+				Msg: fmt.Sprintf("client sessions are not available: member %x (%s) runs %s, and every member must run dkv 0.%d or later", m.GetId(), m.GetName(), v, SessionsSince)}
+		}
+	}
+	return nil
+}
+
+// SessionsUnavailable reports whether err is SessionOpen's refusal for
+// a cluster with a member that does not apply sessions.
+func SessionsUnavailable(err error) bool {
+	var de *dkverr.Error
+	return errors.As(err, &de) && de.Metadata["sessions"] == "unavailable"
+}
+
+// OldMember returns a member in ms that published a version which does
+// not apply sessions (not one that has published none), or nil.
+func OldMember(ms []*dkvpb.Member) *dkvpb.Member {
+	for _, m := range ms {
+		if m.GetVersion() != "" && !versionAppliesSessions(m.GetVersion()) {
+			return m
+		}
+	}
+	return nil
+}
+
+func versionAppliesSessions(v string) bool {
+	major, minor, err := ParseVersion(v)
+	return err == nil && (major > 0 || minor >= SessionsSince)
+}
+
+// ParseVersion reads a server version, "major.minor[.patch][-suffix]".
+func ParseVersion(v string) (major, minor int, err error) {
+	core, _, _ := strings.Cut(v, "-")
+	parts := strings.Split(core, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, 0, fmt.Errorf("version %q is not major.minor.patch", v)
+	}
+	if major, err = strconv.Atoi(parts[0]); err != nil || major < 0 {
+		return 0, 0, fmt.Errorf("version %q is not major.minor.patch", v)
+	}
+	if minor, err = strconv.Atoi(parts[1]); err != nil || minor < 0 {
+		return 0, 0, fmt.Errorf("version %q is not major.minor.patch", v)
+	}
+	return major, minor, nil
 }
 
 // sessionExpired reports whether rec is expired at the time now (unix
