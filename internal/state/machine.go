@@ -72,6 +72,8 @@ type Machine struct {
 	auth   Auth
 	quota  storeQuota
 	floor  queueFloor // the job queue's scan hint (queuefloor.go)
+	// sessions caches client session records (session.go).
+	sessions map[uint64]*dkvpb.SessionRecord
 }
 
 // New returns the machine over kv and the applied state in store, and
@@ -205,6 +207,7 @@ func (m *Machine) Committed(index uint64, results []Result) {
 
 // Restored reloads the machine's view of a state a snapshot replaced.
 func (m *Machine) Restored() error {
+	m.sessions = nil
 	db := m.store.DB()
 	if err := m.kv.Reload(db); err != nil {
 		return err

@@ -71,8 +71,7 @@ var sessionOpenCommand = Command{
 		if err := membersApplySessions(b); err != nil {
 			return m.refused(err)
 		}
-		rec, err := sessionRecord(b, r.GetId())
-		must(err)
+		rec := m.session(b, r.GetId())
 		switch {
 		case rec == nil:
 			rec = &dkvpb.SessionRecord{TtlMs: r.GetTtlMs(), User: req.GetUser(), Floor: 1}
@@ -83,7 +82,7 @@ var sessionOpenCommand = Command{
 			rec.TtlMs = r.GetTtlMs()
 		}
 		rec.LastUsedUnixNano = max(rec.GetLastUsedUnixNano(), req.GetTimeUnixNano())
-		must(setSession(b, r.GetId(), rec))
+		m.putSession(b, r.GetId(), rec)
 		rev := m.kv.Revision()
 		return Result{Revision: rev, Resp: &dkvpb.SessionOpenResponse{
 			Header: &dkvpb.ResponseHeader{Revision: rev}, Id: r.GetId(), TtlMs: rec.GetTtlMs(),
@@ -95,11 +94,11 @@ var sessionExpireCommand = Command{
 	name: "session_expire",
 	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		for _, id := range req.GetSessionExpire().GetIds() {
-			rec, err := sessionRecord(b, id)
-			must(err)
+			rec := m.session(b, id)
 			if rec == nil || !sessionExpired(rec, req.GetTimeUnixNano()) {
 				continue
 			}
+			delete(m.sessions, id)
 			must(b.Delete(sessionKey(id), nil))
 			must(b.DeleteRange(replyKey(id, 0), keyrange.PrefixEnd(replyKey(id, 0)[:len(keys.SessionReplyPrefix)+8]), nil))
 		}
@@ -182,8 +181,7 @@ func sessionExpired(rec *dkvpb.SessionRecord, now int64) bool {
 // applyInSession applies req, which carries a session, at most once.
 func (m *Machine) applyInSession(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 	s := req.GetSession()
-	rec, err := sessionRecord(b, s.GetId())
-	must(err)
+	rec := m.session(b, s.GetId())
 	switch {
 	case req.GetTimeUnixNano() == 0:
 		return m.refused(dkverr.New(dkverr.InvalidInput, "a command in a session without the proposer's time"))
@@ -199,7 +197,10 @@ func (m *Machine) applyInSession(b *pebble.Batch, req *dkvpb.InternalRequest) Re
 		return m.refused(dkverr.New(dkverr.InvalidInput, "session %x: sequence %d is below %d, whose replies the client acknowledged", s.GetId(), s.GetSeq(), rec.GetFloor()))
 	}
 	var res Result
-	if data, closer, err := b.Get(replyKey(s.GetId(), s.GetSeq())); err == nil {
+	if s.GetSeq() > rec.GetMaxSeq() {
+		// Above every kept reply: new, nothing to look up.
+		res = m.applyKeep(b, req, rec)
+	} else if data, closer, err := b.Get(replyKey(s.GetId(), s.GetSeq())); err == nil {
 		resp, derr := decodeReply(data)
 		closer.Close()
 		must(derr)
@@ -208,14 +209,7 @@ func (m *Machine) applyInSession(b *pebble.Batch, req *dkvpb.InternalRequest) Re
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		must(err)
 	} else {
-		res = m.apply(b, req)
-		if res.Err == nil && res.Resp != nil {
-			a, err := anypb.New(res.Resp)
-			must(err)
-			data, err := proto.Marshal(a)
-			must(err)
-			must(b.Set(replyKey(s.GetId(), s.GetSeq()), data, nil))
-		}
+		res = m.applyKeep(b, req, rec)
 	}
 	// Drop the replies the client has acknowledged, a bounded number per
 	// command.
@@ -226,7 +220,51 @@ func (m *Machine) applyInSession(b *pebble.Batch, req *dkvpb.InternalRequest) Re
 	}
 	rec.Floor = floor
 	rec.LastUsedUnixNano = max(rec.GetLastUsedUnixNano(), req.GetTimeUnixNano())
-	must(setSession(b, s.GetId(), rec))
+	m.putSession(b, s.GetId(), rec)
+	return res
+}
+
+// session returns session id's record (nil: none), from the machine's
+// cache of the records or b. The cache is written through by putSession
+// in the same apply that changes a record, and emptied when a snapshot
+// replaces the state; it spares every write in a session a read.
+func (m *Machine) session(b *pebble.Batch, id uint64) *dkvpb.SessionRecord {
+	if rec, ok := m.sessions[id]; ok {
+		return rec
+	}
+	rec, err := sessionRecord(b, id)
+	must(err)
+	if rec != nil {
+		if m.sessions == nil {
+			m.sessions = map[uint64]*dkvpb.SessionRecord{}
+		}
+		m.sessions[id] = rec
+	}
+	return rec
+}
+
+// putSession writes rec in b and the cache.
+func (m *Machine) putSession(b *pebble.Batch, id uint64, rec *dkvpb.SessionRecord) {
+	must(setSession(b, id, rec))
+	if m.sessions == nil {
+		m.sessions = map[uint64]*dkvpb.SessionRecord{}
+	}
+	m.sessions[id] = rec
+}
+
+// applyKeep applies req, which is in session rec, and keeps its reply if
+// it applied.
+func (m *Machine) applyKeep(b *pebble.Batch, req *dkvpb.InternalRequest, rec *dkvpb.SessionRecord) Result {
+	res := m.apply(b, req)
+	if res.Err == nil && res.Resp != nil {
+		a, err := anypb.New(res.Resp)
+		must(err)
+		data, err := proto.Marshal(a)
+		must(err)
+		s := req.GetSession()
+		must(b.Set(replyKey(s.GetId(), s.GetSeq()), data, nil))
+		rec.MaxSeq = max(rec.GetMaxSeq(), s.GetSeq())
+	}
 	return res
 }
 

@@ -816,7 +816,10 @@ type SessionRecord struct {
 	// floor: replies below it have been dropped.
 	Floor uint64 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
 	// user is who opened it; only that user may use it.
-	User          string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	User string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	// max_seq is the highest sequence with a kept reply: a request above it
+	// is new, with no reply to look for.
+	MaxSeq        uint64 `protobuf:"varint,5,opt,name=max_seq,json=maxSeq,proto3" json:"max_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -877,6 +880,13 @@ func (x *SessionRecord) GetUser() string {
 		return x.User
 	}
 	return ""
+}
+
+func (x *SessionRecord) GetMaxSeq() uint64 {
+	if x != nil {
+		return x.MaxSeq
+	}
+	return 0
 }
 
 // SessionExpireRequest drops sessions the leader found expired. Apply
@@ -986,12 +996,13 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\rClientSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
-	"\x05acked\x18\x03 \x01(\x04R\x05acked\"\x7f\n" +
+	"\x05acked\x18\x03 \x01(\x04R\x05acked\"\x98\x01\n" +
 	"\rSessionRecord\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12-\n" +
 	"\x13last_used_unix_nano\x18\x02 \x01(\x03R\x10lastUsedUnixNano\x12\x14\n" +
 	"\x05floor\x18\x03 \x01(\x04R\x05floor\x12\x12\n" +
-	"\x04user\x18\x04 \x01(\tR\x04user\"(\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x17\n" +
+	"\amax_seq\x18\x05 \x01(\x04R\x06maxSeq\"(\n" +
 	"\x14SessionExpireRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x04R\x03idsB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
