@@ -85,6 +85,13 @@ type Config struct {
 	// docs/data-model.md); empty is the default store. The store must
 	// have been created (dkv store create NAME, or the Store service).
 	Store string
+	// SessionTTL is how long the client's session (exactly-once writes,
+	// docs/client.md) lives unused; a write whose outcome is unknown is
+	// sent again, and applies once, as long as the client reaches the
+	// cluster within it. Default DefaultSessionTTL (2m); 1s to 1h; negative
+	// turns sessions off, so a write that may or may not have applied
+	// returns ErrUnknownOutcome as etcd's client does.
+	SessionTTL time.Duration
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -104,6 +111,9 @@ func (c *Config) EnsureDefaults() {
 	if c.UnresponsiveTimeout == 0 {
 		c.UnresponsiveTimeout = time.Second
 	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
 }
 
 // Validate reports the first invalid setting.
@@ -118,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRetries < 0 {
 		return newError(ErrInvalidInput, "max retries %d is negative", c.MaxRetries)
+	}
+	if c.SessionTTL > 0 && (c.SessionTTL < time.Second || c.SessionTTL > time.Hour) {
+		return newError(ErrInvalidInput, "session TTL %v: it must be 1s to 1h (or negative to turn sessions off)", c.SessionTTL)
 	}
 	if c.UnresponsiveTimeout > 0 && c.UnresponsiveTimeout < 10*time.Millisecond {
 		return newError(ErrInvalidInput, "unresponsive timeout %v: it must be at least 10ms (or negative to disable)", c.UnresponsiveTimeout)
@@ -194,6 +207,7 @@ type Client struct {
 	syncDone   chan struct{}
 	closeOnce  sync.Once
 	closeErr   error
+	sess       session // exactly-once writes (session.go)
 }
 
 var schemeSeq atomic.Uint64
@@ -434,12 +448,25 @@ func (c *Client) invokeRouted(ctx context.Context, write, long, toLeader bool, r
 	if write {
 		kind = opWrite
 	}
+	return c.invokeAttempts(ctx, kind, long, toLeader, nil, rpc)
+}
+
+// invokeAttempts runs rpc until it succeeds or kind's policy gives up;
+// decorate, if set, prepares each attempt's ctx (an exactly-once write's
+// session).
+func (c *Client) invokeAttempts(ctx context.Context, kind opKind, long, toLeader bool, decorate func(context.Context) context.Context, rpc func(context.Context, ...grpc.CallOption) error) error {
+	write := kind != opRead
+	mayHaveApplied := false
 	b := newBackoff(c.cfg.RetryBackoff)
 	for n := 0; ; n++ {
 		var p peer.Peer
 		actx, cancel := context.WithCancelCause(ctx)
 		a := &attempt{write: toLeader, long: long, start: time.Now(), cancel: cancel}
-		err := rpc(withAttempt(actx, a), grpc.Peer(&p))
+		rctx := withAttempt(actx, a)
+		if decorate != nil {
+			rctx = decorate(rctx)
+		}
+		err := rpc(rctx, grpc.Peer(&p))
 		cancel(nil)
 		if err == nil {
 			return nil
@@ -449,17 +476,34 @@ func (c *Client) invokeRouted(ctx context.Context, write, long, toLeader bool, r
 		if ctx.Err() == nil && errors.As(context.Cause(actx), &hung) {
 			// Given up because its endpoint stopped answering.
 			if write {
-				return fmt.Errorf("%w: %w", ErrUnknownOutcome, hung)
+				f = failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, hung), class: classUnknown}
+			} else {
+				f = failure{err: &Error{Kind: ErrUnavailable, Msg: hung.Error()}, class: classUnavailable}
 			}
-			f = failure{err: &Error{Kind: ErrUnavailable, Msg: hung.Error()}, class: classUnavailable}
 		} else {
 			f = classify(ctx, err, p.Addr != nil, write)
 		}
-		if !kind.retries(f.class) || n >= c.cfg.MaxRetries {
+		if kind == opOnce && errors.Is(f.err, ErrSessionExpired) {
+			if mayHaveApplied {
+				// An earlier attempt, in the session now gone, may have
+				// applied: nobody can tell any more.
+				return fmt.Errorf("%w: %w", ErrUnknownOutcome, f.err)
+			}
+			return fmt.Errorf("%w: %w", errReopen, f.err)
+		}
+		if f.class == classUnknown {
+			mayHaveApplied = true
+		}
+		// An exactly-once write whose outcome is unknown is sent again
+		// until ctx ends, however many attempts that takes.
+		if !kind.retries(f.class) || (n >= c.cfg.MaxRetries && !(kind == opOnce && mayHaveApplied)) {
 			return f.err
 		}
 		if !b.wait(ctx, 0, nil) {
 			// The last attempt's error says more than ctx's.
+			if kind == opOnce && mayHaveApplied && !errors.Is(f.err, ErrUnknownOutcome) {
+				return fmt.Errorf("%w: %w", ErrUnknownOutcome, f.err)
+			}
 			return f.err
 		}
 	}

@@ -67,6 +67,13 @@ var (
 	// Error.Metadata["retry_after_ms"] carries it. Nothing was checked:
 	// retry after the wait (a correct password does not skip it).
 	ErrThrottled = errors.New("throttled")
+	// ErrSessionExpired: a write was sent in a client session the
+	// cluster no longer knows (unused for longer than Config.SessionTTL,
+	// for one); it was not applied. The client opens a new session and
+	// sends the write again by itself, so a caller sees this only wrapped
+	// in ErrUnknownOutcome: an earlier attempt of the same write, whose
+	// outcome was unknown, may have applied before the session expired.
+	ErrSessionExpired = errors.New("session expired")
 )
 
 // codeErrors is the one table from wire status codes to client errors.
@@ -84,6 +91,7 @@ var codeErrors = map[dkverr.Code]error{
 	dkverr.PermissionDenied: ErrPermissionDenied,
 	dkverr.NoIndex:          ErrNoIndex,
 	dkverr.Throttled:        ErrThrottled,
+	dkverr.SessionExpired:   ErrSessionExpired,
 }
 
 // Error is a failure with a DKV status. errors.Is(err, Kind) holds, so
@@ -146,7 +154,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 	st, ok := status.FromError(err)
 	if !ok {
 		if ctx.Err() != nil && write && sent {
-			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err()), class: classFinal}
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err()), class: classUnknown}
 		}
 		return failure{err: err, class: classBroken}
 	}
@@ -171,7 +179,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 	switch st.Code() {
 	case codes.Unavailable:
 		if write && sent {
-			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err)}
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err), class: classUnknown}
 		}
 		f := failure{err: &Error{Kind: ErrUnavailable, Msg: st.Message()}, class: classUnavailable}
 		if !sent {
@@ -193,7 +201,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 			}
 		}
 		if write && sent {
-			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)}
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause), class: classUnknown}
 		}
 		return failure{err: cause, class: classBroken}
 	case codes.InvalidArgument:
@@ -204,7 +212,7 @@ func classify(ctx context.Context, err error, sent, write bool) failure {
 		return failure{err: &Error{Kind: ErrInvalidInput, Msg: st.Message()}, class: classBroken}
 	case codes.Internal, codes.Unknown, codes.DataLoss:
 		if write && sent {
-			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err)}
+			return failure{err: fmt.Errorf("%w: %w", ErrUnknownOutcome, err), class: classUnknown}
 		}
 		return failure{err: &Error{Kind: ErrInternal, Msg: st.Message()}, class: classBroken}
 	case codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated, codes.OutOfRange:

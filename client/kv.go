@@ -128,7 +128,7 @@ func (c *Client) Put(ctx context.Context, key string, value []byte, opts ...OpOp
 		return nil, err
 	}
 	var resp *dkvpb.PutResponse
-	err = c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	err = c.callOnce(ctx, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.kv.Put(ctx, req, o...)
 		return err
 	})
@@ -196,7 +196,7 @@ func (c *Client) Delete(ctx context.Context, key string, opts ...OpOption) (*Del
 		return nil, err
 	}
 	var resp *dkvpb.DeleteRangeResponse
-	err = c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	err = c.callOnce(ctx, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.kv.DeleteRange(ctx, req, o...)
 		return err
 	})
@@ -215,7 +215,7 @@ func (c *Client) Counter(ctx context.Context, key string, delta int64, opts ...O
 		return 0, err
 	}
 	var resp *dkvpb.CounterResponse
-	err = c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	err = c.callOnce(ctx, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.kv.Counter(ctx, req, o...)
 		return err
 	})

@@ -62,11 +62,10 @@ func (c *Client) QueueAck(ctx context.Context, h LockHandle, markerKey string, p
 		req.Puts = append(req.Puts, &dkvpb.PutRequest{Key: []byte(p.Key), Value: p.Value})
 	}
 	var resp *dkvpb.QueueAckResponse
-	// A write: retried here only when it certainly did not apply. Were
-	// it retried after a failure that may have applied, the retry's
-	// "already" would reach a caller who never saw that failure, and
-	// recipe.Job.finish would report a done job as an expired claim.
-	err = c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	// Exactly once: an attempt sent again after an unknown outcome gets
+	// the first attempt's reply, so its "already" is never the echo of
+	// an attempt the caller did not see.
+	err = c.callOnce(ctx, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.qu.Ack(ctx, req, o...)
 		return err
 	})

@@ -58,10 +58,10 @@ func (c *Client) queueClaim(ctx context.Context, prefix string, ttl time.Duratio
 		req.MaxJobs = int64(max)
 	}
 	var resp *dkvpb.QueueClaimResponse
-	// A write: retried here only when it certainly did not apply, so an
-	// ack it carries that reports "already" was applied by an attempt the
-	// caller knows of (its ErrUnknownOutcome).
-	err := c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	// Exactly once (session.go): a claim sent again after an unknown
+	// outcome gets the first attempt's reply, so the job it claimed is
+	// not claimed a second time and an "already" is never its own echo.
+	err := c.callOnce(ctx, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.qu.Claim(ctx, req, o...)
 		return err
 	})
@@ -148,9 +148,8 @@ func (c *Client) QueueAckBatch(ctx context.Context, items []QueueAckItem) ([]Que
 	}
 	req := &dkvpb.QueueAckBatchRequest{Acks: ackRequests(items)}
 	var resp *dkvpb.QueueAckBatchResponse
-	// A write (see queueClaim): "already" then means an attempt the
-	// caller saw fail with ErrUnknownOutcome applied.
-	err := c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	// Exactly once, as queueClaim.
+	err := c.callOnce(ctx, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.qu.AckBatch(ctx, req, o...)
 		return err
 	})

@@ -67,7 +67,7 @@ func (c *Client) rateLimit(ctx context.Context, key string, l RateLimit, n int64
 	req := &dkvpb.RateLimitRequest{Key: []byte(key), Limit: l.Limit, PeriodMs: l.Period.Milliseconds(), Burst: l.Burst, N: n,
 		MaxWaitMs: maxWait.Milliseconds()}
 	var resp *dkvpb.RateLimitResponse
-	err := c.call(ctx, true, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	err := c.callOnce(ctx, func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = c.rl.Allow(ctx, req, o...)
 		return err
 	})

@@ -67,6 +67,10 @@ const (
 	// opStream resumes where it left off (a watch from its revision), so
 	// it is retried on everything but a definite refusal.
 	opStream
+	// opOnce is a write in a client session (session.go): the cluster
+	// applies it at most once however often it is sent, so it is
+	// retried on any unavailability and on an unknown outcome.
+	opOnce
 )
 
 // errClass is what a failure says about retrying.
@@ -82,6 +86,10 @@ const (
 	// classUnavailable: the transport failed after sending, or the
 	// endpoint stopped answering; a write may have applied.
 	classUnavailable
+	// classUnknown: a write was sent and its outcome is unknown (the
+	// connection broke, the member stopped answering, or a deadline
+	// passed after sending); ErrUnknownOutcome.
+	classUnknown
 	// classBroken: the server or the stream failed otherwise (Internal,
 	// a reset stream, a deadline on the server's side); only a resumable
 	// stream tries again.
@@ -95,6 +103,8 @@ func (k opKind) retries(c errClass) bool {
 		return true
 	case classUnavailable:
 		return k != opWrite
+	case classUnknown:
+		return k == opOnce
 	case classBroken:
 		return k == opStream
 	}

@@ -304,10 +304,15 @@ func (t *Txn) Commit() (*TxnResult, error) {
 		return nil, err
 	}
 	var resp *dkvpb.TxnResponse
-	err = t.c.call(t.ctx, write, func(ctx context.Context, o ...grpc.CallOption) (err error) {
+	rpc := func(ctx context.Context, o ...grpc.CallOption) (err error) {
 		resp, err = t.c.kv.Txn(ctx, req, o...)
 		return err
-	})
+	}
+	if write {
+		err = t.c.callOnce(t.ctx, rpc)
+	} else {
+		err = t.c.call(t.ctx, false, rpc)
+	}
 	if err != nil {
 		return nil, err
 	}

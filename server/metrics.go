@@ -86,6 +86,7 @@ func newMetrics(s *Server) *metrics {
 	gauge("proposals_pending", "Proposals queued for the raft loop.", func() float64 { return float64(n.Stats().PendingProps.Load()) })
 	counter("proposals_total", "Proposals made by this member.", func() float64 { return float64(n.Stats().Proposals.Load()) })
 	counter("proposals_dropped_total", "Proposals dropped for lack of a leader (and retried).", func() float64 { return float64(n.Stats().ProposalsDrop.Load()) })
+	counter("proposals_resent_total", "Writes in a client session proposed again to a new leader because the leader changed while they were pending (each applies once).", func() float64 { return float64(n.Stats().ProposalsResent.Load()) })
 	counter("proposals_unknown_total", "Proposals answered with an unknown outcome: the leader changed while they were pending and they were not applied soon after.", func() float64 { return float64(n.Stats().ProposalsUnknown.Load()) })
 	counter("apply_batches_total", "Batches of committed entries applied (one Pebble commit each).", func() float64 { return float64(n.Stats().AppliedBatch.Load()) })
 	counter("raft_ready_total", "Raft Ready cycles handled.", func() float64 { return float64(n.Stats().Readies.Load()) })

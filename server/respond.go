@@ -44,6 +44,9 @@ func propose[T response](ctx context.Context, s *Server, req *dkvpb.InternalRequ
 	if err := s.stampAuth(ctx, req); err != nil {
 		return zero, err
 	}
+	if err := s.stampSession(ctx, req); err != nil { // session.go
+		return zero, err
+	}
 	res, err := s.proposeRequest(ctx, req)
 	if err != nil {
 		return zero, err
@@ -69,6 +72,9 @@ func (s *Server) proposeRequest(ctx context.Context, req *dkvpb.InternalRequest)
 	data, err := proto.Marshal(req)
 	if err != nil {
 		return state.Result{}, dkverr.New(dkverr.InvalidInput, "encode request: %v", err)
+	}
+	if req.GetSession() != nil {
+		return s.node.ProposeIdempotent(ctx, req.Id, data) // applies once however often proposed
 	}
 	return s.node.Propose(ctx, req.Id, data)
 }

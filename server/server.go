@@ -30,7 +30,7 @@ import (
 // apart refuse to run together (version.go). A var so that a build can set
 // it (-ldflags "-X github.com/dkv-io/dkv/server.Version=0.2.0"), as the
 // upgrade tests do.
-var Version = "0.1.0"
+var Version = "0.2.0"
 
 // Server is one DKV node.
 type Server struct {
@@ -43,6 +43,8 @@ type Server struct {
 	node    *raftnode.Node[state.Result]
 	limits  mvcc.Limits
 	metrics *metrics
+
+	sessCheck oldMemberCheck // session.go
 
 	memberID   uint64
 	clusterID  uint64
@@ -202,10 +204,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	go s.waitReady()
 	go s.autoCompactLoop()
 	go s.purgeLoop()
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go s.leaseLoop()
 	go s.renewer.loop()
 	go s.spaceLoop()
+	go s.sessionLoop()
 	if s.cfg.CorruptCheckInterval > 0 {
 		s.wg.Add(1)
 		go s.corruptLoop()

@@ -224,7 +224,8 @@ func routingTable() map[string]routeRow {
 				e.postV1(t, "/v1/kv/counter", &dkvpb.CounterRequest{Key: []byte(key), Delta: 1}, &dkvpb.CounterResponse{})
 			})},
 		}},
-		dkvpb.KV_Compact_FullMethodName: {noKey: "compacts every store's history: names a revision, not a key"},
+		dkvpb.KV_Compact_FullMethodName:     {noKey: "compacts every store's history: names a revision, not a key"},
+		dkvpb.KV_SessionOpen_FullMethodName: {noKey: "opens a client session, which is not in any store: names an id and a TTL"},
 
 		// DKV Lock
 		dkvpb.Lock_Acquire_FullMethodName: {probes: []routeProbe{

@@ -2,10 +2,9 @@ package server
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/state"
 )
 
 // The version rule: two members can run in one cluster when their server
@@ -21,20 +20,7 @@ import (
 // not checked.
 
 // parseVersion reads "major.minor[.patch][-suffix]".
-func parseVersion(v string) (major, minor int, err error) {
-	core, _, _ := strings.Cut(v, "-")
-	parts := strings.Split(core, ".")
-	if len(parts) < 2 || len(parts) > 3 {
-		return 0, 0, fmt.Errorf("version %q is not major.minor.patch", v)
-	}
-	if major, err = strconv.Atoi(parts[0]); err != nil || major < 0 {
-		return 0, 0, fmt.Errorf("version %q is not major.minor.patch", v)
-	}
-	if minor, err = strconv.Atoi(parts[1]); err != nil || minor < 0 {
-		return 0, 0, fmt.Errorf("version %q is not major.minor.patch", v)
-	}
-	return major, minor, nil
-}
+func parseVersion(v string) (major, minor int, err error) { return state.ParseVersion(v) }
 
 // VersionsCompatible reports whether members running versions a and b
 // may be in one cluster: the same major version and minor versions at

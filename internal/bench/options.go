@@ -62,6 +62,9 @@ type Options struct {
 	// Serializable makes reads local to the node they reach (possibly
 	// stale) instead of linearizable.
 	Serializable bool
+	// Sessions sends the put and counter workloads' writes in a client
+	// session per worker, as the Go client does (exactly-once writes).
+	Sessions bool
 	// KeyPrefix namespaces the benchmark's keys (default "bench/").
 	KeyPrefix string
 	// Watchers is the number of watches on the watch workload's prefix

@@ -29,8 +29,13 @@ func (putWorkload) Setup(context.Context, *Env) error { return nil }
 func (putWorkload) NewWorker(i int, env *Env) (Worker, error) {
 	kv, r := env.WriteKV(i), env.Rand(i)
 	val := env.Value(r)
+	sess := &workerSession{kv: kv, r: r}
 	return WorkerFunc(func(ctx context.Context) error {
-		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: env.Key(r.IntN(env.Opts.Keys)), Value: val})
+		ctx, err := sess.ctx(ctx, env.Opts.Sessions)
+		if err != nil {
+			return err
+		}
+		_, err = kv.Put(ctx, &dkvpb.PutRequest{Key: env.Key(r.IntN(env.Opts.Keys)), Value: val})
 		return err
 	}), nil
 }
@@ -116,8 +121,13 @@ func CounterPrefix(o *Options) string { return o.KeyPrefix + "counter/" }
 func (counterWorkload) NewWorker(i int, env *Env) (Worker, error) {
 	kv, r := env.WriteKV(i), env.Rand(i)
 	prefix := CounterPrefix(env.Opts)
+	sess := &workerSession{kv: kv, r: r}
 	return WorkerFunc(func(ctx context.Context) error {
-		_, err := kv.Counter(ctx, &dkvpb.CounterRequest{Key: appendKey(nil, prefix, r.IntN(env.Opts.Keys)), Delta: 1})
+		ctx, err := sess.ctx(ctx, env.Opts.Sessions)
+		if err != nil {
+			return err
+		}
+		_, err = kv.Counter(ctx, &dkvpb.CounterRequest{Key: appendKey(nil, prefix, r.IntN(env.Opts.Keys)), Delta: 1})
 		return err
 	}), nil
 }

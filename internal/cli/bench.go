@@ -73,6 +73,7 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 	pf.IntVar(&o.ValueSize, "value-size", 256, "value size in bytes")
 	pf.Float64Var(&o.ReadRatio, "read-ratio", 0.9, "mixed: fraction of ops that are reads")
 	pf.BoolVar(&o.Serializable, "serializable", false, "serializable (local, possibly stale) reads instead of linearizable")
+	pf.BoolVar(&o.Sessions, "sessions", false, "put and counter: send each worker's writes in a client session, as the Go client does (exactly-once writes), to measure what sessions cost")
 	pf.StringVar(&o.KeyPrefix, "key-prefix", "bench/", "prefix of every key the benchmark touches")
 	pf.IntVar(&o.Watchers, "watchers", 100, "watch: number of watches on the prefix (multiplexed over one stream per connection)")
 	pf.Int64Var(&o.RateLimit, "rate-limit", 1_000_000, "ratelimit: the bucket's tokens per second")

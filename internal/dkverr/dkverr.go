@@ -46,11 +46,16 @@ const (
 	// passwords); the message names the wait, and metadata
 	// "retry_after_ms" carries it.
 	Throttled
+	// SessionExpired: a write named a client session that is unknown,
+	// expired (unused for longer than its TTL) or another user's; it was
+	// not applied. The Go client opens a new session and sends the write
+	// again unless an earlier attempt of it may have applied.
+	SessionExpired
 )
 
 // NumCodes is the number of codes, for tables indexed by Code; a new
 // code goes before it in the list above and moves it.
-const NumCodes = int(Throttled) + 1
+const NumCodes = int(SessionExpired) + 1
 
 // Domain is the ErrorInfo domain DKV errors carry on the wire.
 const Domain = "dkv.io"
@@ -74,6 +79,7 @@ var codeInfo = []struct {
 	PermissionDenied: {"PermissionDenied", "PERMISSION_DENIED", codes.PermissionDenied},
 	NoIndex:          {"NoIndex", "NO_INDEX", codes.FailedPrecondition},
 	Throttled:        {"Throttled", "THROTTLED", codes.ResourceExhausted},
+	SessionExpired:   {"SessionExpired", "SESSION_EXPIRED", codes.FailedPrecondition},
 }
 
 func (c Code) String() string {

@@ -65,6 +65,17 @@ var (
 	AuthState = []byte("s/auth/state")
 )
 
+// Client sessions for exactly-once writes (package state, session.go).
+var (
+	// SessionPrefix: s/cs/<id, 8 bytes BE> -> dkvpb.SessionRecord.
+	SessionPrefix = []byte("s/cs/")
+	// SessionEnd bounds SessionPrefix.
+	SessionEnd = []byte("s/cs0")
+	// SessionReplyPrefix: s/cr/<id, 8 bytes BE><seq, 8 bytes BE> -> the
+	// reply (an anypb.Any) to the session's request with that sequence.
+	SessionReplyPrefix = []byte("s/cr/")
+)
+
 // The MVCC keyspace (package mvcc): everything under "s/m".
 var (
 	// MVCCLatestPrefix: s/mk/<key> -> latest record of a live key.

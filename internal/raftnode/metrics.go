@@ -13,11 +13,14 @@ type Stats struct {
 	// ProposalsUnknown counts proposals answered "outcome unknown" because
 	// the leader changed while they were pending and they were not applied.
 	ProposalsUnknown atomic.Uint64
-	ReadRounds       atomic.Uint64
-	AppliedBatch     atomic.Uint64
-	PendingProps     atomic.Int64
-	LeaderChanges    atomic.Uint64
-	Readies          atomic.Uint64
+	// ProposalsResent counts idempotent proposals proposed again to a
+	// new leader (ProposeIdempotent).
+	ProposalsResent atomic.Uint64
+	ReadRounds      atomic.Uint64
+	AppliedBatch    atomic.Uint64
+	PendingProps    atomic.Int64
+	LeaderChanges   atomic.Uint64
+	Readies         atomic.Uint64
 	// LogDivergence counts messages dropped because they showed a log
 	// that differs from this member's: appends from the leader showing
 	// this member's committed log differs from the leader's (see

@@ -77,6 +77,19 @@ var ErrStopped = dkverr.New(dkverr.Unavailable, "node is shutting down")
 // leader the proposal is retried until ctx ends (Unavailable). A ctx that
 // ends after the proposal was handed to raft leaves the outcome unknown.
 func (n *Node[R]) Propose(ctx context.Context, id uint64, data []byte) (R, error) {
+	return n.propose(ctx, id, data, false)
+}
+
+// ProposeIdempotent is Propose for a command that applies at most once
+// however often it is proposed (a write in a client session): when the
+// leader changes while it is pending, it is proposed again to the new
+// leader at once, instead of waiting to see whether the first copy
+// survived.
+func (n *Node[R]) ProposeIdempotent(ctx context.Context, id uint64, data []byte) (R, error) {
+	return n.propose(ctx, id, data, true)
+}
+
+func (n *Node[R]) propose(ctx context.Context, id uint64, data []byte, resend bool) (R, error) {
 	var zero R
 	if id == 0 {
 		return zero, errors.New("raftnode: proposal without an id")
@@ -143,6 +156,22 @@ func (n *Node[R]) Propose(ctx context.Context, id uint64, data []byte) (R, error
 			if n.lead.Load() == 0 {
 				giveUp = nil // an election is under way: wait for its leader
 				continue
+			}
+			if resend {
+				// The first copy may be lost with the old leader; a second
+				// applies only if the first did not.
+				p := &proposal{data: data, errc: make(chan error, 1)}
+				n.stats.PendingProps.Add(1)
+				n.stats.ProposalsResent.Add(1)
+				select {
+				case n.propc <- p:
+				case <-ctx.Done():
+					n.stats.PendingProps.Add(-1)
+					return zero, ctxErr(ctx, true)
+				case <-n.stopc:
+					n.stats.PendingProps.Add(-1)
+					return zero, ErrStopped
+				}
 			}
 			if timer != nil {
 				timer.Stop()

@@ -112,6 +112,10 @@ func Lookup(req *dkvpb.InternalRequest) (*Command, proto.Message) {
 		return &indexCreateCommand, r.IndexCreate
 	case *dkvpb.InternalRequest_IndexDrop:
 		return &indexDropCommand, r.IndexDrop
+	case *dkvpb.InternalRequest_SessionOpen:
+		return &sessionOpenCommand, r.SessionOpen
+	case *dkvpb.InternalRequest_SessionExpire:
+		return &sessionExpireCommand, r.SessionExpire
 	}
 	return nil, nil
 }
@@ -247,5 +251,5 @@ func NewApplier(kv *mvcc.Store) *Applier {
 
 // Apply applies req in b.
 func (a *Applier) Apply(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
-	return a.m.apply(b, req)
+	return a.m.applyCommand(b, req)
 }

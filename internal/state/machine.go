@@ -72,6 +72,8 @@ type Machine struct {
 	auth   Auth
 	quota  storeQuota
 	floor  queueFloor // the job queue's scan hint (queuefloor.go)
+	// sessions caches client session records (session.go).
+	sessions map[uint64]*dkvpb.SessionRecord
 }
 
 // New returns the machine over kv and the applied state in store, and
@@ -104,11 +106,20 @@ func (m *Machine) Apply(b *pebble.Batch, index uint64, data []byte) (uint64, Res
 		m.log.Error("undecodable raft entry skipped", "index", index, "err", err)
 		return 0, Result{}
 	}
-	res := m.apply(b, req)
+	res := m.applyCommand(b, req)
 	if len(res.Effects.Leases) > 0 {
 		m.exec.LeasesChanged(res.Effects.Leases)
 	}
 	return req.GetId(), res
+}
+
+// applyCommand applies one command: at most once if it carries a client
+// session (session.go), else as it is.
+func (m *Machine) applyCommand(b *pebble.Batch, req *dkvpb.InternalRequest) Result {
+	if req.GetSession() != nil {
+		return m.applyInSession(b, req)
+	}
+	return m.apply(b, req)
 }
 
 // apply applies one command through its row in the registry (command.go).
@@ -196,6 +207,7 @@ func (m *Machine) Committed(index uint64, results []Result) {
 
 // Restored reloads the machine's view of a state a snapshot replaced.
 func (m *Machine) Restored() error {
+	m.sessions = nil
 	db := m.store.DB()
 	if err := m.kv.Reload(db); err != nil {
 		return err

@@ -330,9 +330,11 @@ func randomCommands(seed uint64, n int) []*dkvpb.InternalRequest {
 	r := rand.New(rand.NewPCG(seed, seed))
 	key := func() string { return fmt.Sprintf("k%d", r.IntN(8)) }
 	var out []*dkvpb.InternalRequest
+	now := int64(1e9)
 	for range n {
 		var req *dkvpb.InternalRequest
-		switch r.IntN(13) {
+		now += int64(r.IntN(400)) * 1e6
+		switch r.IntN(16) {
 		case 0, 1, 2:
 			req = put(key(), fmt.Sprint(r.IntN(100)), int64(r.IntN(4)))
 		case 3:
@@ -359,6 +361,17 @@ func randomCommands(seed uint64, n int) []*dkvpb.InternalRequest {
 			req = &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_LeaseExpire{LeaseExpire: &dkvpb.LeaseExpireRequest{Id: 1 + int64(r.IntN(3)), Epoch: 1}}}
 		case 12:
 			req = rateLimit("b"+fmt.Sprint(r.IntN(2)), 1+int64(r.IntN(3)), int64(r.IntN(1000))*1_000_000)
+		case 13:
+			req = &dkvpb.InternalRequest{TimeUnixNano: now, Request: &dkvpb.InternalRequest_SessionOpen{
+				SessionOpen: &dkvpb.SessionOpenRequest{Id: 1 + uint64(r.IntN(2)), TtlMs: 1000 + int64(r.IntN(9000))}}}
+		case 14:
+			// Writes in a session, sequences repeated and out of order.
+			seq := 1 + uint64(r.IntN(8))
+			req = &dkvpb.InternalRequest{TimeUnixNano: now, Session: &dkvpb.ClientSession{Id: 1 + uint64(r.IntN(2)), Seq: seq, Acked: 1 + uint64(r.IntN(int(seq)))},
+				Request: &dkvpb.InternalRequest_Counter{Counter: &dkvpb.CounterRequest{Key: []byte("sctr"), Delta: 1}}}
+		case 15:
+			req = &dkvpb.InternalRequest{TimeUnixNano: now, Request: &dkvpb.InternalRequest_SessionExpire{
+				SessionExpire: &dkvpb.SessionExpireRequest{Ids: []uint64{1 + uint64(r.IntN(2))}}}}
 		}
 		out = append(out, req)
 	}

@@ -1,13 +1,16 @@
 package state
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/lease"
@@ -46,6 +49,12 @@ import (
 //	alarm member=ID [clear] [kind=corrupt] [reason=TEXT]
 //	get k=KEY [prefix]           a read of the current state (no command)
 //	alarms                       the alarm table
+//	session-open id=ID ttl=MS    open (or keep alive) a client session
+//	session-expire ids=ID,...    the leader's drop of expired sessions
+//	session id=ID                a session's record and kept replies
+//
+// Any command takes session=ID seq=N [acked=N] to send it in a client
+// session, and user=NAME for the user who made it.
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		s := &script{h: newHarness(t), handles: map[string]*dkvpb.LockHandle{}}
@@ -134,6 +143,21 @@ func (s *script) run(t *testing.T, d *datadriven.TestData) string {
 			return "(none)\n"
 		}
 		return b.String()
+	case "session-open":
+		o := &dkvpb.SessionOpenRequest{Id: uint64(num(t, d, "id", 0)), TtlMs: num(t, d, "ttl", 0)}
+		req = &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_SessionOpen{SessionOpen: o}}
+	case "session-expire":
+		var ids []uint64
+		for _, f := range strings.Split(str(t, d, "ids"), ",") {
+			id, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: ids: %v", d.Pos, err)
+			}
+			ids = append(ids, id)
+		}
+		req = &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_SessionExpire{SessionExpire: &dkvpb.SessionExpireRequest{Ids: ids}}}
+	case "session":
+		return s.session(t, uint64(num(t, d, "id", 0)))
 	case "alarms":
 		var b strings.Builder
 		for _, a := range s.h.m.Alarms().List() {
@@ -146,8 +170,40 @@ func (s *script) run(t *testing.T, d *datadriven.TestData) string {
 	default:
 		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	}
+	if d.HasArg("session") {
+		req.Session = &dkvpb.ClientSession{Id: uint64(num(t, d, "session", 0)), Seq: uint64(num(t, d, "seq", 0)), Acked: uint64(num(t, d, "acked", 0))}
+	}
+	if d.HasArg("user") {
+		req.User = str(t, d, "user")
+	}
 	req.TimeUnixNano = s.nowMs * 1e6
 	return s.print(t, d, s.h.one(req))
+}
+
+// session prints a session's record and the sequences it keeps replies
+// for.
+func (s *script) session(t *testing.T, id uint64) string {
+	db := s.h.store.DB()
+	rec, err := sessionRecord(db, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec == nil {
+		return "(none)\n"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "ttl=%dms last-used=%dms floor=%d user=%q\n", rec.GetTtlMs(), rec.GetLastUsedUnixNano()/1e6, rec.GetFloor(), rec.GetUser())
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: replyKey(id, 0), UpperBound: replyKey(id, math.MaxUint64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var seqs []string
+	for ok := it.First(); ok; ok = it.Next() {
+		seqs = append(seqs, strconv.FormatUint(binary.BigEndian.Uint64(it.Key()[len(it.Key())-8:]), 10))
+	}
+	fmt.Fprintf(&b, "replies for seq [%s]\n", strings.Join(seqs, " "))
+	return b.String()
 }
 
 func (s *script) putReq(t *testing.T, d *datadriven.TestData) *dkvpb.PutRequest {

@@ -17,7 +17,7 @@ import (
 
 // EtcdVersion is the etcd version DKV's etcd API answers as: the etcd
 // release whose v3 API it serves. Status reports it followed by DKV's
-// own version as semver build metadata ("3.5.0+dkv.0.1.0"), which etcd
+// own version as semver build metadata ("3.5.0+dkv.0.2.0"), which etcd
 // clients (they read the major and minor numbers) accept.
 const EtcdVersion = "3.5.0"
 

@@ -96,5 +96,5 @@ var Status = map[dkverr.Code]int{
 	dkverr.Locked: 423, dkverr.LeaseNotFound: 404, dkverr.Unavailable: 503,
 	dkverr.Compacted: 410, dkverr.NoSpace: 507,
 	dkverr.Unauthenticated: 401, dkverr.PermissionDenied: 403,
-	dkverr.NoIndex: 412, dkverr.Throttled: 429,
+	dkverr.NoIndex: 412, dkverr.Throttled: 429, dkverr.SessionExpired: 412,
 }

@@ -40,12 +40,13 @@ func CoordWorkloads(cls []*client.Client, seed int64, d, opTimeout time.Duration
 		&QueueWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, Seed: seed, OpTimeout: opTimeout},
 		&CacheWorkload{Caches: []*client.Client{pick(0), pick(1), pick(2)}, Writers: []*client.Client{pick(1), pick(2)}, Seed: seed, OpTimeout: opTimeout},
 		&SessionWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, OpTimeout: opTimeout},
+		&IncrementWorkload{Clients: []*client.Client{pick(0), pick(1), pick(2)}, OpTimeout: opTimeout},
 	}
 }
 
 // CoordCheckers are the checkers of the coordination workloads.
 func CoordCheckers() []Checker {
-	return []Checker{LockSafety{}, WatchCompleteness{}, LeaseSafety{}, RateLimitBound{}, SemaphoreBound{}, QueueSafety{}, CacheConsistency{}, SessionExact{}}
+	return []Checker{LockSafety{}, WatchCompleteness{}, LeaseSafety{}, RateLimitBound{}, SemaphoreBound{}, QueueSafety{}, CacheConsistency{}, SessionExact{}, ExactlyOnce{}}
 }
 
 func asClients(kvs []client.KV) []*client.Client {

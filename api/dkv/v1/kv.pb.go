@@ -1855,6 +1855,124 @@ func (x *LockHandle) GetToken() int64 {
 	return 0
 }
 
+// SessionOpenRequest opens the session id, chosen by the client (random,
+// not 0), so that sending it again is harmless: opening an open session
+// only keeps it alive. A session not used for ttl_ms expires; a write sent
+// in an expired or unknown session is refused with SESSION_EXPIRED and
+// not applied.
+type SessionOpenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// ttl_ms: 1,000 to 3,600,000.
+	TtlMs         int64 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionOpenRequest) Reset() {
+	*x = SessionOpenRequest{}
+	mi := &file_dkv_v1_kv_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionOpenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionOpenRequest) ProtoMessage() {}
+
+func (x *SessionOpenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_kv_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionOpenRequest.ProtoReflect.Descriptor instead.
+func (*SessionOpenRequest) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SessionOpenRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionOpenRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type SessionOpenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionOpenResponse) Reset() {
+	*x = SessionOpenResponse{}
+	mi := &file_dkv_v1_kv_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionOpenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionOpenResponse) ProtoMessage() {}
+
+func (x *SessionOpenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_kv_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionOpenResponse.ProtoReflect.Descriptor instead.
+func (*SessionOpenResponse) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_kv_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SessionOpenResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *SessionOpenResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionOpenResponse) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
 var File_dkv_v1_kv_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_kv_proto_rawDesc = "" +
@@ -2023,14 +2141,22 @@ const file_dkv_v1_kv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05lease\x18\x03 \x01(\x03R\x05lease\x12\x14\n" +
-	"\x05token\x18\x04 \x01(\x03R\x05token2\xda\x02\n" +
+	"\x05token\x18\x04 \x01(\x03R\x05token\";\n" +
+	"\x12SessionOpenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"l\n" +
+	"\x13SessionOpenResponse\x12.\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.dkv.v1.ResponseHeaderR\x06header\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs2\xa2\x03\n" +
 	"\x02KV\x124\n" +
 	"\x05Range\x12\x14.dkv.v1.RangeRequest\x1a\x15.dkv.v1.RangeResponse\x12.\n" +
 	"\x03Put\x12\x12.dkv.v1.PutRequest\x1a\x13.dkv.v1.PutResponse\x12F\n" +
 	"\vDeleteRange\x12\x1a.dkv.v1.DeleteRangeRequest\x1a\x1b.dkv.v1.DeleteRangeResponse\x12.\n" +
 	"\x03Txn\x12\x12.dkv.v1.TxnRequest\x1a\x13.dkv.v1.TxnResponse\x12:\n" +
 	"\aCounter\x12\x16.dkv.v1.CounterRequest\x1a\x17.dkv.v1.CounterResponse\x12:\n" +
-	"\aCompact\x12\x16.dkv.v1.CompactRequest\x1a\x17.dkv.v1.CompactResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
+	"\aCompact\x12\x16.dkv.v1.CompactRequest\x1a\x17.dkv.v1.CompactResponse\x12F\n" +
+	"\vSessionOpen\x12\x1a.dkv.v1.SessionOpenRequest\x1a\x1b.dkv.v1.SessionOpenResponseB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
 	file_dkv_v1_kv_proto_rawDescOnce sync.Once
@@ -2045,7 +2171,7 @@ func file_dkv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_dkv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_dkv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_dkv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_dkv_v1_kv_proto_goTypes = []any{
 	(RangeRequest_SortOrder)(0),  // 0: dkv.v1.RangeRequest.SortOrder
 	(RangeRequest_SortTarget)(0), // 1: dkv.v1.RangeRequest.SortTarget
@@ -2069,18 +2195,20 @@ var file_dkv_v1_kv_proto_goTypes = []any{
 	(*CompactRequest)(nil),       // 19: dkv.v1.CompactRequest
 	(*CompactResponse)(nil),      // 20: dkv.v1.CompactResponse
 	(*LockHandle)(nil),           // 21: dkv.v1.LockHandle
-	nil,                          // 22: dkv.v1.KeyValue.LabelsEntry
-	nil,                          // 23: dkv.v1.PutRequest.LabelsEntry
+	(*SessionOpenRequest)(nil),   // 22: dkv.v1.SessionOpenRequest
+	(*SessionOpenResponse)(nil),  // 23: dkv.v1.SessionOpenResponse
+	nil,                          // 24: dkv.v1.KeyValue.LabelsEntry
+	nil,                          // 25: dkv.v1.PutRequest.LabelsEntry
 }
 var file_dkv_v1_kv_proto_depIdxs = []int32{
-	22, // 0: dkv.v1.KeyValue.labels:type_name -> dkv.v1.KeyValue.LabelsEntry
+	24, // 0: dkv.v1.KeyValue.labels:type_name -> dkv.v1.KeyValue.LabelsEntry
 	0,  // 1: dkv.v1.RangeRequest.sort_order:type_name -> dkv.v1.RangeRequest.SortOrder
 	1,  // 2: dkv.v1.RangeRequest.sort_target:type_name -> dkv.v1.RangeRequest.SortTarget
 	21, // 3: dkv.v1.RangeRequest.lock:type_name -> dkv.v1.LockHandle
 	4,  // 4: dkv.v1.RangeResponse.header:type_name -> dkv.v1.ResponseHeader
 	5,  // 5: dkv.v1.RangeResponse.kvs:type_name -> dkv.v1.KeyValue
 	21, // 6: dkv.v1.PutRequest.lock:type_name -> dkv.v1.LockHandle
-	23, // 7: dkv.v1.PutRequest.labels:type_name -> dkv.v1.PutRequest.LabelsEntry
+	25, // 7: dkv.v1.PutRequest.labels:type_name -> dkv.v1.PutRequest.LabelsEntry
 	4,  // 8: dkv.v1.PutResponse.header:type_name -> dkv.v1.ResponseHeader
 	5,  // 9: dkv.v1.PutResponse.prev_kv:type_name -> dkv.v1.KeyValue
 	21, // 10: dkv.v1.DeleteRangeRequest.lock:type_name -> dkv.v1.LockHandle
@@ -2105,23 +2233,26 @@ var file_dkv_v1_kv_proto_depIdxs = []int32{
 	21, // 29: dkv.v1.CounterRequest.lock:type_name -> dkv.v1.LockHandle
 	4,  // 30: dkv.v1.CounterResponse.header:type_name -> dkv.v1.ResponseHeader
 	4,  // 31: dkv.v1.CompactResponse.header:type_name -> dkv.v1.ResponseHeader
-	6,  // 32: dkv.v1.KV.Range:input_type -> dkv.v1.RangeRequest
-	8,  // 33: dkv.v1.KV.Put:input_type -> dkv.v1.PutRequest
-	10, // 34: dkv.v1.KV.DeleteRange:input_type -> dkv.v1.DeleteRangeRequest
-	15, // 35: dkv.v1.KV.Txn:input_type -> dkv.v1.TxnRequest
-	17, // 36: dkv.v1.KV.Counter:input_type -> dkv.v1.CounterRequest
-	19, // 37: dkv.v1.KV.Compact:input_type -> dkv.v1.CompactRequest
-	7,  // 38: dkv.v1.KV.Range:output_type -> dkv.v1.RangeResponse
-	9,  // 39: dkv.v1.KV.Put:output_type -> dkv.v1.PutResponse
-	11, // 40: dkv.v1.KV.DeleteRange:output_type -> dkv.v1.DeleteRangeResponse
-	16, // 41: dkv.v1.KV.Txn:output_type -> dkv.v1.TxnResponse
-	18, // 42: dkv.v1.KV.Counter:output_type -> dkv.v1.CounterResponse
-	20, // 43: dkv.v1.KV.Compact:output_type -> dkv.v1.CompactResponse
-	38, // [38:44] is the sub-list for method output_type
-	32, // [32:38] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	4,  // 32: dkv.v1.SessionOpenResponse.header:type_name -> dkv.v1.ResponseHeader
+	6,  // 33: dkv.v1.KV.Range:input_type -> dkv.v1.RangeRequest
+	8,  // 34: dkv.v1.KV.Put:input_type -> dkv.v1.PutRequest
+	10, // 35: dkv.v1.KV.DeleteRange:input_type -> dkv.v1.DeleteRangeRequest
+	15, // 36: dkv.v1.KV.Txn:input_type -> dkv.v1.TxnRequest
+	17, // 37: dkv.v1.KV.Counter:input_type -> dkv.v1.CounterRequest
+	19, // 38: dkv.v1.KV.Compact:input_type -> dkv.v1.CompactRequest
+	22, // 39: dkv.v1.KV.SessionOpen:input_type -> dkv.v1.SessionOpenRequest
+	7,  // 40: dkv.v1.KV.Range:output_type -> dkv.v1.RangeResponse
+	9,  // 41: dkv.v1.KV.Put:output_type -> dkv.v1.PutResponse
+	11, // 42: dkv.v1.KV.DeleteRange:output_type -> dkv.v1.DeleteRangeResponse
+	16, // 43: dkv.v1.KV.Txn:output_type -> dkv.v1.TxnResponse
+	18, // 44: dkv.v1.KV.Counter:output_type -> dkv.v1.CounterResponse
+	20, // 45: dkv.v1.KV.Compact:output_type -> dkv.v1.CompactResponse
+	23, // 46: dkv.v1.KV.SessionOpen:output_type -> dkv.v1.SessionOpenResponse
+	40, // [40:47] is the sub-list for method output_type
+	33, // [33:40] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_kv_proto_init() }
@@ -2157,7 +2288,7 @@ func file_dkv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_kv_proto_rawDesc), len(file_dkv_v1_kv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	KV_Txn_FullMethodName         = "/dkv.v1.KV/Txn"
 	KV_Counter_FullMethodName     = "/dkv.v1.KV/Counter"
 	KV_Compact_FullMethodName     = "/dkv.v1.KV/Compact"
+	KV_SessionOpen_FullMethodName = "/dkv.v1.KV/SessionOpen"
 )
 
 // KVClient is the client API for KV service.
@@ -53,6 +54,12 @@ type KVClient interface {
 	Counter(ctx context.Context, in *CounterRequest, opts ...grpc.CallOption) (*CounterResponse, error)
 	// Compact discards history older than a revision.
 	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
+	// SessionOpen opens (or, for an id already open, keeps alive) a client
+	// session: the writes a client sends with the session's id and a
+	// sequence number (gRPC metadata "dkv-session") apply exactly once, so
+	// a write whose outcome was unknown can be sent again, to any member,
+	// as often as needed. docs/client.md, "Exactly-once writes".
+	SessionOpen(ctx context.Context, in *SessionOpenRequest, opts ...grpc.CallOption) (*SessionOpenResponse, error)
 }
 
 type kVClient struct {
@@ -123,6 +130,16 @@ func (c *kVClient) Compact(ctx context.Context, in *CompactRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *kVClient) SessionOpen(ctx context.Context, in *SessionOpenRequest, opts ...grpc.CallOption) (*SessionOpenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SessionOpenResponse)
+	err := c.cc.Invoke(ctx, KV_SessionOpen_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KVServer is the server API for KV service.
 // All implementations must embed UnimplementedKVServer
 // for forward compatibility.
@@ -144,6 +161,12 @@ type KVServer interface {
 	Counter(context.Context, *CounterRequest) (*CounterResponse, error)
 	// Compact discards history older than a revision.
 	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
+	// SessionOpen opens (or, for an id already open, keeps alive) a client
+	// session: the writes a client sends with the session's id and a
+	// sequence number (gRPC metadata "dkv-session") apply exactly once, so
+	// a write whose outcome was unknown can be sent again, to any member,
+	// as often as needed. docs/client.md, "Exactly-once writes".
+	SessionOpen(context.Context, *SessionOpenRequest) (*SessionOpenResponse, error)
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -171,6 +194,9 @@ func (UnimplementedKVServer) Counter(context.Context, *CounterRequest) (*Counter
 }
 func (UnimplementedKVServer) Compact(context.Context, *CompactRequest) (*CompactResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Compact not implemented")
+}
+func (UnimplementedKVServer) SessionOpen(context.Context, *SessionOpenRequest) (*SessionOpenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SessionOpen not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -301,6 +327,24 @@ func _KV_Compact_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_SessionOpen_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SessionOpenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).SessionOpen(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_SessionOpen_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).SessionOpen(ctx, req.(*SessionOpenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -331,6 +375,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Compact",
 			Handler:    _KV_Compact_Handler,
+		},
+		{
+			MethodName: "SessionOpen",
+			Handler:    _KV_SessionOpen_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -45,6 +45,11 @@ type InternalRequest struct {
 	// ownership against it: a lease belongs to the user who granted it, and
 	// only that user or root may renew, revoke or attach to it.
 	User string `protobuf:"bytes,78,opt,name=user,proto3" json:"user,omitempty"`
+	// session, when set, makes the command apply at most once: the
+	// state machine keeps, per session, the reply to each sequence number
+	// it applied, and answers a repeated one with that reply instead of
+	// applying it again (session.go in package state).
+	Session *ClientSession `protobuf:"bytes,77,opt,name=session,proto3" json:"session,omitempty"`
 	// Types that are valid to be assigned to Request:
 	//
 	//	*InternalRequest_Put
@@ -71,6 +76,8 @@ type InternalRequest struct {
 	//	*InternalRequest_StoreDelete
 	//	*InternalRequest_IndexCreate
 	//	*InternalRequest_IndexDrop
+	//	*InternalRequest_SessionOpen
+	//	*InternalRequest_SessionExpire
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -132,6 +139,13 @@ func (x *InternalRequest) GetUser() string {
 		return x.User
 	}
 	return ""
+}
+
+func (x *InternalRequest) GetSession() *ClientSession {
+	if x != nil {
+		return x.Session
+	}
+	return nil
 }
 
 func (x *InternalRequest) GetRequest() isInternalRequest_Request {
@@ -357,6 +371,24 @@ func (x *InternalRequest) GetIndexDrop() *IndexDropRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetSessionOpen() *SessionOpenRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_SessionOpen); ok {
+			return x.SessionOpen
+		}
+	}
+	return nil
+}
+
+func (x *InternalRequest) GetSessionExpire() *SessionExpireRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_SessionExpire); ok {
+			return x.SessionExpire
+		}
+	}
+	return nil
+}
+
 type isInternalRequest_Request interface {
 	isInternalRequest_Request()
 }
@@ -462,6 +494,15 @@ type InternalRequest_IndexDrop struct {
 	IndexDrop *IndexDropRequest `protobuf:"bytes,111,opt,name=index_drop,json=indexDrop,proto3,oneof"`
 }
 
+type InternalRequest_SessionOpen struct {
+	// 120-129: client sessions.
+	SessionOpen *SessionOpenRequest `protobuf:"bytes,120,opt,name=session_open,json=sessionOpen,proto3,oneof"`
+}
+
+type InternalRequest_SessionExpire struct {
+	SessionExpire *SessionExpireRequest `protobuf:"bytes,121,opt,name=session_expire,json=sessionExpire,proto3,oneof"`
+}
+
 func (*InternalRequest_Put) isInternalRequest_Request() {}
 
 func (*InternalRequest_DeleteRange) isInternalRequest_Request() {}
@@ -509,6 +550,10 @@ func (*InternalRequest_StoreDelete) isInternalRequest_Request() {}
 func (*InternalRequest_IndexCreate) isInternalRequest_Request() {}
 
 func (*InternalRequest_IndexDrop) isInternalRequest_Request() {}
+
+func (*InternalRequest_SessionOpen) isInternalRequest_Request() {}
+
+func (*InternalRequest_SessionExpire) isInternalRequest_Request() {}
 
 // AlarmRequest raises or clears a member's alarm. NOSPACE: its disk's free
 // space fell below the reserve, or its database grew over --quota-bytes.
@@ -694,16 +739,214 @@ func (x *ConfChangeContext) GetMember() *Member {
 	return nil
 }
 
+// ClientSession is the (session, sequence) a client's write carries, from
+// the gRPC metadata "dkv-session".
+type ClientSession struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// seq numbers the session's requests from 1; a request sent again
+	// carries the same seq.
+	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// acked: the client has the reply of every request below it, so the
+	// state machine may drop those replies (and refuses a request below it).
+	Acked         uint64 `protobuf:"varint,3,opt,name=acked,proto3" json:"acked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientSession) Reset() {
+	*x = ClientSession{}
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientSession) ProtoMessage() {}
+
+func (x *ClientSession) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientSession.ProtoReflect.Descriptor instead.
+func (*ClientSession) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ClientSession) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ClientSession) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ClientSession) GetAcked() uint64 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+// SessionRecord is a session's state (keys.SessionPrefix).
+type SessionRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	TtlMs int64                  `protobuf:"varint,1,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// last_used_unix_nano is the time of the latest command in the session
+	// (the proposer's clock, carried in the entry); the session expires
+	// ttl_ms after it.
+	LastUsedUnixNano int64 `protobuf:"varint,2,opt,name=last_used_unix_nano,json=lastUsedUnixNano,proto3" json:"last_used_unix_nano,omitempty"`
+	// floor: replies below it have been dropped.
+	Floor uint64 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	// user is who opened it; only that user may use it.
+	User string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	// max_seq is the highest sequence with a kept reply: a request above it
+	// is new, with no reply to look for.
+	MaxSeq        uint64 `protobuf:"varint,5,opt,name=max_seq,json=maxSeq,proto3" json:"max_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRecord) Reset() {
+	*x = SessionRecord{}
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRecord) ProtoMessage() {}
+
+func (x *SessionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
+func (*SessionRecord) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SessionRecord) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *SessionRecord) GetLastUsedUnixNano() int64 {
+	if x != nil {
+		return x.LastUsedUnixNano
+	}
+	return 0
+}
+
+func (x *SessionRecord) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *SessionRecord) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *SessionRecord) GetMaxSeq() uint64 {
+	if x != nil {
+		return x.MaxSeq
+	}
+	return 0
+}
+
+// SessionExpireRequest drops sessions the leader found expired. Apply
+// drops each only if it is still expired at the entry's time, so a
+// session used in the meantime stays.
+type SessionExpireRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []uint64               `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionExpireRequest) Reset() {
+	*x = SessionExpireRequest{}
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionExpireRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionExpireRequest) ProtoMessage() {}
+
+func (x *SessionExpireRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionExpireRequest.ProtoReflect.Descriptor instead.
+func (*SessionExpireRequest) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SessionExpireRequest) GetIds() []uint64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
 var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\x1a\x12dkv/v1/store.proto\x1a\x12dkv/v1/query.proto\"\x9f\f\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\x1a\x12dkv/v1/store.proto\x1a\x12dkv/v1/query.proto\"\xd8\r\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
 	"\rauth_revision\x18O \x01(\x04R\fauthRevision\x12\x12\n" +
-	"\x04user\x18N \x01(\tR\x04user\x12&\n" +
+	"\x04user\x18N \x01(\tR\x04user\x12/\n" +
+	"\asession\x18M \x01(\v2\x15.dkv.v1.ClientSessionR\asession\x12&\n" +
 	"\x03put\x18\n" +
 	" \x01(\v2\x12.dkv.v1.PutRequestH\x00R\x03put\x12?\n" +
 	"\fdelete_range\x18\v \x01(\v2\x1a.dkv.v1.DeleteRangeRequestH\x00R\vdeleteRange\x12&\n" +
@@ -734,7 +977,9 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\fstore_delete\x18e \x01(\v2\x1a.dkv.v1.StoreDeleteRequestH\x00R\vstoreDelete\x12?\n" +
 	"\findex_create\x18n \x01(\v2\x1a.dkv.v1.IndexCreateRequestH\x00R\vindexCreate\x129\n" +
 	"\n" +
-	"index_drop\x18o \x01(\v2\x18.dkv.v1.IndexDropRequestH\x00R\tindexDropB\t\n" +
+	"index_drop\x18o \x01(\v2\x18.dkv.v1.IndexDropRequestH\x00R\tindexDrop\x12?\n" +
+	"\fsession_open\x18x \x01(\v2\x1a.dkv.v1.SessionOpenRequestH\x00R\vsessionOpen\x12E\n" +
+	"\x0esession_expire\x18y \x01(\v2\x1c.dkv.v1.SessionExpireRequestH\x00R\rsessionExpireB\t\n" +
 	"\arequest\"\x84\x01\n" +
 	"\fAlarmRequest\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12\x16\n" +
@@ -747,7 +992,19 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"client_url\x18\x02 \x01(\tR\tclientUrl\x12\x18\n" +
 	"\aversion\x18( \x01(\tR\aversion\";\n" +
 	"\x11ConfChangeContext\x12&\n" +
-	"\x06member\x18\x01 \x01(\v2\x0e.dkv.v1.MemberR\x06memberB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
+	"\x06member\x18\x01 \x01(\v2\x0e.dkv.v1.MemberR\x06member\"G\n" +
+	"\rClientSession\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05acked\x18\x03 \x01(\x04R\x05acked\"\x98\x01\n" +
+	"\rSessionRecord\x12\x15\n" +
+	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12-\n" +
+	"\x13last_used_unix_nano\x18\x02 \x01(\x03R\x10lastUsedUnixNano\x12\x14\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x17\n" +
+	"\amax_seq\x18\x05 \x01(\x04R\x06maxSeq\"(\n" +
+	"\x14SessionExpireRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x04R\x03idsB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
 var (
 	file_dkv_v1_raft_internal_proto_rawDescOnce sync.Once
@@ -761,69 +1018,76 @@ func file_dkv_v1_raft_internal_proto_rawDescGZIP() []byte {
 	return file_dkv_v1_raft_internal_proto_rawDescData
 }
 
-var file_dkv_v1_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_dkv_v1_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*InternalRequest)(nil),        // 0: dkv.v1.InternalRequest
 	(*AlarmRequest)(nil),           // 1: dkv.v1.AlarmRequest
 	(*MemberAttrsRequest)(nil),     // 2: dkv.v1.MemberAttrsRequest
 	(*ConfChangeContext)(nil),      // 3: dkv.v1.ConfChangeContext
-	(*PutRequest)(nil),             // 4: dkv.v1.PutRequest
-	(*DeleteRangeRequest)(nil),     // 5: dkv.v1.DeleteRangeRequest
-	(*TxnRequest)(nil),             // 6: dkv.v1.TxnRequest
-	(*CounterRequest)(nil),         // 7: dkv.v1.CounterRequest
-	(*CompactRequest)(nil),         // 8: dkv.v1.CompactRequest
-	(*LeaseGrantRequest)(nil),      // 9: dkv.v1.LeaseGrantRequest
-	(*LeaseRevokeRequest)(nil),     // 10: dkv.v1.LeaseRevokeRequest
-	(*LeaseRenewRequest)(nil),      // 11: dkv.v1.LeaseRenewRequest
-	(*LeaseCheckpointRequest)(nil), // 12: dkv.v1.LeaseCheckpointRequest
-	(*LeaseExpireRequest)(nil),     // 13: dkv.v1.LeaseExpireRequest
-	(*LockAcquireRequest)(nil),     // 14: dkv.v1.LockAcquireRequest
-	(*LockReleaseRequest)(nil),     // 15: dkv.v1.LockReleaseRequest
-	(*LockCancelRequest)(nil),      // 16: dkv.v1.LockCancelRequest
-	(*RateLimitRequest)(nil),       // 17: dkv.v1.RateLimitRequest
-	(*QueueClaimRequest)(nil),      // 18: dkv.v1.QueueClaimRequest
-	(*QueueAckRequest)(nil),        // 19: dkv.v1.QueueAckRequest
-	(*QueueAckBatchRequest)(nil),   // 20: dkv.v1.QueueAckBatchRequest
-	(*AuthChange)(nil),             // 21: dkv.v1.AuthChange
-	(*StoreCreateRequest)(nil),     // 22: dkv.v1.StoreCreateRequest
-	(*StoreDeleteRequest)(nil),     // 23: dkv.v1.StoreDeleteRequest
-	(*IndexCreateRequest)(nil),     // 24: dkv.v1.IndexCreateRequest
-	(*IndexDropRequest)(nil),       // 25: dkv.v1.IndexDropRequest
-	(AlarmType)(0),                 // 26: dkv.v1.AlarmType
-	(*Member)(nil),                 // 27: dkv.v1.Member
+	(*ClientSession)(nil),          // 4: dkv.v1.ClientSession
+	(*SessionRecord)(nil),          // 5: dkv.v1.SessionRecord
+	(*SessionExpireRequest)(nil),   // 6: dkv.v1.SessionExpireRequest
+	(*PutRequest)(nil),             // 7: dkv.v1.PutRequest
+	(*DeleteRangeRequest)(nil),     // 8: dkv.v1.DeleteRangeRequest
+	(*TxnRequest)(nil),             // 9: dkv.v1.TxnRequest
+	(*CounterRequest)(nil),         // 10: dkv.v1.CounterRequest
+	(*CompactRequest)(nil),         // 11: dkv.v1.CompactRequest
+	(*LeaseGrantRequest)(nil),      // 12: dkv.v1.LeaseGrantRequest
+	(*LeaseRevokeRequest)(nil),     // 13: dkv.v1.LeaseRevokeRequest
+	(*LeaseRenewRequest)(nil),      // 14: dkv.v1.LeaseRenewRequest
+	(*LeaseCheckpointRequest)(nil), // 15: dkv.v1.LeaseCheckpointRequest
+	(*LeaseExpireRequest)(nil),     // 16: dkv.v1.LeaseExpireRequest
+	(*LockAcquireRequest)(nil),     // 17: dkv.v1.LockAcquireRequest
+	(*LockReleaseRequest)(nil),     // 18: dkv.v1.LockReleaseRequest
+	(*LockCancelRequest)(nil),      // 19: dkv.v1.LockCancelRequest
+	(*RateLimitRequest)(nil),       // 20: dkv.v1.RateLimitRequest
+	(*QueueClaimRequest)(nil),      // 21: dkv.v1.QueueClaimRequest
+	(*QueueAckRequest)(nil),        // 22: dkv.v1.QueueAckRequest
+	(*QueueAckBatchRequest)(nil),   // 23: dkv.v1.QueueAckBatchRequest
+	(*AuthChange)(nil),             // 24: dkv.v1.AuthChange
+	(*StoreCreateRequest)(nil),     // 25: dkv.v1.StoreCreateRequest
+	(*StoreDeleteRequest)(nil),     // 26: dkv.v1.StoreDeleteRequest
+	(*IndexCreateRequest)(nil),     // 27: dkv.v1.IndexCreateRequest
+	(*IndexDropRequest)(nil),       // 28: dkv.v1.IndexDropRequest
+	(*SessionOpenRequest)(nil),     // 29: dkv.v1.SessionOpenRequest
+	(AlarmType)(0),                 // 30: dkv.v1.AlarmType
+	(*Member)(nil),                 // 31: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
-	4,  // 0: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
-	5,  // 1: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
-	6,  // 2: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
-	7,  // 3: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
-	8,  // 4: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
-	2,  // 5: dkv.v1.InternalRequest.member_attrs:type_name -> dkv.v1.MemberAttrsRequest
-	9,  // 6: dkv.v1.InternalRequest.lease_grant:type_name -> dkv.v1.LeaseGrantRequest
-	10, // 7: dkv.v1.InternalRequest.lease_revoke:type_name -> dkv.v1.LeaseRevokeRequest
-	11, // 8: dkv.v1.InternalRequest.lease_renew:type_name -> dkv.v1.LeaseRenewRequest
-	12, // 9: dkv.v1.InternalRequest.lease_checkpoint:type_name -> dkv.v1.LeaseCheckpointRequest
-	13, // 10: dkv.v1.InternalRequest.lease_expire:type_name -> dkv.v1.LeaseExpireRequest
-	14, // 11: dkv.v1.InternalRequest.lock_acquire:type_name -> dkv.v1.LockAcquireRequest
-	15, // 12: dkv.v1.InternalRequest.lock_release:type_name -> dkv.v1.LockReleaseRequest
-	16, // 13: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
-	1,  // 14: dkv.v1.InternalRequest.alarm:type_name -> dkv.v1.AlarmRequest
-	17, // 15: dkv.v1.InternalRequest.rate_limit:type_name -> dkv.v1.RateLimitRequest
-	18, // 16: dkv.v1.InternalRequest.queue_claim:type_name -> dkv.v1.QueueClaimRequest
-	19, // 17: dkv.v1.InternalRequest.queue_ack:type_name -> dkv.v1.QueueAckRequest
-	20, // 18: dkv.v1.InternalRequest.queue_ack_batch:type_name -> dkv.v1.QueueAckBatchRequest
-	21, // 19: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
-	22, // 20: dkv.v1.InternalRequest.store_create:type_name -> dkv.v1.StoreCreateRequest
-	23, // 21: dkv.v1.InternalRequest.store_delete:type_name -> dkv.v1.StoreDeleteRequest
-	24, // 22: dkv.v1.InternalRequest.index_create:type_name -> dkv.v1.IndexCreateRequest
-	25, // 23: dkv.v1.InternalRequest.index_drop:type_name -> dkv.v1.IndexDropRequest
-	26, // 24: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
-	27, // 25: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	4,  // 0: dkv.v1.InternalRequest.session:type_name -> dkv.v1.ClientSession
+	7,  // 1: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
+	8,  // 2: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
+	9,  // 3: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
+	10, // 4: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
+	11, // 5: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
+	2,  // 6: dkv.v1.InternalRequest.member_attrs:type_name -> dkv.v1.MemberAttrsRequest
+	12, // 7: dkv.v1.InternalRequest.lease_grant:type_name -> dkv.v1.LeaseGrantRequest
+	13, // 8: dkv.v1.InternalRequest.lease_revoke:type_name -> dkv.v1.LeaseRevokeRequest
+	14, // 9: dkv.v1.InternalRequest.lease_renew:type_name -> dkv.v1.LeaseRenewRequest
+	15, // 10: dkv.v1.InternalRequest.lease_checkpoint:type_name -> dkv.v1.LeaseCheckpointRequest
+	16, // 11: dkv.v1.InternalRequest.lease_expire:type_name -> dkv.v1.LeaseExpireRequest
+	17, // 12: dkv.v1.InternalRequest.lock_acquire:type_name -> dkv.v1.LockAcquireRequest
+	18, // 13: dkv.v1.InternalRequest.lock_release:type_name -> dkv.v1.LockReleaseRequest
+	19, // 14: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
+	1,  // 15: dkv.v1.InternalRequest.alarm:type_name -> dkv.v1.AlarmRequest
+	20, // 16: dkv.v1.InternalRequest.rate_limit:type_name -> dkv.v1.RateLimitRequest
+	21, // 17: dkv.v1.InternalRequest.queue_claim:type_name -> dkv.v1.QueueClaimRequest
+	22, // 18: dkv.v1.InternalRequest.queue_ack:type_name -> dkv.v1.QueueAckRequest
+	23, // 19: dkv.v1.InternalRequest.queue_ack_batch:type_name -> dkv.v1.QueueAckBatchRequest
+	24, // 20: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
+	25, // 21: dkv.v1.InternalRequest.store_create:type_name -> dkv.v1.StoreCreateRequest
+	26, // 22: dkv.v1.InternalRequest.store_delete:type_name -> dkv.v1.StoreDeleteRequest
+	27, // 23: dkv.v1.InternalRequest.index_create:type_name -> dkv.v1.IndexCreateRequest
+	28, // 24: dkv.v1.InternalRequest.index_drop:type_name -> dkv.v1.IndexDropRequest
+	29, // 25: dkv.v1.InternalRequest.session_open:type_name -> dkv.v1.SessionOpenRequest
+	6,  // 26: dkv.v1.InternalRequest.session_expire:type_name -> dkv.v1.SessionExpireRequest
+	30, // 27: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
+	31, // 28: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -866,6 +1130,8 @@ func file_dkv_v1_raft_internal_proto_init() {
 		(*InternalRequest_StoreDelete)(nil),
 		(*InternalRequest_IndexCreate)(nil),
 		(*InternalRequest_IndexDrop)(nil),
+		(*InternalRequest_SessionOpen)(nil),
+		(*InternalRequest_SessionExpire)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -873,7 +1139,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_raft_internal_proto_rawDesc), len(file_dkv_v1_raft_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

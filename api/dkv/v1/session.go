@@ -1,0 +1,41 @@
+package dkvpb
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// SessionMetadata is the gRPC metadata key that carries a write's client
+// session (KV.SessionOpen): "ID:SEQ:ACKED", the id in hex, SEQ the
+// write's sequence number in the session (the same each time the write
+// is sent), ACKED the lowest sequence whose reply the client is still
+// waiting for (every reply below it arrived). Over HTTP the gateway takes
+// it from the header "Grpc-Metadata-Dkv-Session".
+const SessionMetadata = "dkv-session"
+
+// FormatSession is the SessionMetadata value for a write.
+func FormatSession(id, seq, acked uint64) string {
+	return strconv.FormatUint(id, 16) + ":" + strconv.FormatUint(seq, 10) + ":" + strconv.FormatUint(acked, 10)
+}
+
+// ParseSession parses a SessionMetadata value.
+func ParseSession(v string) (*ClientSession, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%s %q: %s; want ID:SEQ:ACKED (the id in hex, not 0; 1 <= ACKED <= SEQ)", SessionMetadata, v, why)
+	}
+	f := strings.Split(v, ":")
+	if len(f) != 3 {
+		return nil, bad("not three fields")
+	}
+	id, err := strconv.ParseUint(f[0], 16, 64)
+	if err != nil || id == 0 {
+		return nil, bad("bad id")
+	}
+	seq, err1 := strconv.ParseUint(f[1], 10, 64)
+	acked, err2 := strconv.ParseUint(f[2], 10, 64)
+	if err1 != nil || err2 != nil || seq == 0 || acked == 0 || acked > seq {
+		return nil, bad("bad sequence")
+	}
+	return &ClientSession{Id: id, Seq: seq, Acked: acked}, nil
+}
