@@ -441,8 +441,8 @@ func TestProcessVersionRule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test; skipped with -short")
 	}
-	bin := testutil.DKVBinary(t) // server.Version as committed: 0.1.x
-	v02, v03 := buildVersioned(t, "0.2.0"), buildVersioned(t, "0.3.0")
+	bin := testutil.DKVBinary(t) // server.Version as committed: 0.2.x
+	v03, v04 := buildVersioned(t, "0.3.0"), buildVersioned(t, "0.4.0")
 	ms := startProcClusterWith(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -455,16 +455,16 @@ func TestProcessVersionRule(t *testing.T) {
 
 	// Two minor versions away: refused before it is added.
 	jctx, jcancel := context.WithTimeout(ctx, 60*time.Second)
-	out, err := exec.CommandContext(jctx, v03, joinArgs("far")...).CombinedOutput()
+	out, err := exec.CommandContext(jctx, v04, joinArgs("far")...).CombinedOutput()
 	jcancel()
 	if err == nil || !strings.Contains(string(out), "2 minor versions apart") {
-		t.Fatalf("joining with dkv 0.3.0 beside 0.1: err %v, want a refusal naming the rule; output:\n%s", err, out)
+		t.Fatalf("joining with dkv 0.4.0 beside 0.2: err %v, want a refusal naming the rule; output:\n%s", err, out)
 	}
 
 	// One minor version away: joins.
 	near := &procMember{name: "near", dir: filepath.Join(dir, "near")}
 	near.args = joinArgs("near")
-	near.Process = testutil.StartProcess(t, near.logPath(), v02, near.args...)
+	near.Process = testutil.StartProcess(t, near.logPath(), v03, near.args...)
 	t.Cleanup(func() {
 		if near.Running() {
 			near.Kill()
@@ -476,7 +476,7 @@ func TestProcessVersionRule(t *testing.T) {
 		defer lcancel()
 		b, _ := exec.CommandContext(lctx, bin, "--endpoints", ms[0].client, "member", "list").CombinedOutput()
 		list = string(b)
-		return strings.Contains(list, " 0.1.") && strings.Contains(list, " 0.2.0 ")
+		return strings.Contains(list, " 0.2.") && strings.Contains(list, " 0.3.0 ")
 	})
 	t.Logf("dkv member list:\n%s", list)
 	if !strings.Contains(list, "VERSION") {
@@ -484,12 +484,12 @@ func TestProcessVersionRule(t *testing.T) {
 	}
 
 	// The member's data dir, started with a binary two minor versions
-	// from the recorded 0.1: refused at start.
+	// from the recorded 0.2: refused at start.
 	near.sigterm(t)
 	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
-	out, err = exec.CommandContext(sctx, v03, near.args...).CombinedOutput()
+	out, err = exec.CommandContext(sctx, v04, near.args...).CombinedOutput()
 	scancel()
 	if err == nil || !strings.Contains(string(out), "refusing to start") || !strings.Contains(string(out), "2 minor versions apart") {
-		t.Fatalf("restarting a member with dkv 0.3.0 beside 0.1: err %v, want a refusal naming the rule; output:\n%s", err, out)
+		t.Fatalf("restarting a member with dkv 0.4.0 beside 0.2: err %v, want a refusal naming the rule; output:\n%s", err, out)
 	}
 }
