@@ -162,7 +162,8 @@ func gatewayClientCN(_ context.Context, r *http.Request) metadata.MD {
 }
 
 // HeaderMatcher is the gateway's default header mapping, except that
-// Dkv-Store names the call's store and no HTTP header may set
+// Dkv-Store names the call's store, Dkv-Session carries a write's client
+// session (dkvpb.SessionMetadata), and no HTTP header may set
 // CNMetadata (only a verified certificate does) or ClientAddrMetadata
 // (only the connection).
 func HeaderMatcher(key string) (string, bool) {
@@ -172,6 +173,9 @@ func HeaderMatcher(key string) (string, bool) {
 	}
 	if strings.EqualFold(key, "Dkv-Store") {
 		return etcdapi.StoreMetadata, true
+	}
+	if strings.EqualFold(key, "Dkv-Session") {
+		return dkvpb.SessionMetadata, true // a write's client session, as the Go client sends it
 	}
 	return runtime.DefaultHeaderMatcher(key)
 }

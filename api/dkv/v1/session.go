@@ -11,7 +11,7 @@ import (
 // write's sequence number in the session (the same each time the write
 // is sent), ACKED the lowest sequence whose reply the client is still
 // waiting for (every reply below it arrived). Over HTTP the gateway takes
-// it from the header "Grpc-Metadata-Dkv-Session".
+// it from the header "Dkv-Session".
 const SessionMetadata = "dkv-session"
 
 // FormatSession is the SessionMetadata value for a write.
