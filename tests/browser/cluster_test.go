@@ -127,7 +127,10 @@ func httpsClient(t testing.TB, certFile string) *http.Client {
 	if !pool.AppendCertsFromPEM(pem) {
 		t.Fatalf("no certificate in %s", certFile)
 	}
-	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	// The members listen on random 127.0.0.0/8 addresses (testutil.FreeAddr),
+	// which no certificate made before they were picked can name: check
+	// the certificate's chain and its name "localhost" instead.
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
 }
 
 // call sends a JSON request to the member's HTTP API and decodes the answer.

@@ -18,8 +18,9 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// selfSigned writes a self-signed certificate for every 127.0.0.x
-// (the members' random loopback addresses) and localhost, and its key.
+// selfSigned writes a self-signed certificate for localhost and every
+// 127.0.0.x, and its key. The members' addresses are random in
+// 127.0.0.0/8, so the Go side checks the name localhost (httpsClient).
 func selfSigned(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
