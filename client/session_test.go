@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server/servertest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -74,6 +76,20 @@ func lossyClient(t *testing.T, l *lossyLink, ttl time.Duration) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	// The cluster offers sessions once every member has published its
+	// version, a moment after it starts.
+	testutil.EventuallyNoError(t, 10*time.Second, "the member to publish its version", func(ctx context.Context) error {
+		ml, err := c.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range ml.GetMembers() {
+			if m.GetVersion() == "" {
+				return fmt.Errorf("member %s has published no version", m.GetName())
+			}
+		}
+		return nil
+	})
 	return c
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // TestHTTPSessionAppliesOnce: over the JSON gateway a client opens a
@@ -38,9 +40,14 @@ func TestHTTPSessionAppliesOnce(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := do("/v1/kv/session", "", `{"id":"77","ttl_ms":"60000"}`); code != 200 {
-		t.Fatalf("open: %d %s", code, body)
-	}
+	// The node offers sessions once it has published its version, a
+	// moment after it starts (501 until then).
+	testutil.EventuallyNoError(t, 10*time.Second, "a session to open", func(context.Context) error {
+		if code, body := do("/v1/kv/session", "", `{"id":"77","ttl_ms":"60000"}`); code != 200 {
+			return fmt.Errorf("open: %d %s", code, body)
+		}
+		return nil
+	})
 	key := base64.StdEncoding.EncodeToString([]byte("n"))
 	inc := fmt.Sprintf(`{"key":%q,"delta":"1"}`, key)
 	hdr := dkvpb.FormatSession(77, 1, 1)

@@ -202,7 +202,11 @@ func (s *script) session(t *testing.T, id uint64) string {
 	for ok := it.First(); ok; ok = it.Next() {
 		seqs = append(seqs, strconv.FormatUint(binary.BigEndian.Uint64(it.Key()[len(it.Key())-8:]), 10))
 	}
-	fmt.Fprintf(&b, "replies for seq [%s]\n", strings.Join(seqs, " "))
+	fmt.Fprintf(&b, "replies under keys for seq [%s]", strings.Join(seqs, " "))
+	if len(rec.GetLastReply()) > 0 {
+		fmt.Fprintf(&b, ", in the record for seq %d", rec.GetMaxSeq())
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 

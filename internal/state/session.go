@@ -197,26 +197,42 @@ func (m *Machine) applyInSession(b *pebble.Batch, req *dkvpb.InternalRequest) Re
 		return m.refused(dkverr.New(dkverr.InvalidInput, "session %x: sequence %d is below %d, whose replies the client acknowledged", s.GetId(), s.GetSeq(), rec.GetFloor()))
 	}
 	var res Result
-	if s.GetSeq() > rec.GetMaxSeq() {
+	switch {
+	case s.GetSeq() > rec.GetMaxSeq():
 		// Above every kept reply: new, nothing to look up.
 		res = m.applyKeep(b, req, rec)
-	} else if data, closer, err := b.Get(replyKey(s.GetId(), s.GetSeq())); err == nil {
-		resp, derr := decodeReply(data)
-		closer.Close()
-		must(derr)
-		// Applied before: its reply, and no effects a second time.
-		res = Result{Resp: resp, Revision: m.kv.Revision()}
-	} else if !errors.Is(err, pebble.ErrNotFound) {
+	case s.GetSeq() == rec.GetMaxSeq() && len(rec.GetLastReply()) > 0:
+		// Applied before, its reply in the record.
+		resp, err := decodeReply(rec.GetLastReply())
 		must(err)
-	} else {
-		res = m.applyKeep(b, req, rec)
+		res = Result{Resp: resp, Revision: m.kv.Revision()}
+	default:
+		if data, closer, err := b.Get(replyKey(s.GetId(), s.GetSeq())); err == nil {
+			resp, derr := decodeReply(data)
+			closer.Close()
+			must(derr)
+			// Applied before: its reply, and no effects a second time.
+			res = Result{Resp: resp, Revision: m.kv.Revision()}
+		} else if !errors.Is(err, pebble.ErrNotFound) {
+			must(err)
+		} else {
+			res = m.applyKeep(b, req, rec)
+		}
 	}
-	// Drop the replies the client has acknowledged, a bounded number per
-	// command.
+	// Drop the replies the client has acknowledged: the one in the record,
+	// and those under keys, a bounded number per command (keys exist only
+	// up to keyed_max).
+	if s.GetAcked() > rec.GetMaxSeq() {
+		rec.LastReply = nil
+	}
 	floor := rec.GetFloor()
-	to := min(s.GetAcked(), floor+dropPerCommand)
+	hi := min(s.GetAcked(), rec.GetKeyedMax()+1)
+	to := min(hi, floor+dropPerCommand)
 	for ; floor < to; floor++ {
 		must(b.Delete(replyKey(s.GetId(), floor), nil))
+	}
+	if to == hi {
+		floor = max(floor, s.GetAcked())
 	}
 	rec.Floor = floor
 	rec.LastUsedUnixNano = max(rec.GetLastUsedUnixNano(), req.GetTimeUnixNano())
@@ -256,15 +272,28 @@ func (m *Machine) putSession(b *pebble.Batch, id uint64, rec *dkvpb.SessionRecor
 // it applied.
 func (m *Machine) applyKeep(b *pebble.Batch, req *dkvpb.InternalRequest, rec *dkvpb.SessionRecord) Result {
 	res := m.apply(b, req)
-	if res.Err == nil && res.Resp != nil {
-		a, err := anypb.New(res.Resp)
-		must(err)
-		data, err := proto.Marshal(a)
-		must(err)
-		s := req.GetSession()
-		must(b.Set(replyKey(s.GetId(), s.GetSeq()), data, nil))
-		rec.MaxSeq = max(rec.GetMaxSeq(), s.GetSeq())
+	if res.Err != nil || res.Resp == nil {
+		return res
 	}
+	a, err := anypb.New(res.Resp)
+	must(err)
+	data, err := proto.Marshal(a)
+	must(err)
+	s := req.GetSession()
+	if s.GetSeq() < rec.GetMaxSeq() {
+		// Out of order (the client has several writes in flight): under
+		// its own key.
+		must(b.Set(replyKey(s.GetId(), s.GetSeq()), data, nil))
+		rec.KeyedMax = max(rec.GetKeyedMax(), s.GetSeq())
+		return res
+	}
+	// The newest: into the record. The reply it displaces moves to its
+	// key unless the client has acknowledged it.
+	if old := rec.GetMaxSeq(); len(rec.GetLastReply()) > 0 && old >= s.GetAcked() {
+		must(b.Set(replyKey(s.GetId(), old), rec.GetLastReply(), nil))
+		rec.KeyedMax = max(rec.GetKeyedMax(), old)
+	}
+	rec.MaxSeq, rec.LastReply = s.GetSeq(), data
 	return res
 }
 

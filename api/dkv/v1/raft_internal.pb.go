@@ -819,7 +819,14 @@ type SessionRecord struct {
 	User string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
 	// max_seq is the highest sequence with a kept reply: a request above it
 	// is new, with no reply to look for.
-	MaxSeq        uint64 `protobuf:"varint,5,opt,name=max_seq,json=maxSeq,proto3" json:"max_seq,omitempty"`
+	MaxSeq uint64 `protobuf:"varint,5,opt,name=max_seq,json=maxSeq,proto3" json:"max_seq,omitempty"`
+	// last_reply is max_seq's reply (an anypb.Any), kept here rather than
+	// under its own key, so a client with one write in flight costs one
+	// record write per write; empty once the client acknowledged it.
+	LastReply []byte `protobuf:"bytes,6,opt,name=last_reply,json=lastReply,proto3" json:"last_reply,omitempty"`
+	// keyed_max is the highest sequence whose reply is under its own key
+	// (keys.SessionReplyPrefix); 0: none.
+	KeyedMax      uint64 `protobuf:"varint,7,opt,name=keyed_max,json=keyedMax,proto3" json:"keyed_max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -885,6 +892,20 @@ func (x *SessionRecord) GetUser() string {
 func (x *SessionRecord) GetMaxSeq() uint64 {
 	if x != nil {
 		return x.MaxSeq
+	}
+	return 0
+}
+
+func (x *SessionRecord) GetLastReply() []byte {
+	if x != nil {
+		return x.LastReply
+	}
+	return nil
+}
+
+func (x *SessionRecord) GetKeyedMax() uint64 {
+	if x != nil {
+		return x.KeyedMax
 	}
 	return 0
 }
@@ -996,13 +1017,16 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\rClientSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
-	"\x05acked\x18\x03 \x01(\x04R\x05acked\"\x98\x01\n" +
+	"\x05acked\x18\x03 \x01(\x04R\x05acked\"\xd4\x01\n" +
 	"\rSessionRecord\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12-\n" +
 	"\x13last_used_unix_nano\x18\x02 \x01(\x03R\x10lastUsedUnixNano\x12\x14\n" +
 	"\x05floor\x18\x03 \x01(\x04R\x05floor\x12\x12\n" +
 	"\x04user\x18\x04 \x01(\tR\x04user\x12\x17\n" +
-	"\amax_seq\x18\x05 \x01(\x04R\x06maxSeq\"(\n" +
+	"\amax_seq\x18\x05 \x01(\x04R\x06maxSeq\x12\x1d\n" +
+	"\n" +
+	"last_reply\x18\x06 \x01(\fR\tlastReply\x12\x1b\n" +
+	"\tkeyed_max\x18\a \x01(\x04R\bkeyedMax\"(\n" +
 	"\x14SessionExpireRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x04R\x03idsB(Z&github.com/dkv-io/dkv/api/dkv/v1;dkvpbb\x06proto3"
 
