@@ -66,6 +66,8 @@ var sessionOpenCommand = Command{
 		return nil
 	},
 	needs: anyUser,
+	// A new session is a record more: refused while NOSPACE is raised.
+	growsData: always,
 	apply: func(m *Machine, b *pebble.Batch, req *dkvpb.InternalRequest) Result {
 		r := req.GetSessionOpen()
 		if err := membersApplySessions(b); err != nil {
