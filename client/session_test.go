@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
-	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server/servertest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -76,20 +74,7 @@ func lossyClient(t *testing.T, l *lossyLink, ttl time.Duration) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	// The cluster offers sessions once every member has published its
-	// version, a moment after it starts.
-	testutil.EventuallyNoError(t, 10*time.Second, "the member to publish its version", func(ctx context.Context) error {
-		ml, err := c.MemberList(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range ml.GetMembers() {
-			if m.GetVersion() == "" {
-				return fmt.Errorf("member %s has published no version", m.GetName())
-			}
-		}
-		return nil
-	})
+	servertest.WaitSessions(t, c)
 	return c
 }
 
@@ -211,4 +196,23 @@ func TestExpiredSessionAfterUnknownOutcome(t *testing.T) {
 func sessionID(v string) string {
 	id, _, _ := strings.Cut(v, ":")
 	return id
+}
+
+// TestSessionTTLBounds: a session TTL outside 1s to 1h is refused by
+// client.New, naming the bounds; negative turns sessions off.
+func TestSessionTTLBounds(t *testing.T) {
+	for _, ttl := range []time.Duration{time.Millisecond, 2 * time.Hour} {
+		cfg := client.Config{Endpoints: []string{"127.0.0.1:1"}, SessionTTL: ttl}
+		cfg.EnsureDefaults()
+		if err := cfg.Validate(); !errors.Is(err, client.ErrInvalidInput) || !strings.Contains(err.Error(), "1s to 1h") {
+			t.Errorf("SessionTTL %v: %v, want ErrInvalidInput naming 1s to 1h", ttl, err)
+		}
+	}
+	for _, ttl := range []time.Duration{-1, 0, time.Second, time.Hour} {
+		cfg := client.Config{Endpoints: []string{"127.0.0.1:1"}, SessionTTL: ttl}
+		cfg.EnsureDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("SessionTTL %v: %v, want accepted", ttl, err)
+		}
+	}
 }

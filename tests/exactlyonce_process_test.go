@@ -15,6 +15,7 @@ import (
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
 	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 var exactlyOnceDuration = flag.Duration("exactlyonce.duration", 0,
@@ -220,25 +221,15 @@ func TestProcessExactlyOnceUnderFailover(t *testing.T) {
 	}
 }
 
-// waitSessions waits until every member has published its version, from
-// which on the cluster offers client sessions.
+// waitSessions waits until the cluster at eps offers client sessions.
 func waitSessions(t *testing.T, eps []string) {
 	t.Helper()
-	testutil.EventuallyNoError(t, 30*time.Second, "every member to publish its version", func(ctx context.Context) error {
-		c, err := client.New(ctx, client.Config{Endpoints: eps, AutoSyncInterval: -1})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		ml, err := c.MemberList(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range ml.GetMembers() {
-			if m.GetVersion() == "" {
-				return fmt.Errorf("member %s has published no version", m.GetName())
-			}
-		}
-		return nil
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Endpoints: eps, AutoSyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	servertest.WaitSessions(t, c)
 }
