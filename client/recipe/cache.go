@@ -114,7 +114,7 @@ func NewCache(ctx context.Context, w client.Watcher, prefix string, opts ...Cach
 		done: make(chan struct{}), items: map[string]*client.KeyValue{},
 		changed: make(chan struct{}),
 	}
-	wt, err := c.snapshot()
+	wt, err := c.snapshot(false)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -221,8 +221,9 @@ func (c *Cache) Close() {
 func (c *Cache) Done() <-chan struct{} { return c.done }
 
 // snapshot opens a watch with an initial snapshot and brings the cache
-// to it, calling the handlers for the differences.
-func (c *Cache) snapshot() (*client.Watch, error) {
+// to it, calling the handlers for the differences. A resync is counted
+// with the new state, before WaitForRevision can see it.
+func (c *Cache) snapshot(resync bool) (*client.Watch, error) {
 	wt, err := c.w.WatchPrefix(c.ctx, c.prefix, client.WithInitialSnapshot(), client.WithProgressNotify(c.cfg.progress))
 	if err != nil {
 		return nil, err
@@ -266,6 +267,9 @@ func (c *Cache) snapshot() (*client.Watch, error) {
 	c.mu.Lock()
 	c.items = next
 	c.advance(init.Revision)
+	if resync {
+		c.resyncs++
+	}
 	c.mu.Unlock()
 	for _, f := range calls {
 		f()
@@ -404,11 +408,5 @@ func (c *Cache) reopen(err error) (*client.Watch, error) {
 			return wt, err
 		}
 	}
-	wt, err := c.snapshot()
-	if err == nil {
-		c.mu.Lock()
-		c.resyncs++
-		c.mu.Unlock()
-	}
-	return wt, err
+	return c.snapshot(true)
 }
