@@ -37,7 +37,8 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 	}
 	newPeer := testutil.FreeAddr(t)
 	if _, err := cli.MemberUpdate(ctx, f.memberID, []string{"http://" + newPeer}); err != nil {
-		t.Fatalf("member update %s to http://%s: %v", f.name, newPeer, err)
+		ml, lerr := cli.MemberList(ctx)
+		t.Fatalf("member update %s to http://%s: %v\nmember list now: %v %v%s", f.name, newPeer, err, ml, lerr, c.logs())
 	}
 	c.restartAt(t, f, newPeer)
 
