@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -36,38 +36,46 @@ const (
 // refused, unapplied, with SessionExpired (docs/operations.md, Upgrades).
 
 // oldMemberCheck caches oldMember's answer for a second: it is asked on
-// every write in a session.
+// every write in a session, so the answer is read without a lock and
+// only one caller at a time refreshes it.
 type oldMemberCheck struct {
-	mu   sync.Mutex
-	at   time.Time
-	last error
+	last       atomic.Pointer[oldMemberAnswer]
+	refreshing atomic.Bool
+}
+
+type oldMemberAnswer struct {
+	at  time.Time
+	err error
 }
 
 // oldMember says which member's version does not apply sessions, or nil.
 func (s *Server) oldMember() error {
 	c := &s.sessCheck
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now := time.Now(); now.Sub(c.at) > time.Second {
-		c.at, c.last = now, nil
-		ms, err := state.Members(s.store.DB())
-		if err != nil {
-			c.last = err
-		} else if m := state.OldMember(ms); m != nil {
-			c.last = fmt.Errorf("member %x (%s) runs dkv %s, which does not apply client sessions", m.GetId(), m.GetName(), m.GetVersion())
+	a := c.last.Load()
+	if a != nil {
+		if time.Since(a.at) <= time.Second {
+			return a.err
 		}
+		if !c.refreshing.CompareAndSwap(false, true) {
+			return a.err // another caller is refreshing it
+		}
+		defer c.refreshing.Store(false)
 	}
-	return c.last
+	n := &oldMemberAnswer{at: time.Now()}
+	ms, err := state.Members(s.store.DB())
+	if err != nil {
+		n.err = err
+	} else if m := state.OldMember(ms); m != nil {
+		n.err = fmt.Errorf("member %x (%s) runs dkv %s, which does not apply client sessions", m.GetId(), m.GetName(), m.GetVersion())
+	}
+	c.last.Store(n)
+	return n.err
 }
 
 // stampSession sets req's session from ctx's metadata, if it carries one,
 // and the entry's time, which sessions are measured on.
 func (s *Server) stampSession(ctx context.Context, req *dkvpb.InternalRequest) error {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return nil
-	}
-	v := md.Get(dkvpb.SessionMetadata)
+	v := metadata.ValueFromIncomingContext(ctx, dkvpb.SessionMetadata)
 	if len(v) == 0 {
 		return nil
 	}

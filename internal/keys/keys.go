@@ -72,7 +72,7 @@ var (
 	// SessionEnd bounds SessionPrefix.
 	SessionEnd = []byte("s/cs0")
 	// SessionReplyPrefix: s/cr/<id, 8 bytes BE><seq, 8 bytes BE> -> the
-	// reply (an anypb.Any) to the session's request with that sequence.
+	// reply (state.encodeReply) to the session's request with that sequence.
 	SessionReplyPrefix = []byte("s/cr/")
 )
 

@@ -14,6 +14,8 @@ import (
 	"github.com/dkv-io/dkv/internal/keys"
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -277,9 +279,7 @@ func (m *Machine) applyKeep(b *pebble.Batch, req *dkvpb.InternalRequest, rec *dk
 	if res.Err != nil || res.Resp == nil {
 		return res
 	}
-	a, err := anypb.New(res.Resp)
-	must(err)
-	data, err := proto.Marshal(a)
+	data, err := encodeReply(res.Resp)
 	must(err)
 	s := req.GetSession()
 	if s.GetSeq() < rec.GetMaxSeq() {
@@ -299,16 +299,46 @@ func (m *Machine) applyKeep(b *pebble.Batch, req *dkvpb.InternalRequest, rec *dk
 	return res
 }
 
+// A kept reply is stored as a 0 byte, the reply's message name (a
+// uvarint length and the name) and the message. The 0 byte tells it from
+// the anypb.Any that earlier builds of this version stored (an Any starts
+// with its type URL's tag, 0x0a), which decodeReply still reads.
+func encodeReply(resp proto.Message) ([]byte, error) {
+	name := resp.ProtoReflect().Descriptor().FullName()
+	size := proto.Size(resp)
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(name)+size)
+	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	b = append(b, name...)
+	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, resp)
+}
+
 func decodeReply(data []byte) (proto.Message, error) {
-	var a anypb.Any
-	if err := proto.Unmarshal(data, &a); err != nil {
+	if len(data) == 0 || data[0] != 0 {
+		var a anypb.Any
+		if err := proto.Unmarshal(data, &a); err != nil {
+			return nil, err
+		}
+		return a.UnmarshalNew()
+	}
+	n, w := binary.Uvarint(data[1:])
+	if w <= 0 || n > uint64(len(data)-1-w) {
+		return nil, errors.New("kept reply: bad message name length")
+	}
+	name := protoreflect.FullName(data[1+w : 1+w+int(n)])
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("kept reply of type %s: %w", name, err)
+	}
+	msg := mt.New().Interface()
+	if err := proto.Unmarshal(data[1+w+int(n):], msg); err != nil {
 		return nil, err
 	}
-	return a.UnmarshalNew()
+	return msg, nil
 }
 
 // The session records: "s/cs/<id, 8 bytes BE>" -> dkvpb.SessionRecord,
-// "s/cr/<id, 8 bytes BE><seq, 8 bytes BE>" -> anypb.Any of the reply. The
+// "s/cr/<id, 8 bytes BE><seq, 8 bytes BE>" -> the reply (encodeReply). The
 // bytes are a stored format.
 
 func sessionKey(id uint64) []byte {

@@ -7,6 +7,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // TestSessionOpenWaitsForEveryMember: a session opens only while every
@@ -52,5 +53,36 @@ func TestSessionOpenWaitsForEveryMember(t *testing.T) {
 	}
 	if m := OldMember([]*dkvpb.Member{{Id: 1, Version: "0.1.0"}}); m.GetId() != 1 {
 		t.Fatalf("OldMember missed a 0.1.0 member")
+	}
+}
+
+// TestKeptReplyEncoding: a kept reply decodes to the message that was
+// kept, in the current encoding and in the anypb.Any earlier builds
+// stored; damaged bytes are an error, not a panic or a wrong reply.
+func TestKeptReplyEncoding(t *testing.T) {
+	resp := &dkvpb.PutResponse{Header: &dkvpb.ResponseHeader{Revision: 42, RaftTerm: 3}}
+	data, err := encodeReply(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeReply(data)
+	if err != nil || !proto.Equal(got, resp) {
+		t.Fatalf("decodeReply(encodeReply(%v)) = %v, %v", resp, got, err)
+	}
+	a, err := anypb.New(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := proto.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeReply(legacy); err != nil || !proto.Equal(got, resp) {
+		t.Fatalf("decodeReply(an Any of %v) = %v, %v", resp, got, err)
+	}
+	for _, bad := range [][]byte{{0}, {0, 200}, {0, 5, 'd', 'k', 'v'}, {0, 3, 'n', 'o', 'p', 1}} {
+		if got, err := decodeReply(bad); err == nil {
+			t.Errorf("decodeReply(%v) = %v, want an error", bad, got)
+		}
 	}
 }

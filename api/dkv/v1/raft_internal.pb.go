@@ -820,7 +820,7 @@ type SessionRecord struct {
 	// max_seq is the highest sequence with a kept reply: a request above it
 	// is new, with no reply to look for.
 	MaxSeq uint64 `protobuf:"varint,5,opt,name=max_seq,json=maxSeq,proto3" json:"max_seq,omitempty"`
-	// last_reply is max_seq's reply (an anypb.Any), kept here rather than
+	// last_reply is max_seq's reply (as state's encodeReply writes it), kept here rather than
 	// under its own key, so a client with one write in flight costs one
 	// record write per write; empty once the client acknowledged it.
 	LastReply []byte `protobuf:"bytes,6,opt,name=last_reply,json=lastReply,proto3" json:"last_reply,omitempty"`

@@ -16,7 +16,13 @@ const SessionMetadata = "dkv-session"
 
 // FormatSession is the SessionMetadata value for a write.
 func FormatSession(id, seq, acked uint64) string {
-	return strconv.FormatUint(id, 16) + ":" + strconv.FormatUint(seq, 10) + ":" + strconv.FormatUint(acked, 10)
+	b := make([]byte, 0, 48)
+	b = strconv.AppendUint(b, id, 16)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, acked, 10)
+	return string(b)
 }
 
 // ParseSession parses a SessionMetadata value.
@@ -24,16 +30,17 @@ func ParseSession(v string) (*ClientSession, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%s %q: %s; want ID:SEQ:ACKED (the id in hex, not 0; 1 <= ACKED <= SEQ)", SessionMetadata, v, why)
 	}
-	f := strings.Split(v, ":")
-	if len(f) != 3 {
+	f0, rest, ok1 := strings.Cut(v, ":")
+	f1, f2, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || strings.Contains(f2, ":") {
 		return nil, bad("not three fields")
 	}
-	id, err := strconv.ParseUint(f[0], 16, 64)
+	id, err := strconv.ParseUint(f0, 16, 64)
 	if err != nil || id == 0 {
 		return nil, bad("bad id")
 	}
-	seq, err1 := strconv.ParseUint(f[1], 10, 64)
-	acked, err2 := strconv.ParseUint(f[2], 10, 64)
+	seq, err1 := strconv.ParseUint(f1, 10, 64)
+	acked, err2 := strconv.ParseUint(f2, 10, 64)
 	if err1 != nil || err2 != nil || seq == 0 || acked == 0 || acked > seq {
 		return nil, bad("bad sequence")
 	}
