@@ -22,19 +22,19 @@ func TestProcessCLIPutDuringLeaderKill(t *testing.T) {
 	ms := startProcCluster(t, 3)
 	var eps []string
 	for _, m := range ms {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	waitSessions(t, eps)
 	for round := 1; round <= 3; round++ {
-		var l *procMember
+		var l *testutil.Member
 		testutil.Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
 		// Leader first in the list: the CLI tries it first, as a user
 		// who names it would.
-		order := []string{l.client}
+		order := []string{l.ClientAddr}
 		for _, e := range eps {
-			if e != l.client {
+			if e != l.ClientAddr {
 				order = append(order, e)
 			}
 		}
@@ -47,9 +47,9 @@ func TestProcessCLIPutDuringLeaderKill(t *testing.T) {
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("round %d: dkv put right after killing leader %s: %v after %v\n%s", round, l.name, err, time.Since(start), out)
+			t.Fatalf("round %d: dkv put right after killing leader %s: %v after %v\n%s", round, l.Name, err, time.Since(start), out)
 		}
-		t.Logf("round %d: killed %s; dkv put succeeded in %v: %s", round, l.name, time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
+		t.Logf("round %d: killed %s; dkv put succeeded in %v: %s", round, l.Name, time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
 		c, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -59,6 +59,6 @@ func TestProcessCLIPutDuringLeaderKill(t *testing.T) {
 		if err != nil || string(kv.Value) != val || kv.Version != 1 {
 			t.Fatalf("round %d: after the put, %s = %v (err %v), want %q at version 1", round, key, kv, err, val)
 		}
-		l.start(t)
+		l.Start(t)
 	}
 }

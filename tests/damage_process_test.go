@@ -310,7 +310,7 @@ func TestProcessMemberWithLostLogRefused(t *testing.T) {
 	ms := startProcCluster(t, 3)
 	var eps []string
 	for _, m := range ms {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -327,7 +327,7 @@ func TestProcessMemberWithLostLogRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var victim *procMember
+	var victim *testutil.Member
 	testutil.Eventually(t, 30*time.Second, "a leader", func() bool { return leaderOf(ctx, ms) != nil })
 	l := leaderOf(ctx, ms)
 	for _, m := range ms {
@@ -337,7 +337,7 @@ func TestProcessMemberWithLostLogRefused(t *testing.T) {
 		}
 	}
 	victim.Kill()
-	logs, _ := filepath.Glob(filepath.Join(victim.dir, "*.log"))
+	logs, _ := filepath.Glob(filepath.Join(victim.Dir, "*.log"))
 	if len(logs) == 0 {
 		t.Fatal("no WAL")
 	}
@@ -346,14 +346,14 @@ func TestProcessMemberWithLostLogRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	victim.start(t)
+	victim.Start(t)
 	select {
 	case <-victim.Exited():
 	case <-time.After(30 * time.Second):
-		out, _ := os.ReadFile(filepath.Join(filepath.Dir(victim.dir), victim.name+".log"))
+		out, _ := os.ReadFile(victim.Log)
 		t.Fatalf("member with a lost log and HardState kept running:\n%s", out)
 	}
-	out, _ := os.ReadFile(filepath.Join(filepath.Dir(victim.dir), victim.name+".log"))
+	out, _ := os.ReadFile(victim.Log)
 	if code := victim.Cmd.ProcessState.ExitCode(); code != exitDataDamaged {
 		t.Errorf("exit code %d, want %d\n%s", code, exitDataDamaged, out)
 	}

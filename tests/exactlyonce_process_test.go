@@ -46,7 +46,7 @@ func TestProcessExactlyOnceUnderFailover(t *testing.T) {
 	ms := startProcCluster(t, 3)
 	var eps []string
 	for _, m := range ms {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d+3*time.Minute)
 	defer cancel()
@@ -119,15 +119,15 @@ func TestProcessExactlyOnceUnderFailover(t *testing.T) {
 	step := d / 5
 	for k := 0; k < 3; k++ {
 		time.Sleep(step) // the schedule's spacing, not a synchronisation
-		var l *procMember
+		var l *testutil.Member
 		testutil.Eventually(t, 30*time.Second, "a leader to kill", func() bool { l = leaderOf(ctx, ms); return l != nil })
-		t.Logf("kill -9 leader %s", l.name)
+		t.Logf("kill -9 leader %s", l.Name)
 		l.Kill()
 		time.Sleep(3 * time.Second) // the member stays dead this long
-		l.start(t)
+		l.Start(t)
 	}
 	time.Sleep(step / 2)
-	var f *procMember
+	var f *testutil.Member
 	testutil.Eventually(t, 30*time.Second, "a follower to pause", func() bool {
 		l := leaderOf(ctx, ms)
 		for _, m := range ms {
@@ -138,7 +138,7 @@ func TestProcessExactlyOnceUnderFailover(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("SIGSTOP follower %s for 3s", f.name)
+	t.Logf("SIGSTOP follower %s for 3s", f.Name)
 	if err := f.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,11 @@ import (
 
 // dkvCLI runs the dkv command against ms and returns its stdout and exit
 // code.
-func dkvCLI(t *testing.T, ms []*procMember, args ...string) (string, int) {
+func dkvCLI(t *testing.T, ms []*testutil.Member, args ...string) (string, int) {
 	t.Helper()
 	var eps []string
 	for _, m := range ms {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	full := append([]string{"--endpoints", strings.Join(eps, ","), "--timeout", "15s"}, args...)
 	cmd := exec.Command(testutil.DKVBinary(t), full...)
@@ -40,7 +40,7 @@ func dkvCLI(t *testing.T, ms []*procMember, args ...string) (string, int) {
 	return strings.TrimSpace(out.String()), code
 }
 
-func waitProcCluster(t *testing.T, ms []*procMember) {
+func waitProcCluster(t *testing.T, ms []*testutil.Member) {
 	t.Helper()
 	testutil.Eventually(t, 20*time.Second, "process cluster has a leader", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -131,7 +131,7 @@ func TestProcessLockPause(t *testing.T) {
 			waitProcCluster(t, ms)
 			var eps []string
 			for _, m := range ms {
-				eps = append(eps, m.client)
+				eps = append(eps, m.ClientAddr)
 			}
 			a := exec.Command(testutil.DKVBinary(t), "--endpoints", strings.Join(eps, ","), "lock", "order:123", "--ttl", "2s", "--",
 				"sh", "-c", `echo "$DKV_LOCK_HANDLE"; exec sleep 60`)
@@ -223,7 +223,7 @@ func TestProcessElection(t *testing.T) {
 	waitProcCluster(t, ms)
 	var eps []string
 	for _, m := range ms {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	type elected struct {
 		who    int

@@ -15,9 +15,9 @@ import (
 )
 
 // leaderProc waits for the member that says it leads.
-func leaderProc(t *testing.T, ms []*procMember) *procMember {
+func leaderProc(t *testing.T, ms []*testutil.Member) *testutil.Member {
 	t.Helper()
-	var l *procMember
+	var l *testutil.Member
 	testutil.Eventually(t, 30*time.Second, "a leader", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -54,7 +54,7 @@ func testPausedMember(t *testing.T, which string) {
 	}
 	eps := make([]string, len(ms))
 	for i, m := range ms {
-		eps[i] = m.client
+		eps[i] = m.ClientAddr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

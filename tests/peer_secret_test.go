@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -32,48 +31,6 @@ import (
 // The peer secret never travels over the
 // client API, and a multi-node cluster does not run on a secret anybody
 // can compute unless its operator says so.
-
-// secretMember is a dkv serve process with its HTTP address.
-type secretMember struct {
-	*procMember
-	http string
-}
-
-// startSecretCluster starts n members of a new cluster, each with an
-// HTTP port and the extra flags (no peer secret unless extra has one).
-func startSecretCluster(t *testing.T, n int, extra ...string) []*secretMember {
-	t.Helper()
-	base := t.TempDir()
-	var ms []*secretMember
-	var initial []string
-	for i := range n {
-		name := fmt.Sprintf("n%d", i+1)
-		m := &secretMember{procMember: &procMember{name: name, client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t), dir: filepath.Join(base, name)}, http: testutil.FreeAddr(t)}
-		ms = append(ms, m)
-		initial = append(initial, m.name+"="+m.peer)
-	}
-	for _, m := range ms {
-		m.args = append([]string{"serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
-			"--http-addr", m.http, "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ",")}, extra...)
-		m.start(t)
-	}
-	t.Cleanup(func() {
-		for _, m := range ms {
-			if m.Running() {
-				m.Kill()
-			}
-		}
-	})
-	return ms
-}
-
-func procMembers(ms []*secretMember) []*procMember {
-	var out []*procMember
-	for _, m := range ms {
-		out = append(out, m.procMember)
-	}
-	return out
-}
 
 // serveRefused runs dkv serve with args until it exits or says it is
 // listening (it started: then it is killed). It returns the exit code
@@ -110,12 +67,12 @@ func serveRefused(t *testing.T, args ...string) (int, string) {
 }
 
 // readyz returns m's /readyz status and body once it answers.
-func readyz(t *testing.T, m *secretMember) (int, string) {
+func readyz(t *testing.T, m *testutil.Member) (int, string) {
 	t.Helper()
 	var code int
 	var body string
-	testutil.Eventually(t, 60*time.Second, m.name+" /readyz 200", func() bool {
-		resp, err := http.Get("http://" + m.http + "/readyz")
+	testutil.Eventually(t, 60*time.Second, m.Name+" /readyz 200", func() bool {
+		resp, err := http.Get("http://" + m.HTTPAddr + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -127,8 +84,8 @@ func readyz(t *testing.T, m *secretMember) (int, string) {
 	return code, body
 }
 
-func logOf(m *procMember) string {
-	b, _ := os.ReadFile(m.logPath())
+func logOf(m *testutil.Member) string {
+	b, _ := os.ReadFile(m.Log)
 	return string(b)
 }
 
@@ -153,16 +110,16 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test; skipped with -short")
 	}
-	ms := startProcClusterWith(t, 3)
+	ms := startProcCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	waitProcCluster(t, ms)
 	for _, m := range ms {
 		waitServing(t, ctx, m)
 	}
-	conns := map[*procMember]*grpc.ClientConn{}
+	conns := map[*testutil.Member]*grpc.ClientConn{}
 	for _, m := range ms {
-		conn, err := grpc.NewClient("passthrough:///"+m.client, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient("passthrough:///"+m.ClientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +128,7 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 	}
 
 	// Member ids are public: Status shows each member's.
-	ids := map[*procMember]uint64{}
+	ids := map[*testutil.Member]uint64{}
 	for _, m := range ms {
 		ids[m] = statusOf(t, ctx, conns[m]).GetMemberId()
 	}
@@ -185,14 +142,14 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 			cctx := metadata.AppendToOutgoingContext(ctx, "dkv-join-member", strconv.FormatUint(ids[named], 16))
 			_, err := dkvpb.NewClusterClient(conns[m]).MemberList(cctx, &dkvpb.MemberListRequest{Linearizable: true}, grpc.Header(&hdr))
 			if err != nil {
-				t.Logf("MemberList on %s naming %s: %v", m.name, named.name, err)
+				t.Logf("MemberList on %s naming %s: %v", m.Name, named.Name, err)
 				continue
 			}
 			answers++
 			if v := hdr.Get("dkv-peer-secret"); len(v) > 0 {
 				leaked++
 				secrets[v[0]] = true
-				t.Logf("MemberList on %s naming %s: handed the peer secret", m.name, named.name)
+				t.Logf("MemberList on %s naming %s: handed the peer secret", m.Name, named.Name)
 			}
 		}
 	}
@@ -215,7 +172,7 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 	if len(candidates) == 0 {
 		var parts []string
 		for _, m := range ms {
-			parts = append(parts, m.name+"="+m.peer)
+			parts = append(parts, m.Name+"="+m.PeerAddr)
 		}
 		sort.Strings(parts)
 		h := sha256.Sum256([]byte("dkv-peer-secret\x00dkv-default\x00" + strings.Join(parts, ",")))
@@ -225,7 +182,7 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 	if leader == nil {
 		t.Fatal("no leader")
 	}
-	var follower *procMember
+	var follower *testutil.Member
 	for _, m := range ms {
 		if m != leader {
 			follower = m
@@ -249,12 +206,12 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 		Entries: []*raftpb.Entry{{Term: new(term), Index: new(idx + 1), Data: evil}},
 		Commit:  new(idx + 1)}
 	for _, sec := range candidates {
-		err := f.messages(follower.peer, handshake(from, peerProof(sec, f.cluster, from, to)), from, to, app)
-		t.Logf("forged MsgApp as %s to %s: %v", leader.name, follower.name, err)
+		err := f.messages(follower.PeerAddr, handshake(from, peerProof(sec, f.cluster, from, to)), from, to, app)
+		t.Logf("forged MsgApp as %s to %s: %v", leader.Name, follower.Name, err)
 	}
 
 	// A real write after the forgery, through any member, then look.
-	cl, err := client.New(ctx, client.Config{Endpoints: []string{ms[0].client, ms[1].client, ms[2].client}, DialTimeout: 10 * time.Second})
+	cl, err := client.New(ctx, client.Config{Endpoints: []string{ms[0].ClientAddr, ms[1].ClientAddr, ms[2].ClientAddr}, DialTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,9 +233,9 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 		_, err := c.Get(rctx, "forged-by-stranger", client.WithSerializable())
 		rcancel()
 		if err == nil {
-			t.Errorf("the forged key forged-by-stranger is written on %s", m.name)
+			t.Errorf("the forged key forged-by-stranger is written on %s", m.Name)
 		} else if !errors.Is(err, client.ErrNotFound) {
-			t.Errorf("get forged-by-stranger on %s: %v", m.name, err)
+			t.Errorf("get forged-by-stranger on %s: %v", m.Name, err)
 		}
 	}
 	select {
@@ -287,11 +244,11 @@ func TestProcessStrangerGetsNoPeerSecret(t *testing.T) {
 		if i := strings.Index(log, "panic:"); i >= 0 {
 			log = log[i:min(len(log), i+200)]
 		}
-		t.Errorf("leader %s died: %s", leader.name, log)
+		t.Errorf("leader %s died: %s", leader.Name, log)
 	default:
 		lc := memberClient(t, ctx, leader)
 		if _, err := lc.Status(ctx); err != nil {
-			t.Errorf("leader %s does not answer after the forgery: %v", leader.name, err)
+			t.Errorf("leader %s does not answer after the forgery: %v", leader.Name, err)
 		}
 	}
 }
@@ -321,35 +278,35 @@ func TestProcessMultiNodeBootstrapNeedsPeerSecret(t *testing.T) {
 		t.Errorf("the refused member kept a peer secret: %v", err)
 	}
 
-	ms := startSecretCluster(t, 3, "--insecure-peer")
+	ms := startProcClusterWith(t, testutil.ClusterOptions{HTTP: true, NoToken: true, Args: []string{"--insecure-peer"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, m := range ms {
-		waitServing(t, ctx, m.procMember)
+		waitServing(t, ctx, m)
 		if _, body := readyz(t, m); !strings.Contains("\n"+body, "\nwarning: insecure-peer\n") {
-			t.Errorf("%s runs with --insecure-peer, but /readyz says %q", m.name, body)
+			t.Errorf("%s runs with --insecure-peer, but /readyz says %q", m.Name, body)
 		}
-		if !strings.Contains(logOf(m.procMember), "INSECURE PEER PORT") {
-			t.Errorf("%s runs with --insecure-peer and logged no warning", m.name)
+		if !strings.Contains(logOf(m), "INSECURE PEER PORT") {
+			t.Errorf("%s runs with --insecure-peer and logged no warning", m.Name)
 		}
 	}
 	// Restarted without the flag: it runs on the secret its data dir
 	// holds, and still says so.
 	n1 := ms[0]
-	n1.sigterm(t)
+	sigterm(t, n1)
 	var args []string
-	for _, a := range n1.args {
+	for _, a := range n1.Args {
 		if a != "--insecure-peer" {
 			args = append(args, a)
 		}
 	}
-	n1.args = args
-	n1.start(t)
-	waitServing(t, ctx, n1.procMember)
+	n1.Args = args
+	n1.Start(t)
+	waitServing(t, ctx, n1)
 	if _, body := readyz(t, n1); !strings.Contains(body, "warning: insecure-peer") {
 		t.Errorf("restarted without --insecure-peer, /readyz says %q", body)
 	}
-	if n := strings.Count(logOf(n1.procMember), "INSECURE PEER PORT"); n != 1 {
+	if n := strings.Count(logOf(n1), "INSECURE PEER PORT"); n != 1 {
 		t.Errorf("the restart logged %d insecure-peer warnings, want 1 (the log file is per start)", n)
 	}
 }
@@ -363,25 +320,24 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 		t.Skip("process-level test; skipped with -short")
 	}
 	token := servertest.RandomToken()
-	ms := startSecretCluster(t, 3, "--initial-cluster-token", token)
+	ms := startProcClusterWith(t, testutil.ClusterOptions{HTTP: true, Token: token})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pms := procMembers(ms)
-	waitProcCluster(t, pms)
-	for _, m := range pms {
+	waitProcCluster(t, ms)
+	for _, m := range ms {
 		waitServing(t, ctx, m)
 	}
 	if _, body := readyz(t, ms[0]); body != "ok\n" {
 		t.Errorf("a cluster with a token: /readyz says %q, want just ok", body)
 	}
-	secret, err := os.ReadFile(filepath.Join(ms[0].dir, "peer-secret"))
+	secret, err := os.ReadFile(filepath.Join(ms[0].Dir, "peer-secret"))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	dir := t.TempDir()
 	peer4, client4 := testutil.FreeAddr(t), testutil.FreeAddr(t)
-	out, code := dkvCLI(t, pms, "member", "add", "n4", peer4)
+	out, code := dkvCLI(t, ms, "member", "add", "n4", peer4)
 	if code != 0 {
 		t.Fatalf("member add: exit %d: %s", code, out)
 	}
@@ -395,7 +351,7 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 	}
 	var eps []string
 	for _, m := range ms {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	join4 := []string{"serve", "--name", "n4", "--peer-addr", peer4, "--client-addr", client4, "--http-addr", "",
 		"--data-dir", filepath.Join(dir, "n4"), "--join", strings.Join(eps, ",")}
@@ -405,14 +361,14 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 	}
 
 	// With the token: it joins and serves what the cluster writes.
-	n4 := &procMember{name: "n4", client: client4, peer: peer4, dir: filepath.Join(dir, "n4"), args: append(join4, "--initial-cluster-token", token)}
-	n4.start(t)
+	n4 := &testutil.Member{Name: "n4", ClientAddr: client4, PeerAddr: peer4, Dir: filepath.Join(dir, "n4"), Args: append(join4, "--initial-cluster-token", token)}
+	n4.Start(t)
 	t.Cleanup(func() {
 		if n4.Running() {
 			n4.Kill()
 		}
 	})
-	cl := memberClient(t, ctx, ms[0].procMember)
+	cl := memberClient(t, ctx, ms[0])
 	if _, err := cl.Put(ctx, "joined", []byte("yes")); err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +379,7 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 		kv, err := c4.Get(rctx, "joined")
 		return err == nil && string(kv.Value) == "yes"
 	})
-	if got, err := os.ReadFile(filepath.Join(n4.dir, "peer-secret")); err != nil || string(got) != string(secret) {
+	if got, err := os.ReadFile(filepath.Join(n4.Dir, "peer-secret")); err != nil || string(got) != string(secret) {
 		t.Errorf("n4's peer secret is not the cluster's: %v", err)
 	}
 
@@ -433,10 +389,10 @@ func TestJoinNeedsPeerSecretFromOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	client5 := testutil.FreeAddr(t)
-	n5 := &procMember{name: "n5", client: client5, peer: testutil.FreeAddr(t), dir: filepath.Join(dir, "n5")}
-	n5.args = []string{"serve", "--name", "n5", "--peer-addr", n5.peer, "--client-addr", client5, "--http-addr", "",
-		"--data-dir", n5.dir, "--join", strings.Join(eps, ","), "--peer-secret-file", file}
-	n5.start(t)
+	n5 := &testutil.Member{Name: "n5", ClientAddr: client5, PeerAddr: testutil.FreeAddr(t), Dir: filepath.Join(dir, "n5")}
+	n5.Args = []string{"serve", "--name", "n5", "--peer-addr", n5.PeerAddr, "--client-addr", client5, "--http-addr", "",
+		"--data-dir", n5.Dir, "--join", strings.Join(eps, ","), "--peer-secret-file", file}
+	n5.Start(t)
 	t.Cleanup(func() {
 		if n5.Running() {
 			n5.Kill()

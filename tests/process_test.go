@@ -5,69 +5,40 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/testutil"
-	"github.com/dkv-io/dkv/server/servertest"
 )
 
 var failoverRounds = flag.Int("failover.rounds", 2, "leader kills in TestProcessClusterLeaderKill")
 
-// procMember is one `dkv serve` process of a process-level cluster.
-type procMember struct {
-	name, client, peer, dir string
-	args                    []string
-	*testutil.Process       // nil until started
-}
-
-// start starts (or restarts) m. Each run's log starts empty, so a test
-// reading it sees this run's lines only.
-func (m *procMember) start(t testing.TB) {
+// startProcCluster starts n `dkv serve` processes as a new cluster
+// (testutil.NewCluster), each with the extra flags. Each start of a
+// member empties its log, so a test reading it sees that run's lines
+// only; the members are killed when the test ends.
+func startProcCluster(t *testing.T, n int, extra ...string) []*testutil.Member {
 	t.Helper()
-	log := m.logPath()
-	if err := os.Remove(log); err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	m.Process = testutil.StartProcess(t, log, testutil.DKVBinary(t), m.args...)
+	return startProcClusterWith(t, testutil.ClusterOptions{Members: n, Args: extra})
 }
 
-func startProcCluster(t *testing.T, n int) []*procMember {
+// startProcClusterWith is startProcCluster with the options beyond extra
+// flags: HTTP ports, a given token or none.
+func startProcClusterWith(t *testing.T, o testutil.ClusterOptions) []*testutil.Member {
 	t.Helper()
-	base := t.TempDir()
-	var ms []*procMember
-	var initial []string
-	for i := 0; i < n; i++ {
-		m := &procMember{name: fmt.Sprintf("n%d", i+1), client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
-		ms = append(ms, m)
-		initial = append(initial, m.name+"="+m.peer)
-	}
-	token := servertest.RandomToken()
-	for _, m := range ms {
-		m.args = []string{"serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
-			"--http-addr", "", "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token}
-		m.start(t)
-	}
-	t.Cleanup(func() {
-		for _, m := range ms {
-			m.Kill()
-		}
-	})
-	return ms
+	o.FreshLogs, o.Kill = true, true
+	return testutil.NewCluster(t, o).Members
 }
 
-func leaderOf(ctx context.Context, ms []*procMember) *procMember {
+func leaderOf(ctx context.Context, ms []*testutil.Member) *testutil.Member {
 	for _, m := range ms {
 		if !m.Running() {
 			continue
 		}
-		c, err := client.New(ctx, client.Config{Endpoints: []string{m.client}, DialTimeout: 500 * time.Millisecond, AutoSyncInterval: -1})
+		c, err := client.New(ctx, client.Config{Endpoints: []string{m.ClientAddr}, DialTimeout: 500 * time.Millisecond, AutoSyncInterval: -1})
 		if err != nil {
 			continue
 		}
@@ -91,7 +62,7 @@ func TestProcessClusterLeaderKill(t *testing.T) {
 	ms := startProcCluster(t, 3)
 	var eps []string
 	for _, m := range ms {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -148,12 +119,12 @@ func TestProcessClusterLeaderKill(t *testing.T) {
 	waitWrites(time.Now())
 	var failovers []time.Duration
 	for r := 0; r < *failoverRounds; r++ {
-		var l *procMember
+		var l *testutil.Member
 		testutil.Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
 		killed := time.Now()
 		l.Kill()
 		failovers = append(failovers, waitWrites(killed))
-		l.start(t)
+		l.Start(t)
 	}
 	close(stop)
 	<-done
@@ -167,12 +138,12 @@ func TestProcessClusterLeaderKill(t *testing.T) {
 		t.Fatal("no acknowledged writes")
 	}
 	for _, m := range ms {
-		mc, err := client.New(ctx, client.Config{Endpoints: []string{m.client}, DialTimeout: 20 * time.Second, AutoSyncInterval: -1})
+		mc, err := client.New(ctx, client.Config{Endpoints: []string{m.ClientAddr}, DialTimeout: 20 * time.Second, AutoSyncInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var res *client.RangeResult
-		testutil.Eventually(t, 30*time.Second, m.name+" serving linearizable reads", func() bool {
+		testutil.Eventually(t, 30*time.Second, m.Name+" serving linearizable reads", func() bool {
 			res, err = mc.List(ctx, "w/")
 			return err == nil
 		})
@@ -182,7 +153,7 @@ func TestProcessClusterLeaderKill(t *testing.T) {
 		}
 		for k := range acked {
 			if !got[k] {
-				t.Errorf("%s lost acknowledged write %s", m.name, k)
+				t.Errorf("%s lost acknowledged write %s", m.Name, k)
 			}
 		}
 		mc.Close()

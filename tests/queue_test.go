@@ -30,7 +30,7 @@ func TestQueueLeaderKillsLoseNoJob(t *testing.T) {
 	ms := startProcCluster(t, 3)
 	var eps []string
 	for _, m := range ms {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -127,9 +127,9 @@ func TestQueueLeaderKillsLoseNoJob(t *testing.T) {
 		target := int64(jobs * (round + 1) / 3)
 		testutil.Eventually(t, 5*time.Minute, fmt.Sprintf("%d jobs settled", target), func() bool { return settled.Load() >= target })
 		l := leaderProc(t, ms)
-		t.Logf("round %d: killing leader %s with %d pushed, %d acked", round, l.name, pushed.Load(), settled.Load())
+		t.Logf("round %d: killing leader %s with %d pushed, %d acked", round, l.Name, pushed.Load(), settled.Load())
 		l.Kill()
-		l.start(t)
+		l.Start(t)
 	}
 	pwg.Wait()
 	if int(pushed.Load()) != jobs {

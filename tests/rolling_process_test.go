@@ -18,63 +18,24 @@ import (
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/testutil"
-	"github.com/dkv-io/dkv/server/servertest"
 )
 
-// startProcClusterWith is startProcCluster with extra dkv serve flags
-// given to every member (after a fresh --initial-cluster-token).
-func startProcClusterWith(t *testing.T, n int, extra ...string) []*procMember {
-	t.Helper()
-	return startProcMembers(t, n, append([]string{"--initial-cluster-token", servertest.RandomToken()}, extra...)...)
-}
-
-// startProcMembers starts n members of a new cluster with exactly the
-// extra flags given (no peer secret unless they name one).
-func startProcMembers(t *testing.T, n int, extra ...string) []*procMember {
-	t.Helper()
-	base := t.TempDir()
-	var ms []*procMember
-	var initial []string
-	for i := 0; i < n; i++ {
-		m := &procMember{name: fmt.Sprintf("n%d", i+1), client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
-		ms = append(ms, m)
-		initial = append(initial, m.name+"="+m.peer)
-	}
-	for _, m := range ms {
-		m.args = append([]string{"serve", "--name", m.name, "--client-addr", m.client, "--peer-addr", m.peer,
-			"--http-addr", "", "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ",")}, extra...)
-		m.start(t)
-	}
-	t.Cleanup(func() {
-		for _, m := range ms {
-			if m.Running() {
-				m.Kill()
-			}
-		}
-	})
-	return ms
-}
-
 // sigterm stops m as an init system would and waits for it to exit.
-func (m *procMember) sigterm(t testing.TB) {
+func sigterm(t testing.TB, m *testutil.Member) {
 	t.Helper()
 	m.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-m.Exited():
 	case <-time.After(40 * time.Second):
-		t.Fatalf("%s did not exit within 40s of SIGTERM", m.name)
+		t.Fatalf("%s did not exit within 40s of SIGTERM", m.Name)
 	}
-}
-
-func (m *procMember) logPath() string {
-	return filepath.Join(filepath.Dir(m.dir), m.name+".log")
 }
 
 // jsonLogLines returns the lines of m's log that are JSON log records
 // (the others are serve's stdout: addresses, "ready", ...).
-func jsonLogLines(t testing.TB, m *procMember) []map[string]any {
+func jsonLogLines(t testing.TB, m *testutil.Member) []map[string]any {
 	t.Helper()
-	f, err := os.Open(m.logPath())
+	f, err := os.Open(m.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +50,7 @@ func jsonLogLines(t testing.TB, m *procMember) []map[string]any {
 		}
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("%s: log line is not JSON: %v\n%s", m.name, err, line)
+			t.Fatalf("%s: log line is not JSON: %v\n%s", m.Name, err, line)
 		}
 		out = append(out, rec)
 	}
@@ -97,9 +58,9 @@ func jsonLogLines(t testing.TB, m *procMember) []map[string]any {
 }
 
 // memberClient is a client of m alone.
-func memberClient(t testing.TB, ctx context.Context, m *procMember) *client.Client {
+func memberClient(t testing.TB, ctx context.Context, m *testutil.Member) *client.Client {
 	t.Helper()
-	c, err := client.New(ctx, client.Config{Endpoints: []string{m.client}, DialTimeout: 10 * time.Second, AutoSyncInterval: -1, MaxRetries: 1})
+	c, err := client.New(ctx, client.Config{Endpoints: []string{m.ClientAddr}, DialTimeout: 10 * time.Second, AutoSyncInterval: -1, MaxRetries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,10 +70,10 @@ func memberClient(t testing.TB, ctx context.Context, m *procMember) *client.Clie
 
 // waitServing waits until m serves a linearizable read: it has a leader
 // and has applied everything committed before the read.
-func waitServing(t testing.TB, ctx context.Context, m *procMember) {
+func waitServing(t testing.TB, ctx context.Context, m *testutil.Member) {
 	t.Helper()
 	c := memberClient(t, ctx, m)
-	testutil.Eventually(t, 60*time.Second, m.name+" serving linearizable reads", func() bool {
+	testutil.Eventually(t, 60*time.Second, m.Name+" serving linearizable reads", func() bool {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		_, err := c.Get(rctx, "probe")
@@ -129,17 +90,17 @@ func TestProcessLeaderSIGTERMHandsOver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test; skipped with -short")
 	}
-	ms := startProcClusterWith(t, 3, "--log-format", "json")
+	ms := startProcCluster(t, 3, "--log-format", "json")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, m := range ms {
 		waitServing(t, ctx, m)
 	}
-	var l *procMember
+	var l *testutil.Member
 	testutil.Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
 	// Dialled before the SIGTERM so the check right after the exit is
 	// one round trip.
-	others := map[*procMember]*client.Client{}
+	others := map[*testutil.Member]*client.Client{}
 	for _, m := range ms {
 		if m != l {
 			others[m] = memberClient(t, ctx, m)
@@ -152,23 +113,23 @@ func TestProcessLeaderSIGTERMHandsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.sigterm(t)
+	sigterm(t, l)
 	var leaders []string
 	for m, c := range others {
 		sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		st, err := c.Status(sctx)
 		scancel()
 		if err != nil {
-			t.Errorf("status of %s right after %s exited: %v", m.name, l.name, err)
+			t.Errorf("status of %s right after %s exited: %v", m.Name, l.Name, err)
 			continue
 		}
 		if st.LeaderId == st.MemberId && st.LeaderId != lst.MemberId {
-			leaders = append(leaders, m.name)
+			leaders = append(leaders, m.Name)
 		}
-		t.Logf("%s right after %s exited: leader %x (it is %x, the old leader %x)", m.name, l.name, st.LeaderId, st.MemberId, lst.MemberId)
+		t.Logf("%s right after %s exited: leader %x (it is %x, the old leader %x)", m.Name, l.Name, st.LeaderId, st.MemberId, lst.MemberId)
 	}
 	if len(leaders) != 1 {
-		t.Fatalf("when the SIGTERMed leader %s had exited, %d other members led (%v), want 1: leadership was not handed over", l.name, len(leaders), leaders)
+		t.Fatalf("when the SIGTERMed leader %s had exited, %d other members led (%v), want 1: leadership was not handed over", l.Name, len(leaders), leaders)
 	}
 	var handed bool
 	for _, rec := range jsonLogLines(t, l) {
@@ -177,7 +138,7 @@ func TestProcessLeaderSIGTERMHandsOver(t *testing.T) {
 		}
 	}
 	if !handed {
-		t.Errorf("%s's log has no JSON record {\"msg\":\"stopping: leadership handed over\",\"to\":%q}", l.name, leaders[0])
+		t.Errorf("%s's log has no JSON record {\"msg\":\"stopping: leadership handed over\",\"to\":%q}", l.Name, leaders[0])
 	}
 }
 
@@ -192,10 +153,10 @@ func TestProcessRollingRestartUnderLoad(t *testing.T) {
 		t.Skip("process-level test; skipped with -short")
 	}
 	const writers = 64
-	ms := startProcClusterWith(t, 3, "--log-format", "json")
+	ms := startProcCluster(t, 3, "--log-format", "json")
 	var eps []string
 	for _, m := range ms {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -337,8 +298,8 @@ func TestProcessRollingRestartUnderLoad(t *testing.T) {
 	takeLeaderless()
 
 	// Followers first, the leader last.
-	var order []*procMember
-	var l *procMember
+	var order []*testutil.Member
+	var l *testutil.Member
 	testutil.Eventually(t, 30*time.Second, "a leader", func() bool { l = leaderOf(ctx, ms); return l != nil })
 	for _, m := range ms {
 		if m != l {
@@ -352,13 +313,13 @@ func TestProcessRollingRestartUnderLoad(t *testing.T) {
 			role = "leader"
 		}
 		start := time.Now()
-		m.sigterm(t)
+		sigterm(t, m)
 		stopped := time.Since(start)
-		m.start(t)
+		m.Start(t)
 		waitServing(t, ctx, m)
-		progress("writes after restarting " + m.name)
+		progress("writes after restarting " + m.Name)
 		t.Logf("%s: restarted %s (%s): stopped in %v, back and serving after %v; time without a leader: %v",
-			time.Now().Format("15:04:05.000"), m.name, role, stopped.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), takeLeaderless().Round(time.Millisecond))
+			time.Now().Format("15:04:05.000"), m.Name, role, stopped.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), takeLeaderless().Round(time.Millisecond))
 	}
 	close(stop)
 	wg.Wait()
@@ -398,7 +359,7 @@ func TestProcessRollingRestartUnderLoad(t *testing.T) {
 	for _, m := range ms {
 		mc := memberClient(t, ctx, m)
 		var res *client.RangeResult
-		testutil.Eventually(t, 30*time.Second, m.name+" listing w/", func() bool {
+		testutil.Eventually(t, 30*time.Second, m.Name+" listing w/", func() bool {
 			var err error
 			res, err = mc.List(ctx, "w/")
 			return err == nil
@@ -411,13 +372,13 @@ func TestProcessRollingRestartUnderLoad(t *testing.T) {
 		for k, v := range acked {
 			if got[k] != v {
 				if lost < 5 {
-					t.Errorf("%s: acknowledged write %s=%s reads back as %q", m.name, k, v, got[k])
+					t.Errorf("%s: acknowledged write %s=%s reads back as %q", m.Name, k, v, got[k])
 				}
 				lost++
 			}
 		}
 		if lost > 0 {
-			t.Errorf("%s lost %d of %d acknowledged writes", m.name, lost, len(acked))
+			t.Errorf("%s lost %d of %d acknowledged writes", m.Name, lost, len(acked))
 		}
 	}
 }
@@ -443,14 +404,14 @@ func TestProcessVersionRule(t *testing.T) {
 	}
 	bin := testutil.DKVBinary(t) // server.Version as committed: 0.2.x
 	v03, v04 := buildVersioned(t, "0.3.0"), buildVersioned(t, "0.4.0")
-	ms := startProcClusterWith(t, 1)
+	ms := startProcCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	waitServing(t, ctx, ms[0])
 	dir := t.TempDir()
 	joinArgs := func(name string) []string {
-		return []string{"serve", "--name", name, "--join", ms[0].client, "--client-addr", testutil.FreeAddr(t), "--peer-addr", testutil.FreeAddr(t),
-			"--http-addr", "", "--data-dir", filepath.Join(dir, name), "--peer-secret-file", filepath.Join(ms[0].dir, "peer-secret")}
+		return []string{"serve", "--name", name, "--join", ms[0].ClientAddr, "--client-addr", testutil.FreeAddr(t), "--peer-addr", testutil.FreeAddr(t),
+			"--http-addr", "", "--data-dir", filepath.Join(dir, name), "--peer-secret-file", filepath.Join(ms[0].Dir, "peer-secret")}
 	}
 
 	// Two minor versions away: refused before it is added.
@@ -462,9 +423,8 @@ func TestProcessVersionRule(t *testing.T) {
 	}
 
 	// One minor version away: joins.
-	near := &procMember{name: "near", dir: filepath.Join(dir, "near")}
-	near.args = joinArgs("near")
-	near.Process = testutil.StartProcess(t, near.logPath(), v03, near.args...)
+	near := &testutil.Member{Name: "near", Dir: filepath.Join(dir, "near"), Bin: v03, Args: joinArgs("near")}
+	near.Start(t)
 	t.Cleanup(func() {
 		if near.Running() {
 			near.Kill()
@@ -474,7 +434,7 @@ func TestProcessVersionRule(t *testing.T) {
 	testutil.Eventually(t, 60*time.Second, "member list showing both versions", func() bool {
 		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer lcancel()
-		b, _ := exec.CommandContext(lctx, bin, "--endpoints", ms[0].client, "member", "list").CombinedOutput()
+		b, _ := exec.CommandContext(lctx, bin, "--endpoints", ms[0].ClientAddr, "member", "list").CombinedOutput()
 		list = string(b)
 		return strings.Contains(list, " 0.2.") && strings.Contains(list, " 0.3.0 ")
 	})
@@ -485,9 +445,9 @@ func TestProcessVersionRule(t *testing.T) {
 
 	// The member's data dir, started with a binary two minor versions
 	// from the recorded 0.2: refused at start.
-	near.sigterm(t)
+	sigterm(t, near)
 	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
-	out, err = exec.CommandContext(sctx, v04, near.args...).CombinedOutput()
+	out, err = exec.CommandContext(sctx, v04, near.Args...).CombinedOutput()
 	scancel()
 	if err == nil || !strings.Contains(string(out), "refusing to start") || !strings.Contains(string(out), "2 minor versions apart") {
 		t.Fatalf("restarting a member with dkv 0.4.0 beside 0.2: err %v, want a refusal naming the rule; output:\n%s", err, out)

@@ -47,17 +47,11 @@ func target(t testing.TB) string {
 // targets so that outputs which print them match.
 var memberNames = []string{"n1", "n2", "n3"}
 
-// member is one server process we started; we stop only processes we own,
-// by their pid.
+// member is one server process we started, with the id its cluster
+// gave it; we stop only processes we own, by their pid.
 type member struct {
-	name     string
-	client   string // host:port
-	peer     string // host:port
-	log      string
-	bin      string
-	args     []string
+	*testutil.Member
 	memberID uint64 // filled in by cluster.learnIDs
-	*testutil.Process
 }
 
 func (m *member) stop() {
@@ -67,7 +61,7 @@ func (m *member) stop() {
 }
 
 func (m *member) logTail() string {
-	return m.name + " log (" + m.log + "):\n" + m.LogTail(20)
+	return m.Name + " log (" + m.Log + "):\n" + m.LogTail(20)
 }
 
 // cluster is a running 3-member cluster of one kind.
@@ -81,7 +75,7 @@ type cluster struct {
 func (c *cluster) endpoints() []string {
 	var eps []string
 	for _, m := range c.members {
-		eps = append(eps, m.client)
+		eps = append(eps, m.ClientAddr)
 	}
 	return eps
 }
@@ -101,62 +95,16 @@ func (c *cluster) logs() string {
 // stops it when the test ends.
 func startCluster(t testing.TB, kind string) *cluster {
 	t.Helper()
-	base := t.TempDir()
 	c := &cluster{kind: kind}
-	for _, name := range memberNames {
-		c.members = append(c.members, &member{name: name, client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t),
-			log: filepath.Join(base, name+".log")})
-	}
-	var bin string
-	var initial []string
 	switch kind {
 	case "etcd":
-		bin = *etcdBin
-		for _, m := range c.members {
-			initial = append(initial, m.name+"=http://"+m.peer)
-		}
+		c.members = startEtcd(t)
 	case "dkv":
-		bin = testutil.DKVBinary(t)
-		for _, m := range c.members {
-			initial = append(initial, m.name+"="+m.peer)
+		for _, m := range testutil.NewCluster(t, testutil.ClusterOptions{Members: len(memberNames)}).Members {
+			c.members = append(c.members, &member{Member: m})
 		}
 	default:
 		t.Fatalf("unknown cluster kind %q", kind)
-	}
-	token := fmt.Sprintf("compat-%x", rand.Uint64())
-	for _, m := range c.members {
-		data := filepath.Join(base, m.name)
-		var args []string
-		switch kind {
-		case "etcd":
-			args = []string{
-				"--name", m.name,
-				"--data-dir", data,
-				"--listen-client-urls", "http://" + m.client,
-				"--advertise-client-urls", "http://" + m.client,
-				"--listen-peer-urls", "http://" + m.peer,
-				"--initial-advertise-peer-urls", "http://" + m.peer,
-				"--initial-cluster", strings.Join(initial, ","),
-				"--initial-cluster-token", token,
-				"--initial-cluster-state", "new",
-				"--heartbeat-interval", "100",
-				"--election-timeout", "1000",
-				"--logger", "zap",
-				"--log-level", "warn",
-			}
-		case "dkv":
-			args = []string{"serve",
-				"--name", m.name,
-				"--data-dir", data,
-				"--client-addr", m.client,
-				"--peer-addr", m.peer,
-				"--http-addr", "",
-				"--initial-cluster", strings.Join(initial, ","),
-				"--initial-cluster-token", token,
-			}
-		}
-		m.bin, m.args = bin, args
-		c.launch(t, m)
 	}
 	t.Cleanup(c.stop)
 	if err := c.waitReady(60 * time.Second); err != nil {
@@ -165,11 +113,38 @@ func startCluster(t testing.TB, kind string) *cluster {
 	return c
 }
 
-// launch starts m's process with m.bin and m.args, its output appended to
-// m.log.
-func (c *cluster) launch(t testing.TB, m *member) {
+// startEtcd starts Debian's etcd as the members of a new cluster.
+func startEtcd(t testing.TB) []*member {
 	t.Helper()
-	m.Process = testutil.StartProcess(t, m.log, m.bin, m.args...)
+	base := t.TempDir()
+	var ms []*member
+	var initial []string
+	for _, name := range memberNames {
+		m := &member{Member: &testutil.Member{Name: name, ClientAddr: testutil.FreeAddr(t), PeerAddr: testutil.FreeAddr(t),
+			Dir: filepath.Join(base, name), Log: filepath.Join(base, name+".log"), Bin: *etcdBin}}
+		ms = append(ms, m)
+		initial = append(initial, m.Name+"=http://"+m.PeerAddr)
+	}
+	token := fmt.Sprintf("compat-%x", rand.Uint64())
+	for _, m := range ms {
+		m.Args = []string{
+			"--name", m.Name,
+			"--data-dir", m.Dir,
+			"--listen-client-urls", "http://" + m.ClientAddr,
+			"--advertise-client-urls", "http://" + m.ClientAddr,
+			"--listen-peer-urls", "http://" + m.PeerAddr,
+			"--initial-advertise-peer-urls", "http://" + m.PeerAddr,
+			"--initial-cluster", strings.Join(initial, ","),
+			"--initial-cluster-token", token,
+			"--initial-cluster-state", "new",
+			"--heartbeat-interval", "100",
+			"--election-timeout", "1000",
+			"--logger", "zap",
+			"--log-level", "warn",
+		}
+		m.Start(t)
+	}
+	return ms
 }
 
 // restartAt stops m and starts it again with its data dir on the peer
@@ -178,12 +153,12 @@ func (c *cluster) launch(t testing.TB, m *member) {
 func (c *cluster) restartAt(t testing.TB, m *member, peer string) {
 	t.Helper()
 	m.stop()
-	args := make([]string, len(m.args))
-	for i, a := range m.args {
-		args[i] = strings.ReplaceAll(a, m.peer, peer)
+	args := make([]string, len(m.Args))
+	for i, a := range m.Args {
+		args[i] = strings.ReplaceAll(a, m.PeerAddr, peer)
 	}
-	m.args, m.peer = args, peer
-	c.launch(t, m)
+	m.Args, m.PeerAddr = args, peer
+	m.Start(t)
 }
 
 // stop stops every member; it may be called more than once.
@@ -203,7 +178,7 @@ func (c *cluster) waitReady(limit time.Duration) error {
 	for time.Now().Before(deadline) {
 		for _, m := range c.members {
 			if !m.Running() {
-				return fmt.Errorf("%s exited: %v", m.name, m.Err())
+				return fmt.Errorf("%s exited: %v", m.Name, m.Err())
 			}
 		}
 		last = c.learnIDs()
@@ -228,12 +203,12 @@ func (c *cluster) learnIDs() error {
 	defer cli.Close()
 	var leader uint64
 	for _, m := range c.members {
-		st, err := cli.Status(ctx, m.client)
+		st, err := cli.Status(ctx, m.ClientAddr)
 		if err != nil {
-			return fmt.Errorf("status %s: %w", m.name, err)
+			return fmt.Errorf("status %s: %w", m.Name, err)
 		}
 		if st.Leader == 0 || (leader != 0 && st.Leader != leader) {
-			return fmt.Errorf("%s: no agreed leader yet (%x)", m.name, st.Leader)
+			return fmt.Errorf("%s: no agreed leader yet (%x)", m.Name, st.Leader)
 		}
 		leader = st.Leader
 		m.memberID = st.Header.MemberId
@@ -287,7 +262,7 @@ func (c *cluster) newClient(t testing.TB) *clientv3.Client {
 func (c *cluster) newClientAt(t testing.TB, m *member) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{m.client},
+		Endpoints:   []string{m.ClientAddr},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})
@@ -301,7 +276,7 @@ func (c *cluster) newClientAt(t testing.TB, m *member) *clientv3.Client {
 // memberByName returns the named member.
 func (c *cluster) memberByName(name string) *member {
 	for _, m := range c.members {
-		if m.name == name {
+		if m.Name == name {
 			return m
 		}
 	}
@@ -312,7 +287,7 @@ func (c *cluster) memberByName(name string) *member {
 func (c *cluster) leader(ctx context.Context, cli *clientv3.Client) (*member, error) {
 	for {
 		for _, m := range c.members {
-			st, err := cli.Status(ctx, m.client)
+			st, err := cli.Status(ctx, m.ClientAddr)
 			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
 				return m, nil
 			}
@@ -341,7 +316,7 @@ func (c *cluster) makeLeader(t testing.TB, name string) {
 		if l == want {
 			return
 		}
-		lc, err := clientv3.New(clientv3.Config{Endpoints: []string{l.client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		lc, err := clientv3.New(clientv3.Config{Endpoints: []string{l.ClientAddr}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			t.Fatal(err)
 		}

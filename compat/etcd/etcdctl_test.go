@@ -281,12 +281,12 @@ func runSession(t *testing.T, c *cluster) []string {
 	// "#N" is the decimal N, replaced only in id fields.
 	names := map[string]string{tmp: "<tmp>"}
 	for _, m := range c.members {
-		vars["ep:"+m.name] = m.client
-		vars["id:"+m.name] = strconv.FormatUint(m.memberID, 16)
-		names[m.client] = "<ep:" + m.name + ">"
-		names[m.peer] = "<peer:" + m.name + ">"
-		names[strconv.FormatUint(m.memberID, 16)] = "<id:" + m.name + ">"
-		names["#"+strconv.FormatUint(m.memberID, 10)] = "<id:" + m.name + ">"
+		vars["ep:"+m.Name] = m.ClientAddr
+		vars["id:"+m.Name] = strconv.FormatUint(m.memberID, 16)
+		names[m.ClientAddr] = "<ep:" + m.Name + ">"
+		names[m.PeerAddr] = "<peer:" + m.Name + ">"
+		names[strconv.FormatUint(m.memberID, 16)] = "<id:" + m.Name + ">"
+		names["#"+strconv.FormatUint(m.memberID, 10)] = "<id:" + m.Name + ">"
 	}
 	// Peer addresses for a member the script adds but never starts.
 	for _, extra := range []string{"n4", "n4b"} {
@@ -311,7 +311,7 @@ func runSession(t *testing.T, c *cluster) []string {
 	command := func(st step) *exec.Cmd {
 		eps := strings.Join(c.endpoints(), ",")
 		if st.only != "" {
-			eps = c.memberByName(st.only).client
+			eps = c.memberByName(st.only).ClientAddr
 		}
 		args := []string{"--endpoints=" + eps, "--dial-timeout=5s", "--command-timeout=10s"}
 		for _, a := range st.args {

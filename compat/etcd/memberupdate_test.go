@@ -38,14 +38,15 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 	newPeer := testutil.FreeAddr(t)
 	if _, err := cli.MemberUpdate(ctx, f.memberID, []string{"http://" + newPeer}); err != nil {
 		ml, lerr := cli.MemberList(ctx)
-		t.Fatalf("member update %s to http://%s: %v\nmember list now: %v %v%s", f.name, newPeer, err, ml, lerr, c.logs())
+		t.Fatalf("member update %s to http://%s: %v
+member list now: %v %v%s", f.Name, newPeer, err, ml, lerr, c.logs())
 	}
 	c.restartAt(t, f, newPeer)
 
 	lc := c.newClientAt(t, leader)
 	fc := c.newClientAt(t, f)
 	testutil.EventuallyNoError(t, 30*time.Second, "the moved member to answer under its id", func(ctx context.Context) error {
-		st, err := fc.Status(ctx, f.client)
+		st, err := fc.Status(ctx, f.ClientAddr)
 		if err != nil {
 			return err
 		}
@@ -68,7 +69,7 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 		return nil
 	})
 
-	want := strconv.FormatUint(f.memberID, 16) + ", started, " + f.name + ", http://" + newPeer + ", http://" + f.client + ", false"
+	want := strconv.FormatUint(f.memberID, 16) + ", started, " + f.Name + ", http://" + newPeer + ", http://" + f.ClientAddr + ", false"
 	testutil.EventuallyNoError(t, 20*time.Second, "etcdctl member list to show the new peer URL", func(ctx context.Context) error {
 		cmd := exec.CommandContext(ctx, *etcdctlBin, "--endpoints="+strings.Join(c.endpoints(), ","), "member", "list")
 		cmd.Env = append(os.Environ(), "ETCDCTL_API=3")

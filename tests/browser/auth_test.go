@@ -16,7 +16,7 @@ func TestDashboardAuth(t *testing.T) {
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n1 := c.members[0].http
+	n1 := c.Members[0].HTTPAddr
 	for _, k := range []string{"app/config", "app/mine/note"} {
 		if err := call(ctx, n1, "POST", "/v1/kv/put", map[string]any{"key": b64(k), "value": b64("v")}, nil); err != nil {
 			t.Fatal(err)

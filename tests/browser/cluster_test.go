@@ -9,11 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,62 +18,28 @@ import (
 	"github.com/dkv-io/dkv/internal/testutil"
 )
 
-// member is one dkv process this test started; it is stopped by its pid.
-type member struct {
-	name, client, peer, http string
-	*testutil.Process
-}
+// cluster is three dkv processes this test started (testutil.NewCluster),
+// each with an HTTP port.
+type cluster struct{ *testutil.Cluster }
 
-type cluster struct{ members []*member }
-
-func (c *cluster) logs() string {
-	var b strings.Builder
-	for _, m := range c.members {
-		fmt.Fprintf(&b, "\n%s log:\n%s", m.name, m.LogTail(15))
-	}
-	return b.String()
-}
-
-// startCluster starts three members with HTTP ports and waits until each
-// reports the same leader.
+// startCluster starts three members with HTTP ports and the extra serve
+// flags, and waits until each reports the same leader. With --cert-file
+// in extra, call speaks HTTPS to them.
 func startCluster(t testing.TB, extra ...string) *cluster {
 	t.Helper()
-	bin := testutil.DKVBinary(t)
-	base := t.TempDir()
-	names := []string{"n1", "n2", "n3"}
-	c := &cluster{}
-	var initial []string
-	for _, n := range names {
-		m := &member{name: n, client: testutil.FreeAddr(t), peer: testutil.FreeAddr(t), http: testutil.FreeAddr(t)}
-		c.members = append(c.members, m)
-		initial = append(initial, n+"="+m.peer)
-	}
-	token := fmt.Sprintf("browser-%x", rand.Uint64())
+	c := &cluster{testutil.NewCluster(t, testutil.ClusterOptions{HTTP: true, Args: extra})}
 	for i, a := range extra {
 		if a == "--cert-file" && i+1 < len(extra) {
 			hc := httpsClient(t, extra[i+1])
-			for _, m := range c.members {
-				tlsClients.Store(m.http, hc)
+			for _, m := range c.Members {
+				tlsClients.Store(m.HTTPAddr, hc)
 			}
 		}
 	}
-	for _, m := range c.members {
-		args := append([]string{"serve", "--name", m.name, "--data-dir", filepath.Join(base, m.name),
-			"--client-addr", m.client, "--peer-addr", m.peer, "--http-addr", m.http,
-			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token}, extra...)
-		m.Process = testutil.StartProcess(t, filepath.Join(base, m.name+".log"), bin, args...)
-	}
-	t.Cleanup(func() {
-		var wg sync.WaitGroup
-		for _, m := range c.members {
-			wg.Go(m.Stop)
-		}
-		wg.Wait()
-	})
 	testutil.EventuallyNoError(t, 60*time.Second, "a leader every member agrees on", func(context.Context) error {
-		for _, m := range c.members {
+		for _, m := range c.Members {
 			if !m.Running() {
-				t.Fatalf("%s exited: %v%s", m.name, m.Err(), c.logs())
+				t.Fatalf("%s exited: %v%s", m.Name, m.Err(), c.Logs(15))
 			}
 		}
 		_, err := c.leader()
@@ -88,12 +51,12 @@ func startCluster(t testing.TB, extra ...string) *cluster {
 // leader is the name of the leader every member agrees on.
 func (c *cluster) leader() (string, error) {
 	var leader string
-	for _, m := range c.members {
+	for _, m := range c.Members {
 		var ml struct {
 			LeaderID string `json:"leader_id"`
 			Members  []struct{ ID, Name string }
 		}
-		if err := call(context.Background(), m.http, "GET", "/v1/cluster/members", nil, &ml); err != nil {
+		if err := call(context.Background(), m.HTTPAddr, "GET", "/v1/cluster/members", nil, &ml); err != nil {
 			return "", err
 		}
 		name := ""
@@ -103,7 +66,7 @@ func (c *cluster) leader() (string, error) {
 			}
 		}
 		if name == "" || (leader != "" && name != leader) {
-			return "", fmt.Errorf("%s: no agreed leader yet", m.name)
+			return "", fmt.Errorf("%s: no agreed leader yet", m.Name)
 		}
 		leader = name
 	}

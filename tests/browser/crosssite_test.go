@@ -34,7 +34,7 @@ const attackerPage = `<!doctype html>
 // frame loads, the fetches resolve), and no key is written nor read.
 func TestCrossSiteAndRebinding(t *testing.T) {
 	c := startCluster(t)
-	n1 := c.members[0].http
+	n1 := c.Members[0].HTTPAddr
 	host, port, _ := net.SplitHostPort(n1)
 	br := newBrowser(t,
 		chromedp.Flag("host-resolver-rules", "MAP attacker.localtest "+host),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // chromium finds the browser: $DKV_CHROMIUM, else Debian's chromium. It
@@ -199,7 +200,7 @@ func TestDashboard(t *testing.T) {
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	n1 := c.members[0].http
+	n1 := c.Members[0].HTTPAddr
 	put := func(k, v string) {
 		t.Helper()
 		if err := call(ctx, n1, "POST", "/v1/kv/put", map[string]any{"key": b64(k), "value": b64(v)}, nil); err != nil {
@@ -231,7 +232,7 @@ func TestDashboard(t *testing.T) {
 	}
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	go call(wctx, c.members[1].http, "POST", "/v1/lock/acquire", map[string]any{"key": b64("invoice:101"), "owner": "worker-b", "ttl_ms": 300000, "wait": true}, nil)
+	go call(wctx, c.Members[1].HTTPAddr, "POST", "/v1/lock/acquire", map[string]any{"key": b64("invoice:101"), "owner": "worker-b", "ttl_ms": 300000, "wait": true}, nil)
 	// An election: the lock "scheduler" and its candidates' values.
 	if err := call(ctx, n1, "POST", "/v1/lock/acquire", map[string]any{"key": b64("scheduler"), "owner": "node-1", "ttl_ms": 300000}, nil); err != nil {
 		t.Fatal(err)
@@ -276,15 +277,15 @@ func TestDashboard(t *testing.T) {
 
 	// The cluster page served by a follower: every member's row still
 	// has its term, applied index, lag and db size.
-	var follower *member
-	for _, m := range c.members {
-		if m.name != leader {
+	var follower *testutil.Member
+	for _, m := range c.Members {
+		if m.Name != leader {
 			follower = m
 			break
 		}
 	}
 	br.run(br.ctx, "cluster page on a follower",
-		chromedp.Navigate("http://"+follower.http+"/ui/#/cluster"),
+		chromedp.Navigate("http://"+follower.HTTPAddr+"/ui/#/cluster"),
 		until(`document.querySelectorAll('#members tr[data-member]').length === 3`),
 		until(`[...document.querySelectorAll('#members tr[data-member]')].every(r => { const n = r.dataset.member, q = (a) => r.querySelector('[data-' + a + '="' + n + '"]')?.textContent || '';
 			return /^[1-9]\d*$/.test(q('term')) && /^[1-9]\d*$/.test(q('applied')) && /^\d+$/.test(q('lag')) && /\d (B|KiB|MiB|GiB)/.test(q('size')) })`),

@@ -34,7 +34,7 @@ func TestDashboardLoad100k(t *testing.T) {
 				for i := b * perTxn; i < (b+1)*perTxn; i++ {
 					ops = append(ops, map[string]any{"request_put": map[string]any{"key": b64(fmt.Sprintf("big/item-%06d", i)), "value": b64(`{"n":` + strconv.Itoa(i) + `}`)}})
 				}
-				if err := call(ctx, c.members[w%3].http, "POST", "/v1/kv/txn", map[string]any{"success": ops}, nil); err != nil {
+				if err := call(ctx, c.Members[w%3].HTTPAddr, "POST", "/v1/kv/txn", map[string]any{"success": ops}, nil); err != nil {
 					errs <- err
 					return
 				}
@@ -47,7 +47,7 @@ func TestDashboardLoad100k(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %d keys in %v", keys, time.Since(start).Round(time.Millisecond))
-	ui := "http://" + c.members[0].http + "/ui/"
+	ui := "http://" + c.Members[0].HTTPAddr + "/ui/"
 	br.run(br.ctx, "warm up", chromedp.Navigate(ui+"#/cluster"), until(`!!document.querySelector('#leader-name')`))
 	for _, tc := range []struct{ name, hash, want string }{
 		{"prefix big/ (100,000 keys)", "#/keys?p=big%2F", "100000 keys"},

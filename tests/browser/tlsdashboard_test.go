@@ -66,7 +66,7 @@ func TestDashboardTLS(t *testing.T) {
 	c := startCluster(t, "--cert-file", certFile, "--key-file", keyFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n1 := c.members[0].http
+	n1 := c.Members[0].HTTPAddr
 	if err := call(ctx, n1, "POST", "/v1/kv/put", map[string]any{"key": b64("app/config"), "value": b64("blue")}, nil); err != nil {
 		t.Fatal(err)
 	}
