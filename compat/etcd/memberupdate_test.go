@@ -38,8 +38,7 @@ func TestMemberUpdateMovesAFollower(t *testing.T) {
 	newPeer := testutil.FreeAddr(t)
 	if _, err := cli.MemberUpdate(ctx, f.memberID, []string{"http://" + newPeer}); err != nil {
 		ml, lerr := cli.MemberList(ctx)
-		t.Fatalf("member update %s to http://%s: %v
-member list now: %v %v%s", f.Name, newPeer, err, ml, lerr, c.logs())
+		t.Fatalf("member update %s to http://%s: %v\nmember list now: %v %v%s", f.Name, newPeer, err, ml, lerr, c.logs())
 	}
 	c.restartAt(t, f, newPeer)
 
