@@ -6,22 +6,34 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"google.golang.org/grpc/metadata"
 )
 
 // BenchmarkPutHandler is the server's put handler called in-process on a
 // single synced member: the whole write path beyond gRPC (propose, raft
 // log append and fsync, apply, watch hub), for a small and a 64 KiB
-// value. Its CPU profile (-cpuprofile) includes Pebble's background
-// flushes and compactions of what the puts wrote.
+// value, and for the small value with each goroutine's puts in a client
+// session of its own (what exactly-once writes cost). Its CPU profile
+// (-cpuprofile) includes Pebble's background flushes and compactions of
+// what the puts wrote.
 func BenchmarkPutHandler(b *testing.B) {
-	for _, size := range []int{256, 64 << 10} {
-		b.Run(fmt.Sprintf("value=%d", size), func(b *testing.B) {
+	for _, c := range []struct {
+		size     int
+		sessions bool
+	}{{256, false}, {256, true}, {64 << 10, false}} {
+		name := fmt.Sprintf("value=%d", c.size)
+		if c.sessions {
+			name += "/sessions"
+		}
+		size := c.size
+		b.Run(name, func(b *testing.B) {
 			s, err := New(Config{DataDir: b.TempDir(), ClientAddr: "127.0.0.1:0", TickInterval: 10 * time.Millisecond})
 			if err != nil {
 				b.Fatal(err)
@@ -54,10 +66,24 @@ func BenchmarkPutHandler(b *testing.B) {
 			b.ReportAllocs()
 			m0, cpu0 := s.store.DB().Metrics(), processCPU()
 			b.ResetTimer()
+			var sessionIDs atomic.Uint64
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
+				var id uint64
+				if c.sessions {
+					id = sessionIDs.Add(1)
+					if _, err := kv.SessionOpen(ctx, &dkvpb.SessionOpenRequest{Id: id, TtlMs: 60_000}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
 				for pb.Next() {
-					if _, err := kv.Put(ctx, &dkvpb.PutRequest{Key: keys[i%len(keys)], Value: vals[i%len(vals)]}); err != nil {
+					pctx := ctx
+					if c.sessions {
+						seq := uint64(i + 1)
+						pctx = metadata.NewIncomingContext(ctx, metadata.Pairs(dkvpb.SessionMetadata, dkvpb.FormatSession(id, seq, seq)))
+					}
+					if _, err := kv.Put(pctx, &dkvpb.PutRequest{Key: keys[i%len(keys)], Value: vals[i%len(vals)]}); err != nil {
 						b.Error(err)
 						return
 					}
