@@ -328,11 +328,7 @@ func (s *Server) startGRPC() error {
 		_ = s.grpcSrv.Serve(inprocListener{Listener: s.gwInproc, gateway: true})
 	}()
 	if lis := s.clientLis; lis != nil {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			_ = s.grpcSrv.Serve(s.limitListen(lis, s.clientSlots, "client gRPC"))
-		}()
+		s.serveClientPort(s.limitListen(lis, s.clientSlots, "client")) // clienthttp.go
 	}
 	return nil
 }

@@ -62,8 +62,13 @@ type Server struct {
 	gwInproc  *bufconn.Listener // the HTTP gateway's own in-process pipe (tls.go, gatewayAddr)
 	tls       *tlsState
 	httpSrv   *http.Server
-	httpLis   net.Listener
-	gwConn    *grpc.ClientConn
+	// The client port's HTTP/1.1 side (clienthttp.go): its connections,
+	// server and in-process gateway connection; nil with TLS.
+	clientHTTPLis net.Listener
+	clientHTTPSrv *http.Server
+	clientGWConn  *grpc.ClientConn
+	httpLis       net.Listener
+	gwConn        *grpc.ClientConn
 	// clientSlots counts client gRPC and HTTP connections (listen.go).
 	clientSlots *connLimit
 
@@ -200,6 +205,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.startHTTP(ctx); err != nil {
 		return err
 	}
+	if err := s.startClientHTTP(); err != nil { // clienthttp.go
+		return err
+	}
 	s.wg.Add(3)
 	go s.waitReady()
 	go s.autoCompactLoop()
@@ -264,8 +272,16 @@ func (s *Server) stop() {
 		} else if s.httpLis != nil {
 			_ = s.httpLis.Close()
 		}
+		if s.clientHTTPSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.clientHTTPSrv.Shutdown(ctx)
+			cancel()
+		}
 		if s.gwConn != nil {
 			_ = s.gwConn.Close()
+		}
+		if s.clientGWConn != nil {
+			_ = s.clientGWConn.Close()
 		}
 		if s.grpcSrv != nil {
 			done := make(chan struct{})

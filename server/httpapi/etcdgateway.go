@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
@@ -16,7 +15,7 @@ import (
 // /v3/lease/grant, ...) over the etcd services, reached through conn,
 // the HTTP gateway's in-process connection: JSON with proto field names
 // and base64 bytes, as etcd's own gateway speaks.
-func etcdGateway(conn *grpc.ClientConn) (http.Handler, error) {
+func etcdGateway(conn *grpc.ClientConn) (*runtime.ServeMux, error) {
 	mux := runtime.NewServeMux(append(GatewayOptions(),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &depthJSONPb{runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
