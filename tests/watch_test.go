@@ -156,6 +156,15 @@ func TestWatchHTTP(t *testing.T) {
 	if r := line(); len(r.Events) != 1 || string(r.Events[0].Kv.Key) != "jobs/2" {
 		t.Fatalf("event: %v", r)
 	}
+	// Every event names its type, a put as well as a delete (protojson
+	// alone leaves out PUT, the enum's zero).
+	if !strings.Contains(sc.Text(), `"type":"PUT"`) {
+		t.Fatalf("put event without \"type\":\"PUT\": %s", sc.Text())
+	}
+	kv.DeleteRange(ctx, &dkvpb.DeleteRangeRequest{Key: []byte("jobs/2")})
+	if r := line(); len(r.Events) != 1 || r.Events[0].Type != dkvpb.Event_DELETE || !strings.Contains(sc.Text(), `"type":"DELETE"`) {
+		t.Fatalf("delete event: %s", sc.Text())
+	}
 
 	// A compacted start revision is a 410 with the compact revision.
 	p, _ := kv.Put(ctx, &dkvpb.PutRequest{Key: []byte("jobs/3"), Value: []byte("c")})

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/dkv-io/dkv/server/etcdapi"
@@ -95,6 +96,9 @@ func (a *API) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
+		if len(resp.Events) > 0 {
+			b = withPutType(b)
+		}
 		if _, err := w.Write(append(b, '\n')); err != nil {
 			return
 		}
@@ -112,4 +116,34 @@ func (a *API) handleWatchHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// withPutType adds "type":"PUT" to the events of a WatchResponse's JSON
+// that have no type: protojson leaves out an enum's zero value, and PUT
+// is EventType's, so a reader of the stream would otherwise see a type on
+// deletes only. b is returned unchanged if it does not decode.
+func withPutType(b []byte) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return b
+	}
+	var evs []map[string]json.RawMessage
+	if err := json.Unmarshal(m["events"], &evs); err != nil {
+		return b
+	}
+	for _, e := range evs {
+		if _, ok := e["type"]; !ok {
+			e["type"] = json.RawMessage(`"PUT"`)
+		}
+	}
+	raw, err := json.Marshal(evs)
+	if err != nil {
+		return b
+	}
+	m["events"] = raw
+	out, err := json.Marshal(m)
+	if err != nil {
+		return b
+	}
+	return out
 }
