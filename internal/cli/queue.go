@@ -172,8 +172,20 @@ only) until one is, or until interrupted.`,
 			},
 		}
 	}
+	// ack and nack say that they took effect, as put does: "OK", or with
+	// -o json {"id": ..., "done": "acked"|"nacked"|"dead"}.
+	done := func(j *recipe.Job, what string) error {
+		if a.JSON() {
+			return WriteJSON(a.stdout, map[string]string{"id": j.ID, "done": what})
+		}
+		fmt.Fprintln(a.stdout, "OK")
+		return nil
+	}
 	ack := onClaim("ack", "Complete a claimed job (exit 5 if the claim expired)", func(ctx context.Context, j *recipe.Job) error {
-		return j.Ack(ctx)
+		if err := j.Ack(ctx); err != nil {
+			return err
+		}
+		return done(j, "acked")
 	})
 	var nackErr string
 	var retryAfter time.Duration
@@ -186,7 +198,13 @@ only) until one is, or until interrupted.`,
 		if dead {
 			opts = append(opts, recipe.WithDeadLetter())
 		}
-		return j.Nack(ctx, errors.New(nackErr), opts...)
+		if err := j.Nack(ctx, errors.New(nackErr), opts...); err != nil {
+			return err
+		}
+		if dead {
+			return done(j, "dead")
+		}
+		return done(j, "nacked")
 	})
 	nack.Flags().StringVar(&nackErr, "error", "nacked", "the failure, kept as the job's last error")
 	nack.Flags().DurationVar(&retryAfter, "retry-after", -1, "retry after this delay instead of the backoff (attempt⁴ s + jitter)")

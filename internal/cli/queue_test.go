@@ -26,7 +26,9 @@ func TestCLIQueue(t *testing.T) {
 	claim := f[2]
 	n.Fails(3, "Error: NotFound:", "queue", "claim", "mail")
 	n.OK("", "put", "mail-result/"+id, "sent", "--lock", claim)
-	n.OK("", "queue", "nack", "mail", claim, "--error", "smtp down", "--retry-after", "0s")
+	if got := n.OK("", "queue", "nack", "mail", claim, "--error", "smtp down", "--retry-after", "0s"); got != "OK\n" {
+		t.Fatalf("nack printed %q, want OK", got)
+	}
 	n.Fails(5, "Error: Locked:", "queue", "ack", "mail", claim)
 	n.Fails(5, "Error: Locked:", "put", "mail-result/"+id, "late", "--lock", claim)
 
@@ -44,7 +46,9 @@ func TestCLIQueue(t *testing.T) {
 		t.Fatalf("list printed %q", got)
 	}
 	lines = strings.Split(n.OK("", "queue", "claim", "mail"), "\n")
-	n.OK("", "queue", "ack", "mail", strings.Fields(lines[0])[2])
+	if got := n.OK("", "queue", "ack", "mail", strings.Fields(lines[0])[2]); got != "OK\n" {
+		t.Fatalf("ack printed %q, want OK", got)
+	}
 	if got := n.OK("", "queue", "stats", "mail"); !strings.HasPrefix(got, "visible=0 claimed=0 scheduled=0 dead=0") {
 		t.Fatalf("stats after ack %q", got)
 	}
