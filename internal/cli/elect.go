@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -30,7 +31,7 @@ deposed (docs/locks.md). A standby waits for as long as it takes, with no
 time limit (--timeout bounds connecting only).
 
 dkv elect NAME --listen prints the current leader and each change, one line
-each: "TERM VALUE".`,
+each: "TERM VALUE"; while no one leads it says so once, on stderr.`,
 		Args: Args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if listen != (len(argv) == 1) {
@@ -49,6 +50,12 @@ each: "TERM VALUE".`,
 			defer c.Close()
 			name := argv[0]
 			if listen {
+				// Said on stderr, so stdout stays one line per leader.
+				if _, err := concurrency.Leader(sig, c, name); errors.Is(err, concurrency.ErrNoLeader) {
+					fmt.Fprintf(a.stderr, "no leader of %s yet; waiting for one\n", name)
+				} else if err != nil && sig.Err() == nil {
+					return err
+				}
 				for li := range concurrency.Observe(sig, c, name) {
 					if a.JSON() {
 						if err := WriteJSON(a.stdout, map[string]any{"name": name, "term": li.Term, "value": string(li.Value)}); err != nil {

@@ -157,3 +157,28 @@ func TestCLIStandbyWaitsFiveMinutes(t *testing.T) {
 	n := clitest.StartServe(t, t.TempDir())
 	standbyElect(t, n, 5*time.Minute)
 }
+
+// TestElectListenSaysNoLeaderYet: `dkv elect NAME --listen` on an
+// election nobody leads says so (on stderr: stdout stays one line per
+// leader), then prints the leader once one is elected.
+func TestElectListenSaysNoLeaderYet(t *testing.T) {
+	n := clitest.StartServe(t, t.TempDir())
+	l := background(n, "elect", "svc", "--listen")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(l.errb.String(), "no leader of svc yet") {
+		if time.Now().After(deadline) {
+			t.Fatalf("elect --listen said nothing of the missing leader; stdout %q stderr %q", l.out, l.errb)
+		}
+		select {
+		case <-l.exited:
+			t.Fatalf("elect --listen exited (%v); stdout %q stderr %q", l.err, l.out, l.errb)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if l.out.String() != "" {
+		t.Fatalf("stdout before any leader: %q", l.out)
+	}
+	leader := background(n, "elect", "svc", "primary")
+	leader.waitOutput(t, "elected svc term=", 30*time.Second)
+	l.waitOutput(t, " primary\n", 30*time.Second)
+}
