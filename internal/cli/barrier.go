@@ -108,7 +108,7 @@ new NAME (with a round number) for the next. See docs/recipes.md, "Barriers".`,
 			if len(argv) < 1 || (dash < 0 && len(argv) != 1) || (dash >= 0 && (dash != 1 || len(argv) < 2)) {
 				return Usagef("barrier enter needs NAME [-- COMMAND]")
 			}
-			ttl, err := parseTTL(ttlFlag)
+			ttl, err := parseTTL("--ttl", ttlFlag)
 			if err != nil {
 				return err
 			}

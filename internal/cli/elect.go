@@ -37,7 +37,7 @@ each: "TERM VALUE"; while no one leads it says so once, on stderr.`,
 			if listen != (len(argv) == 1) {
 				return Usagef("give either NAME VALUE or NAME --listen")
 			}
-			ttl, err := parseTTL(ttlFlag)
+			ttl, err := parseTTL("--ttl", ttlFlag)
 			if err != nil {
 				return err
 			}

@@ -32,15 +32,32 @@ are deleted when it expires or is revoked. TTLs are durations such as 10s or
 	return cmd
 }
 
-func parseTTL(s string) (time.Duration, error) {
+// The TTLs the CLI takes are leases' (the lock's, the session's, the
+// key's): 1s to 1 year, as the server checks (lease.MinTTLMs, MaxTTLMs).
+const (
+	minTTL = time.Second
+	maxTTL = 365 * 24 * time.Hour
+)
+
+// parseTTL parses what (the flag or argument the user typed, for the
+// message) as a TTL: a duration, or a bare number of seconds as in
+// etcdctl, from 1s to 1 year. 0 is refused like any other value out of
+// range: a key without a TTL is a put without --ttl.
+func parseTTL(what, s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		// A bare number is seconds, as in etcdctl.
 		n, nerr := strconv.ParseInt(s, 10, 64)
 		if nerr != nil {
-			return 0, Usagef("TTL %q is not a duration (e.g. 10s, 2m)", s)
+			return 0, Usagef("%s %q is not a duration (e.g. 10s, 2m)", what, s)
+		}
+		if n < 0 || n > int64(maxTTL/time.Second) {
+			return 0, Usagef("%s %s: a TTL must be from 1s to 8760h (1 year)", what, s)
 		}
 		d = time.Duration(n) * time.Second
+	}
+	if d < minTTL || d > maxTTL {
+		return 0, Usagef("%s %s: a TTL must be from 1s to 8760h (1 year)", what, s)
 	}
 	return d, nil
 }
@@ -62,7 +79,7 @@ func (a *App) leaseGrantCmd() *cobra.Command {
 		Short: "Grant a lease; prints its ID",
 		Args:  Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ttl, err := parseTTL(argv[0])
+			ttl, err := parseTTL("TTL", argv[0])
 			if err != nil {
 				return err
 			}

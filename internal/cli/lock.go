@@ -72,7 +72,7 @@ SIGTERM and dkv exits with 5. The wait for the lock has no time limit
 			if dash != 1 || len(argv) < 2 {
 				return Usagef("lock needs a subcommand (acquire, release, renew, show) or KEY -- COMMAND")
 			}
-			ttl, err := parseTTL(ttlFlag)
+			ttl, err := parseTTL("--ttl", ttlFlag)
 			if err != nil {
 				return err
 			}
@@ -100,7 +100,7 @@ served) until it is granted or dkv is interrupted; --timeout bounds
 connecting only, never the wait.`,
 		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ttl, err := parseTTL(ttlFlag)
+			ttl, err := parseTTL("--ttl", ttlFlag)
 			if err != nil {
 				return err
 			}

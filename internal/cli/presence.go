@@ -62,7 +62,7 @@ the last renewal. An ID registered by another live session is refused
 (Conflict, exit 4). --timeout bounds connecting only.`,
 		Args: Args(cobra.RangeArgs(2, 3)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			ttl, err := parseTTL(ttlFlag)
+			ttl, err := parseTTL("--ttl", ttlFlag)
 			if err != nil {
 				return err
 			}

@@ -66,7 +66,7 @@ fails nothing is written and dkv exits with 4 (Conflict).`,
 			}
 			opts = append(opts, lo)
 			if ttl != "" {
-				d, err := parseTTL(ttl)
+				d, err := parseTTL("--ttl", ttl)
 				if err != nil {
 					return err
 				}

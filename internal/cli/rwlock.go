@@ -46,7 +46,7 @@ has no time limit (--timeout bounds connecting only). See docs/recipes.md,
 				if cmd.ArgsLenAtDash() != 1 || len(argv) < 2 {
 					return Usagef("rwlock %s needs NAME -- COMMAND", m)
 				}
-				ttl, err := parseTTL(ttlFlag)
+				ttl, err := parseTTL("--ttl", ttlFlag)
 				if err != nil {
 					return err
 				}

@@ -37,7 +37,7 @@ process must use the same N for NAME. See docs/recipes.md, "Semaphore".`,
 			if cmd.ArgsLenAtDash() != 1 || len(argv) < 2 {
 				return Usagef("semaphore needs NAME -- COMMAND")
 			}
-			ttl, err := parseTTL(ttlFlag)
+			ttl, err := parseTTL("--ttl", ttlFlag)
 			if err != nil {
 				return err
 			}
