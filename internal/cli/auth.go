@@ -47,7 +47,10 @@ func (a *App) credentials() (string, string, error) {
 func (a *App) readPassword(prompt string) (string, error) {
 	f, ok := a.stdin.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return "", Usagef("no password given and stdin is not a terminal: use --user NAME:PASSWORD, DKV_PASSWORD or --password")
+		// Reached only by a login's password (credentials): the
+		// commands that set one (user add, passwd) read a script's
+		// stdin themselves.
+		return "", Usagef("no password given and stdin is not a terminal: use --user NAME:PASSWORD or set DKV_PASSWORD")
 	}
 	fmt.Fprint(a.stderr, prompt)
 	b, err := term.ReadPassword(int(f.Fd()))

@@ -31,6 +31,12 @@ func TestCLIAuth(t *testing.T) {
 
 	n.Fails(13, "Error: Unauthenticated: auth is enabled and the call carries no token", "get", "app/a")
 	n.Fails(13, "Error: Unauthenticated: wrong user name or password", "--user", "alice:nope", "get", "app/a")
+	// --user without a password and no terminal to ask on: the message
+	// names only ways that exist (there is no global --password).
+	r0 := n.Fails(2, "Error: usage: no password given and stdin is not a terminal: use --user NAME:PASSWORD or set DKV_PASSWORD", "--user", "alice", "get", "app/a")
+	if strings.Contains(r0.Stderr, "--password") {
+		t.Fatalf("the login hint names --password, which dkv get does not take: %q", r0.Stderr)
+	}
 	n.OK("", "--user", "alice:alicepw", "put", "app/a", "1")
 	if got := n.OK("", "--user", "alice:alicepw", "get", "app/a"); got != "1\n" {
 		t.Fatalf("alice get app/a printed %q", got)
