@@ -76,6 +76,8 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Fatalf("oversized key message does not name the limit: %q", r.Stderr)
 	}
 	n.Fails(2, "Error: usage: ", "put", "k")
+	n.Fails(2, "Error: usage: --rev -1: it must not be negative (0: the latest revision)", "get", "k", "--rev", "-1")
+	n.Fails(2, "Error: usage: --limit -2: it must not be negative (0: no limit)", "get", "k", "--prefix", "--limit", "-2")
 
 	// Delete.
 	if got := n.OK("", "del", "p/", "--prefix"); got != "3\n" {

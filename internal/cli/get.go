@@ -28,8 +28,11 @@ number of matching keys. -o json prints
 {"revision":R,"count":N,"more":false,"kvs":[{"key":..,"value":..,...}]}.`,
 		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			if limit < 0 || rev < 0 {
-				return Usagef("--limit and --rev must not be negative")
+			if limit < 0 {
+				return Usagef("--limit %d: it must not be negative (0: no limit)", limit)
+			}
+			if rev < 0 {
+				return Usagef("--rev %d: it must not be negative (0: the latest revision)", rev)
 			}
 			// common: the options every page of a prefix read shares.
 			var common []client.OpOption

@@ -63,7 +63,7 @@ succeed and until the bucket is full again. A refusal exits with 4
 						word, d.Remaining, d.Limit, d.RetryAfter, d.ResetAfter.Round(time.Millisecond))
 				}
 				if !d.Allowed {
-					return fmt.Errorf("%w: rate limit %q: %d tokens not allowed, retry after %v", client.ErrConflict, argv[0], n, d.RetryAfter)
+					return fmt.Errorf("%w: rate limit %q: %s not allowed now, retry after %v", client.ErrConflict, argv[0], tokens(n), d.RetryAfter)
 				}
 				return nil
 			})
@@ -74,4 +74,12 @@ succeed and until the bucket is full again. A refusal exits with 4
 	cmd.Flags().Int64VarP(&n, "n", "n", 1, "tokens to take (1 to --burst)")
 	_ = cmd.MarkFlagRequired("rate")
 	return cmd
+}
+
+// tokens is "1 token" or "N tokens".
+func tokens(n int64) string {
+	if n == 1 {
+		return "1 token"
+	}
+	return fmt.Sprintf("%d tokens", n)
 }

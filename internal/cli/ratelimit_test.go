@@ -18,7 +18,7 @@ func TestCLISyncRecipes(t *testing.T) {
 			t.Fatalf("got %q, want %q...", got, want)
 		}
 	}
-	r := n.Fails(4, "Error: Conflict: rate limit \"api\"", "ratelimit", "api", "--rate", "1/h", "--burst", "2")
+	r := n.Fails(4, "Error: Conflict: rate limit \"api\": 1 token not allowed now, retry after ", "ratelimit", "api", "--rate", "1/h", "--burst", "2")
 	if !strings.HasPrefix(r.Stdout, "refused remaining=0") {
 		t.Fatalf("refusal printed %q", r.Stdout)
 	}
