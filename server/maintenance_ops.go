@@ -40,7 +40,7 @@ func (m *maintenanceService) Alarm(ctx context.Context, req *dkvpb.AlarmActionRe
 			if _, err := s.proposeRequest(ctx, pr); err != nil {
 				return nil, err
 			}
-			s.log.Warn("alarm disarmed by an operator", "alarm", a.GetAlarm().String(), "member", fmt.Sprintf("%x", a.GetMemberId()))
+			s.log.Warn("alarm disarmed by an operator", "alarm", a.GetAlarm().String(), "alarm_member", fmt.Sprintf("%x", a.GetMemberId()))
 		}
 	default:
 		return nil, dkverr.New(dkverr.InvalidInput, "alarm action %d is not GET (0) or DISARM (1)", req.GetAction())

@@ -123,7 +123,7 @@ func TestLeaderSurvivesAckBeyondItsLog(t *testing.T) {
 	if c := strings.Count(out, "acknowledged raft entries this leader does not have"); c != 1 {
 		t.Fatalf("the drop was logged %d times, want once per interval; log:\n%s", c, out)
 	}
-	for _, want := range []string{"member=n2", "index=30004", "last_index=3", "remove"} {
+	for _, want := range []string{"peer=n2", "index=30004", "last_index=3", "remove"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("the log line does not say %q; log:\n%s", want, out)
 		}

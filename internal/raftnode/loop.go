@@ -267,7 +267,7 @@ func (n *Node[R]) handleReady(rd *raft.Ready) error {
 			nc := make(chan struct{})
 			oc := n.leaderCh.Swap(&nc)
 			close(*oc)
-			n.log.Info("raft leader changed", "member", fmt.Sprintf("%x", n.cfg.ID), "leader", fmt.Sprintf("%x", rd.SoftState.Lead))
+			n.log.Info("raft leader changed", "id", fmt.Sprintf("%x", n.cfg.ID), "leader", fmt.Sprintf("%x", rd.SoftState.Lead))
 		}
 	}
 	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {

@@ -237,7 +237,7 @@ func (n *Node[R]) checkAck(m *raftpb.Message) bool {
 		n.log.Error("a member acknowledged raft entries this leader does not have; the acknowledgement was dropped. "+
 			"Its log holds entries no leader of this cluster sent (a forged append, or a data dir from another cluster): "+
 			"remove the member and add it back with an empty data dir (docs/cluster.md), and check who holds the peer secret",
-			"member", n.memberName(from), "id", fmt.Sprintf("%x", from), "index", m.GetIndex(), "last_index", last, "term", m.GetTerm(),
+			"peer", n.memberName(from), "peer_id", fmt.Sprintf("%x", from), "index", m.GetIndex(), "last_index", last, "term", m.GetTerm(),
 			"not_logged_since_last", skipped)
 	}
 	return true
