@@ -5,9 +5,14 @@ GO ?= go
 
 .PHONY: build image test lint generate check-generated compare chaos bench
 
-# The version `dkv version` reports; override with VERSION=v1.2.3.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/dkv-io/dkv/internal/cli.version=$(VERSION)
+# The version `dkv version` reports is the server's (server.Version, what
+# `dkv status` shows) with the commit Go stamps into the build; a release
+# sets it with VERSION=v1.2.3.
+# COMMIT is stamped in too: Go's own VCS stamp is off where GOFLAGS has
+# -buildvcs=false.
+VERSION ?=
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X github.com/dkv-io/dkv/internal/cli.version=$(VERSION)) $(if $(COMMIT),-X github.com/dkv-io/dkv/internal/cli.commit=$(COMMIT))
 
 # A static binary (no cgo, so no libc to find at run time): the Dockerfile
 # copies bin/dkv into a FROM scratch image, where a dynamically linked one

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dkv-io/dkv/server"
 )
 
 // TestMakeBuildIsStatic: the Dockerfile copies `make build`'s binary into
@@ -39,5 +41,17 @@ func TestMakeBuildIsStatic(t *testing.T) {
 	out, err := exec.Command(bin, "version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "dkv version v9.9.9-test") {
 		t.Errorf("dkv version after make build VERSION=v9.9.9-test printed %q (%v)", out, err)
+	}
+
+	// Without VERSION: the server's version, the one dkv status shows,
+	// and the commit, as a go build from the checkout reports it.
+	cmd = exec.Command("make", "-s", "build", "BIN="+bin)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "version").CombinedOutput()
+	if want := "dkv version " + server.Version + " (commit "; err != nil || !strings.HasPrefix(string(out), want) {
+		t.Errorf("dkv version after make build printed %q (%v), want it to start %q", out, err, want)
 	}
 }

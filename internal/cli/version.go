@@ -8,11 +8,15 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version overrides the version dkv reports. `make build` sets it from
-// git describe:
+// version overrides the version dkv reports (a release sets it; `make
+// build VERSION=v1.2.3` does):
 //
 //	go build -ldflags "-X github.com/dkv-io/dkv/internal/cli.version=v1.2.3" ./cmd/dkv
 var version string
+
+// commit is the commit dkv was built from when the build says so (`make
+// build` does); else the build info's VCS stamp gives it.
+var commit string
 
 type buildVersion struct {
 	Version  string `json:"version"`
@@ -23,10 +27,11 @@ type buildVersion struct {
 }
 
 // currentVersion is the -ldflags override if set, else the module version
-// `go install ...@vX` records, else the server's version with "-dev" (a
-// build from a checkout; serverVersion is Server.Version, "unknown" when
-// dkv is built without the server side); the commit comes from the build
-// info's VCS stamp.
+// `go install ...@vX` records, else the server's version (a build from a
+// checkout, by go build or make build: the same string `dkv status`
+// shows; serverVersion is Server.Version, "unknown" when dkv is built
+// without the server side); the commit comes from the build info's VCS
+// stamp, and String appends it.
 func currentVersion(serverVersion string) buildVersion {
 	v := buildVersion{Version: version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	info, ok := debug.ReadBuildInfo()
@@ -37,9 +42,11 @@ func currentVersion(serverVersion string) buildVersion {
 		if serverVersion == "" {
 			serverVersion = "unknown"
 		}
-		v.Version = serverVersion + "-dev"
+		v.Version = serverVersion
 	}
-	if ok {
+	if commit != "" {
+		v.Commit = commit
+	} else if ok {
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "vcs.revision":
