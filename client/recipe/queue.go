@@ -37,7 +37,7 @@ var (
 	// visibility timeout passed, or the job was claimed again, acked or
 	// dead-lettered by someone else), so the operation was refused and
 	// changed nothing. It also matches client.ErrLocked.
-	ErrClaimExpired = fmt.Errorf("queue: claim expired or taken over: %w", client.ErrLocked)
+	ErrClaimExpired = fmt.Errorf("queue: the claim is no longer held: it expired, or the job was acked, nacked or claimed again: %w", client.ErrLocked)
 	// ErrNoJob: TryClaim found no visible job.
 	ErrNoJob = errors.New("queue: no visible job")
 )
@@ -1352,7 +1352,7 @@ func (q *Queue) ResumeClaim(ctx context.Context, claim string) (*Job, error) {
 	}
 	kv, err := q.c.Get(ctx, h.Key)
 	if errors.Is(err, client.ErrNotFound) || (err == nil && !held) {
-		return nil, fmt.Errorf("job of claim %d: %w", h.Token, ErrClaimExpired)
+		return nil, fmt.Errorf("queue %q, claim %d: %w", q.name, h.Token, ErrClaimExpired)
 	}
 	if err != nil {
 		return nil, err

@@ -29,7 +29,9 @@ func TestCLIQueue(t *testing.T) {
 	if got := n.OK("", "queue", "nack", "mail", claim, "--error", "smtp down", "--retry-after", "0s"); got != "OK\n" {
 		t.Fatalf("nack printed %q, want OK", got)
 	}
-	n.Fails(5, "Error: Locked:", "queue", "ack", "mail", claim)
+	if r := n.Fails(5, "Error: Locked:", "queue", "ack", "mail", claim); !strings.Contains(r.Stderr, `queue "mail", claim `) || !strings.Contains(r.Stderr, "the claim is no longer held: it expired, or the job was acked, nacked or claimed again") {
+		t.Fatalf("ack of a nacked claim said %q, want the queue, the claim and why it is not held", r.Stderr)
+	}
 	n.Fails(5, "Error: Locked:", "put", "mail-result/"+id, "late", "--lock", claim)
 
 	lines = strings.Split(n.OK("", "queue", "claim", "mail", "--wait"), "\n")
