@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,6 +78,27 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	n.Fails(2, "Error: usage: ", "put", "k")
 	n.Fails(2, "Error: usage: --rev -1: it must not be negative (0: the latest revision)", "get", "k", "--rev", "-1")
+
+	// --if-mod-revision: the put applies only if the key was last written
+	// at that revision.
+	var g struct {
+		KVs []struct {
+			ModRevision int64 `json:"mod_revision"`
+		} `json:"kvs"`
+	}
+	n.OK("", "put", "cas", "v1")
+	if err := json.Unmarshal([]byte(n.OK("", "get", "cas", "-o", "json")), &g); err != nil || len(g.KVs) != 1 {
+		t.Fatalf("get cas -o json: %v %+v", err, g)
+	}
+	rev := fmt.Sprint(g.KVs[0].ModRevision)
+	n.Fails(4, "Error: Conflict:", "put", "cas", "v2", "--if-mod-revision", fmt.Sprint(g.KVs[0].ModRevision+1))
+	if got := n.OK("", "put", "cas", "v2", "--if-mod-revision", rev); got != "OK\n" {
+		t.Fatalf("put --if-mod-revision %s printed %q", rev, got)
+	}
+	n.Fails(4, "Error: Conflict:", "put", "cas", "v3", "--if-mod-revision", rev)
+	if got := n.OK("", "get", "cas"); got != "v2\n" {
+		t.Fatalf("after the conditional puts, cas = %q, want v2", got)
+	}
 	n.Fails(2, "Error: usage: --limit -2: it must not be negative (0: no limit)", "get", "k", "--prefix", "--limit", "-2")
 
 	// Delete.

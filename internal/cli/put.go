@@ -13,6 +13,7 @@ func (a *App) putCmd() *cobra.Command {
 	var (
 		ifAbsent  bool
 		ifVersion int64
+		ifModRev  int64
 		prev      bool
 		lease     int64
 		ttl       string
@@ -25,8 +26,9 @@ func (a *App) putCmd() *cobra.Command {
 		Short: "Write a key (VALUE - reads the value from stdin)",
 		Long: `Write VALUE under KEY. VALUE "-" reads the value from stdin, byte for byte
 (a trailing newline is kept). Prints OK; with -o json, the revision.
---if-absent and --if-version make the put conditional: when the condition
-fails nothing is written and dkv exits with 4 (Conflict).`,
+--if-absent, --if-version and --if-mod-revision make the put conditional:
+when the condition fails nothing is written and dkv exits with 4
+(Conflict).`,
 		Args: Args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			value := []byte(argv[1])
@@ -43,6 +45,9 @@ fails nothing is written and dkv exits with 4 (Conflict).`,
 			}
 			if ifVersion != 0 {
 				opts = append(opts, client.IfVersion(ifVersion))
+			}
+			if ifModRev != 0 {
+				opts = append(opts, client.IfModRevision(ifModRev))
 			}
 			if prev {
 				opts = append(opts, client.WithPrevKV())
@@ -94,6 +99,7 @@ fails nothing is written and dkv exits with 4 (Conflict).`,
 	f := cmd.Flags()
 	f.BoolVar(&ifAbsent, "if-absent", false, "write only if the key does not exist")
 	f.Int64Var(&ifVersion, "if-version", 0, "write only if the key's version is N")
+	f.Int64Var(&ifModRev, "if-mod-revision", 0, "write only if the key was last modified at revision N (dkv get -o json shows mod_revision)")
 	f.BoolVar(&prev, "prev", false, "also print the previous key and value")
 	f.Int64Var(&lease, "lease", 0, "attach the key to lease ID")
 	f.StringVar(&ttl, "ttl", "", "delete the key after this long (e.g. 30s; grants a lease, printed after OK)")
