@@ -370,6 +370,9 @@ func TestDashboard(t *testing.T) {
 	br.run(br.ctx, "leases page",
 		chromedp.Navigate(ui+"#/leases"),
 		until(`document.querySelector('[data-lease=`+id+`]')?.textContent.includes('dkv.presence/web/web-2')`),
+		// The granted TTL in h/m/s, as the CLI writes durations (300000
+		// ms: "5m", not "5 min 0 s").
+		until(`document.querySelector('[data-lease=`+id+`] td:nth-child(2)')?.textContent === '5m'`),
 		br.screenshot("leases"),
 		chromedp.Click(css(`[data-revoke=`+id+`]`)),
 		chromedp.Click(css(`[data-confirm-revoke=`+id+`]`)),

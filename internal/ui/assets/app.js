@@ -41,12 +41,16 @@ function fmtBytes(n) {
   for (const u of ['B', 'KiB', 'MiB', 'GiB', 'TiB']) { if (n < 1024) return `${n.toFixed(n % 1 ? 1 : 0)} ${u}`; n /= 1024; }
   return `${n.toFixed(1)} PiB`;
 }
+// fmtMs writes a duration as the CLI and Go do: 850ms, 4.2s, 1m47s, 24h.
 function fmtMs(ms) {
   ms = Math.max(0, Math.round(ms));
-  if (ms < 1000) return `${ms} ms`;
-  const s = ms / 1000;
-  if (s < 120) return `${s.toFixed(1)} s`;
-  return `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
+  if (ms < 1000) return `${ms}ms`;
+  const tenths = Math.round(ms / 100) / 10;
+  if (tenths < 60) return `${tenths.toFixed(1).replace(/\.0$/, '')}s`;
+  let s = Math.round(ms / 1000);
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+  s %= 60;
+  return `${h ? h + 'h' : ''}${m ? m + 'm' : ''}${s ? s + 's' : ''}`;
 }
 const num = (v) => Number(v || 0);
 
