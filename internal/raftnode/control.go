@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"sync"
 
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"go.etcd.io/raft/v3"
@@ -74,11 +75,40 @@ func (n *Node[R]) ReportSnapshot(id uint64, st raft.SnapshotStatus) {
 }
 
 // Inspect runs f on the raft loop's goroutine (f must not block) and
-// waits for it: the way to read leader-only state such as progress.
+// waits for it: the way to read leader-only state such as progress. When
+// it returns an error, f has not run and never will: a caller gives up
+// on a busy loop (ctx, Stop) without f later writing into the variables
+// it reads.
 func (n *Node[R]) Inspect(ctx context.Context, f func(rn *raft.RawNode)) error {
+	var (
+		mu        sync.Mutex
+		abandoned bool
+	)
 	done := make(chan struct{})
+	run := func(rn *raft.RawNode) {
+		mu.Lock()
+		defer mu.Unlock()
+		if abandoned {
+			return
+		}
+		f(rn)
+		close(done)
+	}
+	// giveUp returns err unless f has run meanwhile, and makes sure it
+	// does not run after.
+	giveUp := func(err error) error {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		abandoned = true
+		return err
+	}
 	select {
-	case n.reportc <- func(rn *raft.RawNode) { f(rn); close(done) }:
+	case n.reportc <- run:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-n.stopc:
@@ -88,9 +118,9 @@ func (n *Node[R]) Inspect(ctx context.Context, f func(rn *raft.RawNode)) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return giveUp(ctx.Err())
 	case <-n.stopc:
-		return ErrStopped
+		return giveUp(ErrStopped)
 	}
 }
 
