@@ -8,7 +8,6 @@ import (
 
 	"github.com/dkv-io/dkv/server/etcdapi"
 	"github.com/dkv-io/dkv/server/httpapi"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/soheilhy/cmux"
 )
 
@@ -69,13 +68,7 @@ func (s *Server) startClientHTTP() error {
 	}
 	s.clientGWConn = conn
 	h, err := httpapi.New(httpNode{s}).EtcdClientHandler(conn, httpapi.EtcdClientOptions{
-		Options: httpapi.Options{
-			MaxValueBytes:   s.cfg.MaxValueBytes,
-			MaxRequestBytes: s.maxRequestBytes(),
-			EnvelopeBytes:   requestEnvelopeBytes,
-			Metrics:         s.metricsHTTP(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})),
-			Readyz:          http.HandlerFunc(s.handleReadyz),
-		},
+		Options:        s.httpOptions(),
 		ServerVersion:  etcdapi.EtcdVersion,
 		ClusterVersion: etcdapi.EtcdVersion,
 		DKVVersion:     Version,
@@ -85,10 +78,7 @@ func (s *Server) startClientHTTP() error {
 		return err
 	}
 	s.clientHTTPSrv = &http.Server{
-		Handler: httpapi.Guard(httpapi.GuardConfig{
-			Own:          []string{s.cfg.HTTPAddr, s.HTTPAddr(), s.cfg.ClientAddr, s.ClientAddr(), s.cfg.AdvertiseClientAddr, s.advClient},
-			AllowedHosts: s.cfg.HTTPAllowedHosts, AllowedOrigins: s.cfg.CORSAllowedOrigins,
-		}, h),
+		Handler:           s.httpGuard(h),
 		ReadHeaderTimeout: handshakeTimeout, IdleTimeout: httpIdleTimeout,
 	}
 	s.wg.Add(1)

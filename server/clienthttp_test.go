@@ -87,6 +87,20 @@ func TestClientPortServesEtcdHTTP(t *testing.T) {
 		t.Fatalf("a cross-site POST /v3/kv/put = %d %s, want 403", code, body)
 	}
 
+	// A rebound host name (DNS rebinding) is refused as on the HTTP port.
+	req, _ := http.NewRequest("POST", base+"/v3/kv/range", strings.NewReader(`{"key":"Zm9v"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Host = "evil.example:2379"
+	if resp, err := hc.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode < 400 || !strings.Contains(string(b), "is not an address of this member") {
+			t.Fatalf("POST /v3/kv/range with Host evil.example = %d %s, want refused", resp.StatusCode, b)
+		}
+	}
+
 	// A connection that speaks neither HTTP/1 nor HTTP/2 is closed.
 	c, err := net.Dial("tcp", s.ClientAddr())
 	if err != nil {

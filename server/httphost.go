@@ -30,13 +30,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		return err
 	}
 	s.gwConn = conn
-	o := httpapi.Options{
-		MaxValueBytes:   s.cfg.MaxValueBytes,
-		MaxRequestBytes: s.maxRequestBytes(),
-		EnvelopeBytes:   requestEnvelopeBytes,
-		Metrics:         s.metricsHTTP(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})),
-		Readyz:          http.HandlerFunc(s.handleReadyz),
-	}
+	o := s.httpOptions()
 	if s.cfg.Pprof {
 		// Root only with auth enabled: a profile shows keys and values.
 		o.Pprof = map[string]http.HandlerFunc{
@@ -71,10 +65,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 	}
 	// Outermost: a request from a web page that may not use this port is
 	// refused before it reaches anything else (httpapi.Guard).
-	s.httpSrv.Handler = httpapi.Guard(httpapi.GuardConfig{
-		Own:          []string{s.cfg.HTTPAddr, s.HTTPAddr(), s.cfg.ClientAddr, s.ClientAddr(), s.cfg.AdvertiseClientAddr, s.advClient},
-		AllowedHosts: s.cfg.HTTPAllowedHosts, AllowedOrigins: s.cfg.CORSAllowedOrigins,
-	}, s.httpSrv.Handler)
+	s.httpSrv.Handler = s.httpGuard(s.httpSrv.Handler)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -90,6 +81,27 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// httpOptions are the limits and the node's own endpoints every HTTP
+// listener serves (the HTTP port's and the client port's HTTP side).
+func (s *Server) httpOptions() httpapi.Options {
+	return httpapi.Options{
+		MaxValueBytes:   s.cfg.MaxValueBytes,
+		MaxRequestBytes: s.maxRequestBytes(),
+		EnvelopeBytes:   requestEnvelopeBytes,
+		Metrics:         s.metricsHTTP(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})),
+		Readyz:          http.HandlerFunc(s.handleReadyz),
+	}
+}
+
+// httpGuard wraps h, outermost, in the guard every HTTP listener of the
+// node has (httpapi.Guard): this member's addresses are its own hosts.
+func (s *Server) httpGuard(h http.Handler) http.Handler {
+	return httpapi.Guard(httpapi.GuardConfig{
+		Own:          []string{s.cfg.HTTPAddr, s.HTTPAddr(), s.cfg.ClientAddr, s.ClientAddr(), s.cfg.AdvertiseClientAddr, s.advClient},
+		AllowedHosts: s.cfg.HTTPAllowedHosts, AllowedOrigins: s.cfg.CORSAllowedOrigins,
+	}, h)
 }
 
 // withClientCN records the verified client certificate's CN (or none)

@@ -67,15 +67,7 @@ func (a *API) EtcdClientHandler(conn *grpc.ClientConn, o EtcdClientOptions) (htt
 		}
 		writeJSON(w, st, map[string]string{"health": fmt.Sprint(reason == ""), "reason": reason})
 	})
-	if o.Metrics != nil {
-		mux.Handle("/metrics", o.Metrics)
-	}
-	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	if o.Readyz != nil {
-		mux.Handle("/readyz", o.Readyz)
-	}
+	o.handleProbes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "dkv: the client port serves gRPC and, over HTTP, etcd's endpoints (/v3/, /v3beta/, /version, /health, /metrics, /livez, /readyz); DKV's HTTP API (/v1/) and the dashboard are on the HTTP port (--http-addr)", http.StatusNotFound)
 	})

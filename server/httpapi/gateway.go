@@ -96,6 +96,16 @@ func (a *API) Handler(conn *grpc.ClientConn, o Options) (http.Handler, error) {
 	mux.HandleFunc("GET /v1/auth/whoami", a.Whoami)
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	o.handleProbes(mux)
+	for path, h := range o.Pprof {
+		mux.HandleFunc(path, h)
+	}
+	return a.capBodies(gw, mux), nil
+}
+
+// handleProbes serves the node's own endpoints every HTTP listener has:
+// /metrics (if set), /livez and /readyz (if set).
+func (o Options) handleProbes(mux *http.ServeMux) {
 	if o.Metrics != nil {
 		mux.Handle("/metrics", o.Metrics)
 	}
@@ -105,10 +115,6 @@ func (a *API) Handler(conn *grpc.ClientConn, o Options) (http.Handler, error) {
 	if o.Readyz != nil {
 		mux.Handle("/readyz", o.Readyz)
 	}
-	for path, h := range o.Pprof {
-		mux.HandleFunc(path, h)
-	}
-	return a.capBodies(gw, mux), nil
 }
 
 // gatewayStore moves an HTTP request's ?store= into the Dkv-Store
