@@ -20,7 +20,8 @@ import (
 func serveCmd(a *cli.App) *cobra.Command {
 	var cfg server.Config
 	var drift float64
-	var logFormat string
+	var logFormat, configFile string
+	var printCfg bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a DKV node until SIGINT or SIGTERM",
@@ -41,10 +42,22 @@ gRPC port and HTTPS on the HTTP port; --client-cert-auth also requires a
 client certificate signed by --trusted-ca-file. --peer-cert-file,
 --peer-key-file and --peer-trusted-ca-file turn on mutual TLS between
 members. Certificate and key files are re-read when they change, and on
-SIGHUP.`,
+SIGHUP.
+
+Every flag can also be set by an environment variable, DKV_ and the
+flag's name in capitals with underscores (DKV_DATA_DIR for --data-dir),
+and in a YAML file given with --config-file (or DKV_CONFIG_FILE) whose
+keys are the flags' names (data-dir: /var/lib/dkv). The command line
+wins over the environment, which wins over the file. Sizes take units:
+512MiB, 8GiB, 100MB. --print-config prints the configuration that would
+be used, saying where each value came from, and exits.`,
 		Args: cli.Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
+			// LocalFlags: serve's own, not the client flags it inherits.
+			from, err := applyConfig(cmd.LocalFlags(), os.Environ(), a.Stderr())
+			if err != nil {
+				return err
+			}
 			if cfg.Logger, err = newServeLogger(a.Stderr(), logFormat); err != nil {
 				return err
 			}
@@ -60,10 +73,20 @@ SIGHUP.`,
 			if cfg.BackupDir != "" && (cfg.BackupInterval < time.Second || cfg.BackupKeep < 1) {
 				return cli.Usagef("--backup-interval must be at least 1s and --backup-keep at least 1")
 			}
+			if printCfg {
+				check := cfg
+				check.EnsureDefaults()
+				if err := check.Validate(); err != nil {
+					return cli.Usagef("%v", err)
+				}
+				return printConfig(a.Stdout(), cmd.LocalFlags(), from)
+			}
 			return serve(a, cfg)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&configFile, configFileFlag, "", "YAML file of settings, keyed by flag name (data-dir: /var/lib/dkv); flags and DKV_* variables win over it (env DKV_CONFIG_FILE)")
+	f.BoolVar(&printCfg, printConfigFlag, false, "print the effective configuration as a --config-file, with where each value came from, and exit")
 	f.StringVar(&logFormat, "log-format", "text", `log lines on stderr: "text" (key=value) or "json" (one JSON object a line, for log shippers)`)
 	f.StringVar(&cfg.DataDir, "data-dir", "./dkv-data", "directory for the database")
 	f.StringVar(&cfg.ClientAddr, "client-addr", "127.0.0.1:7861", "gRPC listen address for clients")
@@ -79,7 +102,7 @@ SIGHUP.`,
 	f.StringVar(&cfg.AdvertiseClientAddr, "advertise-client-addr", "", "client address other members and discovering clients dial (default: the bound --client-addr; set it when that is 0.0.0.0 or ::)")
 	f.StringVar(&cfg.AdvertisePeerAddr, "advertise-peer-addr", "", "peer address the other members dial, as named in --initial-cluster (default --peer-addr; set it when that is 0.0.0.0 or ::)")
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", server.DefaultRequestTimeout, "server-side limit on a request that carries no deadline; lock and election waits are exempt and wait as long as their caller")
-	f.IntVar(&cfg.MaxValueBytes, "max-value-bytes", 1<<20, "largest value accepted")
+	f.Var(newByteSize(&cfg.MaxValueBytes, 1<<20), "max-value-bytes", "largest value accepted")
 	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", 128, "most operations in one transaction")
 	f.Int64Var(&cfg.AutoCompactRevisions, "auto-compact-revisions", 0, "keep only the last N revisions (0: off)")
 	f.DurationVar(&cfg.AutoCompactPeriod, "auto-compact-period", 0, "keep only the revisions of this last period (0: off)")
@@ -92,8 +115,8 @@ SIGHUP.`,
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP address (root only with auth enabled)")
 	f.DurationVar(&cfg.AuthTokenTTL, "auth-token-ttl", server.DefaultAuthTokenTTL, "how long a token from Authenticate is accepted")
 	f.IntVar(&cfg.AuthBcryptCost, "auth-bcrypt-cost", 0, "bcrypt cost of stored password hashes (0: bcrypt's default, 10; 4 to 31)")
-	f.Int64Var(&cfg.QuotaBytes, "quota-bytes", 0, "refuse writes that add data (NoSpace) while the database takes more than this on disk, until compaction brings it back under (0: no quota)")
-	f.Int64Var(&cfg.SpaceReserveBytes, "space-reserve-bytes", server.DefaultSpaceReserveBytes, "refuse writes that add data (NoSpace) while the data dir's filesystem has less free space than this (negative: off)")
+	f.Var(newByteSize(&cfg.QuotaBytes, 0), "quota-bytes", "refuse writes that add data (NoSpace) while the database takes more than this on disk, until compaction brings it back under (0: no quota)")
+	f.Var(newByteSize(&cfg.SpaceReserveBytes, server.DefaultSpaceReserveBytes), "space-reserve-bytes", "refuse writes that add data (NoSpace) while the data dir's filesystem has less free space than this (negative: off)")
 	f.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "TLS certificate (PEM) of the client gRPC and HTTP ports; turns TLS on there")
 	f.StringVar(&cfg.ClientTLS.KeyFile, "key-file", "", "TLS key (PEM) of --cert-file")
 	f.StringVar(&cfg.ClientTLS.TrustedCAFile, "trusted-ca-file", "", "CA certificates (PEM) that sign client certificates (and, for member-to-member calls, the members' client-port certificates)")
@@ -107,8 +130,9 @@ SIGHUP.`,
 	f.StringVar(&cfg.BackupDir, "backup-dir", "", "while this member leads, write a backup (as dkv snapshot save) into this directory every --backup-interval (default: none)")
 	f.DurationVar(&cfg.BackupInterval, "backup-interval", time.Hour, "how often the leader writes a scheduled backup (with --backup-dir)")
 	f.IntVar(&cfg.BackupKeep, "backup-keep", 24, "how many scheduled backups to keep in --backup-dir; older ones are deleted")
-	f.Int64Var(&cfg.CacheBytes, "cache-bytes", server.DefaultCacheBytes, "storage engine block cache for table blocks, in bytes (at least 1 MiB; the memtables' share comes on top): matters at millions of keys, where every put reads the key's previous record")
-	f.Int64Var(&cfg.BallastBytes, "ballast-bytes", server.DefaultBallastBytes, "size of the ballast file kept in the data dir and released if the disk fills up anyway (negative: none)")
+	f.Var(newByteSize(&cfg.CacheBytes, server.DefaultCacheBytes), "cache-bytes", "storage engine block cache for table blocks, in bytes (at least 1 MiB; the memtables' share comes on top): matters at millions of keys, where every put reads the key's previous record")
+	f.Var(newByteSize(&cfg.BallastBytes, server.DefaultBallastBytes), "ballast-bytes", "size of the ballast file kept in the data dir and released if the disk fills up anyway (negative: none)")
+	serverOnly(cmd)
 	return cmd
 }
 
