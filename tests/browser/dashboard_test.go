@@ -365,6 +365,22 @@ func TestDashboard(t *testing.T) {
 		until(`/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/.test(document.querySelector('[data-granted="invoice:101"]')?.textContent) && /at revision \d+/.test(document.querySelector('[data-granted="invoice:101"]').textContent)`),
 		br.screenshot("locks"))
 
+	// The lock's key has no value: opening it from the Locks page shows who
+	// holds it (owner, fencing token, lease, time left, waiters), not
+	// only that the key does not exist.
+	var held struct {
+		Held   bool
+		Holder struct{ Owner, Token, Lease string }
+	}
+	if err := call(ctx, n1, "POST", "/v1/lock/describe", map[string]any{"key": b64("invoice:101")}, &held); err != nil || !held.Held {
+		t.Fatalf("describe the lock invoice:101: %+v %v", held, err)
+	}
+	br.run(br.ctx, "a locked key without a value",
+		chromedp.Click(css(`[data-lock="invoice:101"] a`)),
+		until(`(q => q('#key-lock-holder') === 'worker-a' && q('#key-lock-token') === `+jsString(held.Holder.Token)+` &&
+			q('#key-lock-lease').startsWith(`+jsString(held.Holder.Lease+" (")+`) && / \(\d+m(\d+s)? left\)$/.test(q('#key-lock-lease')) &&
+			q('#key-lock-waiters') === '1 waiting')(s => document.querySelector(s)?.textContent || '')`))
+
 	// Leases: revoke the presence lease; its key vanishes.
 	id := jsString(lease.ID)
 	br.run(br.ctx, "leases page",
