@@ -341,6 +341,34 @@ func TestDashboard(t *testing.T) {
 		chromedp.Click(css("#watch-start")),
 		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('app/config') && r.textContent.includes('"blue"'))`))
 
+	// A hundred events, more than the window shows: the table grows with
+	// the page and the page scrolls; its box has no scrollbar of its own
+	// (which left the page below it empty).
+	feed := make([]map[string]any, 100)
+	for i := range feed {
+		feed[i] = map[string]any{"request_put": map[string]any{"key": b64(fmt.Sprintf("feed/e%03d", i)), "value": b64("x")}}
+	}
+	if err := call(ctx, n1, "POST", "/v1/kv/txn", map[string]any{"success": feed}, nil); err != nil {
+		t.Fatal(err)
+	}
+	br.run(watchTab, "a watch with many events",
+		chromedp.Navigate(ui+"#/watch?key=feed%2F&rev=1"),
+		until(`document.querySelectorAll('#watch-events tr').length === 100`))
+	type scroll struct {
+		Box  float64 `json:"box"`
+		Page float64 `json:"page"`
+	}
+	sc := get(br, watchTab, "watch scroll", chromedp.Evaluate[scroll](`(box => ({
+		box: box.scrollHeight - box.clientHeight,
+		page: document.scrollingElement.scrollHeight - window.innerHeight,
+	}))(document.querySelector('#watch-events').closest('.card'))`))
+	if sc.Box > 1 {
+		t.Errorf("the watch table scrolls inside its box (%.0f px hidden in it); it should grow with the page", sc.Box)
+	}
+	if sc.Page <= 0 {
+		t.Errorf("100 watch events fit the window without the page scrolling (%.0f px): the table did not grow with the page", sc.Page)
+	}
+
 	// A stale edit: someone writes while the form is open; saving says so.
 	br.run(br.ctx, "open the editor", chromedp.Click(css("#edit-key")), chromedp.WaitVisible(css("#edit-value")))
 	put("app/config", `{"color":"red"}`)

@@ -556,7 +556,7 @@ async function watchPage(ctx) {
   add(main, h('h2', {}, 'Live watch'),
     h('form', { class: 'card row', onsubmit: (ev) => { ev.preventDefault(); start(); } },
       key, h('label', {}, pre, 'prefix'), h('label', {}, 'from revision', rev), startBtn, pauseBtn, filter, status),
-    h('div', { class: 'card events' }, h('table', {}, h('thead', {}, h('tr', {}, ['Type', 'Key', 'Revision', 'Version', 'Value'].map((t) => h('th', { scope: 'col' }, t)))), tbody)));
+    h('div', { class: 'card' }, h('table', {}, h('thead', {}, h('tr', {}, ['Type', 'Key', 'Revision', 'Version', 'Value'].map((t) => h('th', { scope: 'col' }, t)))), tbody)));
   let stop = null, paused = false, held = [], n = 0;
   const matches = (tr) => !filter.value || tr.textContent.toLowerCase().includes(filter.value.toLowerCase());
   filter.addEventListener('input', () => { for (const tr of tbody.children) tr.hidden = !matches(tr); });
