@@ -508,6 +508,68 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("page %s is wider than a 390 px screen", page)
 		}
 	}
+	// The members table on a 375 px phone: no sideways scrolling, and no
+	// field squeezed into a narrow column, one word a line, which made
+	// every row very tall. Lines are counted from the text's own boxes.
+	br.run(br.ctx, "members at phone width",
+		chromedp.EmulateViewport(375, 812),
+		chromedp.Navigate(ui+"#/cluster"),
+		until(`document.querySelectorAll('#members tr[data-member]').length === 3`),
+		until(`[...document.querySelectorAll('#members tr[data-member]')].every(r => /\d (B|KiB|MiB|GiB)/.test(r.querySelector('[data-size]')?.textContent || ''))`),
+		until(`document.querySelector('#toast').children.length === 0`), // the toasts of the steps before
+		br.screenshot("phone-members"))
+	type field struct {
+		Member string `json:"member"`
+		Name   string `json:"name"`
+		Lines  int    `json:"lines"`
+	}
+	type layout struct {
+		Sideways float64 `json:"sideways"`
+		Fields   []field `json:"fields"`
+		Tallest  float64 `json:"tallest"`
+		Screen   float64 `json:"screen"`
+	}
+	lo := get(br, br.ctx, "members layout", chromedp.Evaluate[layout](`(card => {
+		// lines: how many lines the element's text takes (boxes that
+		// overlap vertically are one line, whatever their font).
+		const lines = (el) => {
+			const boxes = [];
+			const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+			for (let n; (n = w.nextNode());) {
+				if (!n.data.trim()) continue;
+				const r = document.createRange();
+				r.selectNodeContents(n);
+				boxes.push(...[...r.getClientRects()].filter((b) => b.width > 0 && b.height > 0));
+			}
+			boxes.sort((a, b) => a.top - b.top);
+			let n = 0, bottom = -Infinity;
+			for (const b of boxes) { if (b.top >= bottom - 1) { n++; bottom = b.bottom; } else bottom = Math.max(bottom, b.bottom); }
+			return n;
+		};
+		const names = [...card.querySelectorAll('thead th')].map((th) => th.textContent);
+		const rows = [...card.querySelectorAll('tr[data-member]')];
+		return {
+			sideways: card.scrollWidth - card.clientWidth,
+			fields: rows.flatMap((tr) => [...tr.children].map((td, i) => ({ member: tr.dataset.member, name: names[i], lines: lines(td) }))),
+			tallest: Math.max(...rows.map((tr) => tr.getBoundingClientRect().height)),
+			screen: window.innerHeight,
+		};
+	})(document.querySelector('#members'))`))
+	if lo.Sideways > 1 {
+		t.Errorf("at 375 px the members table scrolls sideways by %.0f px", lo.Sideways)
+	}
+	for _, f := range lo.Fields {
+		if f.Lines > 2 {
+			t.Errorf("at 375 px %s's %q takes %d lines, want at most 2", f.Member, f.Name, f.Lines)
+		}
+	}
+	if len(lo.Fields) < 3*9 {
+		t.Errorf("measured %d member fields, want 9 for each of 3 members", len(lo.Fields))
+	}
+	if lo.Tallest > lo.Screen/2 {
+		t.Errorf("at 375 px a member takes %.0f px, more than half the %.0f px screen", lo.Tallest, lo.Screen)
+	}
+
 	// Keyboard: the first Tab reaches the skip link, the next the menu.
 	br.run(br.ctx, "keyboard", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ui+"#/cluster"),
 		until(`!!document.querySelector('#leader-name')`),

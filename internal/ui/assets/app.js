@@ -291,8 +291,12 @@ async function clusterPage(ctx) {
         h('td', {}, alarms ? h('span', { class: 'badge bad' }, alarms) : h('span', { class: 'muted' }, 'none')),
         h('td', { class: 'mono' }, m.client_url || ''));
     });
+    // At phone width each row stacks into labelled lines (style.css,
+    // table.stack): each cell carries its column's name.
+    const cols = ['Member', 'Role', 'Health', 'Term', 'Applied index', 'Lag (entries)', 'DB size', 'Alarms', 'Client URL'];
+    for (const tr of rows) [...tr.children].forEach((td, i) => { td.dataset.label = cols[i]; });
     fill(members, h('h3', {}, 'Members'), ml ? null : h('p', { class: 'muted' }, 'The member list needs the root role; showing this member only.'),
-      h('table', {}, h('thead', {}, h('tr', {}, ['Member', 'Role', 'Health', 'Term', 'Applied index', 'Lag (entries)', 'DB size', 'Alarms', 'Client URL'].map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows)));
+      h('table', { class: 'stack' }, h('thead', {}, h('tr', {}, cols.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows)));
   });
 }
 
