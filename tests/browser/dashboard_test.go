@@ -341,6 +341,34 @@ func TestDashboard(t *testing.T) {
 		chromedp.Click(css("#watch-start")),
 		until(`[...document.querySelectorAll('#watch-events tr')].some(r => r.textContent.includes('app/config') && r.textContent.includes('"blue"'))`))
 
+	// A hundred events, more than the window shows: the table grows with
+	// the page and the page scrolls; its box has no scrollbar of its own
+	// (which left the page below it empty).
+	feed := make([]map[string]any, 100)
+	for i := range feed {
+		feed[i] = map[string]any{"request_put": map[string]any{"key": b64(fmt.Sprintf("feed/e%03d", i)), "value": b64("x")}}
+	}
+	if err := call(ctx, n1, "POST", "/v1/kv/txn", map[string]any{"success": feed}, nil); err != nil {
+		t.Fatal(err)
+	}
+	br.run(watchTab, "a watch with many events",
+		chromedp.Navigate(ui+"#/watch?key=feed%2F&rev=1"),
+		until(`document.querySelectorAll('#watch-events tr').length === 100`))
+	type scroll struct {
+		Box  float64 `json:"box"`
+		Page float64 `json:"page"`
+	}
+	sc := get(br, watchTab, "watch scroll", chromedp.Evaluate[scroll](`(box => ({
+		box: box.scrollHeight - box.clientHeight,
+		page: document.scrollingElement.scrollHeight - window.innerHeight,
+	}))(document.querySelector('#watch-events').closest('.card'))`))
+	if sc.Box > 1 {
+		t.Errorf("the watch table scrolls inside its box (%.0f px hidden in it); it should grow with the page", sc.Box)
+	}
+	if sc.Page <= 0 {
+		t.Errorf("100 watch events fit the window without the page scrolling (%.0f px): the table did not grow with the page", sc.Page)
+	}
+
 	// A stale edit: someone writes while the form is open; saving says so.
 	br.run(br.ctx, "open the editor", chromedp.Click(css("#edit-key")), chromedp.WaitVisible(css("#edit-value")))
 	put("app/config", `{"color":"red"}`)
@@ -364,6 +392,22 @@ func TestDashboard(t *testing.T) {
 		// Granted at: the grant's time (the raft entry's) and revision.
 		until(`/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/.test(document.querySelector('[data-granted="invoice:101"]')?.textContent) && /at revision \d+/.test(document.querySelector('[data-granted="invoice:101"]').textContent)`),
 		br.screenshot("locks"))
+
+	// The lock's key has no value: opening it from the Locks page shows who
+	// holds it (owner, fencing token, lease, time left, waiters), not
+	// only that the key does not exist.
+	var held struct {
+		Held   bool
+		Holder struct{ Owner, Token, Lease string }
+	}
+	if err := call(ctx, n1, "POST", "/v1/lock/describe", map[string]any{"key": b64("invoice:101")}, &held); err != nil || !held.Held {
+		t.Fatalf("describe the lock invoice:101: %+v %v", held, err)
+	}
+	br.run(br.ctx, "a locked key without a value",
+		chromedp.Click(css(`[data-lock="invoice:101"] a`)),
+		until(`(q => q('#key-lock-holder') === 'worker-a' && q('#key-lock-token') === `+jsString(held.Holder.Token)+` &&
+			q('#key-lock-lease').startsWith(`+jsString(held.Holder.Lease+" (")+`) && / \(\d+m(\d+s)? left\)$/.test(q('#key-lock-lease')) &&
+			q('#key-lock-waiters') === '1 waiting')(s => document.querySelector(s)?.textContent || '')`))
 
 	// Leases: revoke the presence lease; its key vanishes.
 	id := jsString(lease.ID)
@@ -464,6 +508,68 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("page %s is wider than a 390 px screen", page)
 		}
 	}
+	// The members table on a 375 px phone: no sideways scrolling, and no
+	// field squeezed into a narrow column, one word a line, which made
+	// every row very tall. Lines are counted from the text's own boxes.
+	br.run(br.ctx, "members at phone width",
+		chromedp.EmulateViewport(375, 812),
+		chromedp.Navigate(ui+"#/cluster"),
+		until(`document.querySelectorAll('#members tr[data-member]').length === 3`),
+		until(`[...document.querySelectorAll('#members tr[data-member]')].every(r => /\d (B|KiB|MiB|GiB)/.test(r.querySelector('[data-size]')?.textContent || ''))`),
+		until(`document.querySelector('#toast').children.length === 0`), // the toasts of the steps before
+		br.screenshot("phone-members"))
+	type field struct {
+		Member string `json:"member"`
+		Name   string `json:"name"`
+		Lines  int    `json:"lines"`
+	}
+	type layout struct {
+		Sideways float64 `json:"sideways"`
+		Fields   []field `json:"fields"`
+		Tallest  float64 `json:"tallest"`
+		Screen   float64 `json:"screen"`
+	}
+	lo := get(br, br.ctx, "members layout", chromedp.Evaluate[layout](`(card => {
+		// lines: how many lines the element's text takes (boxes that
+		// overlap vertically are one line, whatever their font).
+		const lines = (el) => {
+			const boxes = [];
+			const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+			for (let n; (n = w.nextNode());) {
+				if (!n.data.trim()) continue;
+				const r = document.createRange();
+				r.selectNodeContents(n);
+				boxes.push(...[...r.getClientRects()].filter((b) => b.width > 0 && b.height > 0));
+			}
+			boxes.sort((a, b) => a.top - b.top);
+			let n = 0, bottom = -Infinity;
+			for (const b of boxes) { if (b.top >= bottom - 1) { n++; bottom = b.bottom; } else bottom = Math.max(bottom, b.bottom); }
+			return n;
+		};
+		const names = [...card.querySelectorAll('thead th')].map((th) => th.textContent);
+		const rows = [...card.querySelectorAll('tr[data-member]')];
+		return {
+			sideways: card.scrollWidth - card.clientWidth,
+			fields: rows.flatMap((tr) => [...tr.children].map((td, i) => ({ member: tr.dataset.member, name: names[i], lines: lines(td) }))),
+			tallest: Math.max(...rows.map((tr) => tr.getBoundingClientRect().height)),
+			screen: window.innerHeight,
+		};
+	})(document.querySelector('#members'))`))
+	if lo.Sideways > 1 {
+		t.Errorf("at 375 px the members table scrolls sideways by %.0f px", lo.Sideways)
+	}
+	for _, f := range lo.Fields {
+		if f.Lines > 2 {
+			t.Errorf("at 375 px %s's %q takes %d lines, want at most 2", f.Member, f.Name, f.Lines)
+		}
+	}
+	if len(lo.Fields) < 3*9 {
+		t.Errorf("measured %d member fields, want 9 for each of 3 members", len(lo.Fields))
+	}
+	if lo.Tallest > lo.Screen/2 {
+		t.Errorf("at 375 px a member takes %.0f px, more than half the %.0f px screen", lo.Tallest, lo.Screen)
+	}
+
 	// Keyboard: the first Tab reaches the skip link, the next the menu.
 	br.run(br.ctx, "keyboard", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(ui+"#/cluster"),
 		until(`!!document.querySelector('#leader-name')`),

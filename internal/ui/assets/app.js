@@ -291,8 +291,12 @@ async function clusterPage(ctx) {
         h('td', {}, alarms ? h('span', { class: 'badge bad' }, alarms) : h('span', { class: 'muted' }, 'none')),
         h('td', { class: 'mono' }, m.client_url || ''));
     });
+    // At phone width each row stacks into labelled lines (style.css,
+    // table.stack): each cell carries its column's name.
+    const cols = ['Member', 'Role', 'Health', 'Term', 'Applied index', 'Lag (entries)', 'DB size', 'Alarms', 'Client URL'];
+    for (const tr of rows) [...tr.children].forEach((td, i) => { td.dataset.label = cols[i]; });
     fill(members, h('h3', {}, 'Members'), ml ? null : h('p', { class: 'muted' }, 'The member list needs the root role; showing this member only.'),
-      h('table', {}, h('thead', {}, h('tr', {}, ['Member', 'Role', 'Health', 'Term', 'Applied index', 'Lag (entries)', 'DB size', 'Alarms', 'Client URL'].map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows)));
+      h('table', { class: 'stack' }, h('thead', {}, h('tr', {}, cols.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows)));
   });
 }
 
@@ -392,7 +396,7 @@ function valueViews(bytes) {
 async function showKey(viewer, key) {
   fill(viewer, h('p', {}, 'Loading…'));
   const kv = await api.getKey(key);
-  if (!kv) { fill(viewer, h('h3', {}, key), h('p', { class: 'muted', id: 'key-missing' }, 'This key does not exist (now).')); return; }
+  if (!kv) { fill(viewer, h('h3', { id: 'key-name', class: 'mono' }, key), await missingKey(key)); return; }
   const bytes = api.unb64(kv.value);
   const v = valueViews(bytes);
   const pre = h('pre', { id: 'key-value', tabindex: '0' });
@@ -437,6 +441,28 @@ async function showKey(viewer, key) {
       h('tr', {}, h('th', {}, 'Lock'), h('td', {}, lockInfo)))),
     modes, pre, actions, confirmBox, history);
   loadHistory(history, key, kv).catch((e) => add(history, errBox(e)));
+}
+
+// missingKey says what there is of a key without a value: a lock can be
+// held on it (a lock's key needs no value), and then writes to it must
+// carry the holder's handle, so the holder is what the reader is after.
+async function missingKey(key) {
+  const none = h('p', { class: 'muted', id: 'key-missing' }, 'This key does not exist (now).');
+  let d;
+  try {
+    d = await api.post('/v1/lock/describe', { key: api.b64(key) });
+  } catch (e) {
+    return [none, h('p', { class: 'muted', id: 'key-lock' }, 'Lock: ', describe(e))];
+  }
+  if (!d.held) return none;
+  const lease = String(d.holder.lease || '0');
+  return [h('p', { id: 'key-missing' }, 'This key has no value (now), but it is locked: a write to it must carry the holder\'s handle.'),
+    h('table', { id: 'key-lock' }, h('tbody', {},
+      h('tr', {}, h('th', {}, 'Holder'), h('td', { id: 'key-lock-holder' }, d.holder.owner)),
+      h('tr', {}, h('th', {}, 'Fencing token'), h('td', { id: 'key-lock-token' }, String(d.holder.token))),
+      h('tr', {}, h('th', {}, 'Lease'), h('td', { id: 'key-lock-lease' }, h('a', { href: '#/leases?' + new URLSearchParams({ id: lease }) }, lease), ` (${fmtMs(num(d.remaining_ms))} left)`)),
+      h('tr', {}, h('th', {}, 'Waiters'), h('td', { id: 'key-lock-waiters' }, `${num(d.queue_length)} waiting`)))),
+    h('p', {}, h('a', { href: '#/locks' }, 'All locks'), h('span', { class: 'muted' }, ' (with when it was granted and who waits, in order)'))];
 }
 
 function conflictBox(e, key) {
@@ -534,7 +560,7 @@ async function watchPage(ctx) {
   add(main, h('h2', {}, 'Live watch'),
     h('form', { class: 'card row', onsubmit: (ev) => { ev.preventDefault(); start(); } },
       key, h('label', {}, pre, 'prefix'), h('label', {}, 'from revision', rev), startBtn, pauseBtn, filter, status),
-    h('div', { class: 'card events' }, h('table', {}, h('thead', {}, h('tr', {}, ['Type', 'Key', 'Revision', 'Version', 'Value'].map((t) => h('th', { scope: 'col' }, t)))), tbody)));
+    h('div', { class: 'card' }, h('table', {}, h('thead', {}, h('tr', {}, ['Type', 'Key', 'Revision', 'Version', 'Value'].map((t) => h('th', { scope: 'col' }, t)))), tbody)));
   let stop = null, paused = false, held = [], n = 0;
   const matches = (tr) => !filter.value || tr.textContent.toLowerCase().includes(filter.value.toLowerCase());
   filter.addEventListener('input', () => { for (const tr of tbody.children) tr.hidden = !matches(tr); });
@@ -661,7 +687,7 @@ async function locksPage(ctx) {
     const at = Date.now();
     info.textContent = `${r.locks.length} held locks${r.more ? ' (more not shown)' : ''}, at revision ${r.revision}`;
     fill(locks, ...r.locks.map((l) => h('tr', { 'data-lock': l.key },
-      h('td', { class: 'mono' }, l.key), h('td', { 'data-holder': l.key }, l.owner), h('td', { class: 'num' }, l.token),
+      h('td', { class: 'mono' }, h('a', { href: '#/keys?' + new URLSearchParams({ p: l.key.slice(0, l.key.lastIndexOf('/') + 1), k: l.key }) }, l.key)), h('td', { 'data-holder': l.key }, l.owner), h('td', { class: 'num' }, l.token),
       h('td', { 'data-granted': l.key }, grantedAt(l, at)),
       h('td', { class: 'mono' }, h('a', { href: '#/leases?' + new URLSearchParams({ id: String(l.lease) }) }, String(l.lease))),
       h('td', { class: 'num' }, l.remaining_ms ? fmtMs(l.remaining_ms - (Date.now() - at)) : '—'),
