@@ -2,8 +2,9 @@
 // the node's own health and metrics endpoints: the HTTP/JSON gateway
 // over DKV's gRPC services (/v1/...) and etcd's (/v3/...), with its
 // strict JSON decoding and body limits; the plain-value key endpoint
-// (/v1/keys/KEY); GET /v1/watch; the dashboard (/ui/) and its endpoints
-// (GET /v1/locks and /v1/ratelimits, one list implementation;
+// (/v1/keys/KEY); GET /v1/watch; the gateway's OpenAPI document
+// (/v1/openapi.json, api/dkv/v1/openapi); the dashboard (/ui/) and its
+// endpoints (GET /v1/locks and /v1/ratelimits, one list implementation;
 // /v1/cluster/progress and /v1/cluster/statuses; /v1/auth/whoami); the
 // guard that keeps other web origins and rebound host names out
 // (Guard); and the one mapping of DKV outcomes to HTTP statuses (Error,

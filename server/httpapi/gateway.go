@@ -13,6 +13,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/api/dkv/v1/dkvgw"
+	"github.com/dkv-io/dkv/api/dkv/v1/openapi"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/ui"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -37,8 +38,9 @@ type Options struct {
 // Handler is the whole HTTP port but its guard and TLS: the HTTP/JSON
 // gateway (/v1/...) and etcd's (/v3/...), both reaching the gRPC
 // services through conn (the node's in-process connection), the
-// plain-value key endpoint (/v1/keys/KEY), GET /v1/watch, the dashboard
-// (/ui/, internal/ui) and its endpoints, /livez, and o's endpoints.
+// plain-value key endpoint (/v1/keys/KEY), GET /v1/watch, the gateway's
+// OpenAPI document (/v1/openapi.json), the dashboard (/ui/, internal/ui)
+// and its endpoints, /livez, and o's endpoints.
 func (a *API) Handler(conn *grpc.ClientConn, o Options) (http.Handler, error) {
 	a.conn, a.o = conn, o
 	gw := runtime.NewServeMux(append(GatewayOptions(), runtime.WithMarshalerOption(runtime.MIMEWildcard, &strictJSONPb{runtime.JSONPb{
@@ -94,6 +96,7 @@ func (a *API) Handler(conn *grpc.ClientConn, o Options) (http.Handler, error) {
 	mux.HandleFunc("GET /v1/cluster/progress", a.ClusterProgress)
 	mux.HandleFunc("GET /v1/cluster/statuses", a.ClusterStatuses)
 	mux.HandleFunc("GET /v1/auth/whoami", a.Whoami)
+	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	o.handleProbes(mux)
@@ -101,6 +104,13 @@ func (a *API) Handler(conn *grpc.ClientConn, o Options) (http.Handler, error) {
 		mux.HandleFunc(path, h)
 	}
 	return a.capBodies(gw, mux), nil
+}
+
+// serveOpenAPI serves the gateway's OpenAPI document (api/dkv/v1/openapi).
+// It describes the API, not the store, so it needs no token, like /ui/.
+func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, openapi.JSON)
 }
 
 // handleProbes serves the node's own endpoints every HTTP listener has:
