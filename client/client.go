@@ -254,6 +254,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.DialTimeout > 0 {
 		if err := waitConnected(ctx, conn, rt, cfg.DialTimeout, cfg.FailFast); err != nil {
 			conn.Close()
+			if wantsClientCert(ctx, cfg.TLS, eps) {
+				return nil, newError(ErrUnavailable, "%s (Config.TLS has no certificate)", errCertRequired)
+			}
 			return nil, err
 		}
 	}

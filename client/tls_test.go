@@ -3,11 +3,14 @@ package client_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"strings"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/dkv-io/dkv/server"
 	"github.com/dkv-io/dkv/server/servertest"
@@ -68,5 +71,20 @@ func TestClientTLS(t *testing.T) {
 			c.Close()
 			t.Errorf("New %s against a TLS port with client cert auth: connected", what)
 		}
+	}
+	// Without a certificate, gRPC's own error is "write: broken pipe" or
+	// "certificate required", depending on timing; the client says
+	// which it is, every time.
+	for i := 0; i < 5; i++ {
+		_, err := connect(&tls.Config{RootCAs: ca.Pool()})
+		if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "the cluster requires a client certificate, and none was given") {
+			t.Fatalf("New without the client certificate the server requires: %v; want Unavailable saying a certificate is required", err)
+		}
+	}
+	// A server that wants none is not said to want one when it is down.
+	down := testutil.FreeAddr(t)
+	_, err = client.New(ctx, client.Config{Endpoints: []string{down}, TLS: &tls.Config{RootCAs: ca.Pool()}, FailFast: true, DialTimeout: 5 * time.Second, AutoSyncInterval: -1})
+	if err == nil || strings.Contains(err.Error(), "client certificate") {
+		t.Errorf("New against a closed port: %v; want an error not about certificates", err)
 	}
 }

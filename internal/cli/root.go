@@ -225,11 +225,18 @@ func (a *App) newClient(ctx context.Context, discover bool) (*client.Client, err
 }
 
 // tlsHint adds a hint to the error of a plaintext connection to a TLS
-// port, which gRPC reports only as a failed HTTP/2 preface.
+// port, which gRPC reports only as a failed HTTP/2 preface, and names the
+// flags when the client found the cluster wants a certificate.
 func (a *App) tlsHint(err error) error {
 	var ce *client.Error
-	if err != nil && a.tls.cfg == nil && errors.As(err, &ce) && strings.Contains(ce.Msg, "server preface") {
+	if err == nil || !errors.As(err, &ce) {
+		return err
+	}
+	switch {
+	case a.tls.cfg == nil && strings.Contains(ce.Msg, "server preface"):
 		ce.Msg += " (does the cluster use TLS? connect with --cacert, and --cert/--key if it wants a client certificate)"
+	case a.tls.cfg != nil && strings.Contains(ce.Msg, "requires a client certificate"):
+		ce.Msg = "this cluster requires a client certificate (--cert/--key)"
 	}
 	return err
 }
