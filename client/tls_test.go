@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"strings"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
