@@ -60,11 +60,21 @@ func (s *Server) handOffLeadership() {
 		s.log.Warn("stopping: leadership not handed over", "err", err)
 		return
 	case to == 0:
-		s.log.Warn("stopping: leadership not handed over: no other voter is reachable", "waited", time.Since(start).Round(time.Millisecond).String())
+		// Without a reachable voter this leader could commit nothing
+		// anyway: stopping it costs the cluster nothing more (the whole
+		// cluster is stopping, or the others are already cut off).
+		s.log.Info("stopping: leadership not handed over: no other voter is reachable", "waited", time.Since(start).Round(time.Millisecond).String())
 		return
 	}
 	if err := s.node.TransferLeadership(ctx, to); err != nil {
-		s.log.Warn("stopping: leadership not handed over", "to", s.memberName(to), "err", err, "waited", time.Since(start).Round(time.Millisecond).String())
+		waited := time.Since(start).Round(time.Millisecond).String()
+		if !s.voterActive(to) {
+			// The target went away during the transfer: it is
+			// stopping too, as when a whole cluster is stopped at once.
+			s.log.Info("stopping: leadership not handed over: the chosen member stopped answering", "to", s.memberName(to), "waited", waited)
+			return
+		}
+		s.log.Warn("stopping: leadership not handed over", "to", s.memberName(to), "err", err, "waited", waited)
 		return
 	}
 	s.log.Info("stopping: leadership handed over", "to", s.memberName(to), "match_index", match, "took", time.Since(start).Round(time.Millisecond).String())
@@ -90,6 +100,23 @@ func (s *Server) memberRecordByID(id uint64) (*dkvpb.Member, error) {
 		}
 	}
 	return nil, nil
+}
+
+// voterActive says whether this leader still hears from member id (its
+// progress is recently active: raft's quorum check clears that flag every
+// election timeout for a member that sent nothing).
+func (s *Server) voterActive(id uint64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), s.handoffTimeout())
+	defer cancel()
+	active := false
+	s.node.Inspect(ctx, func(rn *raft.RawNode) {
+		rn.WithProgress(func(pid uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if pid == id {
+				active = pr.RecentActive
+			}
+		})
+	})
+	return active
 }
 
 // handoffTarget is the reachable voter other than this member that has
