@@ -80,6 +80,7 @@ func (s *Server) startClientHTTP() error {
 	s.clientHTTPSrv = &http.Server{
 		Handler:           s.httpGuard(h),
 		ReadHeaderTimeout: handshakeTimeout, IdleTimeout: httpIdleTimeout,
+		ErrorLog: s.httpErrorLog(),
 	}
 	s.wg.Add(1)
 	go func() {

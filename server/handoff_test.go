@@ -1,41 +1,23 @@
 package server_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/server"
 	"github.com/dkv-io/dkv/server/servertest"
 )
-
-// syncBuffer is a log destination several goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Stopping a whole cluster at once (Ctrl-C on dev-cluster, a host
 // shutdown) is not a failed handover: the leader's chosen successor is
 // stopping too, or nobody is left to hand to, and no member warns.
 func TestStoppingWholeClusterWarnsNothing(t *testing.T) {
-	logs := map[string]*syncBuffer{}
+	logs := map[string]*testutil.LockedBuffer{}
 	c := servertest.NewClusterEach(t, 3, server.Config{}, func(nd *servertest.Node) {
-		logs[nd.Name] = &syncBuffer{}
+		logs[nd.Name] = &testutil.LockedBuffer{}
 		nd.Cfg.Logger = slog.New(slog.NewTextHandler(logs[nd.Name], &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	leader := c.WaitLeader()

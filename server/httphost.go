@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -46,7 +48,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		return err
 	}
 	lis := s.httpLis
-	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: handshakeTimeout, IdleTimeout: httpIdleTimeout}
+	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: handshakeTimeout, IdleTimeout: httpIdleTimeout, ErrorLog: s.httpErrorLog()}
 	var tlsOn bool
 	if s.tls != nil && s.tls.clientServer != nil {
 		s.httpSrv.TLSConfig = s.tls.clientServer.Clone() // HTTPS, with the client port's settings
@@ -221,3 +223,10 @@ func httpStoreName(r *http.Request) string {
 // jsonBodyLimit is the largest JSON body the gateway accepts
 // (httpapi.JSONBodyLimit).
 func (s *Server) jsonBodyLimit() int64 { return httpapi.JSONBodyLimit(s.maxRequestBytes()) }
+
+// httpErrorLog is where net/http's own messages (a failed TLS handshake, a
+// panic in a handler) go: the node's structured log, at WARN, in the
+// same format as every other line, not the standard log's.
+func (s *Server) httpErrorLog() *log.Logger {
+	return slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+}

@@ -1,14 +1,13 @@
 package server
 
 import (
-	"bytes"
 	"context"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,31 +22,13 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // loginServer is a started server with auth on (root/rootpw,
 // alice/alicepw), the login guard's clock and bcrypt compare replaced
 // (an advanceable clock; a compare that counts its calls) before it
 // starts. It returns the clock's offset, the compare count and the log.
-func loginServer(t *testing.T) (s *Server, offset *atomic.Int64, compares *atomic.Int64, logs *lockedBuffer) {
+func loginServer(t *testing.T) (s *Server, offset *atomic.Int64, compares *atomic.Int64, logs *testutil.LockedBuffer) {
 	t.Helper()
-	logs = &lockedBuffer{}
+	logs = &testutil.LockedBuffer{}
 	s, err := New(Config{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		TickInterval: 10 * time.Millisecond, NoSync: true, AuthBcryptCost: bcrypt.MinCost,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})

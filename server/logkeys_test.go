@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"log/slog"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // twice the same key with two meanings, and a JSON reader keeps only
 // one of them.
 func TestLogLinesHaveNoDuplicateKeys(t *testing.T) {
-	var buf lockedBuffer
+	var buf testutil.LockedBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New(Config{Name: "n1", DataDir: t.TempDir(), TickInterval: 10 * time.Millisecond, NoSync: true, Logger: log})
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/api/dkv/v1/dkvgw"
+	"github.com/dkv-io/dkv/internal/testutil"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -447,5 +450,42 @@ func TestPeerCommonNameEndToEnd(t *testing.T) {
 		if got := <-kv.got; got != c.want {
 			t.Errorf("%s: peerCommonName %q, want %q", c.what, got, c.want)
 		}
+	}
+}
+
+// A failed TLS handshake on the HTTPS port is logged as the node's other
+// lines are (structured, with the member's name), not in the standard
+// library log's own format.
+func TestTLSHandshakeErrorsInNodeLog(t *testing.T) {
+	p := newTestPKI(t)
+	var logs testutil.LockedBuffer
+	cfg := quickConfig(t.TempDir())
+	cfg.Name = "n1"
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)).With("member", "n1")
+	cfg.ClientTLS = TLSFiles{CertFile: p.certFile, KeyFile: p.keyFile}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startInProcess(t, s)
+	c, err := net.Dial("tcp", s.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x05, 'h', 'e', 'l', 'l', 'o'}) // a broken ClientHello
+	io.Copy(io.Discard, c)                                                 // until the server hangs up
+	c.Close()
+	var line string
+	testutil.Eventually(t, 10*time.Second, "the handshake error logged", func() bool {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "TLS handshake error") {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.HasPrefix(line, "time=") || !strings.Contains(line, "level=WARN") || !strings.Contains(line, "member=n1") {
+		t.Errorf("handshake error not in the node's log format: %q", line)
 	}
 }

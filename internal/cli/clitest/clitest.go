@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,22 +52,7 @@ type Node struct {
 
 // LockedBuffer is a bytes.Buffer a process's output goroutine writes
 // while the test reads it.
-type LockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *LockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *LockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type LockedBuffer = testutil.LockedBuffer
 
 // StartServe runs dkv serve with extra flags on free ports with its data
 // in dir and waits until `dkv status` answers. The node is killed when
