@@ -17,6 +17,17 @@ import (
 // credentials resolves --user NAME[:PASSWORD] (env DKV_USER, DKV_PASSWORD):
 // a missing password is asked for when stdin is a terminal.
 func (a *App) credentials() (string, string, error) {
+	if a.creds != nil {
+		return a.creds[0], a.creds[1], nil
+	}
+	name, pw, err := a.askCredentials()
+	if err == nil {
+		a.creds = &[2]string{name, pw}
+	}
+	return name, pw, err
+}
+
+func (a *App) askCredentials() (string, string, error) {
 	u := a.user
 	if u == "" {
 		u = os.Getenv("DKV_USER")

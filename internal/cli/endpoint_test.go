@@ -239,3 +239,39 @@ func TestCLIUnreachableAndMalformedEndpoints(t *testing.T) {
 		t.Fatalf("put --endpoints http://%s/: %+v", n.Addr, r)
 	}
 }
+
+// member list asked of a follower shows every member's reachability as
+// the leader sees it, also with auth on (the leader is asked with the
+// same credentials); no member is "unknown" with a last contact of
+// "never".
+func TestCLIMemberListFromFollowerWithAuth(t *testing.T) {
+	ms := startCLICluster(t, 3)
+	any := []string{"--endpoints", ms[0].addr}
+	for _, args := range [][]string{
+		{"user", "add", "root", "--password", "rootpw"},
+		{"user", "grant-role", "root", "root"},
+		{"auth", "enable"},
+	} {
+		if r := runDKV(t, 30*time.Second, append(any, args...)...); r.Code != 0 {
+			t.Fatalf("dkv %q: exit %d %s", args, r.Code, r.Stderr)
+		}
+	}
+	auth := []string{"--user", "root:rootpw"}
+	st, r := statusOf(t, append(auth, "--endpoints", ms[0].addr)...)
+	if r.Code != 0 {
+		t.Fatalf("status: %s", r.Stderr)
+	}
+	for _, m := range ms {
+		if st2, _ := statusOf(t, append(auth, "--endpoints", m.addr)...); st2.MemberID == st.LeaderID {
+			continue
+		}
+		testutil.Eventually(t, 30*time.Second, "every member reachable in "+m.name+"'s member list", func() bool {
+			r := runDKV(t, 30*time.Second, append(auth, "--endpoints", m.addr, "member", "list")...)
+			if r.Code != 0 || strings.Contains(r.Stdout, "unknown") || strings.Contains(r.Stdout, "never") {
+				t.Logf("member list from follower %s: exit %d\n%s%s", m.name, r.Code, r.Stdout, r.Stderr)
+				return false
+			}
+			return strings.Count(r.Stdout, "reachable") == 2 && strings.Contains(r.Stdout, "self")
+		})
+	}
+}

@@ -54,7 +54,12 @@ func (a *App) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkv
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, time.Second))
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: []string{url}, AutoSyncInterval: -1, DialTimeout: min(a.timeout, time.Second), MaxRetries: 1, TLS: a.tls.cfg})
+	user, pw, err := a.credentials()
+	if err != nil {
+		return ml
+	}
+	c, err := client.New(ctx, client.Config{Endpoints: []string{url}, AutoSyncInterval: -1, DialTimeout: min(a.timeout, time.Second), MaxRetries: 1, TLS: a.tls.cfg,
+		Username: user, Password: pw})
 	if err != nil {
 		return ml
 	}
@@ -108,9 +113,11 @@ func (a *App) printMemberList(ctx context.Context, ml *dkvpb.MemberListResponse)
 			reach = "-" // an older server
 		}
 		if reach == "unknown" {
-			reach = "unknown (" + seenByName + " is a follower)"
+			// Only the leader hears from every member, and it could not
+			// be asked: say whom to ask.
+			reach = "unknown (" + seenByName + " is a follower; ask the leader)"
 		}
-		if lc := m.LastContactMs; lc != nil && reach != "self" {
+		if lc := m.LastContactMs; lc != nil && reach != "self" && m.Reachability != "unknown" {
 			last = "never"
 			if *lc >= 0 {
 				last = (time.Duration(*lc) * time.Millisecond).String() + " ago"

@@ -68,6 +68,7 @@ type App struct {
 	output    string
 	tls       tlsFlags
 	user      string // --user NAME[:PASSWORD]
+	creds     *[2]string // credentials' answer, once asked (a prompt is not repeated)
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
