@@ -67,7 +67,7 @@ type App struct {
 	timeout   time.Duration
 	output    string
 	tls       tlsFlags
-	user      string // --user NAME[:PASSWORD]
+	user      string     // --user NAME[:PASSWORD]
 	creds     *[2]string // credentials' answer, once asked (a prompt is not repeated)
 
 	stdin          io.Reader
