@@ -13,7 +13,7 @@ import (
 // currentManifest is the MANIFEST Pebble's marker file names as current.
 func (n *damageNode) currentManifest() string {
 	n.t.Helper()
-	markers, _ := filepath.Glob(filepath.Join(n.dir, "marker.manifest.*"))
+	markers, _ := filepath.Glob(filepath.Join(n.Dir, "marker.manifest.*"))
 	best := ""
 	for _, m := range markers {
 		if filepath.Base(m) > filepath.Base(best) {
@@ -22,9 +22,9 @@ func (n *damageNode) currentManifest() string {
 	}
 	i := strings.Index(filepath.Base(best), "MANIFEST-")
 	if i < 0 {
-		n.t.Fatalf("no manifest marker in %s", n.dir)
+		n.t.Fatalf("no manifest marker in %s", n.Dir)
 	}
-	return filepath.Join(n.dir, filepath.Base(best)[i:])
+	return filepath.Join(n.Dir, filepath.Base(best)[i:])
 }
 
 // storedTwice writes keys, stops cleanly, restarts (the WAL is flushed
@@ -105,7 +105,7 @@ func TestProcessTruncatedSSTRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	n, acked := storedTwice(t, ctx)
-	ssts, _ := filepath.Glob(filepath.Join(n.dir, "*.sst"))
+	ssts, _ := filepath.Glob(filepath.Join(n.Dir, "*.sst"))
 	if len(ssts) == 0 {
 		t.Fatal("no SST")
 	}

@@ -22,19 +22,17 @@ const exitDataDamaged = 11
 // damageNode is one single-node `dkv serve` process whose data dir the test
 // damages between runs.
 type damageNode struct {
-	t                 *testing.T
-	dir               string
-	client            string
-	args              []string
-	run               int
-	*testutil.Process // the current run; nil before the first
+	t *testing.T
+	*testutil.Member
 }
 
 func newDamageNode(t *testing.T) *damageNode {
 	base := t.TempDir()
-	n := &damageNode{t: t, dir: filepath.Join(base, "data"), client: testutil.FreeAddr(t)}
-	n.args = []string{"serve", "--name", "n1", "--client-addr", n.client, "--peer-addr", testutil.FreeAddr(t),
-		"--http-addr", "", "--data-dir", n.dir}
+	m := &testutil.Member{Name: "n1", ClientAddr: testutil.FreeAddr(t), PeerAddr: testutil.FreeAddr(t),
+		Dir: filepath.Join(base, "data"), FreshLog: true}
+	m.Args = []string{"serve", "--name", m.Name, "--client-addr", m.ClientAddr, "--peer-addr", m.PeerAddr,
+		"--http-addr", "", "--data-dir", m.Dir}
+	n := &damageNode{t: t, Member: m}
 	t.Cleanup(func() {
 		if n.Process != nil {
 			n.Kill()
@@ -43,12 +41,10 @@ func newDamageNode(t *testing.T) *damageNode {
 	return n
 }
 
-// start runs the node again, its output in a log of this run's own.
+// start runs the node again; its log holds this run's output only.
 func (n *damageNode) start() {
 	n.t.Helper()
-	n.run++
-	log := filepath.Join(filepath.Dir(n.dir), fmt.Sprintf("run%d.log", n.run))
-	n.Process = testutil.StartProcess(n.t, log, testutil.DKVBinary(n.t), n.args...)
+	n.Start(n.t)
 }
 
 func (n *damageNode) output() string {
@@ -88,7 +84,7 @@ func (n *damageNode) stop(sig syscall.Signal) {
 
 func (n *damageNode) dial(ctx context.Context) *client.Client {
 	n.t.Helper()
-	c, err := client.New(ctx, client.Config{Endpoints: []string{n.client}, DialTimeout: 5 * time.Second, AutoSyncInterval: -1})
+	c, err := client.New(ctx, client.Config{Endpoints: []string{n.ClientAddr}, DialTimeout: 5 * time.Second, AutoSyncInterval: -1})
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -156,9 +152,9 @@ func (n *damageNode) missing(ctx context.Context, keys []string) int {
 
 func (n *damageNode) newest(glob string) string {
 	n.t.Helper()
-	fs, _ := filepath.Glob(filepath.Join(n.dir, glob))
+	fs, _ := filepath.Glob(filepath.Join(n.Dir, glob))
 	if len(fs) == 0 {
-		n.t.Fatalf("no %s in %s", glob, n.dir)
+		n.t.Fatalf("no %s in %s", glob, n.Dir)
 	}
 	sort.Strings(fs)
 	return fs[len(fs)-1]
@@ -177,7 +173,7 @@ func (n *damageNode) wantRefused(ctx context.Context, acked []string, file strin
 	if code := n.Cmd.ProcessState.ExitCode(); code != exitDataDamaged {
 		n.t.Errorf("exit code %d, want %d (DataDamaged)\n%s", code, exitDataDamaged, out)
 	}
-	for _, want := range []string{"Error: DataDamaged: data dir " + n.dir + " is damaged", file, "docs/cluster.md", "remove it from the cluster"} {
+	for _, want := range []string{"Error: DataDamaged: data dir " + n.Dir + " is damaged", file, "docs/cluster.md", "remove it from the cluster"} {
 		if !strings.Contains(out, want) {
 			n.t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -284,7 +280,7 @@ func TestProcessUndamagedRestartThenFlippedSSTRefused(t *testing.T) {
 		t.Fatalf("clean stop exit code %d:\n%s", code, n.output())
 	}
 
-	ssts, _ := filepath.Glob(filepath.Join(n.dir, "*.sst"))
+	ssts, _ := filepath.Glob(filepath.Join(n.Dir, "*.sst"))
 	if len(ssts) == 0 {
 		t.Fatal("no SST after restart")
 	}
@@ -387,7 +383,7 @@ func TestProcessSSTDamagedWhileRunningStops(t *testing.T) {
 	if !n.waitReadyOrExit(60 * time.Second) {
 		t.Fatalf("restart exited:\n%s", n.output())
 	}
-	ssts, _ := filepath.Glob(filepath.Join(n.dir, "*.sst"))
+	ssts, _ := filepath.Glob(filepath.Join(n.Dir, "*.sst"))
 	if len(ssts) == 0 {
 		t.Fatal("no SST after restart")
 	}
@@ -416,7 +412,7 @@ func TestProcessSSTDamagedWhileRunningStops(t *testing.T) {
 	if code := n.Cmd.ProcessState.ExitCode(); code != exitDataDamaged {
 		t.Errorf("exit code %d, want %d (DataDamaged)\n%s", code, exitDataDamaged, out)
 	}
-	for _, want := range []string{"Error: DataDamaged: data dir " + n.dir + " is damaged", ".sst", "docs/cluster.md"} {
+	for _, want := range []string{"Error: DataDamaged: data dir " + n.Dir + " is damaged", ".sst", "docs/cluster.md"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

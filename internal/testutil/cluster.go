@@ -32,6 +32,10 @@ type ClusterOptions struct {
 	Kill bool
 	// FreshLogs empties a member's log at each start (Member.FreshLog).
 	FreshLogs bool
+	// Configure, if not nil, is called on every member once its
+	// addresses are picked and before any member starts: to put a fault
+	// proxy in front of its peer port (AdvertisePeer), or to set OnStart.
+	Configure func(m *Member)
 }
 
 // Cluster is a cluster of `dkv serve` processes a test started.
@@ -55,6 +59,13 @@ type Member struct {
 	// Bin is the binary Start runs; empty means DKVBinary.
 	Bin  string
 	Args []string // Bin's arguments, "serve" first
+	// AdvertisePeer, if set, is the address the other members dial for
+	// this member's peer port (a proxy in front of PeerAddr): its entry
+	// in --initial-cluster and its --advertise-peer-addr.
+	AdvertisePeer string
+	// OnStart, if not nil, is called after every Start, with the new
+	// Process.
+	OnStart func(m *Member)
 	// FreshLog empties Log at each Start, so a test reading it sees the
 	// lines of the current run only.
 	FreshLog bool
@@ -83,7 +94,16 @@ func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 			m.HTTPAddr = FreeAddr(t)
 		}
 		c.Members = append(c.Members, m)
-		initial = append(initial, m.Name+"="+m.PeerAddr)
+	}
+	for _, m := range c.Members {
+		if o.Configure != nil {
+			o.Configure(m)
+		}
+		peer := m.PeerAddr
+		if m.AdvertisePeer != "" {
+			peer = m.AdvertisePeer
+		}
+		initial = append(initial, m.Name+"="+peer)
 	}
 	if !o.NoToken {
 		c.Token = o.Token
@@ -104,6 +124,9 @@ func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 			"--initial-cluster", strings.Join(initial, ",")}
 		if c.Token != "" {
 			m.Args = append(m.Args, "--initial-cluster-token", c.Token)
+		}
+		if m.AdvertisePeer != "" {
+			m.Args = append(m.Args, "--advertise-peer-addr", m.AdvertisePeer)
 		}
 		m.Args = append(m.Args, o.Args...)
 		m.Start(t)
@@ -180,4 +203,7 @@ func (m *Member) Start(t testing.TB) {
 		bin = DKVBinary(t)
 	}
 	m.Process = StartProcess(t, m.Log, bin, m.Args...)
+	if m.OnStart != nil {
+		m.OnStart(m)
+	}
 }

@@ -14,7 +14,6 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/faultproxy"
 	"github.com/dkv-io/dkv/internal/testutil"
-	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // procKinds are the faults real processes take: kill -9 and restart,
@@ -28,53 +27,41 @@ var procKinds = []string{
 }
 
 type procNode struct {
-	name, peer, client, dir, log string
-	proxy                        *faultproxy.Proxy
-	proc                         *testutil.Process // nil while down
-	paused                       bool
+	*testutil.Member
+	proxy  *faultproxy.Proxy
+	paused bool
 }
 
 // procCluster is 3 `dkv serve` processes whose peers reach each other
 // only through fault proxies.
 type procCluster struct {
 	t     testing.TB
-	bin   string
-	ic    string
-	token string
 	ids   faultproxy.ProcessIdentifier
 	nodes []*procNode
 	down  map[*procNode]bool
 }
 
 func newProcCluster(t testing.TB, n int) *procCluster {
-	pc := &procCluster{t: t, bin: testutil.DKVBinary(t), down: map[*procNode]bool{}, token: servertest.RandomToken()}
-	var parts []string
-	dir := t.TempDir()
-	for i := 0; i < n; i++ {
-		nd := &procNode{name: fmt.Sprintf("n%d", i+1), peer: testutil.FreeAddr(t), client: testutil.FreeAddr(t)}
-		nd.dir = filepath.Join(dir, nd.name)
-		nd.log = filepath.Join(dir, nd.name+".log")
-		p, err := faultproxy.Listen("127.0.0.1:0", nd.peer, pc.ids.Identify)
+	pc := &procCluster{t: t, down: map[*procNode]bool{}}
+	testutil.NewCluster(t, testutil.ClusterOptions{Members: n, Kill: true, Configure: func(m *testutil.Member) {
+		// The members dial each other's proxies: that is the address
+		// each is known by (its --initial-cluster entry).
+		p, err := faultproxy.Listen("127.0.0.1:0", m.PeerAddr, pc.ids.Identify)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nd.proxy = p
-		parts = append(parts, nd.name+"="+p.Addr())
-		pc.nodes = append(pc.nodes, nd)
-	}
-	pc.ic = strings.Join(parts, ",")
+		t.Cleanup(func() { p.Close() })
+		m.AdvertisePeer = p.Addr()
+		m.OnStart = func(m *testutil.Member) { pc.ids.Set(m.Cmd.Process.Pid, m.Name) }
+		pc.nodes = append(pc.nodes, &procNode{Member: m, proxy: p})
+	}})
 	t.Cleanup(func() {
 		for _, nd := range pc.nodes {
-			if nd.proc != nil {
-				nd.proc.Cmd.Process.Signal(syscall.SIGCONT)
-				nd.proc.Kill()
+			if nd.paused {
+				nd.Cmd.Process.Signal(syscall.SIGCONT)
 			}
-			nd.proxy.Close()
 		}
 	})
-	for _, nd := range pc.nodes {
-		pc.start(nd)
-	}
 	if _, err := pc.waitLeader(context.Background(), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -82,22 +69,19 @@ func newProcCluster(t testing.TB, n int) *procCluster {
 }
 
 func (pc *procCluster) start(nd *procNode) {
-	// The members dial each other's proxies: that is the address this
-	// member is known by (its --initial-cluster entry).
-	nd.proc = testutil.StartProcess(pc.t, nd.log, pc.bin, "serve", "--name", nd.name, "--peer-addr", nd.peer, "--advertise-peer-addr", nd.proxy.Addr(), "--client-addr", nd.client,
-		"--http-addr", "", "--data-dir", nd.dir, "--initial-cluster", pc.ic, "--initial-cluster-token", pc.token)
-	pc.ids.Set(nd.proc.Cmd.Process.Pid, nd.name)
+	nd.Start(pc.t)
+	delete(pc.down, nd)
 }
 
 func (pc *procCluster) kill(nd *procNode) {
-	nd.proc.Kill()
-	nd.proc = nil
+	nd.Kill()
+	pc.down[nd] = true
 }
 
 func (pc *procCluster) Endpoints() []string {
 	var eps []string
 	for _, nd := range pc.nodes {
-		eps = append(eps, nd.client)
+		eps = append(eps, nd.ClientAddr)
 	}
 	return eps
 }
@@ -120,10 +104,10 @@ func (pc *procCluster) leader(ctx context.Context) *procNode {
 	var lead uint64
 	var ln *procNode
 	for _, nd := range pc.nodes {
-		if nd.proc == nil || nd.paused {
+		if pc.down[nd] || nd.paused {
 			continue
 		}
-		st, err := status(ctx, nd.client)
+		st, err := status(ctx, nd.ClientAddr)
 		if err != nil {
 			continue // down or restarting: the others decide
 		}
@@ -149,7 +133,7 @@ func (pc *procCluster) waitLeader(ctx context.Context, timeout time.Duration) (*
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return nil, fmt.Errorf("no agreed leader within %v (logs in %s)", timeout, filepath.Dir(pc.nodes[0].log))
+	return nil, fmt.Errorf("no agreed leader within %v (logs in %s)", timeout, filepath.Dir(pc.nodes[0].Log))
 }
 
 func (pc *procCluster) Kinds() []string { return kindsOr(procKinds) }
@@ -160,7 +144,7 @@ func (pc *procCluster) pick(l *procNode, follower bool, target int) *procNode {
 	}
 	var fs []*procNode
 	for _, nd := range pc.nodes {
-		if nd != l && nd.proc != nil && !nd.paused {
+		if nd != l && !pc.down[nd] && !nd.paused {
 			fs = append(fs, nd)
 		}
 	}
@@ -189,24 +173,23 @@ func (pc *procCluster) Inject(ctx context.Context, f Fault) (func() error, error
 	switch f.Kind {
 	case "kill9-leader", "kill9-follower":
 		pc.kill(nd)
-		pc.down[nd] = true
-		return func() error { pc.start(nd); delete(pc.down, nd); return nil }, nil
+		return func() error { pc.start(nd); return nil }, nil
 	case "pause-leader", "pause-follower":
-		if err := nd.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := nd.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			return nil, err
 		}
 		nd.paused = true
-		return func() error { nd.paused = false; return nd.proc.Cmd.Process.Signal(syscall.SIGCONT) }, nil
+		return func() error { nd.paused = false; return nd.Cmd.Process.Signal(syscall.SIGCONT) }, nil
 	case "proxy-isolate-leader", "proxy-isolate-follower":
 		// Everything into nd, and everything nd sends to the others.
 		nd.proxy.Cut(faultproxy.AllSenders)
 		for _, o := range pc.nodes {
 			if o != nd {
-				o.proxy.Cut(nd.name)
+				o.proxy.Cut(nd.Name)
 			}
 		}
 	case "proxy-oneway-from-leader":
-		nd.proxy.Cut(l.name)
+		nd.proxy.Cut(l.Name)
 	case "proxy-delay":
 		for _, o := range pc.nodes {
 			o.proxy.Delay(faultproxy.AllSenders, time.Duration(20+f.Target%80)*time.Millisecond)
@@ -221,13 +204,12 @@ func (pc *procCluster) Recover(ctx context.Context) error {
 	pc.healNet()
 	for _, nd := range pc.nodes {
 		if nd.paused {
-			nd.proc.Cmd.Process.Signal(syscall.SIGCONT)
+			nd.Cmd.Process.Signal(syscall.SIGCONT)
 			nd.paused = false
 		}
 	}
 	for nd := range pc.down {
 		pc.start(nd)
-		delete(pc.down, nd)
 	}
 	_, err := pc.waitLeader(ctx, 30*time.Second)
 	return err
