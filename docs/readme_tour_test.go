@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dkv-io/dkv/internal/testutil"
 )
 
 // README.md's CLI tour is run by TestREADMETour as a reader would run it,
@@ -52,6 +54,15 @@ import (
 //     and a TTL's expiry takes one at its own time), sizes, the version.
 //     Everything else must be printed as shown; revisions and lease ids
 //     are those of the fresh store the tour starts on.
+
+const (
+	readmeFile  = "../README.md"
+	tourSection = "A two-minute tour with the CLI"
+)
+
+// tourSetup is what the tour's first block runs, which the test does
+// itself.
+var tourSetup = []string{"go build -o dkv ./cmd/dkv", "./dkv serve &"}
 
 // tourStep is a run of command lines and the output shown under it.
 type tourStep struct {
@@ -244,6 +255,86 @@ func indent(lines []string) string {
 		return "    (nothing)"
 	}
 	return "    " + strings.Join(lines, "\n    ")
+}
+
+// TestREADMETour runs README.md's CLI tour against a node it started and
+// checks every line each command prints; see the conventions above.
+func TestREADMETour(t *testing.T) {
+	bash := lookBash(t)
+	src, err := os.ReadFile(readmeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []*fence
+	for _, f := range fences(src) {
+		if f.section == tourSection && f.lang == "sh" {
+			blocks = append(blocks, f)
+		}
+	}
+	if len(blocks) < 3 {
+		t.Fatalf("README.md has %d sh blocks under %q: the tour moved, or the extractor is broken", len(blocks), tourSection)
+	}
+	var setup []string
+	for _, l := range strings.Split(strings.TrimSpace(blocks[0].body), "\n") {
+		l, _, _ = strings.Cut(l, " #")
+		setup = append(setup, strings.TrimSpace(l))
+	}
+	if strings.Join(setup, "\n") != strings.Join(tourSetup, "\n") {
+		t.Fatalf("README.md:%d: the tour's first block is %q; the test does %q itself (see the conventions)", blocks[0].line, setup, tourSetup)
+	}
+	var steps []tourStep
+	shown := 0
+	for _, f := range blocks[1:] {
+		s, err := tourSteps("README.md", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range s {
+			shown += len(st.shown)
+		}
+		steps = append(steps, s...)
+	}
+	if len(steps) < 15 || shown < 30 {
+		t.Fatalf("the tour has %d steps showing %d lines: the extractor is broken", len(steps), shown)
+	}
+
+	dir := t.TempDir()
+	if err := os.Symlink(testutil.DKVBinary(t), filepath.Join(dir, "dkv")); err != nil {
+		t.Fatal(err)
+	}
+	m := &testutil.Member{Name: "default", ClientAddr: testutil.FreeAddr(t), PeerAddr: testutil.FreeAddr(t),
+		HTTPAddr: testutil.FreeAddr(t), Dir: filepath.Join(dir, "dkv-data"), Log: filepath.Join(t.TempDir(), "serve.log")}
+	m.Args = []string{"serve", "--data-dir", m.Dir,
+		"--client-addr", m.ClientAddr, "--peer-addr", m.PeerAddr, "--http-addr", m.HTTPAddr}
+	m.Start(t)
+	t.Cleanup(m.Stop)
+	waitReady(t, m.Process, time.Minute)
+
+	for _, p := range runTour(t, bash, steps, dir, []string{"DKV_ENDPOINTS=" + m.ClientAddr}) {
+		t.Error(p)
+	}
+	t.Logf("%d steps run, %d lines of output checked", len(steps), shown)
+}
+
+// waitReady waits until serve prints "ready", failing the test if it
+// exits or timeout passes first.
+func waitReady(t *testing.T, p *testutil.Process, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, _ := os.ReadFile(p.Log); strings.Contains(string(b), "\nready\n") {
+			return
+		}
+		select {
+		case <-p.Exited():
+			t.Fatalf("dkv serve exited: %v\n%s", p.Err(), p.LogTail(20))
+		case <-deadline:
+			t.Fatalf("dkv serve not ready after %v:\n%s", timeout, p.LogTail(20))
+		case <-tick.C:
+		}
+	}
 }
 
 // TestTourRunnerCatches: the tour's runner reports a line printed but
