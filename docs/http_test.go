@@ -1,7 +1,6 @@
 package docs
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -57,50 +56,6 @@ var rewrite = flag.Bool("rewrite", false, "rewrite http.md's generated tables")
 
 const httpDoc = "http.md"
 
-// fence is one fenced block of a markdown file.
-type fence struct {
-	lang string
-	line int // of the opening fence
-	body string
-	// next is the block that follows with only blank lines between.
-	next *fence
-}
-
-// fences returns the fenced blocks of a markdown file, in order.
-func fences(src []byte) []*fence {
-	var out []*fence
-	var cur *fence
-	var b strings.Builder
-	indent := ""       // of the open fence, taken off its lines (a block in a list)
-	blankSince := true // only blank lines since the last closing fence
-	sc := bufio.NewScanner(bytes.NewReader(src))
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case cur == nil && strings.HasPrefix(trimmed, "```"):
-			indent = line[:len(line)-len(strings.TrimLeft(line, " \t"))]
-			lang, _, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(trimmed, "```")), " ")
-			cur = &fence{lang: lang, line: n}
-			if len(out) > 0 && blankSince {
-				out[len(out)-1].next = cur
-			}
-			b.Reset()
-		case cur != nil && trimmed == "```":
-			cur.body = b.String()
-			out = append(out, cur)
-			cur = nil
-			blankSince = true
-		case cur != nil:
-			b.WriteString(strings.TrimPrefix(line, indent))
-			b.WriteByte('\n')
-		case trimmed != "":
-			blankSince = false
-		}
-	}
-	return out
-}
-
 // curlWrapper is prepended to every example: curl quiet but for errors,
 // no ~/.curlrc, and (with fail set) failing on any status but 2xx.
 func curlWrapper(fail bool) string {
@@ -131,10 +86,7 @@ func TestHTTPExamples(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash to run http.md's examples")
-	}
+	bash := lookBash(t)
 	src, err := os.ReadFile(httpDoc)
 	if err != nil {
 		t.Fatal(err)
@@ -338,29 +290,6 @@ func matchString(shown, got string) bool {
 		return digits.MatchString(got)
 	}
 	return globMatch(shown, got)
-}
-
-// globMatch reports whether s matches pattern, in which "..." stands for
-// anything. protojson's messages vary their spaces on purpose (a space
-// or a no-break space): both are spaces here.
-func globMatch(pattern, s string) bool {
-	s = strings.ReplaceAll(s, "\u00a0", " ")
-	parts := strings.Split(pattern, "...")
-	if !strings.HasPrefix(s, parts[0]) {
-		return false
-	}
-	s = s[len(parts[0]):]
-	for i, p := range parts[1:] {
-		if i == len(parts)-2 {
-			return strings.HasSuffix(s, p)
-		}
-		j := strings.Index(s, p)
-		if j < 0 {
-			return false
-		}
-		s = s[j+len(p):]
-	}
-	return s == ""
 }
 
 // TestHTTPErrorTable: http.md's table of DKV statuses has a row for each,

@@ -20,7 +20,6 @@
 package docs
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"go/ast"
@@ -47,23 +46,9 @@ type snippet struct {
 // extract returns the ```go blocks of a markdown file.
 func extract(file string, src []byte) []snippet {
 	var out []snippet
-	var cur *snippet
-	var b strings.Builder
-	sc := bufio.NewScanner(bytes.NewReader(src))
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case cur == nil && trimmed == "```go":
-			cur = &snippet{file: file, line: n + 1}
-			b.Reset()
-		case cur != nil && trimmed == "```":
-			cur.code = b.String()
-			out = append(out, *cur)
-			cur = nil
-		case cur != nil:
-			b.WriteString(line)
-			b.WriteByte('\n')
+	for _, f := range fences(src) {
+		if f.lang == "go" {
+			out = append(out, snippet{file: file, line: f.line + 1, code: f.body})
 		}
 	}
 	return out
