@@ -79,6 +79,24 @@ func checkThreeMembers(out []byte, want []string) string {
 	return ""
 }
 
+// leaderEndpoint is the endpoint, of those in env (DKV_ENDPOINTS=...),
+// at which the leader answers.
+func leaderEndpoint(t *testing.T, dkv func(env []string, args ...string) ([]byte, error), env string) string {
+	t.Helper()
+	out, err := dkv([]string{env}, "-o", "json", "endpoint", "status")
+	var rows []endpointStatusRow
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("endpoint status printed %s (%v)", out, err)
+	}
+	for _, r := range rows {
+		if r.Status != nil && r.Status.MemberID == r.Status.LeaderID {
+			return r.Endpoint
+		}
+	}
+	t.Fatalf("no endpoint is the leader: %s (%v)", out, err)
+	return ""
+}
+
 // documentedLine is the line of deploy/docker-compose.yml's header
 // comment that contains marker, without the comment prefix.
 func documentedLine(t *testing.T, marker string) string {
@@ -102,9 +120,10 @@ func documentedLine(t *testing.T, marker string) string {
 // TestDeployComposeFromTheHost runs deploy/docker-compose.yml with this
 // tree's image, from a fresh project, and the commands its header
 // comment gives: from the host, `dkv endpoint status` with DKV_ENDPOINTS
-// as exported there must get an answer from all three members, and so
-// must the `exec ... endpoint status --cluster` line inside the network;
-// no member may warn at start. Neither may the image's default command,
+// as exported there must get an answer from all three members, and
+// `dkv member list` every member's reachability; the `exec ... endpoint
+// status --cluster` line must get all three inside the network; no
+// member may warn at start. Neither may the image's default command,
 // as README's `docker run` starts it: a lone member, whose advertised
 // client address is the one that run publishes.
 func TestDeployComposeFromTheHost(t *testing.T) {
@@ -233,6 +252,40 @@ func TestDeployComposeFromTheHost(t *testing.T) {
 			}
 			return ""
 		})
+
+		// member list shows every member's reachability as the leader
+		// sees it: when a follower answers, dkv asks the leader, whose
+		// advertised name does not resolve here but which is one of the
+		// endpoints. First until the leader has heard from both followers,
+		// asking it alone; then each of a few runs must show it, whichever
+		// member answers.
+		documentedLine(t, "dkv member list")
+		memberList := func(env ...string) string {
+			out, err := dkv(env, "-o", "json", "member", "list")
+			var ml struct {
+				Members []struct {
+					Name         string `json:"name"`
+					Reachability string `json:"reachability"`
+				} `json:"members"`
+			}
+			if err != nil || json.Unmarshal(out, &ml) != nil || len(ml.Members) != 3 {
+				return fmt.Sprintf("member list printed %s (%v)", out, err)
+			}
+			for _, m := range ml.Members {
+				if m.Reachability != "self" && m.Reachability != "reachable" {
+					return fmt.Sprintf("%s is %s: %s", m.Name, m.Reachability, out)
+				}
+			}
+			return ""
+		}
+		poll(t, "the leader's member list", 10*time.Second, func() string {
+			return memberList("DKV_ENDPOINTS=" + leaderEndpoint(t, dkv, eps))
+		})
+		for range 5 {
+			if why := memberList(eps); why != "" {
+				t.Fatalf("member list from the host: %s", why)
+			}
+		}
 
 		// Inside the network, where the advertised names resolve: the
 		// documented line, with -T as no terminal is attached here.
