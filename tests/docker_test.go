@@ -29,6 +29,47 @@ func docker(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// needDocker skips the test without a reachable Docker daemon, or with
+// -short.
+func needDocker(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("docker is not installed")
+	}
+	if _, err := docker("info", "--format", "{{.ServerVersion}}"); err != nil {
+		t.Skipf("docker daemon unreachable: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("-short: skipping the container test")
+	}
+}
+
+// dockerTestID names one test's containers, networks, images and
+// projects, apart from those of any other run on the same daemon.
+func dockerTestID() string {
+	return fmt.Sprintf("dkvtest-%d-%d", os.Getpid(), rand.IntN(1<<20))
+}
+
+// buildImage builds the repository's Dockerfile around this tree's
+// static dkv, tagged id:test, and removes it when the test ends.
+func buildImage(t *testing.T, id string) string {
+	t.Helper()
+	ctxDir := t.TempDir()
+	bin, err := os.ReadFile(testutil.DKVBinary(t)) // static, as the image needs
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ctxDir, "dkv"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	image := id + ":test"
+	if _, err := docker("build", "-q", "-f", "../Dockerfile", "-t", image, ctxDir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { docker("rmi", "-f", image) })
+	return image
+}
+
 // dockerNemesis injects container-level faults into a 3-container
 // cluster: network disconnect/connect, pause/unpause, kill/start.
 type dockerNemesis struct {
@@ -123,29 +164,9 @@ func waitDockerLeader(ctx context.Context, endpoints []string, timeout time.Dura
 // published client ports while it disconnects, pauses and kills
 // containers, and runs the same checkers as the chaos suite.
 func TestDockerCluster(t *testing.T) {
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("docker is not installed")
-	}
-	if _, err := docker("info", "--format", "{{.ServerVersion}}"); err != nil {
-		t.Skipf("docker daemon unreachable: %v", err)
-	}
-	if testing.Short() {
-		t.Skip("-short: skipping the container test")
-	}
-	id := fmt.Sprintf("dkvtest-%d-%d", os.Getpid(), rand.IntN(1<<20))
-	ctxDir := t.TempDir()
-	bin, err := os.ReadFile(testutil.DKVBinary(t)) // static, as the image needs
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ctxDir, "dkv"), bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	image := id + ":test"
-	if _, err := docker("build", "-q", "-f", "../Dockerfile", "-t", image, ctxDir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { docker("rmi", "-f", image) })
+	needDocker(t)
+	id := dockerTestID()
+	image := buildImage(t, id)
 	if _, err := docker("network", "create", id); err != nil {
 		t.Fatal(err)
 	}

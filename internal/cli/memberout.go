@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -37,38 +38,60 @@ var reachNames = map[dkvpb.Reachability_State]string{
 // leaderView returns the leader's member list when ml came from a
 // follower, for the leader is the one member that hears from all the
 // others; ml itself if it came from the leader, there is no leader, or the
-// leader cannot be asked within a second.
+// leader cannot be asked within a second. The leader is asked at its
+// advertised client URL, or else at whichever of --endpoints it is: from
+// outside a container network the advertised name may not resolve while
+// a published port reaches the same member.
 func (a *App) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkvpb.MemberListResponse {
 	lead := ml.GetLeaderId()
 	if lead == 0 || ml.GetHeader().GetMemberId() == lead {
 		return ml
 	}
-	var url string
+	var urls []string
 	for _, m := range ml.GetMembers() {
-		if m.GetId() == lead {
-			url = m.GetClientUrl()
+		if m.GetId() == lead && m.GetClientUrl() != "" {
+			urls = append(urls, m.GetClientUrl())
 		}
 	}
-	if url == "" {
-		return ml
+	if eps, err := a.endpointList(); err == nil {
+		for _, ep := range eps {
+			if !slices.Contains(urls, ep) {
+				urls = append(urls, ep)
+			}
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, time.Second))
 	defer cancel()
+	for _, url := range urls {
+		if lv := a.memberListAt(ctx, url); lv.GetHeader().GetMemberId() == lead {
+			return lv
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return ml
+}
+
+// memberListAt is the member list as the member at url answers it, nil if
+// it cannot be asked before ctx ends.
+func (a *App) memberListAt(ctx context.Context, url string) *dkvpb.MemberListResponse {
+	deadline, _ := ctx.Deadline()
 	user, pw, err := a.credentials()
 	if err != nil {
-		return ml
+		return nil
 	}
-	c, err := client.New(ctx, client.Config{Endpoints: []string{url}, AutoSyncInterval: -1, DialTimeout: min(a.timeout, time.Second), MaxRetries: 1, TLS: a.tls.cfg,
+	c, err := client.New(ctx, client.Config{Endpoints: []string{url}, AutoSyncInterval: -1, DialTimeout: time.Until(deadline), FailFast: true, MaxRetries: 1, TLS: a.tls.cfg,
 		Username: user, Password: pw})
 	if err != nil {
-		return ml
+		return nil
 	}
 	defer c.Close()
-	lv, err := dkvpb.NewClusterClient(c.Conn()).MemberList(ctx, &dkvpb.MemberListRequest{})
-	if err != nil || lv.GetHeader().GetMemberId() != lead {
-		return ml
+	ml, err := dkvpb.NewClusterClient(c.Conn()).MemberList(ctx, &dkvpb.MemberListRequest{})
+	if err != nil {
+		return nil
 	}
-	return lv
+	return ml
 }
 
 // printMemberList prints dkv member list's table or JSON, with each
