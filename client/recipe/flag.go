@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -39,6 +40,35 @@ const (
 	FlagJSON   FlagType = "json"
 )
 
+// OpenFeature's names for the types, accepted in a document so that it
+// can be written in either vocabulary. SetFlag stores DKV's name, which
+// is the only one older clients read; an evaluation reports DKV's name.
+const (
+	flagBoolean FlagType = "boolean" // bool
+	flagInteger FlagType = "integer" // number, whose variants must be integers
+	flagFloat   FlagType = "float"   // number
+	flagObject  FlagType = "object"  // json
+)
+
+// maxFlagInteger bounds an integer variant: OpenFeature's IntEvaluation
+// returns an int64, and a float64 holds integers exactly up to 2^53.
+const maxFlagInteger = 1 << 53
+
+// canonical is DKV's name for t, or "" if t is not a flag type.
+func (t FlagType) canonical() FlagType {
+	switch t {
+	case FlagBool, flagBoolean:
+		return FlagBool
+	case FlagString:
+		return FlagString
+	case FlagNumber, flagInteger, flagFloat:
+		return FlagNumber
+	case FlagJSON, flagObject:
+		return FlagJSON
+	}
+	return ""
+}
+
 // Rule operators.
 const (
 	OpEquals = "eq"     // the attribute equals Values[0]
@@ -63,7 +93,10 @@ type FlagRollout struct {
 
 // Flag is a feature flag document.
 type Flag struct {
-	Key  string   `json:"key"`
+	Key string `json:"key"`
+	// Type is bool, string, number or json; OpenFeature's boolean,
+	// integer (a number whose variants are integers), float and object
+	// are accepted too, and stored and read back as DKV's name.
 	Type FlagType `json:"type"`
 	// Variants maps each variant name to its value (of Type).
 	Variants map[string]json.RawMessage `json:"variants"`
@@ -151,22 +184,21 @@ func compileFlag(f *Flag) (*compiledFlag, error) {
 	if err := validFlagKey(f.Key); err != nil {
 		return nil, err
 	}
-	switch f.Type {
-	case FlagBool, FlagString, FlagNumber, FlagJSON:
-	default:
-		return nil, flagInvalid("%s: type %q must be bool, string, number or json", f.Key, f.Type)
+	typ := f.Type.canonical()
+	if typ == "" {
+		return nil, flagInvalid("%s: type %q must be bool, string, number or json (or OpenFeature's boolean, integer, float or object)", f.Key, f.Type)
 	}
 	if len(f.Variants) == 0 || len(f.Variants) > MaxFlagVariants {
 		return nil, flagInvalid("%s: 1 to %d variants", f.Key, MaxFlagVariants)
 	}
-	c := &compiledFlag{key: f.Key, typ: f.Type, variants: make(map[string]*flagVariant, len(f.Variants)), enabled: f.Enabled, rev: f.ModRevision}
+	c := &compiledFlag{key: f.Key, typ: typ, variants: make(map[string]*flagVariant, len(f.Variants)), enabled: f.Enabled, rev: f.ModRevision}
 	for name, raw := range f.Variants {
 		if name == "" || len(name) > MaxFlagKey {
 			return nil, flagInvalid("%s: variant names must be 1 to %d bytes", f.Key, MaxFlagKey)
 		}
 		v := &flagVariant{name: name, raw: append(json.RawMessage(nil), raw...)}
 		var err error
-		switch f.Type {
+		switch typ {
 		case FlagBool:
 			err = json.Unmarshal(raw, &v.b)
 		case FlagString:
@@ -176,8 +208,11 @@ func compileFlag(f *Flag) (*compiledFlag, error) {
 		case FlagJSON:
 			err = json.Unmarshal(raw, &v.j)
 		}
-		if err != nil || len(bytes.TrimSpace(raw)) == 0 || (f.Type != FlagJSON && bytes.Equal(bytes.TrimSpace(raw), []byte("null"))) {
+		if err != nil || len(bytes.TrimSpace(raw)) == 0 || (typ != FlagJSON && bytes.Equal(bytes.TrimSpace(raw), []byte("null"))) {
 			return nil, flagInvalid("%s: variant %q: value %s is not a %s", f.Key, name, raw, f.Type)
+		}
+		if f.Type == flagInteger && (v.n != math.Trunc(v.n) || math.Abs(v.n) > maxFlagInteger) {
+			return nil, flagInvalid("%s: variants[%q]: %s is not an integer (of at most 2^53 in magnitude)", f.Key, name, bytes.TrimSpace(raw))
 		}
 		c.variants[name] = v
 	}
@@ -299,15 +334,20 @@ func DecodeFlag(kv *client.KeyValue) (*Flag, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	f.Type = f.Type.canonical()
 	return &f, nil
 }
 
-// SetFlag validates f and writes it; it returns the write's revision.
+// SetFlag validates f and writes it, with DKV's name for its type; it
+// returns the write's revision.
 func SetFlag(ctx context.Context, kv client.KV, f *Flag, opts ...client.OpOption) (int64, error) {
-	if err := f.Validate(); err != nil {
+	c, err := compileFlag(f)
+	if err != nil {
 		return 0, err
 	}
-	b, err := json.Marshal(f)
+	doc := *f
+	doc.Type = c.typ
+	b, err := json.Marshal(&doc)
 	if err != nil {
 		return 0, flagInvalid("%s: %v", f.Key, err)
 	}
