@@ -35,27 +35,19 @@ func (a *App) flagSetCmd() *cobra.Command {
 		Long: `dkv flag set KEY reads a flag document (JSON) from stdin, validates it and
 writes it; it prints "set KEY revision=R". The document's "key" may be
 omitted; if present it must be KEY. An invalid document is refused with
-InvalidInput (exit 6) naming the problem.`,
+InvalidInput (exit 6) naming the field, its value and the limit.`,
 		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			b, err := io.ReadAll(io.LimitReader(a.stdin, recipe.MaxFlagDocument+1))
 			if err != nil {
 				return err
 			}
-			var f recipe.Flag
-			dec := json.NewDecoder(bytes.NewReader(b))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&f); err != nil {
-				return &client.Error{Kind: client.ErrInvalidInput, Msg: "flag: the document on stdin is not a flag: " + err.Error()}
-			}
-			if f.Key == "" {
-				f.Key = argv[0]
-			}
-			if f.Key != argv[0] {
-				return &client.Error{Kind: client.ErrInvalidInput, Msg: fmt.Sprintf("flag: the document's key %q is not %q", f.Key, argv[0])}
+			f, err := recipe.ParseFlag(argv[0], b)
+			if err != nil {
+				return err
 			}
 			return a.run(func(ctx context.Context, c *client.Client) error {
-				rev, err := recipe.SetFlag(ctx, c, &f)
+				rev, err := recipe.SetFlag(ctx, c, f)
 				if err != nil {
 					return err
 				}
@@ -119,12 +111,15 @@ A document under dkv.flags/ that is not a valid flag is listed as
 					lines = append(lines, jsonFlagLine{Key: f.Key, Type: f.Type, Enabled: f.Enabled, Default: f.DefaultVariant, Rollout: f.Rollout, ModRevision: f.ModRevision})
 				}
 				for k, e := range bad {
+					key := strings.TrimPrefix(k, recipe.FlagPrefix)
 					msg := e.Error()
 					var ce *client.Error
 					if errors.As(e, &ce) {
 						msg = ce.Msg
 					}
-					lines = append(lines, jsonFlagLine{Key: strings.TrimPrefix(k, recipe.FlagPrefix), Error: msg})
+					// The line names the flag already.
+					msg = strings.TrimPrefix(msg, fmt.Sprintf("flag %q: ", key))
+					lines = append(lines, jsonFlagLine{Key: key, Error: msg})
 				}
 				sort.Slice(lines, func(i, j int) bool { return lines[i].Key < lines[j].Key })
 				for _, l := range lines {

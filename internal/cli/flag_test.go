@@ -51,7 +51,7 @@ func TestCLIFlag(t *testing.T) {
 	}
 	n.OK(`{"type":"string","variants":{"a":"x"},"defaultVariant":"a","offVariant":"a","enabled":true}`, "flag", "set", "name")
 	n.OK("", "put", "dkv.flags/bad", `{"key":"bad","type":"bool"}`)
-	if got := n.OK("", "flag", "list"); !strings.HasPrefix(got, "bad invalid: ") ||
+	if got := n.OK("", "flag", "list"); !strings.HasPrefix(got, "bad invalid: variants: 0 given; a flag has 1 to 64 variants\n") ||
 		!strings.Contains(got, "\ncheckout bool off default=off rollout=on:5%\nname string on default=a\n") {
 		t.Fatalf("list printed %q", got)
 	}
@@ -59,14 +59,14 @@ func TestCLIFlag(t *testing.T) {
 		t.Fatalf("evaluate -o json printed %q", got)
 	}
 	r := n.DKV(`{"type":"bool","variants":{"on":"yes"},"defaultVariant":"on","offVariant":"on"}`, "flag", "set", "x")
-	if r.Code != 6 || !strings.HasPrefix(r.Stderr, "Error: InvalidInput:") || !strings.Contains(r.Stderr, `variant "on": value "yes" is not a bool`) {
+	if r.Code != 6 || !strings.HasPrefix(r.Stderr, "Error: InvalidInput:") || !strings.Contains(r.Stderr, `flag "x": variants["on"]: "yes" is not a bool`) {
 		t.Fatalf("set of a bad document: exit %d stderr %q", r.Code, r.Stderr)
 	}
 	r = n.DKV(`{"key":"other","type":"bool"}`, "flag", "set", "x")
-	if r.Code != 6 || !strings.Contains(r.Stderr, `key "other" is not "x"`) {
+	if r.Code != 6 || !strings.Contains(r.Stderr, `flag "x": key: "other" in the document, not "x"`) {
 		t.Fatalf("set with a mismatched key: exit %d stderr %q", r.Code, r.Stderr)
 	}
-	n.Fails(6, "Error: InvalidInput:", "flag", "rollout", "checkout", "120")
+	n.Fails(6, `Error: InvalidInput: flag "checkout": rollout.percent: 120 is not in 0..100`, "flag", "rollout", "checkout", "120")
 	n.Fails(6, "Error: InvalidInput:", "flag", "rollout", "name", "10")
 	n.Fails(3, "Error: NotFound:", "flag", "get", "nope")
 	n.Fails(3, "Error: NotFound:", "flag", "evaluate", "nope")
