@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/dkv-io/dkv/client"
 )
@@ -39,6 +43,35 @@ const (
 	FlagJSON   FlagType = "json"
 )
 
+// OpenFeature's names for the types, accepted in a document so that it
+// can be written in either vocabulary. SetFlag stores DKV's name, which
+// is the only one older clients read; an evaluation reports DKV's name.
+const (
+	flagBoolean FlagType = "boolean" // bool
+	flagInteger FlagType = "integer" // number, whose variants must be integers
+	flagFloat   FlagType = "float"   // number
+	flagObject  FlagType = "object"  // json
+)
+
+// maxFlagInteger bounds an integer variant: OpenFeature's IntEvaluation
+// returns an int64, and a float64 holds integers exactly up to 2^53.
+const maxFlagInteger = 1 << 53
+
+// canonical is DKV's name for t, or "" if t is not a flag type.
+func (t FlagType) canonical() FlagType {
+	switch t {
+	case FlagBool, flagBoolean:
+		return FlagBool
+	case FlagString:
+		return FlagString
+	case FlagNumber, flagInteger, flagFloat:
+		return FlagNumber
+	case FlagJSON, flagObject:
+		return FlagJSON
+	}
+	return ""
+}
+
 // Rule operators.
 const (
 	OpEquals = "eq"     // the attribute equals Values[0]
@@ -63,7 +96,10 @@ type FlagRollout struct {
 
 // Flag is a feature flag document.
 type Flag struct {
-	Key  string   `json:"key"`
+	Key string `json:"key"`
+	// Type is bool, string, number or json; OpenFeature's boolean,
+	// integer (a number whose variants are integers), float and object
+	// are accepted too, and stored and read back as DKV's name.
 	Type FlagType `json:"type"`
 	// Variants maps each variant name to its value (of Type).
 	Variants map[string]json.RawMessage `json:"variants"`
@@ -95,17 +131,39 @@ var ErrFlagNotFound = &client.Error{Kind: client.ErrNotFound, Msg: "flag not fou
 // ErrFlagType: the flag is not of the type asked (Kind ErrInvalidInput).
 var ErrFlagType = &client.Error{Kind: client.ErrInvalidInput, Msg: "flag type mismatch"}
 
-func flagInvalid(format string, a ...any) error {
-	return &client.Error{Kind: client.ErrInvalidInput, Msg: "flag: " + fmt.Sprintf(format, a...)}
+// flagInvalid is a problem with flag key's document. Every message
+// reads `flag "KEY": FIELD: what is wrong; what is allowed`, FIELD being
+// the path into the JSON document (rules[1].op), so that an operator
+// finds the mistake from the message alone.
+func flagInvalid(key, format string, a ...any) error {
+	return &client.Error{Kind: client.ErrInvalidInput, Msg: fmt.Sprintf("flag %q: ", clip(key)) + fmt.Sprintf(format, a...)}
+}
+
+// clipAt is how much of a long user-supplied string a message quotes.
+const clipAt = 32
+
+// clip shortens s to clipAt bytes (on a rune boundary) and an ellipsis.
+func clip(s string) string {
+	if len(s) <= clipAt {
+		return s
+	}
+	n := clipAt
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func validFlagKey(k string) error {
-	if k == "" || len(k) > MaxFlagKey {
-		return flagInvalid("key must be 1 to %d bytes", MaxFlagKey)
+	if k == "" {
+		return flagInvalid(k, "key: empty; a key is 1 to %d bytes", MaxFlagKey)
+	}
+	if len(k) > MaxFlagKey {
+		return flagInvalid(k, "key: %d bytes; a key is 1 to %d bytes", len(k), MaxFlagKey)
 	}
 	for _, r := range k {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return flagInvalid("key %q: only letters, digits, '.', '_' and '-'", k)
+			return flagInvalid(k, "key: %q is not allowed; a key has only letters, digits, '.', '_' and '-'", r)
 		}
 	}
 	return nil
@@ -147,26 +205,47 @@ func (f *Flag) Validate() error {
 	return err
 }
 
+// flagTypes lists the type names a document may use, for messages.
+const flagTypes = "bool, string, number or json (or OpenFeature's boolean, integer, float or object)"
+
 func compileFlag(f *Flag) (*compiledFlag, error) {
 	if err := validFlagKey(f.Key); err != nil {
 		return nil, err
 	}
-	switch f.Type {
-	case FlagBool, FlagString, FlagNumber, FlagJSON:
-	default:
-		return nil, flagInvalid("%s: type %q must be bool, string, number or json", f.Key, f.Type)
+	bad := func(format string, a ...any) error { return flagInvalid(f.Key, format, a...) }
+	typ := f.Type.canonical()
+	switch {
+	case f.Type == "":
+		return nil, bad("type: missing; it is %s", flagTypes)
+	case typ == "":
+		return nil, bad("type: %q is not %s", clip(string(f.Type)), flagTypes)
 	}
-	if len(f.Variants) == 0 || len(f.Variants) > MaxFlagVariants {
-		return nil, flagInvalid("%s: 1 to %d variants", f.Key, MaxFlagVariants)
+	if n := len(f.Variants); n == 0 || n > MaxFlagVariants {
+		return nil, bad("variants: %d given; a flag has 1 to %d variants", n, MaxFlagVariants)
 	}
-	c := &compiledFlag{key: f.Key, typ: f.Type, variants: make(map[string]*flagVariant, len(f.Variants)), enabled: f.Enabled, rev: f.ModRevision}
-	for name, raw := range f.Variants {
-		if name == "" || len(name) > MaxFlagKey {
-			return nil, flagInvalid("%s: variant names must be 1 to %d bytes", f.Key, MaxFlagKey)
+	// In name order, so that a document with several problems is
+	// always refused for the same one.
+	names := make([]string, 0, len(f.Variants))
+	for name := range f.Variants {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	c := &compiledFlag{key: f.Key, typ: typ, variants: make(map[string]*flagVariant, len(f.Variants)), enabled: f.Enabled, rev: f.ModRevision}
+	for _, name := range names {
+		raw := f.Variants[name]
+		if name == "" {
+			return nil, bad("variants: a name is empty; a variant's name is 1 to %d bytes", MaxFlagKey)
+		}
+		if len(name) > MaxFlagKey {
+			return nil, bad("variants[%q]: the name is %d bytes; a variant's name is 1 to %d bytes", clip(name), len(name), MaxFlagKey)
 		}
 		v := &flagVariant{name: name, raw: append(json.RawMessage(nil), raw...)}
+		trimmed := bytes.TrimSpace(raw)
+		if len(trimmed) == 0 {
+			return nil, bad("variants[%q]: no value; it must be %s %s", name, article(f.Type), f.Type)
+		}
 		var err error
-		switch f.Type {
+		switch typ {
 		case FlagBool:
 			err = json.Unmarshal(raw, &v.b)
 		case FlagString:
@@ -176,17 +255,22 @@ func compileFlag(f *Flag) (*compiledFlag, error) {
 		case FlagJSON:
 			err = json.Unmarshal(raw, &v.j)
 		}
-		if err != nil || len(bytes.TrimSpace(raw)) == 0 || (f.Type != FlagJSON && bytes.Equal(bytes.TrimSpace(raw), []byte("null"))) {
-			return nil, flagInvalid("%s: variant %q: value %s is not a %s", f.Key, name, raw, f.Type)
+		if err != nil || (typ != FlagJSON && bytes.Equal(trimmed, []byte("null"))) {
+			return nil, bad("variants[%q]: %s is not %s %s", name, clip(string(trimmed)), article(f.Type), f.Type)
+		}
+		if f.Type == flagInteger && (v.n != math.Trunc(v.n) || math.Abs(v.n) > maxFlagInteger) {
+			return nil, bad("variants[%q]: %s is not an integer (of at most 2^53 in magnitude)", name, clip(string(trimmed)))
 		}
 		c.variants[name] = v
 	}
-	ref := func(what, name string) (*flagVariant, error) {
-		v, ok := c.variants[name]
-		if !ok {
-			return nil, flagInvalid("%s: %s %q is not a variant", f.Key, what, name)
+	ref := func(field, name string) (*flagVariant, error) {
+		if v, ok := c.variants[name]; ok {
+			return v, nil
 		}
-		return v, nil
+		if name == "" {
+			return nil, bad("%s: missing; it must be one of the variants (%s)", field, listNames(names))
+		}
+		return nil, bad("%s: %q is not one of the variants (%s)", field, clip(name), listNames(names))
 	}
 	var err error
 	if c.def, err = ref("defaultVariant", f.DefaultVariant); err != nil {
@@ -196,50 +280,81 @@ func compileFlag(f *Flag) (*compiledFlag, error) {
 		return nil, err
 	}
 	if len(f.Rules) > MaxFlagRules {
-		return nil, flagInvalid("%s: at most %d rules", f.Key, MaxFlagRules)
+		return nil, bad("rules: %d given; a flag has at most %d rules", len(f.Rules), MaxFlagRules)
 	}
 	for i, r := range f.Rules {
+		field := fmt.Sprintf("rules[%d]", i)
 		if r.Attribute == "" {
-			return nil, flagInvalid("%s: rule %d: attribute is empty", f.Key, i)
+			return nil, bad("%s.attribute: empty; a rule names the attribute it matches", field)
 		}
 		switch r.Op {
 		case OpEquals:
 			if len(r.Values) != 1 {
-				return nil, flagInvalid("%s: rule %d: %s takes exactly one value", f.Key, i, r.Op)
+				return nil, bad("%s.values: %d given; %s takes exactly 1", field, len(r.Values), r.Op)
 			}
 		case OpIn, OpNotIn:
 			if len(r.Values) == 0 || len(r.Values) > MaxFlagValues {
-				return nil, flagInvalid("%s: rule %d: %s takes 1 to %d values", f.Key, i, r.Op, MaxFlagValues)
+				return nil, bad("%s.values: %d given; %s takes 1 to %d", field, len(r.Values), r.Op, MaxFlagValues)
 			}
+		case "":
+			return nil, bad("%s.op: missing; it is eq, in or not_in", field)
 		default:
-			return nil, flagInvalid("%s: rule %d: op %q must be eq, in or not_in", f.Key, i, r.Op)
+			return nil, bad("%s.op: %q is not eq, in or not_in", field, clip(r.Op))
 		}
 		cr := compiledRule{attr: r.Attribute, op: r.Op, values: make(map[string]struct{}, len(r.Values))}
 		for _, v := range r.Values {
 			cr.values[v] = struct{}{}
 		}
-		if cr.variant, err = ref(fmt.Sprintf("rule %d variant", i), r.Variant); err != nil {
+		if cr.variant, err = ref(field+".variant", r.Variant); err != nil {
 			return nil, err
 		}
 		c.rules = append(c.rules, cr)
 	}
 	if f.Rollout != nil {
-		if c.rollout, err = ref("rollout variant", f.Rollout.Variant); err != nil {
+		if c.rollout, err = ref("rollout.variant", f.Rollout.Variant); err != nil {
 			return nil, err
 		}
-		if err := validPercent(f.Rollout.Percent); err != nil {
-			return nil, flagInvalid("%s: %v", f.Key, err)
+		if err := validPercent(f.Key, f.Rollout.Percent); err != nil {
+			return nil, err
 		}
 		c.cutoff = uint32(f.Rollout.Percent*100 + 0.5)
 	}
 	return c, nil
 }
 
-func validPercent(p float64) error {
+func validPercent(key string, p float64) error {
 	if !(p >= 0 && p <= 100) {
-		return fmt.Errorf("rollout percent %v must be in [0, 100]", p)
+		return flagInvalid(key, "rollout.percent: %v is not in 0..100", p)
 	}
 	return nil
+}
+
+// article is "a" or "an" for a type name.
+func article(t FlagType) string {
+	if strings.IndexByte("aeio", t[0]) >= 0 { // t is a valid type: never empty
+		return "an"
+	}
+	return "a"
+}
+
+// listShown is how many variant names a message lists.
+const listShown = 8
+
+// listNames lists sorted names for a message, the first listShown.
+func listNames(names []string) string {
+	shown := names
+	if len(names) > listShown {
+		shown = names[:listShown]
+	}
+	q := make([]string, len(shown))
+	for i, n := range shown {
+		q[i] = clip(n)
+	}
+	s := strings.Join(q, ", ")
+	if len(names) > listShown {
+		s += fmt.Sprintf(" and %d more", len(names)-listShown)
+	}
+	return s
 }
 
 // FlagBucket is the sticky rollout bucket of targetingKey for flag key,
@@ -284,35 +399,110 @@ func (c *compiledFlag) evaluate(targetingKey string, attrs map[string]string) (*
 	return c.def, ReasonDefault
 }
 
+// flagFields are a flag document's fields, for the message refusing
+// an unknown one.
+const flagFields = "key, type, variants, defaultVariant, offVariant, enabled, rules (attribute, op, values, variant) and rollout (variant, percent)"
+
+// decodeFlagJSON decodes doc, a document of flag key, refusing unknown
+// fields, with messages naming the field.
+func decodeFlagJSON(key string, doc []byte) (*Flag, error) {
+	var f Flag
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&f)
+	if err == nil {
+		return &f, nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr) && strings.HasPrefix(typeErr.Value, "number "):
+		return nil, flagInvalid(key, "%s: %s is out of range", typeErr.Field, strings.TrimPrefix(typeErr.Value, "number "))
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return nil, flagInvalid(key, "%s: a JSON %s is not %s", typeErr.Field, typeErr.Value, jsonKind(typeErr.Type))
+	case errors.As(err, &typeErr):
+		return nil, flagInvalid(key, "the document is a JSON %s, not an object", typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return nil, flagInvalid(key, "not JSON: %s (at byte %d)", strings.TrimPrefix(err.Error(), "json: "), syntaxErr.Offset)
+	case errors.Is(err, io.EOF):
+		return nil, flagInvalid(key, "the document is empty")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, flagInvalid(key, "not JSON: the document ends early")
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return nil, flagInvalid(key, "unknown field %s; the fields are %s", name, flagFields)
+	}
+	return nil, flagInvalid(key, "not a flag document: %v", err)
+}
+
+// jsonKind says what JSON a field of Go type t takes.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Float32, reflect.Float64, reflect.Int, reflect.Int64:
+		return "a number"
+	case reflect.Slice:
+		return "an array"
+	}
+	return "an object"
+}
+
+// ParseFlag decodes doc, the JSON document of flag key, refusing
+// unknown fields. A document without a key is given key; one with
+// another key is refused. It does not validate the flag: SetFlag does.
+func ParseFlag(key string, doc []byte) (*Flag, error) {
+	f, err := decodeFlagJSON(key, doc)
+	if err != nil {
+		return nil, err
+	}
+	if f.Key == "" {
+		f.Key = key
+	}
+	if f.Key != key {
+		return nil, flagInvalid(key, "key: %q in the document, not %q", clip(f.Key), key)
+	}
+	return f, nil
+}
+
 // DecodeFlag parses a stored flag document; it must be valid.
 func DecodeFlag(kv *client.KeyValue) (*Flag, error) {
-	var f Flag
-	dec := json.NewDecoder(bytes.NewReader(kv.Value))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, flagInvalid("%s: not a flag document: %v", kv.Key, err)
+	key := strings.TrimPrefix(kv.Key, FlagPrefix)
+	f, err := decodeFlagJSON(key, kv.Value)
+	if err != nil {
+		return nil, err
 	}
-	if FlagPrefix+f.Key != kv.Key {
-		return nil, flagInvalid("%s: document key %q does not match", kv.Key, f.Key)
+	if f.Key != key {
+		if f.Key == "" {
+			return nil, flagInvalid(key, "key: missing in the document stored under %s", kv.Key)
+		}
+		return nil, flagInvalid(key, "key: %q in the document stored under %s", clip(f.Key), kv.Key)
 	}
 	f.ModRevision = kv.ModRevision
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	return &f, nil
+	f.Type = f.Type.canonical()
+	return f, nil
 }
 
-// SetFlag validates f and writes it; it returns the write's revision.
+// SetFlag validates f and writes it, with DKV's name for its type; it
+// returns the write's revision.
 func SetFlag(ctx context.Context, kv client.KV, f *Flag, opts ...client.OpOption) (int64, error) {
-	if err := f.Validate(); err != nil {
+	c, err := compileFlag(f)
+	if err != nil {
 		return 0, err
 	}
-	b, err := json.Marshal(f)
+	doc := *f
+	doc.Type = c.typ
+	b, err := json.Marshal(&doc)
 	if err != nil {
-		return 0, flagInvalid("%s: %v", f.Key, err)
+		return 0, flagInvalid(f.Key, "%v", err)
 	}
 	if len(b) > MaxFlagDocument {
-		return 0, flagInvalid("%s: document is %d bytes, the limit is %d", f.Key, len(b), MaxFlagDocument)
+		return 0, flagInvalid(f.Key, "the document is %d bytes; the limit is %d", len(b), MaxFlagDocument)
 	}
 	r, err := kv.Put(ctx, FlagPrefix+f.Key, b, opts...)
 	if err != nil {
@@ -364,8 +554,8 @@ func ListFlags(ctx context.Context, kv client.KV) (flags []*Flag, bad map[string
 // controller's setPercent must (refused with client.ErrLocked once h is
 // no longer current).
 func SetRollout(ctx context.Context, kv client.KV, key string, percent float64, opts ...client.OpOption) (int64, error) {
-	if err := validPercent(percent); err != nil {
-		return 0, flagInvalid("%s: %v", key, err)
+	if err := validPercent(key, percent); err != nil {
+		return 0, err
 	}
 	for {
 		f, err := GetFlag(ctx, kv, key)
@@ -373,7 +563,7 @@ func SetRollout(ctx context.Context, kv client.KV, key string, percent float64, 
 			return 0, err
 		}
 		if f.Rollout == nil {
-			return 0, flagInvalid("%s has no rollout: set one with SetFlag first", key)
+			return 0, flagInvalid(key, "rollout: none; set one with SetFlag before changing its percent")
 		}
 		f.Rollout.Percent = percent
 		rev, err := SetFlag(ctx, kv, f, append([]client.OpOption{client.IfModRevision(f.ModRevision)}, opts...)...)

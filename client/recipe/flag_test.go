@@ -209,19 +209,19 @@ func TestFlagBadDocumentsRefused(t *testing.T) {
 		f    *recipe.Flag
 		want string
 	}{
-		{mod(func(f *recipe.Flag) { f.Key = "a/b" }), "only letters"},
-		{mod(func(f *recipe.Flag) { f.Key = "" }), "key must be 1 to 128"},
-		{mod(func(f *recipe.Flag) { f.Type = "int" }), "must be bool, string, number or json"},
-		{mod(func(f *recipe.Flag) { f.Variants["on"] = json.RawMessage(`"yes"`) }), `variant "on": value "yes" is not a bool`},
-		{mod(func(f *recipe.Flag) { f.DefaultVariant = "maybe" }), `defaultVariant "maybe" is not a variant`},
-		{mod(func(f *recipe.Flag) { f.OffVariant = "" }), `offVariant "" is not a variant`},
+		{mod(func(f *recipe.Flag) { f.Key = "a/b" }), `key: '/' is not allowed`},
+		{mod(func(f *recipe.Flag) { f.Key = "" }), `key: empty; a key is 1 to 128 bytes`},
+		{mod(func(f *recipe.Flag) { f.Type = "int" }), `type: "int" is not bool, string, number or json`},
+		{mod(func(f *recipe.Flag) { f.Variants["on"] = json.RawMessage(`"yes"`) }), `variants["on"]: "yes" is not a bool`},
+		{mod(func(f *recipe.Flag) { f.DefaultVariant = "maybe" }), `defaultVariant: "maybe" is not one of the variants (off, on)`},
+		{mod(func(f *recipe.Flag) { f.OffVariant = "" }), `offVariant: missing`},
 		{mod(func(f *recipe.Flag) {
 			f.Rules = []recipe.FlagRule{{Attribute: "a", Op: "gt", Values: []string{"1"}, Variant: "on"}}
-		}), "op \"gt\" must be eq, in or not_in"},
+		}), `rules[0].op: "gt" is not eq, in or not_in`},
 		{mod(func(f *recipe.Flag) {
 			f.Rules = []recipe.FlagRule{{Attribute: "a", Op: "eq", Values: []string{"1", "2"}, Variant: "on"}}
-		}), "eq takes exactly one value"},
-		{mod(func(f *recipe.Flag) { f.Rollout = &recipe.FlagRollout{Variant: "on", Percent: 101} }), "rollout percent 101 must be in [0, 100]"},
+		}), "rules[0].values: 2 given; eq takes exactly 1"},
+		{mod(func(f *recipe.Flag) { f.Rollout = &recipe.FlagRollout{Variant: "on", Percent: 101} }), "rollout.percent: 101 is not in 0..100"},
 	}
 	for _, tc := range bad {
 		_, err := recipe.SetFlag(context.Background(), c, tc.f)

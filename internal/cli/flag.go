@@ -28,34 +28,67 @@ rollout and a kill switch (enabled: false serves the off variant).`,
 	return cmd
 }
 
+// flagExample is the flag document `dkv flag set --help` shows: every
+// field of the schema. docs/recipes.md shows the same document, and a
+// test holds the two to each other and to the validator.
+const flagExample = `{
+  "key": "checkout.new",
+  "type": "bool",
+  "variants": {"on": true, "off": false},
+  "defaultVariant": "off",
+  "offVariant": "off",
+  "enabled": true,
+  "rules": [
+    {"attribute": "plan", "op": "eq", "values": ["beta"], "variant": "on"},
+    {"attribute": "country", "op": "in", "values": ["NO", "SE"], "variant": "on"}
+  ],
+  "rollout": {"variant": "on", "percent": 5}
+}`
+
 func (a *App) flagSetCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "set KEY",
 		Short: "Write flag KEY from the JSON document on stdin",
 		Long: `dkv flag set KEY reads a flag document (JSON) from stdin, validates it and
-writes it; it prints "set KEY revision=R". The document's "key" may be
-omitted; if present it must be KEY. An invalid document is refused with
-InvalidInput (exit 6) naming the problem.`,
+writes it; it prints "set KEY revision=R". An invalid document is refused
+with InvalidInput (exit 6) naming the field, its value and the limit:
+flag "KEY": rules[1].op: "gt" is not eq, in or not_in.
+
+A document with every field (dkv flag set checkout.new < checkout.json):
+
+` + flagExample + `
+
+  key             optional; if present it must be KEY
+  type            bool, string, number or json: the type of every variant's
+                  value. OpenFeature's boolean, integer (a number whose
+                  variants are integers), float and object are accepted and
+                  stored as bool, number, number and json.
+  variants        1 to 64 names, each with its value
+  defaultVariant  served when no rule matches and the targeting key is
+                  outside the rollout
+  offVariant      served to everyone while enabled is false (kill switch)
+  enabled         false turns the flag off
+  rules           optional, at most 64, the first that matches wins:
+                  attribute, op (eq: equals the one value; in: is one of
+                  the values; not_in: is absent or none of them), values
+                  (strings, at most 1024), variant
+  rollout         optional: variant served to percent (0 to 100, in steps
+                  of 0.01) of targeting keys; a key inside stays inside as
+                  the percentage grows (dkv flag rollout changes it)
+
+See docs/recipes.md, "Feature flags".`,
 		Args: Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			b, err := io.ReadAll(io.LimitReader(a.stdin, recipe.MaxFlagDocument+1))
 			if err != nil {
 				return err
 			}
-			var f recipe.Flag
-			dec := json.NewDecoder(bytes.NewReader(b))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&f); err != nil {
-				return &client.Error{Kind: client.ErrInvalidInput, Msg: "flag: the document on stdin is not a flag: " + err.Error()}
-			}
-			if f.Key == "" {
-				f.Key = argv[0]
-			}
-			if f.Key != argv[0] {
-				return &client.Error{Kind: client.ErrInvalidInput, Msg: fmt.Sprintf("flag: the document's key %q is not %q", f.Key, argv[0])}
+			f, err := recipe.ParseFlag(argv[0], b)
+			if err != nil {
+				return err
 			}
 			return a.run(func(ctx context.Context, c *client.Client) error {
-				rev, err := recipe.SetFlag(ctx, c, &f)
+				rev, err := recipe.SetFlag(ctx, c, f)
 				if err != nil {
 					return err
 				}
@@ -119,12 +152,15 @@ A document under dkv.flags/ that is not a valid flag is listed as
 					lines = append(lines, jsonFlagLine{Key: f.Key, Type: f.Type, Enabled: f.Enabled, Default: f.DefaultVariant, Rollout: f.Rollout, ModRevision: f.ModRevision})
 				}
 				for k, e := range bad {
+					key := strings.TrimPrefix(k, recipe.FlagPrefix)
 					msg := e.Error()
 					var ce *client.Error
 					if errors.As(e, &ce) {
 						msg = ce.Msg
 					}
-					lines = append(lines, jsonFlagLine{Key: strings.TrimPrefix(k, recipe.FlagPrefix), Error: msg})
+					// The line names the flag already.
+					msg = strings.TrimPrefix(msg, fmt.Sprintf("flag %q: ", key))
+					lines = append(lines, jsonFlagLine{Key: key, Error: msg})
 				}
 				sort.Slice(lines, func(i, j int) bool { return lines[i].Key < lines[j].Key })
 				for _, l := range lines {

@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -51,7 +53,7 @@ func TestCLIFlag(t *testing.T) {
 	}
 	n.OK(`{"type":"string","variants":{"a":"x"},"defaultVariant":"a","offVariant":"a","enabled":true}`, "flag", "set", "name")
 	n.OK("", "put", "dkv.flags/bad", `{"key":"bad","type":"bool"}`)
-	if got := n.OK("", "flag", "list"); !strings.HasPrefix(got, "bad invalid: ") ||
+	if got := n.OK("", "flag", "list"); !strings.HasPrefix(got, "bad invalid: variants: 0 given; a flag has 1 to 64 variants\n") ||
 		!strings.Contains(got, "\ncheckout bool off default=off rollout=on:5%\nname string on default=a\n") {
 		t.Fatalf("list printed %q", got)
 	}
@@ -59,16 +61,55 @@ func TestCLIFlag(t *testing.T) {
 		t.Fatalf("evaluate -o json printed %q", got)
 	}
 	r := n.DKV(`{"type":"bool","variants":{"on":"yes"},"defaultVariant":"on","offVariant":"on"}`, "flag", "set", "x")
-	if r.Code != 6 || !strings.HasPrefix(r.Stderr, "Error: InvalidInput:") || !strings.Contains(r.Stderr, `variant "on": value "yes" is not a bool`) {
+	if r.Code != 6 || !strings.HasPrefix(r.Stderr, "Error: InvalidInput:") || !strings.Contains(r.Stderr, `flag "x": variants["on"]: "yes" is not a bool`) {
 		t.Fatalf("set of a bad document: exit %d stderr %q", r.Code, r.Stderr)
 	}
 	r = n.DKV(`{"key":"other","type":"bool"}`, "flag", "set", "x")
-	if r.Code != 6 || !strings.Contains(r.Stderr, `key "other" is not "x"`) {
+	if r.Code != 6 || !strings.Contains(r.Stderr, `flag "x": key: "other" in the document, not "x"`) {
 		t.Fatalf("set with a mismatched key: exit %d stderr %q", r.Code, r.Stderr)
 	}
-	n.Fails(6, "Error: InvalidInput:", "flag", "rollout", "checkout", "120")
+	n.Fails(6, `Error: InvalidInput: flag "checkout": rollout.percent: 120 is not in 0..100`, "flag", "rollout", "checkout", "120")
 	n.Fails(6, "Error: InvalidInput:", "flag", "rollout", "name", "10")
 	n.Fails(3, "Error: NotFound:", "flag", "get", "nope")
 	n.Fails(3, "Error: NotFound:", "flag", "evaluate", "nope")
 	n.Fails(2, "", "flag", "evaluate", "checkout", "--attr", "novalue")
+}
+
+// The document `dkv flag set --help` shows is accepted as it stands,
+// and stored as shown: `dkv flag get` prints the same document back.
+func TestCLIFlagHelpExample(t *testing.T) {
+	n := clitest.StartServe(t, t.TempDir())
+	help := n.OK("", "flag", "set", "--help")
+	i := strings.Index(help, "\n{\n")
+	if i < 0 {
+		t.Fatalf("no JSON document in dkv flag set --help:\n%s", help)
+	}
+	var example json.RawMessage
+	if err := json.NewDecoder(strings.NewReader(help[i:])).Decode(&example); err != nil {
+		t.Fatalf("the document in dkv flag set --help is not JSON: %v", err)
+	}
+	var f struct{ Key string }
+	if err := json.Unmarshal(example, &f); err != nil || f.Key == "" {
+		t.Fatalf("the help's document has no key: %v", err)
+	}
+	if got := n.OK(string(example), "flag", "set", f.Key); !strings.HasPrefix(got, "set "+f.Key+" revision=") {
+		t.Fatalf("set of the help's document printed %q", got)
+	}
+	var want, got any
+	if err := json.Unmarshal(example, &want); err != nil {
+		t.Fatal(err)
+	}
+	printed := n.OK("", "flag", "get", f.Key)
+	if err := json.Unmarshal([]byte(printed), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("get printed another document than the help's:\n%s", printed)
+	}
+
+	// OpenFeature's name for the type is accepted and stored as DKV's.
+	n.OK(strings.Replace(string(example), `"type": "bool"`, `"type": "boolean"`, 1), "flag", "set", f.Key)
+	if got := n.OK("", "flag", "get", f.Key); !strings.Contains(got, `"type": "bool",`) {
+		t.Fatalf("a boolean flag was stored as %s", got)
+	}
 }
