@@ -256,7 +256,7 @@ func TestCLIMemberListFromFollowerWithAuth(t *testing.T) {
 			t.Fatalf("dkv %q: exit %d %s", args, r.Code, r.Stderr)
 		}
 	}
-	auth := []string{"--user", "root:rootpw"}
+	auth := []string{"--user", "root:rootpw", "--timeout", "30s"}
 	st, r := statusOf(t, append(auth, "--endpoints", ms[0].addr)...)
 	if r.Code != 0 {
 		t.Fatalf("status: %s", r.Stderr)

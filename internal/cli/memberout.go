@@ -38,7 +38,7 @@ var reachNames = map[dkvpb.Reachability_State]string{
 // leaderView returns the leader's member list when ml came from a
 // follower, for the leader is the one member that hears from all the
 // others; ml itself if it came from the leader, there is no leader, or the
-// leader cannot be asked within a second. The leader is asked at its
+// leader cannot be asked within half of --timeout. The leader is asked at its
 // advertised client URL, or else at whichever of --endpoints it is: from
 // outside a container network the advertised name may not resolve while
 // a published port reaches the same member.
@@ -60,7 +60,9 @@ func (a *App) leaderView(ctx context.Context, ml *dkvpb.MemberListResponse) *dkv
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(a.timeout, time.Second))
+	// Half of --timeout: asking the leader may take a login (a bcrypt
+	// compare) besides the call; the other half stays for the answer.
+	ctx, cancel := context.WithTimeout(ctx, a.timeout/2)
 	defer cancel()
 	for _, url := range urls {
 		if lv := a.memberListAt(ctx, url); lv.GetHeader().GetMemberId() == lead {
