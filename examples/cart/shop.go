@@ -144,11 +144,11 @@ func (s *shop) reply(w http.ResponseWriter, data []byte) {
 }
 
 var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Cart</title></head>
+<html lang="en"><head><meta charset="utf-8"><title>Cart</title><link rel="icon" href="data:,"></head>
 <body><main>
 <h1>Your cart</h1>
 <p>Served by instance <b id="instance">{{.Instance}}</b>.</p>
-<p id="count">{{len .Items}} items</p>
+<p id="count" data-n="{{len .Items}}">{{len .Items}} {{if eq (len .Items) 1}}item{{else}}items{{end}}</p>
 <ol id="items">{{range .Items}}<li>{{.}}</li>{{end}}</ol>
 <form method="post" action="/cart/add">
 <input id="item" name="item" placeholder="item" required autofocus>
