@@ -18,10 +18,11 @@ type Config struct {
 	Prefix         string // the sessions live under it
 	ConcurrentAdds int    // the fault: this many adds to one cart at once
 	Log            *exenv.Log
-	// Endpoints, if not empty, are the cluster's, for the command the
-	// run prints to read the carts after it; an embedded store is gone
-	// by then, so without them there is none.
-	Endpoints string
+	// DKVFlags, if not empty, are the dkv CLI's flags to reach the
+	// cluster, for the command the run prints to read the carts after
+	// it; an embedded store is gone by then, so without them there is
+	// none.
+	DKVFlags string
 }
 
 // Report is what the shop answered.
@@ -130,8 +131,8 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	rep.AfterConcurrent = cart.Items
 	log.Printf("the cart now holds %d items (3 before, %d added): %d lost", len(cart.Items), cfg.ConcurrentAdds,
 		3+cfg.ConcurrentAdds-len(cart.Items))
-	if cfg.Endpoints != "" {
-		log.Say("\nSessions: %ssession/ (read them with: dkv --endpoints %s get %ssession/ --prefix)", cfg.Prefix, cfg.Endpoints, cfg.Prefix)
+	if cfg.DKVFlags != "" {
+		log.Say("\nSessions: %ssession/ (read them with: dkv %s get %ssession/ --prefix)", cfg.Prefix, cfg.DKVFlags, cfg.Prefix)
 	}
 	return rep, nil
 }

@@ -63,14 +63,33 @@ func main() {
 	case *listen != "" || *backends != "":
 		fail(errors.New("--listen and --backends go with --instance or --proxy"))
 	}
-	endpoints := flag.Lookup("endpoints").Value.String()
 	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
 		_, err := Run(ctx, env, Config{
 			Prefix: "examples/cart/" + env.Run + "/", ConcurrentAdds: 100,
-			Log: exenv.NewLog(os.Stdout), Endpoints: endpoints,
+			Log: exenv.NewLog(os.Stdout), DKVFlags: dkvFlags(),
 		})
 		return err
 	})
+}
+
+// dkvFlags are the dkv CLI's flags to reach the cluster this run used
+// (the connection flags have the same names), without a password; empty
+// for the embedded store, which is gone once the run ends.
+func dkvFlags() string {
+	if flag.Lookup("endpoints").Value.String() == "" {
+		return ""
+	}
+	var args []string
+	for _, name := range []string{"endpoints", "cacert", "cert", "key", "user"} {
+		v := flag.Lookup(name).Value.String()
+		if name == "user" {
+			v, _, _ = strings.Cut(v, ":")
+		}
+		if v != "" {
+			args = append(args, "--"+name+" "+v)
+		}
+	}
+	return strings.Join(args, " ")
 }
 
 func fail(err error) {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"net"
 	"net/http"
@@ -102,7 +103,7 @@ func (s *shop) add(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	s.logf("POST /cart/add item=%q session=%s -> %d items", item, short(token), count(data))
+	s.logf("POST /cart/add item=%q session=%s -> %s", item, short(token), nItems(count(data)))
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
@@ -127,7 +128,7 @@ func (s *shop) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	s.logf("GET /cart session=%s -> %d items", short(token), count(data))
+	s.logf("GET /cart session=%s -> %s", short(token), nItems(count(data)))
 	s.reply(w, data)
 }
 
@@ -172,7 +173,7 @@ func (s *shop) page(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.logf("GET / session=%s -> %d items", short(token), len(cart.Items))
+	s.logf("GET / session=%s -> %s", short(token), nItems(len(cart.Items)))
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	pageTmpl.Execute(w, cart)
@@ -185,6 +186,13 @@ func short(token string) string {
 		return "none"
 	}
 	return token[:min(6, len(token))] + "…"
+}
+
+func nItems(n int) string {
+	if n == 1 {
+		return "1 item"
+	}
+	return fmt.Sprintf("%d items", n)
 }
 
 func count(data []byte) int {
