@@ -67,7 +67,11 @@ func (p *proxy) handler() http.Handler {
 			}
 			return c, nil
 		},
-		MaxIdleConnsPerHost: 64,
+		// A fresh connection per request: a dead instance then always
+		// shows as a refused connection, which is safe to pass on,
+		// never as a kept-alive one that breaks after the request was
+		// written, which is not.
+		DisableKeepAlives: true,
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(p.pick()) },
