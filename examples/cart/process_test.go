@@ -201,6 +201,9 @@ func addMany(t *testing.T, ctx context.Context, shoppers [2]*http.Client, base, 
 // served by the two left; every reload shows the whole cart; the
 // survivors exit cleanly on SIGTERM.
 func TestCartProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs dkv and cart processes")
+	}
 	p := startCartProcs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 )
@@ -103,14 +104,20 @@ func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
 // failover sends a request to the backend Rewrite picked, and on to the
-// next ones while they refuse the connection.
+// ones after it in the list while they refuse the connection.
 type failover struct {
 	p  *proxy
 	tr *http.Transport
 }
 
 func (f *failover) RoundTrip(r *http.Request) (*http.Response, error) {
-	n := len(f.p.backends)
+	// On a refusal go on through the backends after the refusing one,
+	// each once: picking again from the shared rotation could land on
+	// the dead one again while other requests move it on.
+	f.p.mu.Lock()
+	backends := slices.Clone(f.p.backends)
+	f.p.mu.Unlock()
+	first := slices.IndexFunc(backends, func(u *url.URL) bool { return u.Host == r.URL.Host })
 	for try := 1; ; try++ {
 		resp, err := f.tr.RoundTrip(r)
 		var de *dialError
@@ -118,10 +125,10 @@ func (f *failover) RoundTrip(r *http.Request) (*http.Response, error) {
 			f.p.log("%s %s -> %s %d", r.Method, r.URL.RequestURI(), r.URL.Host, resp.StatusCode)
 			return resp, nil
 		}
-		if !errors.As(err, &de) || try >= n || r.Context().Err() != nil {
+		if !errors.As(err, &de) || first < 0 || try >= len(backends) || r.Context().Err() != nil {
 			return nil, err
 		}
-		next := f.p.pick()
+		next := backends[(first+try)%len(backends)]
 		f.p.log("%s %s -> %s is down (%v), trying %s", r.Method, r.URL.RequestURI(), r.URL.Host, de.err, next.Host)
 		r = r.Clone(r.Context())
 		r.URL.Scheme, r.URL.Host, r.Host = next.Scheme, next.Host, next.Host
