@@ -78,7 +78,7 @@ func (p *proxy) handler() http.Handler {
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(p.pick()) },
 		Transport: &failover{p: p, tr: tr},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.log("%s %s -> %s failed: %v (answered 502)", r.Method, r.URL.RequestURI(), r.URL.Host, err)
+			p.log("%s %s failed: %v (answered 502)", r.Method, r.URL.RequestURI(), err)
 			http.Error(w, "bad gateway: "+err.Error(), http.StatusBadGateway)
 		},
 	}
