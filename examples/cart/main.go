@@ -51,6 +51,9 @@ func main() {
 		if *listen == "" {
 			fail(errors.New("--instance needs --listen"))
 		}
+		if *backends != "" {
+			fail(errors.New("--backends goes with --proxy, not --instance"))
+		}
 		// An embedded store would be this process's alone, so instances
 		// would not share carts: that is not what an instance is for.
 		if flag.Lookup("endpoints").Value.String() == "" {
