@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"net/url"
 	"strings"
 	"sync"
 
@@ -19,6 +18,11 @@ type Config struct {
 	Prefix         string // the sessions live under it
 	ConcurrentAdds int    // the fault: this many adds to one cart at once
 	Log            *exenv.Log
+	// DKVFlags, if not empty, are the dkv CLI's flags to reach the
+	// cluster, for the command the run prints to read the carts after
+	// it; an embedded store is gone by then, so without them there is
+	// none.
+	DKVFlags string
 }
 
 // Report is what the shop answered.
@@ -35,13 +39,14 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	log := cfg.Log
 	log.Say("Two instances of a web shop, A and B, behind a round-robin proxy: requests")
 	log.Say("alternate A, B, A, B... The carts are sessions in DKV (the session store recipe),")
-	log.Say("so no instance keeps one in memory.\n")
+	log.Say("so no instance keeps one in memory. (All in this process; to run each instance and the")
+	log.Say("proxy as a process of its own, see --instance and --proxy in README.md.)\n")
 	start := func(name string) (*shop, error) {
 		c, err := env.NewClient(ctx)
 		if err != nil {
 			return nil, err
 		}
-		s, err := startShop(name, cfg.Prefix+"session/", c)
+		s, err := startShop(name, cfg.Prefix+"session/", "127.0.0.1:0", c, nil)
 		if err != nil {
 			c.Close()
 		}
@@ -57,7 +62,7 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer func() { b.stop() }()
-	lb := &proxy{backends: []*url.URL{a.url, b.url}}
+	lb := newProxy(nil, a.addr, b.addr)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -90,12 +95,12 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	log.Printf("instance B is stopped and replaced by a fresh instance B2 (new process, empty memory)")
+	log.Printf("instance B stops; a fresh instance B2 (a new server and DKV client, nothing in memory) takes its place")
 	b.stop()
 	if b, err = start("B2"); err != nil {
 		return nil, err
 	}
-	lb.set(1, b.url)
+	lb.set(1, b.addr)
 	for range 2 {
 		if err := step("GET", "/cart", "get"); err != nil {
 			return nil, err
@@ -126,7 +131,9 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	rep.AfterConcurrent = cart.Items
 	log.Printf("the cart now holds %d items (3 before, %d added): %d lost", len(cart.Items), cfg.ConcurrentAdds,
 		3+cfg.ConcurrentAdds-len(cart.Items))
-	log.Say("\nSessions: %ssession/ (read them with dkv get %ssession/ --prefix)", cfg.Prefix, cfg.Prefix)
+	if cfg.DKVFlags != "" {
+		log.Say("\nSessions: %ssession/ (read them with: dkv %s get %ssession/ --prefix)", cfg.Prefix, cfg.DKVFlags, cfg.Prefix)
+	}
 	return rep, nil
 }
 

@@ -5,11 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"html/template"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
@@ -29,30 +29,38 @@ type shop struct {
 	c        *client.Client
 	sessions *recipe.SessionStore
 	srv      *http.Server
-	url      *url.URL
+	addr     string // where it listens, host:port
+	logf     func(format string, args ...any)
 }
 
-// startShop starts an instance on a free local port, with its own client.
-func startShop(name, prefix string, c *client.Client) (*shop, error) {
+// startShop starts an instance listening on addr ("127.0.0.1:0" for a
+// free port), with its own client. logf, if not nil, gets one line per
+// request.
+func startShop(name, prefix, addr string, c *client.Client, logf func(string, ...any)) (*shop, error) {
 	sessions, err := recipe.NewSessionStore(c, recipe.WithSessionStorePrefix(prefix),
 		recipe.WithSessionStoreTTL(time.Hour))
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	s := &shop{name: name, c: c, sessions: sessions, url: &url.URL{Scheme: "http", Host: ln.Addr().String()}}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	s := &shop{name: name, c: c, sessions: sessions, addr: ln.Addr().String(), logf: logf}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /cart", s.get)
 	mux.HandleFunc("POST /cart/add", s.add)
-	s.srv = &http.Server{Handler: mux}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
 }
 
-// stop shuts the instance down and closes its client.
+// stop shuts the instance down, letting requests in flight finish, and
+// closes its client.
 func (s *shop) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -60,9 +68,16 @@ func (s *shop) stop() {
 	s.c.Close()
 }
 
-// add puts ?item= into the caller's cart; a caller without a session
-// cookie gets a new session.
+// add puts the form value item (from the query or a posted form) into
+// the caller's cart; a caller without a session cookie gets a new
+// session. A posted form is answered with a redirect to the page, so
+// that a reload does not post it again; anything else with the cart.
 func (s *shop) add(w http.ResponseWriter, r *http.Request) {
+	item := r.FormValue("item")
+	if strings.TrimSpace(item) == "" {
+		http.Error(w, "no item to add", http.StatusBadRequest)
+		return
+	}
 	token := ""
 	if ck, err := r.Cookie("sid"); err == nil {
 		token = ck.Value
@@ -70,9 +85,8 @@ func (s *shop) add(w http.ResponseWriter, r *http.Request) {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		token = hex.EncodeToString(b[:])
-		http.SetCookie(w, &http.Cookie{Name: "sid", Value: token, Path: "/", HttpOnly: true})
+		http.SetCookie(w, &http.Cookie{Name: "sid", Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	}
-	item := r.URL.Query().Get("item")
 	// Update re-reads and re-applies on a conflicting write, so two
 	// instances adding to one cart at once both land.
 	data, err := s.sessions.Update(r.Context(), token, func(old []byte) ([]byte, error) {
@@ -85,22 +99,36 @@ func (s *shop) add(w http.ResponseWriter, r *http.Request) {
 		return json.Marshal(append(items, item))
 	})
 	if err != nil {
+		s.logf("POST /cart/add item=%q session=%s: %v", item, short(token), err)
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	s.logf("POST /cart/add item=%q session=%s -> %s", item, short(token), nItems(count(data)))
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
 	s.reply(w, data)
 }
 
-func (s *shop) get(w http.ResponseWriter, r *http.Request) {
-	var data []byte
-	if ck, err := r.Cookie("sid"); err == nil {
-		d, _, err := s.sessions.Get(r.Context(), ck.Value)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		data = d
+// cart reads the caller's cart: nil without a session.
+func (s *shop) cart(r *http.Request) (data []byte, token string, err error) {
+	ck, err := r.Cookie("sid")
+	if err != nil {
+		return nil, "", nil
 	}
+	data, _, err = s.sessions.Get(r.Context(), ck.Value)
+	return data, ck.Value, err
+}
+
+func (s *shop) get(w http.ResponseWriter, r *http.Request) {
+	data, token, err := s.cart(r)
+	if err != nil {
+		s.logf("GET /cart session=%s: %v", short(token), err)
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	s.logf("GET /cart session=%s -> %s", short(token), nItems(count(data)))
 	s.reply(w, data)
 }
 
@@ -116,27 +144,59 @@ func (s *shop) reply(w http.ResponseWriter, data []byte) {
 	json.NewEncoder(w).Encode(cart)
 }
 
-// proxy is a round-robin load balancer over the instances.
-type proxy struct {
-	mu       sync.Mutex
-	backends []*url.URL
-	next     int
+var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Cart</title><link rel="icon" href="data:,"></head>
+<body><main>
+<h1>Your cart</h1>
+<p>Served by instance <b id="instance">{{.Instance}}</b>.</p>
+<p id="count" data-n="{{len .Items}}">{{len .Items}} {{if eq (len .Items) 1}}item{{else}}items{{end}}</p>
+<ol id="items">{{range .Items}}<li>{{.}}</li>{{end}}</ol>
+<form method="post" action="/cart/add">
+<input id="item" name="item" placeholder="item" required autofocus>
+<button id="add" type="submit">Add</button>
+</form>
+</main></body></html>
+`))
+
+// page is the shop for a browser: the cart, and a form to add to it.
+func (s *shop) page(w http.ResponseWriter, r *http.Request) {
+	data, token, err := s.cart(r)
+	if err != nil {
+		s.logf("GET / session=%s: %v", short(token), err)
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	cart := Cart{Instance: s.name, Items: []string{}}
+	if data != nil {
+		if err := json.Unmarshal(data, &cart.Items); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	s.logf("GET / session=%s -> %s", short(token), nItems(len(cart.Items)))
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	pageTmpl.Execute(w, cart)
 }
 
-func (p *proxy) set(i int, u *url.URL) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.backends[i] = u
+// short is the start of a session token, enough to tell sessions apart
+// in a log without writing the secret down.
+func short(token string) string {
+	if token == "" {
+		return "none"
+	}
+	return token[:min(6, len(token))] + "…"
 }
 
-func (p *proxy) pick() *url.URL {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	u := p.backends[p.next%len(p.backends)]
-	p.next++
-	return u
+func nItems(n int) string {
+	if n == 1 {
+		return "1 item"
+	}
+	return fmt.Sprintf("%d items", n)
 }
 
-func (p *proxy) handler() http.Handler {
-	return &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(p.pick()) }}
+func count(data []byte) int {
+	var items []string
+	_ = json.Unmarshal(data, &items)
+	return len(items)
 }

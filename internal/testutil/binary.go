@@ -4,14 +4,23 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// builds caches one build per race mode for the test binary's life.
-var builds [2]struct {
+// built caches one build per package and race mode for the test
+// binary's life.
+var built sync.Map // buildKey -> *build
+
+type buildKey struct {
+	pkg  string
+	race bool
+}
+
+type build struct {
 	once sync.Once
 	path string
 	err  error
@@ -38,16 +47,35 @@ func BuildDKV(race bool) (string, error) {
 	if b := os.Getenv("DKV_BINARY"); b != "" {
 		return b, nil
 	}
-	i := 0
-	if race {
-		i = 1
+	return BuildProgram("./cmd/dkv", race)
+}
+
+// ProgramBinary returns the path of the main module's program pkg (a
+// path relative to the module's root, "./examples/cart"), built once per
+// test binary as BuildProgram builds it: for a test that runs the
+// program as processes of its own.
+func ProgramBinary(t testing.TB, pkg string, race bool) string {
+	t.Helper()
+	bin, err := BuildProgram(pkg, race)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b := &builds[i]
-	b.once.Do(func() { b.path, b.err = buildDKV(race) })
+	return bin
+}
+
+// BuildProgram builds the main module's program pkg once per test
+// binary and race mode, from the main module's directory (so that a
+// test module beside it builds it with the main module's dependency
+// versions): static (CGO_ENABLED=0) without race, with the race detector
+// (and cgo) with it.
+func BuildProgram(pkg string, race bool) (string, error) {
+	v, _ := built.LoadOrStore(buildKey{pkg, race}, &build{})
+	b := v.(*build)
+	b.once.Do(func() { b.path, b.err = buildProgram(pkg, race) })
 	return b.path, b.err
 }
 
-func buildDKV(race bool) (string, error) {
+func buildProgram(pkg string, race bool) (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/dkv-io/dkv").Output()
 	if err != nil {
 		return "", fmt.Errorf("finding the dkv module: %v", err)
@@ -57,12 +85,12 @@ func buildDKV(race bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "dkv")
+	bin := filepath.Join(dir, path.Base(pkg))
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/dkv")...)
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = root
 	if !race {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

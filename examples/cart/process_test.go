@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/testutil"
+)
+
+// cartProcs are three cart instance processes and the proxy process in
+// front of them, against a 3-member cluster of dkv processes.
+type cartProcs struct {
+	cluster   *testutil.Cluster
+	instances map[string]*testutil.Process
+	addrs     map[string]string // instance name -> its --listen
+	proxy     *testutil.Process
+	base      string // the proxy's URL
+}
+
+func startCartProcs(t *testing.T) *cartProcs {
+	t.Helper()
+	bin := testutil.ProgramBinary(t, "./examples/cart", testutil.Race)
+	c := testutil.NewCluster(t, testutil.ClusterOptions{Kill: true})
+	eps := strings.Join(c.ClientAddrs(), ",")
+	testutil.EventuallyNoError(t, 60*time.Second, "the cluster to take a write", func(ctx context.Context) error {
+		cl, err := client.New(ctx, client.Config{Endpoints: c.ClientAddrs()})
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		_, err = cl.Put(ctx, "probe", []byte("x"))
+		return err
+	})
+	dir := t.TempDir()
+	p := &cartProcs{cluster: c, instances: map[string]*testutil.Process{}, addrs: map[string]string{}}
+	var backends []string
+	for _, name := range []string{"A", "B", "C"} {
+		addr := testutil.FreeAddr(t)
+		p.addrs[name] = addr
+		backends = append(backends, addr)
+		p.instances[name] = testutil.StartProcess(t, filepath.Join(dir, name+".log"), bin,
+			"--endpoints", eps, "--instance", name, "--listen", addr, "--prefix", "test/")
+	}
+	proxyAddr := testutil.FreeAddr(t)
+	p.proxy = testutil.StartProcess(t, filepath.Join(dir, "proxy.log"), bin,
+		"--proxy", "--listen", proxyAddr, "--backends", strings.Join(backends, ","))
+	p.base = "http://" + proxyAddr
+	t.Cleanup(func() {
+		p.proxy.Kill()
+		for _, in := range p.instances {
+			in.Kill()
+		}
+		if t.Failed() {
+			t.Logf("logs:%s", p.logs())
+		}
+	})
+	for name, addr := range p.addrs {
+		p.waitServing(t, "instance "+name, p.instances[name], "http://"+addr)
+	}
+	p.waitServing(t, "the proxy", p.proxy, p.base)
+	return p
+}
+
+// waitServing waits until proc, serving at base, answers GET /cart.
+func (p *cartProcs) waitServing(t *testing.T, name string, proc *testutil.Process, base string) {
+	t.Helper()
+	testutil.EventuallyNoError(t, 60*time.Second, name+" serving", func(ctx context.Context) error {
+		if !proc.Running() {
+			t.Fatalf("%s exited: %v%s", name, proc.Err(), p.logs())
+		}
+		_, err := getCart(ctx, http.DefaultClient, base)
+		return err
+	})
+}
+
+func (p *cartProcs) logs() string {
+	var b strings.Builder
+	for _, name := range []string{"A", "B", "C"} {
+		if in := p.instances[name]; in != nil {
+			fmt.Fprintf(&b, "\ninstance %s:\n%s", name, in.LogTail(15))
+		}
+	}
+	fmt.Fprintf(&b, "\nproxy:\n%s%s", p.proxy.LogTail(25), p.cluster.Logs(10))
+	return b.String()
+}
+
+// shopper is one client of the shop, with the session cookie in jar;
+// two shoppers sharing a jar are one user on two devices (or tabs).
+func shopper(jar http.CookieJar) *http.Client {
+	return &http.Client{Jar: jar, Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+}
+
+// errBadGateway is the proxy's answer when an instance failed with the
+// request (it may or may not have landed).
+var errBadGateway = errors.New("502 from the proxy")
+
+func addItem(ctx context.Context, hc *http.Client, base, item string) (*Cart, error) {
+	return doCart(ctx, hc, "POST", base+"/cart/add?item="+url.QueryEscape(item))
+}
+
+func getCart(ctx context.Context, hc *http.Client, base string) (*Cart, error) {
+	return doCart(ctx, hc, "GET", base+"/cart")
+}
+
+func doCart(ctx context.Context, hc *http.Client, method, u string) (*Cart, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	switch {
+	case resp.StatusCode == http.StatusBadGateway:
+		return nil, fmt.Errorf("%w: %s", errBadGateway, b)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, b)
+	}
+	var cart Cart
+	if err := json.Unmarshal(b, &cart); err != nil {
+		return nil, err
+	}
+	return &cart, nil
+}
+
+// addMany adds n items named prefix-NNN through two shoppers at once,
+// each with workers requests in flight, and calls after(i) after the
+// i-th successful add. It returns the items whose add succeeded and
+// those whose add the proxy answered 502 (outcome unknown); any other
+// failure fails the test.
+func addMany(t *testing.T, ctx context.Context, shoppers [2]*http.Client, base, prefix string, n, workers int, after func(int)) (ok, unknown []string) {
+	t.Helper()
+	items := make(chan string)
+	go func() {
+		defer close(items)
+		for i := range n {
+			select {
+			case items <- fmt.Sprintf("%s-%03d", prefix, i):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var (
+		mu   sync.Mutex
+		errs []error
+		done atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for _, hc := range shoppers {
+		for range workers {
+			wg.Go(func() {
+				for item := range items {
+					_, err := addItem(ctx, hc, base, item)
+					mu.Lock()
+					switch {
+					case err == nil:
+						ok = append(ok, item)
+					case errors.Is(err, errBadGateway):
+						unknown = append(unknown, item)
+					default:
+						errs = append(errs, fmt.Errorf("add %s: %w", item, err))
+					}
+					mu.Unlock()
+					if err == nil && after != nil {
+						after(int(done.Add(1)))
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d adds failed: %v", len(errs), errors.Join(errs...))
+	}
+	return ok, unknown
+}
+
+// TestCartProcesses is the scenario as real processes: three instances
+// and a round-robin proxy, each a cart process, in front of a 3-member
+// dkv cluster. 100 concurrent adds to one cart from two shoppers lose
+// none; an instance killed with SIGKILL in the middle of another 100
+// loses none that were answered, and the adds after it all succeed,
+// served by the two left; every reload shows the whole cart; the
+// survivors exit cleanly on SIGTERM.
+func TestCartProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs dkv and cart processes")
+	}
+	p := startCartProcs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	jar, _ := cookiejar.New(nil)
+	shoppers := [2]*http.Client{shopper(jar), shopper(jar)}
+	// The first add makes the session; both shoppers carry its cookie.
+	if _, err := addItem(ctx, shoppers[0], p.base, "Buch"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"Buch": 1}
+
+	ok, unknown := addMany(t, ctx, shoppers, p.base, "pen", 100, 25, nil)
+	if len(unknown) > 0 {
+		t.Fatalf("with every instance up, the proxy answered 502 to %d adds: %v%s", len(unknown), unknown, p.logs())
+	}
+	for _, it := range ok {
+		want[it]++
+	}
+	cart, err := getCart(ctx, shoppers[0], p.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCart(t, "after 100 concurrent adds", cart.Items, want, nil)
+	if lost := 101 - len(cart.Items); lost != 0 {
+		t.Fatalf("after 100 concurrent adds through three instance processes the cart holds %d of 101 items: %d lost", len(cart.Items), lost)
+	}
+
+	// Kill B mid-way through another 100 adds, a few at a time.
+	var killOnce sync.Once
+	ok, unknown = addMany(t, ctx, shoppers, p.base, "ink", 100, 2, func(i int) {
+		if i == 40 {
+			killOnce.Do(p.instances["B"].Kill)
+		}
+	})
+	if p.instances["B"].Running() {
+		t.Fatal("instance B was not killed")
+	}
+	// A request B had when it died is answered 502: it may or may not
+	// have landed. There are at most as many as were in flight.
+	if len(unknown) > 4 {
+		t.Errorf("%d adds answered 502 around the kill, more than the 4 in flight: %v", len(unknown), unknown)
+	}
+	for _, it := range ok {
+		want[it]++
+	}
+	t.Logf("instance B killed after 40 adds; %d of the next 100 answered, %d answered 502 (in flight at B)", len(ok), len(unknown))
+	maybe := unknownSet(unknown)
+
+	// After the kill every add succeeds: the proxy skips the dead instance.
+	ok, unknown = addMany(t, ctx, shoppers, p.base, "cap", 20, 1, nil)
+	if len(unknown) > 0 {
+		t.Errorf("after B's death the proxy answered 502 to %d adds, want none (it should skip the dead instance): %v", len(unknown), unknown)
+	}
+	for _, it := range ok {
+		want[it]++
+	}
+
+	// Every reload shows the whole cart, from A or C.
+	var first []string
+	answered := map[string]bool{}
+	for i := range 6 {
+		cart, err := getCart(ctx, shoppers[i%2], p.base)
+		if err != nil {
+			t.Fatalf("reload %d: %v", i+1, err)
+		}
+		answered[cart.Instance] = true
+		checkCart(t, fmt.Sprintf("reload %d (from %s)", i+1, cart.Instance), cart.Items, want, maybe)
+		if first == nil {
+			first = cart.Items
+		} else if !slices.Equal(cart.Items, first) {
+			t.Errorf("reload %d (from %s) shows a different cart than reload 1: %v, then %v", i+1, cart.Instance, first, cart.Items)
+		}
+	}
+	if answered["B"] || !answered["A"] || !answered["C"] {
+		t.Errorf("reloads were answered by %v, want A and C (B is dead)", answered)
+	}
+
+	// The survivors and the proxy exit cleanly on SIGTERM.
+	for _, name := range []string{"A", "C"} {
+		p.instances[name].Stop()
+		if err := p.instances[name].Err(); err != nil {
+			t.Errorf("instance %s on SIGTERM: %v\n%s", name, err, p.instances[name].LogTail(5))
+		}
+	}
+	p.proxy.Stop()
+	if err := p.proxy.Err(); err != nil {
+		t.Errorf("proxy on SIGTERM: %v\n%s", err, p.proxy.LogTail(5))
+	}
+}
+
+func unknownSet(items []string) map[string]bool {
+	m := map[string]bool{}
+	for _, it := range items {
+		m[it] = true
+	}
+	return m
+}
+
+// checkCart fails the test unless items holds each item of want exactly
+// once, and each of maybe (adds of unknown outcome) at most once, and
+// nothing else.
+func checkCart(t *testing.T, when string, items []string, want map[string]int, maybe map[string]bool) {
+	t.Helper()
+	got := map[string]int{}
+	for _, it := range items {
+		got[it]++
+	}
+	var lost, dup, extra []string
+	for it := range want {
+		switch got[it] {
+		case 0:
+			lost = append(lost, it)
+		case 1:
+		default:
+			dup = append(dup, it)
+		}
+	}
+	for it, n := range got {
+		if want[it] == 0 && !maybe[it] {
+			extra = append(extra, it)
+		} else if want[it] == 0 && n > 1 {
+			dup = append(dup, it)
+		}
+	}
+	if len(lost)+len(dup)+len(extra) > 0 {
+		slices.Sort(lost)
+		t.Errorf("%s the cart holds %d items: %d answered adds lost %v, %d twice %v, %d never added %v",
+			when, len(items), len(lost), lost, len(dup), dup, len(extra), extra)
+	}
+}
