@@ -2,9 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/dkv-io/dkv/server/etcdapi"
 	"github.com/dkv-io/dkv/server/httpapi"
@@ -20,19 +24,19 @@ import (
 // server, an HTTP/1 request line to the HTTP server, anything else is
 // closed. DKV's own HTTP API and the dashboard stay on the HTTP port.
 //
-// With TLS on the client port it is gRPC only: gRPC does the handshake
-// itself, before any byte could be looked at. etcd's HTTP endpoints are
-// then on the HTTP port, over HTTPS (docs/etcd-compat.md).
+// With TLS on the client port the handshake comes first, and ALPN tells
+// the two apart (serveClientTLS): a client that offers only h2 (every gRPC
+// client: gRPC over TLS negotiates h2 by ALPN) goes to the gRPC server,
+// which takes the finished handshake as its own (tlsExceptInProcess); a
+// client that offers HTTP/1.1 (curl, browsers, Python's HTTP libraries) is
+// answered with it, and one that offers nothing speaks HTTP/1.1 too; both
+// go to the HTTP server. An HTTP/2-only HTTPS client is taken for gRPC.
 
-// serveClientPort serves the client listener l: gRPC, and without TLS
-// also HTTP/1.1 through s.clientHTTP.
+// serveClientPort serves the client listener l: gRPC and HTTP/1.1
+// (through s.clientHTTP), with TLS if it is on.
 func (s *Server) serveClientPort(l net.Listener) {
 	if s.tls != nil && s.tls.clientServer != nil {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			_ = s.grpcSrv.Serve(l)
-		}()
+		s.serveClientTLS(l)
 		return
 	}
 	m := cmux.New(l)
@@ -54,6 +58,103 @@ func (s *Server) serveClientPort(l net.Listener) {
 		}
 	}()
 }
+
+// serveClientTLS does the TLS handshake of every connection to l and
+// hands it to the gRPC server or, when the client chose HTTP/1.1 by ALPN,
+// to the HTTP server.
+func (s *Server) serveClientTLS(l net.Listener) {
+	base := s.tls.clientServer
+	cfg := base.Clone()
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		c := base.Clone()
+		c.NextProtos = []string{"h2"}
+		if slices.Contains(hello.SupportedProtos, "http/1.1") {
+			c.NextProtos = []string{"http/1.1"}
+		}
+		return c, nil
+	}
+	// Only a client that chose h2 is a gRPC client.
+	isGRPC := func(tc *tls.Conn) bool { return tc.ConnectionState().NegotiatedProtocol == "h2" }
+	grpcL := newConnQueue(l.Addr())
+	httpL := newConnQueue(l.Addr())
+	s.clientHTTPLis = httpL
+	tl := tls.NewListener(l, cfg)
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		_ = s.grpcSrv.Serve(grpcL)
+	}()
+	go func() {
+		defer s.wg.Done()
+		defer grpcL.Close()
+		defer httpL.Close()
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) {
+					s.log.Debug("client port accept", "err", err)
+				}
+				return
+			}
+			go func() {
+				tc := c.(*tls.Conn)
+				tc.SetDeadline(time.Now().Add(handshakeTimeout))
+				if err := tc.Handshake(); err != nil {
+					s.log.Debug("client port TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+					c.Close()
+					return
+				}
+				tc.SetDeadline(time.Time{})
+				q := httpL
+				if isGRPC(tc) {
+					q = grpcL
+				}
+				if !q.put(tc) {
+					c.Close()
+				}
+			}()
+		}
+	}()
+}
+
+// connQueue is a net.Listener whose connections another goroutine
+// accepted and handed over.
+type connQueue struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newConnQueue(addr net.Addr) *connQueue {
+	return &connQueue{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// put hands c to Accept; false once the queue is closed.
+func (q *connQueue) put(c net.Conn) bool {
+	select {
+	case q.ch <- c:
+		return true
+	case <-q.done:
+		return false
+	}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.closed.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return q.addr }
 
 // startClientHTTP serves etcd's HTTP endpoints on the client port's
 // HTTP/1.1 connections (serveClientPort), through the gateway's

@@ -203,6 +203,12 @@ func (c tlsExceptInProcess) ServerHandshake(conn net.Conn) (net.Conn, credential
 	if _, ok := conn.(*inprocConn); ok {
 		return insecure.NewCredentials().ServerHandshake(conn)
 	}
+	if tc, ok := conn.(*tls.Conn); ok {
+		// The client port did the handshake to choose between gRPC and
+		// HTTP by ALPN (serveClientTLS): take it as done here.
+		return tc, credentials.TLSInfo{State: tc.ConnectionState(),
+			CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
+	}
 	return c.TransportCredentials.ServerHandshake(conn)
 }
 

@@ -489,3 +489,61 @@ func TestTLSHandshakeErrorsInNodeLog(t *testing.T) {
 		t.Errorf("handshake error not in the node's log format: %q", line)
 	}
 }
+
+// With TLS on, the client address serves etcd's HTTP endpoints over
+// HTTPS as well as gRPC, as etcd's client URL does: a client that offers
+// HTTP/1.1 by ALPN (curl, browsers, Python) gets it, a gRPC client (only
+// h2) gets gRPC; with --client-cert-auth both need a certificate, and a
+// client certificate still names the gRPC caller.
+func TestTLSClientPortServesHTTPS(t *testing.T) {
+	p := newTestPKI(t)
+	s := startTLSServer(t, TLSFiles{CertFile: p.certFile, KeyFile: p.keyFile, TrustedCAFile: p.caFile, ClientCertAuth: true})
+	httpsClient := func(certs []tls.Certificate, h2 bool) *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: p.ca.Pool(), Certificates: certs},
+			ForceAttemptHTTP2: h2, // offers h2 and http/1.1, as curl does
+		}}
+	}
+	alice := []tls.Certificate{p.client(t, "alice")}
+	for _, h2 := range []bool{false, true} {
+		hc := httpsClient(alice, h2)
+		resp, err := hc.Get("https://" + s.ClientAddr() + "/version")
+		if err != nil {
+			t.Fatalf("GET /version over HTTPS on the client port (h2 offered: %v): %v", h2, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"etcdserver"`) || resp.Proto != "HTTP/1.1" {
+			t.Fatalf("GET /version (h2 offered: %v) = %s %s %s, want 200 HTTP/1.1 with etcd's JSON", h2, resp.Proto, resp.Status, b)
+		}
+		// "Zm9v" is "foo", "YmFy" "bar": the gateway's base64 bytes.
+		resp, err = hc.Post("https://"+s.ClientAddr()+"/v3/kv/put", "application/json", strings.NewReader(`{"key":"Zm9v","value":"YmFy"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST /v3/kv/put over HTTPS = %s %s", resp.Status, b)
+		}
+	}
+	// gRPC on the same address, with the same handshake rules.
+	conn, err := grpc.NewClient("passthrough:///"+s.ClientAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: p.ca.Pool(), Certificates: alice})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := dkvpb.NewKVClient(conn).Range(ctx, &dkvpb.RangeRequest{Key: []byte("foo")})
+	if err != nil || len(r.GetKvs()) != 1 || string(r.GetKvs()[0].GetValue()) != "bar" {
+		t.Fatalf("gRPC read over TLS of what HTTPS wrote: %v %v", r, err)
+	}
+	if err := rangeWith(t, s.ClientAddr(), credentials.NewTLS(&tls.Config{RootCAs: p.ca.Pool()})); status.Code(err) != codes.Unavailable {
+		t.Errorf("gRPC without a client certificate: %v, want refused", err)
+	}
+	if resp, err := httpsClient(nil, false).Get("https://" + s.ClientAddr() + "/version"); err == nil {
+		resp.Body.Close()
+		t.Errorf("HTTPS without a client certificate: %s, want the handshake refused", resp.Status)
+	}
+}
