@@ -173,3 +173,37 @@ func (k *kvServer) Compact(ctx context.Context, r *etcdserverpb.CompactionReques
 	}
 	return &etcdserverpb.CompactionResponse{Header: toHeader(resp.GetHeader())}, nil
 }
+
+// rangeStreamChunkBytes bounds the keys and values of one RangeStream
+// message (a key larger than that goes alone).
+const rangeStreamChunkBytes = 1 << 20
+
+// RangeStream is etcd 3.7's streamed Range: the reply of Range at one
+// revision, its kvs cut into messages of about rangeStreamChunkBytes, the
+// header, count and more on the last one only (merged, the messages are
+// Range's reply). It is authorized and read exactly as Range.
+func (k *kvServer) RangeStream(r *etcdserverpb.RangeRequest, ss etcdserverpb.KV_RangeStreamServer) error {
+	resp, err := k.Range(ss.Context(), r)
+	if err != nil {
+		return err
+	}
+	kvs := resp.Kvs
+	for {
+		n, size := 0, 0
+		for n < len(kvs) && (n == 0 || size+len(kvs[n].Key)+len(kvs[n].Value) <= rangeStreamChunkBytes) {
+			size += len(kvs[n].Key) + len(kvs[n].Value)
+			n++
+		}
+		chunk := &etcdserverpb.RangeResponse{Kvs: kvs[:n]}
+		kvs = kvs[n:]
+		if len(kvs) == 0 {
+			chunk.Header, chunk.More, chunk.Count = resp.Header, resp.More, resp.Count
+		}
+		if err := ss.Send(&etcdserverpb.RangeStreamResponse{RangeResponse: chunk}); err != nil {
+			return err
+		}
+		if len(kvs) == 0 {
+			return nil
+		}
+	}
+}
