@@ -17,7 +17,7 @@ func TestPythonExamples(t *testing.T) {
 		"-c", "import sys; sys.exit(sys.version_info < (3, 9))")
 	urls, c := langtest.Cluster(t)
 	env := []string{"DKV_HTTP=" + strings.Join(urls, ","), "PYTHONDONTWRITEBYTECODE=1"}
-	for _, mod := range []string{"test_cart", "test_election"} {
+	for _, mod := range []string{"test_cart", "test_election", "test_reconcile"} {
 		t.Run(mod, func(t *testing.T) {
 			out := langtest.Run(t, c, ".", env, 3*time.Minute, py, "-m", "unittest", "-v", mod)
 			// unittest passes a run whose tests skipped: here that is a
