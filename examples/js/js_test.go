@@ -17,7 +17,7 @@ func TestJavaScriptExamples(t *testing.T) {
 		"-e", "process.exit(Number(process.versions.node.split('.')[0]) < 18 ? 1 : 0)")
 	urls, c := langtest.Cluster(t)
 	env := []string{"DKV_HTTP=" + strings.Join(urls, ",")}
-	for _, file := range []string{"cart.test.mjs"} {
+	for _, file := range []string{"cart.test.mjs", "election.test.mjs"} {
 		t.Run(file, func(t *testing.T) {
 			out := langtest.Run(t, c, ".", env, 3*time.Minute, node, "--test-reporter=tap", "--test", file)
 			// node --test passes a run whose tests skipped: here that is
