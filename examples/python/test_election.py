@@ -8,7 +8,7 @@ import unittest
 import dkv
 from proc import Proc, dkv_endpoints, fresh_prefix
 
-TTL = 2.0
+TTL = 3.0  # seconds; long enough that a loaded machine does not depose a leader that runs
 
 
 def wait_for(what, cond, timeout=30.0):
