@@ -4,18 +4,24 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// builds caches one build per race mode for the test binary's life.
-var builds [2]struct {
+// build is one binary built for the test binary's life.
+type build struct {
 	once sync.Once
 	path string
 	err  error
 }
+
+var (
+	buildsMu sync.Mutex
+	builds   = map[string]*build{} // by package and race mode
+)
 
 // DKVBinary returns the path of a dkv binary: $DKV_BINARY if set, else
 // cmd/dkv built once per test binary, static (CGO_ENABLED=0) like the
@@ -38,16 +44,37 @@ func BuildDKV(race bool) (string, error) {
 	if b := os.Getenv("DKV_BINARY"); b != "" {
 		return b, nil
 	}
-	i := 0
-	if race {
-		i = 1
+	return BuildMain("./cmd/dkv", race)
+}
+
+// MainBinary returns the path of the main package pkg of the dkv module
+// (a path relative to the module's root, "./examples/reconcile"), built
+// once per test binary as DKVBinary builds cmd/dkv: for a test that runs
+// a program as real processes.
+func MainBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	bin, err := BuildMain(pkg, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b := &builds[i]
-	b.once.Do(func() { b.path, b.err = buildDKV(race) })
+	return bin
+}
+
+// BuildMain is MainBinary for a TestMain; race as for BuildDKV.
+func BuildMain(pkg string, race bool) (string, error) {
+	key := fmt.Sprintf("%s race=%v", pkg, race)
+	buildsMu.Lock()
+	b := builds[key]
+	if b == nil {
+		b = &build{}
+		builds[key] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() { b.path, b.err = buildMain(pkg, race) })
 	return b.path, b.err
 }
 
-func buildDKV(race bool) (string, error) {
+func buildMain(pkg string, race bool) (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/dkv-io/dkv").Output()
 	if err != nil {
 		return "", fmt.Errorf("finding the dkv module: %v", err)
@@ -57,12 +84,12 @@ func buildDKV(race bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "dkv")
+	bin := filepath.Join(dir, path.Base(pkg))
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/dkv")...)
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = root
 	if !race {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
