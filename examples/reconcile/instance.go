@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,11 @@ type InstanceConfig struct {
 	Name   string
 	Prefix string
 	TTL    time.Duration // the session's: how long a dead leader keeps leading, and a dead child its registration
+	// FreezeBefore, if positive, stops this process with SIGSTOP right
+	// before the transaction of its FreezeBefore-th action: the transaction
+	// is sent when it is continued (SIGCONT), late, with the leadership
+	// and the state it read before.
+	FreezeBefore int
 	// CrashAfter, if positive, kills this process with SIGKILL right after
 	// its CrashAfter-th action (the child started, if the action starts
 	// one): the fault of the scenario, at an exact point.
@@ -101,12 +107,32 @@ func RunInstance(ctx context.Context, c *client.Client, cfg InstanceConfig) erro
 		return err
 	}
 	in := &instance{cfg: cfg, c: c, exe: exe}
-	s, err := concurrency.NewSession(ctx, c, concurrency.WithTTL(cfg.TTL))
+	for {
+		err := in.session(ctx)
+		if ctx.Err() != nil {
+			cfg.Log.Printf("%s: stopping: resigned, session revoked", cfg.Name)
+			return nil
+		}
+		if !errors.Is(err, client.ErrLeaseExpired) && !errors.Is(err, client.ErrLeaseNotFound) {
+			return err
+		}
+		// Frozen (SIGSTOP) or cut off for longer than the TTL: whatever
+		// this process was doing as leader has been refused since; it
+		// starts over as a candidate.
+		cfg.Log.Printf("%s: lost my session (%v); campaigning again with a new one", cfg.Name, err)
+	}
+}
+
+// session campaigns and reconciles on one session until ctx ends or the
+// session is lost.
+func (in *instance) session(ctx context.Context) error {
+	cfg := in.cfg
+	s, err := concurrency.NewSession(ctx, in.c, concurrency.WithTTL(cfg.TTL))
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	in.r, err = recipe.NewReconciler(c, s, recipe.ReconcilerConfig{
+	in.r, err = recipe.NewReconciler(in.c, s, recipe.ReconcilerConfig{
 		Election:      cfg.Prefix + "leader",
 		DesiredPrefix: cfg.Prefix + desiredDir,
 		ActualPrefix:  cfg.Prefix + actualDir,
@@ -122,12 +148,7 @@ func RunInstance(ctx context.Context, c *client.Client, cfg InstanceConfig) erro
 		return err
 	}
 	cfg.Log.Printf("%s: campaigning for %sleader (session TTL %v)", cfg.Name, cfg.Prefix, cfg.TTL)
-	err = in.r.Run(ctx)
-	if ctx.Err() != nil {
-		cfg.Log.Printf("%s: stopping: resigned, session revoked", cfg.Name)
-		return nil
-	}
-	return err
+	return in.r.Run(ctx)
 }
 
 // reconcile makes NAME's child match its desired version: the whole
@@ -196,7 +217,24 @@ func (in *instance) act(ctx context.Context, name string, rev int64, what, versi
 		until := time.Now().Add(startTimeout).UnixMilli()
 		change = client.OpPut(key, []byte(fmt.Sprintf("starting %s %d", version, until)))
 	}
-	res, err := in.c.Txn(ctx).If(client.LockHeld(h), client.ModRevision(key).Equal(rev)).Then(change, record).Commit()
+	tctx := ctx
+	if in.done+1 == in.cfg.FreezeBefore {
+		in.cfg.Log.Printf("%s: freezing (SIGSTOP) before action %d %q, as --freeze-before says", in.cfg.Name, in.done+1, what)
+		// kill returns before every thread has stopped: wait for the
+		// SIGCONT, or this thread could send the write first.
+		cont := make(chan os.Signal, 1)
+		signal.Notify(cont, syscall.SIGCONT)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		<-cont
+		signal.Stop(cont)
+		in.cfg.Log.Printf("%s: continued; sending %q as decided before the freeze", in.cfg.Name, what)
+		// A process frozen between deciding and writing does not look
+		// at its leadership again: only the store's fence can refuse it.
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+	}
+	res, err := in.c.Txn(tctx).If(client.LockHeld(h), client.ModRevision(key).Equal(rev)).Then(change, record).Commit()
 	if err != nil {
 		in.cfg.Log.Printf("%s: %s FAILED: %v", in.cfg.Name, what, err)
 		return err
@@ -227,7 +265,7 @@ func (in *instance) act(ctx context.Context, name string, rev int64, what, versi
 // the reconciler does not reach it. Its output goes where ours does.
 func (in *instance) startChild(name, version string, rev int64) (int, error) {
 	args := append([]string{"--child", name, "--version", version, "--intent-rev", strconv.FormatInt(rev, 10),
-		"--prefix", in.cfg.Prefix, "--ttl", in.cfg.TTL.String()}, in.cfg.ChildArgs...)
+		"--prefix", in.cfg.Prefix, "--ttl", in.cfg.TTL.String(), "--log-start", strconv.FormatInt(in.cfg.Log.Start().UnixMilli(), 10)}, in.cfg.ChildArgs...)
 	cmd := exec.Command(in.exe, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -34,6 +34,8 @@ func main() {
 	prefix := flag.String("prefix", "examples/reconcile/proc/", "key prefix of --instance and --child")
 	ttl := flag.Duration("ttl", 2*time.Second, "session TTL of --instance and --child")
 	crashAfter := flag.Int("crash-after", 0, "fault injection: --instance kills itself (SIGKILL) right after its `N`th action")
+	freezeBefore := flag.Int("freeze-before", 0, "fault injection: --instance stops itself (SIGSTOP) right before its `N`th action's write, which it sends late once continued")
+	logStart := flag.Int64("log-start", 0, "the Unix `ms` the log's clock starts at (--child: its parent's)")
 	exenv.ParseFlags()
 	if *instance == "" && *child == "" {
 		exenv.Main(func(ctx context.Context, env *exenv.Env) error {
@@ -61,12 +63,15 @@ func main() {
 	}
 	defer env.Close()
 	log := exenv.NewLog(os.Stdout)
+	if *logStart > 0 {
+		log = exenv.NewLogSince(os.Stdout, time.UnixMilli(*logStart))
+	}
 	if *child != "" {
 		err = RunChild(ctx, env.Client, ChildConfig{Name: *child, Version: *version, Prefix: *prefix,
 			IntentRev: *intentRev, TTL: *ttl, Log: log})
 	} else {
 		err = RunInstance(ctx, env.Client, InstanceConfig{Name: *instance, Prefix: *prefix, TTL: *ttl,
-			CrashAfter: *crashAfter, ChildArgs: conn.Args(), Log: log})
+			CrashAfter: *crashAfter, FreezeBefore: *freezeBefore, ChildArgs: conn.Args(), Log: log})
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "error:", err)

@@ -130,9 +130,11 @@ func waitExited(t *testing.T, what string, pid int) {
 // TestReconcileProcesses is the scenario as real processes: a 3-member
 // cluster, reconciler instances, and children that are processes the
 // leader starts. The guarantee: every divergence is repaired by exactly
-// one action, across a child killed with SIGKILL and the leading
-// reconciler killed with SIGKILL in the middle of a round; the children a
-// dead leader started are adopted, not restarted.
+// one action, across a child killed with SIGKILL, the leading reconciler
+// frozen (SIGSTOP) in the middle of a round and continued after it lost
+// the leadership, and the next leader killed with SIGKILL in the middle of
+// the same round; the children an old leader started are adopted, not
+// restarted.
 func TestReconcileProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts dkv and reconciler processes; skipped with -short")
@@ -162,7 +164,7 @@ func TestReconcileProcesses(t *testing.T) {
 		return b.String() + cl.Logs(10)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || testing.Verbose() {
 			t.Log(logs())
 		}
 	})
@@ -203,37 +205,52 @@ func TestReconcileProcesses(t *testing.T) {
 	}
 
 	// Setup: ctl-a alone starts the children of the initial state. It is
-	// to crash right after its 4th action: the first of round 1.
-	start("ctl-a", "--crash-after", "4")
+	// to freeze (SIGSTOP) right before its 4th action: the first of round
+	// 1, decided but not written.
+	start("ctl-a", "--freeze-before", "4")
 	setDesired(nil, map[string]string{"alt-1": "v1", "web-1": "v1", "web-2": "v2"})
 	before := s.converge(map[string]string{"alt-1": "v1", "web-1": "v1", "web-2": "v2"})
 	checkActions("setup", "start alt-1 v1", "start web-1 v1", "start web-2 v2")
 
-	// Round 1: two more instances stand by; desired state changes; the
-	// leader dies after one action and another finishes the round.
-	start("ctl-b")
-	start("ctl-c")
+	// Round 1: desired state changes. ctl-a freezes; ctl-b, the only other
+	// candidate, takes over once ctl-a's session expires, and is killed
+	// (SIGKILL) right after one action; ctl-c, started then, finishes the
+	// round. Then ctl-a is continued and sends its stale action late.
+	start("ctl-b", "--crash-after", "1")
 	setDesired([]string{"alt-1"}, map[string]string{"web-1": "v2", "web-3": "v2"})
-	after := s.converge(map[string]string{"web-1": "v2", "web-2": "v2", "web-3": "v2"})
 	select {
-	case <-procs["ctl-a"].Exited():
-	case <-time.After(30 * time.Second):
-		t.Fatalf("ctl-a did not crash after its first action of round 1")
+	case <-procs["ctl-b"].Exited():
+	case <-time.After(60 * time.Second):
+		t.Fatal("ctl-b did not lead and crash after its first action")
 	}
 	var ee *exec.ExitError
-	if err := procs["ctl-a"].Err(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("ctl-a ended with %v, want SIGKILL", err)
+	if err := procs["ctl-b"].Err(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("ctl-b ended with %v, want SIGKILL", err)
 	}
+	start("ctl-c")
+	after := s.converge(map[string]string{"web-1": "v2", "web-2": "v2", "web-3": "v2"})
+	if err := syscall.Kill(procs["ctl-a"].Cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// ctl-a's late write has been answered once it notices that its
+	// session is gone (its reconcile ends first).
+	testutil.Eventually(t, 30*time.Second, "ctl-a to notice it lost its session", func() bool {
+		b, _ := os.ReadFile(procs["ctl-a"].Log)
+		return strings.Contains(string(b), "ctl-a: lost my session")
+	})
 	round1 := checkActions("round 1", "stop alt-1", "update web-1 v2", "start web-3 v2")
 	by := map[string]int{}
 	for _, a := range round1 {
 		by[a.by]++
 	}
-	if by["ctl-a"] != 1 || by["ctl-b"]+by["ctl-c"] != 2 {
-		t.Errorf("round 1 actions per instance %v: want ctl-a's one, then the new leader's two", by)
+	if by["ctl-b"] != 1 || by["ctl-c"] != 2 {
+		t.Errorf("round 1 actions per instance %v: want ctl-b's one, then ctl-c's two, and none of frozen ctl-a's", by)
+	}
+	if b, _ := os.ReadFile(procs["ctl-a"].Log); !strings.Contains(string(b), errChanged.Error()) {
+		t.Errorf("ctl-a's log does not show its late action refused")
 	}
 	if after["web-2"].pid != before["web-2"].pid {
-		t.Errorf("web-2 was restarted (pid %d, then %d): the new leader did not adopt the dead one's child",
+		t.Errorf("web-2 was restarted (pid %d, then %d): the new leader did not adopt the old one's child",
 			before["web-2"].pid, after["web-2"].pid)
 	}
 	waitExited(t, "alt-1's child", before["alt-1"].pid)
@@ -264,7 +281,7 @@ func TestReconcileProcesses(t *testing.T) {
 	}
 
 	// SIGTERM: the standing instances resign and exit cleanly.
-	for _, name := range []string{"ctl-b", "ctl-c"} {
+	for _, name := range []string{"ctl-a", "ctl-c"} {
 		procs[name].Stop()
 		if err := procs[name].Err(); err != nil {
 			t.Errorf("%s on SIGTERM: %v, want a clean exit", name, err)
