@@ -60,6 +60,9 @@ type InstanceConfig struct {
 	// its CrashAfter-th action (the child started, if the action starts
 	// one): the fault of the scenario, at an exact point.
 	CrashAfter int
+	// StartDelay is how long this instance's children take to come up
+	// (a slow service): they register that long after they start.
+	StartDelay time.Duration
 	ChildArgs  []string // connection flags for the children
 	Log        *exenv.Log
 }
@@ -265,7 +268,8 @@ func (in *instance) act(ctx context.Context, name string, rev int64, what, versi
 // the reconciler does not reach it. Its output goes where ours does.
 func (in *instance) startChild(name, version string, rev int64) (int, error) {
 	args := append([]string{"--child", name, "--version", version, "--intent-rev", strconv.FormatInt(rev, 10),
-		"--prefix", in.cfg.Prefix, "--ttl", in.cfg.TTL.String(), "--log-start", strconv.FormatInt(in.cfg.Log.Start().UnixMilli(), 10)}, in.cfg.ChildArgs...)
+		"--prefix", in.cfg.Prefix, "--ttl", in.cfg.TTL.String(), "--log-start", strconv.FormatInt(in.cfg.Log.Start().UnixMilli(), 10),
+		"--start-delay", in.cfg.StartDelay.String()}, in.cfg.ChildArgs...)
 	cmd := exec.Command(in.exe, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -281,6 +285,7 @@ type ChildConfig struct {
 	Name, Version, Prefix string
 	IntentRev             int64 // the "starting" key's revision it takes over
 	TTL                   time.Duration
+	StartDelay            time.Duration // before it registers
 	Log                   *exenv.Log
 }
 
@@ -295,6 +300,14 @@ func RunChild(ctx context.Context, c *client.Client, cfg ChildConfig) error {
 		return err
 	}
 	defer s.Close()
+	if cfg.StartDelay > 0 {
+		cfg.Log.Printf("  child %s: coming up (%v)", who, cfg.StartDelay)
+		select {
+		case <-time.After(cfg.StartDelay):
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	key := cfg.Prefix + actualDir + cfg.Name
 	val := fmt.Sprintf("running %s pid=%d", cfg.Version, os.Getpid())
 	res, err := c.Txn(ctx).If(client.ModRevision(key).Equal(cfg.IntentRev)).

@@ -35,6 +35,7 @@ func main() {
 	ttl := flag.Duration("ttl", 2*time.Second, "session TTL of --instance and --child")
 	crashAfter := flag.Int("crash-after", 0, "fault injection: --instance kills itself (SIGKILL) right after its `N`th action")
 	freezeBefore := flag.Int("freeze-before", 0, "fault injection: --instance stops itself (SIGSTOP) right before its `N`th action's write, which it sends late once continued")
+	startDelay := flag.Duration("start-delay", 0, "how long children take to come up (--instance: its children's; --child: its own)")
 	logStart := flag.Int64("log-start", 0, "the Unix `ms` the log's clock starts at (--child: its parent's)")
 	exenv.ParseFlags()
 	if *instance == "" && *child == "" {
@@ -68,10 +69,10 @@ func main() {
 	}
 	if *child != "" {
 		err = RunChild(ctx, env.Client, ChildConfig{Name: *child, Version: *version, Prefix: *prefix,
-			IntentRev: *intentRev, TTL: *ttl, Log: log})
+			IntentRev: *intentRev, TTL: *ttl, StartDelay: *startDelay, Log: log})
 	} else {
 		err = RunInstance(ctx, env.Client, InstanceConfig{Name: *instance, Prefix: *prefix, TTL: *ttl,
-			CrashAfter: *crashAfter, FreezeBefore: *freezeBefore, ChildArgs: conn.Args(), Log: log})
+			CrashAfter: *crashAfter, FreezeBefore: *freezeBefore, StartDelay: *startDelay, ChildArgs: conn.Args(), Log: log})
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "error:", err)

@@ -216,7 +216,9 @@ func TestReconcileProcesses(t *testing.T) {
 	// candidate, takes over once ctl-a's session expires, and is killed
 	// (SIGKILL) right after one action; ctl-c, started then, finishes the
 	// round. Then ctl-a is continued and sends its stale action late.
-	start("ctl-b", "--crash-after", "1")
+	// ctl-b's children take 3s to come up: ctl-c leads before the child
+	// of ctl-b's action registers, and must not start it again.
+	start("ctl-b", "--crash-after", "1", "--start-delay", "3s")
 	setDesired([]string{"alt-1"}, map[string]string{"web-1": "v2", "web-3": "v2"})
 	select {
 	case <-procs["ctl-b"].Exited():
