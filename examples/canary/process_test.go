@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/internal/testutil"
+)
+
+// TestCanaryProcesses is the canary over real traffic: a 3-member
+// cluster; per run, a baseline and a canary HTTP instance, the proxy
+// routing by the flag's sticky rollout, a load generator, and two
+// controllers of which one leads. A healthy canary reaches 100%; one
+// failing 5% of its requests (switched on in the store) is rolled back;
+// a fault that hits both variants alike does not roll back the canary.
+func TestCanaryProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts dkv and example processes; skipped with -short")
+	}
+	bin := testutil.MainBinary(t, "./examples/canary")
+	cl := testutil.NewCluster(t, testutil.ClusterOptions{Kill: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Endpoints: cl.ClientAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	testutil.EventuallyNoError(t, 60*time.Second, "the cluster to take a write", func(ctx context.Context) error {
+		_, err := c.Put(ctx, "ready", nil)
+		return err
+	})
+	endpoints := strings.Join(cl.ClientAddrs(), ",")
+	for _, tc := range []struct {
+		rollout string
+		inject  map[string]string // variant → error rate
+		final   int
+	}{
+		{"healthy", nil, 100},
+		{"faulty", map[string]string{"canary": "0.05"}, 0},
+		{"outage", map[string]string{"baseline": "0.2", "canary": "0.2"}, 100},
+	} {
+		t.Run(tc.rollout, func(t *testing.T) {
+			for v, rate := range tc.inject {
+				if _, err := c.Put(ctx, InjectKey(tc.rollout, v), []byte(rate)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := t.TempDir()
+			var procs []*testutil.Process
+			start := func(name string, args ...string) {
+				args = append([]string{"--instance", name, "--rollout", tc.rollout, "--endpoints", endpoints}, args...)
+				procs = append(procs, testutil.StartProcess(t, filepath.Join(dir, name+".log"), bin, args...))
+			}
+			t.Cleanup(func() {
+				for _, p := range procs {
+					p.Stop()
+				}
+				if t.Failed() || testing.Verbose() {
+					for _, p := range procs {
+						t.Logf("%s:\n%s", filepath.Base(p.Log), p.LogTail(30))
+					}
+				}
+			})
+			base, can, proxy := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
+			start("controller-a")
+			start("controller-b")
+			start("baseline", "--listen", base)
+			start("canary", "--listen", can)
+			start("proxy", "--listen", proxy, "--baseline", "http://"+base, "--canary", "http://"+can)
+			testutil.EventuallyNoError(t, 30*time.Second, "the proxy to serve", func(ctx context.Context) error {
+				req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+proxy+"/checkout?user=0", nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				return err
+			})
+			start("loadgen", "--target", "http://"+proxy, "--rps", "1000")
+
+			var decisive []recipe.CanaryRecord
+			testutil.EventuallyNoError(t, 90*time.Second, "the rollout to finish", func(ctx context.Context) error {
+				recs, err := recipe.Decisions(ctx, c, tc.rollout)
+				if err != nil {
+					return err
+				}
+				decisive = decisive[:0]
+				for _, r := range recs {
+					if r.Decision != "wait" {
+						decisive = append(decisive, r)
+					}
+				}
+				if n := len(decisive); n > 0 && (decisive[n-1].Decision == "rollback" || decisive[n-1].Next == 100 && decisive[n-1].Percent == 100) {
+					return nil
+				}
+				return fmt.Errorf("decisions so far: %v", summary(decisive))
+			})
+			// The decision is recorded before the flag is set.
+			var f *recipe.Flag
+			testutil.EventuallyNoError(t, 30*time.Second, "the flag to be set as decided", func(ctx context.Context) error {
+				var err error
+				f, err = recipe.GetFlag(ctx, c, "examples."+tc.rollout)
+				if err == nil && int(f.Rollout.Percent) != decisive[len(decisive)-1].Next {
+					err = fmt.Errorf("the flag is at %v%%", f.Rollout.Percent)
+				}
+				return err
+			})
+			var rollbacks int
+			for _, r := range decisive {
+				if r.Canary.Requests < recipe.DefaultCanaryMinRequests {
+					t.Errorf("decided %s at %d%% on %d canary requests; the rule needs %d",
+						r.Decision, r.Percent, r.Canary.Requests, recipe.DefaultCanaryMinRequests)
+				}
+				if r.Decision == "rollback" {
+					rollbacks++
+				}
+			}
+			if int(f.Rollout.Percent) != tc.final || (tc.final == 0) != (rollbacks == 1) {
+				t.Errorf("the flag ends at %v%% after %v; want %d%%", f.Rollout.Percent, summary(decisive), tc.final)
+			}
+			if tc.final == 100 && len(decisive) != len(recipe.DefaultCanaryStages) {
+				t.Errorf("decisions %v: want one proceed per stage", summary(decisive))
+			}
+			for _, p := range procs {
+				p.Stop()
+				if err := p.Err(); err != nil {
+					t.Errorf("%s on SIGTERM: %v, want a clean exit", filepath.Base(p.Log), err)
+				}
+			}
+		})
+	}
+}
+
+func summary(rs []recipe.CanaryRecord) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("%s@%d", r.Decision, r.Percent))
+	}
+	return out
+}
