@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,7 +19,9 @@ import (
 // TestCanaryProcesses is the canary over real traffic: a 3-member
 // cluster; per run, a baseline and a canary HTTP instance, the proxy
 // routing by the flag's sticky rollout, a load generator, and two
-// controllers of which one leads. A healthy canary reaches 100%; one
+// controllers of which one leads. A healthy canary reaches 100%, one
+// decision per stage, though the leading controller is killed (SIGKILL)
+// after its first; one
 // failing 5% of its requests (switched on in the store) is rolled back;
 // a fault that hits both variants alike does not roll back the canary.
 func TestCanaryProcesses(t *testing.T) {
@@ -85,6 +89,35 @@ func TestCanaryProcesses(t *testing.T) {
 			})
 			start("loadgen", "--target", "http://"+proxy, "--rps", "1000")
 
+			if tc.rollout == "healthy" {
+				// The leading controller is killed (SIGKILL) after its first
+				// decision; the other goes on from the recorded stage.
+				var first recipe.CanaryRecord
+				testutil.EventuallyNoError(t, 60*time.Second, "a first decision", func(ctx context.Context) error {
+					recs, err := recipe.Decisions(ctx, c, tc.rollout)
+					for _, r := range recs {
+						if r.Decision != "wait" {
+							first = r
+							return nil
+						}
+					}
+					if err == nil {
+						err = errors.New("none yet")
+					}
+					return err
+				})
+				killed := false
+				for _, p := range procs[:2] {
+					b, _ := os.ReadFile(p.Log)
+					if strings.Contains(string(b), fmt.Sprintf("leading (term %d)", first.Term)) {
+						p.Kill()
+						killed = true
+					}
+				}
+				if !killed {
+					t.Fatalf("no controller's log says it led in term %d", first.Term)
+				}
+			}
 			var decisive []recipe.CanaryRecord
 			testutil.EventuallyNoError(t, 90*time.Second, "the rollout to finish", func(ctx context.Context) error {
 				recs, err := recipe.Decisions(ctx, c, tc.rollout)
@@ -128,7 +161,13 @@ func TestCanaryProcesses(t *testing.T) {
 			if tc.final == 100 && len(decisive) != len(recipe.DefaultCanaryStages) {
 				t.Errorf("decisions %v: want one proceed per stage", summary(decisive))
 			}
+			if tc.rollout == "healthy" && decisive[0].Term == decisive[len(decisive)-1].Term {
+				t.Errorf("every decision in term %d: the killed leader's successor decided nothing", decisive[0].Term)
+			}
 			for _, p := range procs {
+				if !p.Running() {
+					continue // killed
+				}
 				p.Stop()
 				if err := p.Err(); err != nil {
 					t.Errorf("%s on SIGTERM: %v, want a clean exit", filepath.Base(p.Log), err)
