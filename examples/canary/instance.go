@@ -83,30 +83,28 @@ func serve(ctx context.Context, cfg InstanceConfig, h http.Handler) error {
 	return nil
 }
 
-// runVariant is a baseline or canary instance: it answers /checkout, and
-// fails each request with the error rate under InjectKey, which it
-// watches.
-func runVariant(ctx context.Context, c *client.Client, cfg InstanceConfig, variant string) error {
+// watchRate keeps the error rate (0 to 1) under key, logging changes,
+// until ctx ends.
+func watchRate(ctx context.Context, c *client.Client, cfg InstanceConfig, key, what string) (*atomic.Uint64, error) {
 	var rate atomic.Uint64 // float64 bits
-	key := InjectKey(cfg.Rollout, variant)
 	set := func(v []byte) {
 		r, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64)
 		if v == nil || err != nil || r < 0 || r > 1 {
 			r = 0
 		}
 		if old := math.Float64frombits(rate.Swap(math.Float64bits(r))); old != r {
-			cfg.Log.Printf("%s: failing %.1f%% of requests (%s)", cfg.Name, 100*r, key)
+			cfg.Log.Printf("%s: failing %.1f%% of requests %s (%s)", cfg.Name, 100*r, what, key)
 		}
 	}
 	w, err := c.WatchKey(ctx, key, client.WithInitialSnapshot())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer w.Stop()
 	if init := w.Initial(); init != nil && len(init.KVs) > 0 {
 		set(init.KVs[0].Value)
 	}
 	go func() {
+		defer w.Stop()
 		for b := range w.Events() {
 			for _, e := range b.Events {
 				if e.Type == client.EventDelete {
@@ -117,8 +115,20 @@ func runVariant(ctx context.Context, c *client.Client, cfg InstanceConfig, varia
 			}
 		}
 	}()
+	return &rate, nil
+}
+
+func fail(rate *atomic.Uint64) bool { return rand.Float64() < math.Float64frombits(rate.Load()) }
+
+// runVariant is a baseline or canary instance: it answers /checkout, and
+// fails each request with the error rate under InjectKey(variant).
+func runVariant(ctx context.Context, c *client.Client, cfg InstanceConfig, variant string) error {
+	rate, err := watchRate(ctx, c, cfg, InjectKey(cfg.Rollout, variant), "in "+variant)
+	if err != nil {
+		return err
+	}
 	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if rand.Float64() < math.Float64frombits(rate.Load()) {
+		if fail(rate) {
 			http.Error(rw, variant+": injected error", http.StatusInternalServerError)
 			return
 		}
@@ -129,8 +139,15 @@ func runVariant(ctx context.Context, c *client.Client, cfg InstanceConfig, varia
 
 // runProxy routes each request to the baseline or the canary by the
 // flag's sticky rollout (the user is the targeting key), and reports what
-// each variant answered to the controller's counters, every 250ms.
+// each variant answered to the controller's counters, every 250ms. A
+// request also fails at the rate under InjectKey("dependency"): a
+// dependency both variants share (a database) failing, switched on and
+// off for both at once.
 func runProxy(ctx context.Context, c *client.Client, cfg InstanceConfig) error {
+	outage, err := watchRate(ctx, c, cfg, InjectKey(cfg.Rollout, "dependency"), "in the shared dependency")
+	if err != nil {
+		return err
+	}
 	flags, err := recipe.NewFlags(ctx, c)
 	if err != nil {
 		return err
@@ -177,6 +194,9 @@ func runProxy(ctx context.Context, c *client.Client, cfg InstanceConfig) error {
 		if err == nil {
 			status = resp.StatusCode
 			resp.Body.Close()
+		}
+		if status < 500 && fail(outage) {
+			status = http.StatusServiceUnavailable
 		}
 		mu.Lock()
 		counts[i].Requests++
@@ -245,27 +265,45 @@ func runLoadgen(ctx context.Context, cfg InstanceConfig) error {
 // runController campaigns; as leader it creates the flag at the first
 // stage if it does not exist, then decides every cfg.Interval
 // (CanaryController.Step, every write fenced) until the rollout is
-// finished. Losing the leadership, it campaigns again; the next leader
-// goes on from the stage recorded in the store.
+// finished. Losing the leadership, it campaigns again, with a new
+// session if it lost its own (frozen or cut off longer than the TTL); the
+// next leader goes on from the stage recorded in the store.
 func runController(ctx context.Context, c *client.Client, cfg InstanceConfig) error {
-	s, err := concurrency.NewSession(ctx, c, concurrency.WithTTL(cfg.TTL))
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	setPercent := func(ctx context.Context, p int, fence client.LockHandle) error {
 		_, err := recipe.SetRollout(ctx, c, cfg.flagKey(), float64(p), client.WithLock(fence))
 		return err
 	}
 	cc := recipe.NewCanaryController(c, cfg.Rollout, nil, recipe.CanaryThresholds{}, setPercent).WithStageWindows()
+	for {
+		err := controllerSession(ctx, c, cfg, cc)
+		if ctx.Err() != nil {
+			cfg.Log.Printf("%s: stopping: resigned, session revoked", cfg.Name)
+			return nil
+		}
+		if !errors.Is(err, client.ErrLeaseExpired) && !errors.Is(err, client.ErrLeaseNotFound) {
+			return err
+		}
+		cfg.Log.Printf("%s: lost my session (%v); campaigning again with a new one", cfg.Name, err)
+	}
+}
+
+// controllerSession campaigns and leads on one session until ctx ends or
+// the session is lost.
+func controllerSession(ctx context.Context, c *client.Client, cfg InstanceConfig, cc *recipe.CanaryController) error {
+	s, err := concurrency.NewSession(ctx, c, concurrency.WithTTL(cfg.TTL))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
 	e := concurrency.NewElection(s, "examples/canary/"+cfg.Rollout+"/leader")
 	cfg.Log.Printf("%s: campaigning", cfg.Name)
 	for {
 		l, err := e.Campaign(ctx, nil)
 		if err != nil {
-			if ctx.Err() != nil {
-				cfg.Log.Printf("%s: stopping", cfg.Name)
-				return nil
+			select {
+			case <-s.Done():
+				return s.Err()
+			default:
 			}
 			return err
 		}
@@ -275,8 +313,7 @@ func runController(ctx context.Context, c *client.Client, cfg InstanceConfig) er
 		_ = l.Resign(rctx)
 		cancel()
 		if ctx.Err() != nil {
-			cfg.Log.Printf("%s: stopping: resigned, session revoked", cfg.Name)
-			return nil
+			return ctx.Err()
 		}
 		if err != nil && !errors.Is(err, client.ErrLocked) {
 			return err
@@ -284,7 +321,7 @@ func runController(ctx context.Context, c *client.Client, cfg InstanceConfig) er
 		cfg.Log.Printf("%s: lost the leadership (%v)", cfg.Name, err)
 		select {
 		case <-s.Done():
-			return fmt.Errorf("session lost: %w", s.Err())
+			return s.Err()
 		default:
 		}
 	}

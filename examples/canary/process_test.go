@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,9 +22,11 @@ import (
 // routing by the flag's sticky rollout, a load generator, and two
 // controllers of which one leads. A healthy canary reaches 100%, one
 // decision per stage, though the leading controller is killed (SIGKILL)
-// after its first; one
+// after its first decision; one
 // failing 5% of its requests (switched on in the store) is rolled back;
-// a fault that hits both variants alike does not roll back the canary.
+// a fault that hits both variants alike (during the 5 and 25% stages)
+// does not roll back the canary, whose leading controller is frozen (SIGSTOP) after its first decision
+// and continued once the other has decided: it decides nothing more.
 func TestCanaryProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts dkv and example processes; skipped with -short")
@@ -44,12 +47,12 @@ func TestCanaryProcesses(t *testing.T) {
 	endpoints := strings.Join(cl.ClientAddrs(), ",")
 	for _, tc := range []struct {
 		rollout string
-		inject  map[string]string // variant → error rate
+		inject  map[string]string // variant (or "dependency") → error rate
 		final   int
 	}{
 		{"healthy", nil, 100},
 		{"faulty", map[string]string{"canary": "0.05"}, 0},
-		{"outage", map[string]string{"baseline": "0.2", "canary": "0.2"}, 100},
+		{"outage", map[string]string{"dependency": "0.2"}, 100},
 	} {
 		t.Run(tc.rollout, func(t *testing.T) {
 			for v, rate := range tc.inject {
@@ -89,16 +92,20 @@ func TestCanaryProcesses(t *testing.T) {
 			})
 			start("loadgen", "--target", "http://"+proxy, "--rps", "1000")
 
-			if tc.rollout == "healthy" {
-				// The leading controller is killed (SIGKILL) after its first
-				// decision; the other goes on from the recorded stage.
-				var first recipe.CanaryRecord
-				testutil.EventuallyNoError(t, 60*time.Second, "a first decision", func(ctx context.Context) error {
+			// firstDecision waits for a decisive record after n of them
+			// and returns it.
+			firstDecision := func(n int) recipe.CanaryRecord {
+				t.Helper()
+				var rec recipe.CanaryRecord
+				testutil.EventuallyNoError(t, 60*time.Second, "a decision", func(ctx context.Context) error {
 					recs, err := recipe.Decisions(ctx, c, tc.rollout)
+					seen := 0
 					for _, r := range recs {
 						if r.Decision != "wait" {
-							first = r
-							return nil
+							if seen++; seen > n {
+								rec = r
+								return nil
+							}
 						}
 					}
 					if err == nil {
@@ -106,16 +113,45 @@ func TestCanaryProcesses(t *testing.T) {
 					}
 					return err
 				})
-				killed := false
+				return rec
+			}
+			// leaderIn is the controller that led in term.
+			leaderIn := func(term int64) *testutil.Process {
+				t.Helper()
 				for _, p := range procs[:2] {
 					b, _ := os.ReadFile(p.Log)
-					if strings.Contains(string(b), fmt.Sprintf("leading (term %d)", first.Term)) {
-						p.Kill()
-						killed = true
+					if strings.Contains(string(b), fmt.Sprintf("leading (term %d)", term)) {
+						return p
 					}
 				}
-				if !killed {
-					t.Fatalf("no controller's log says it led in term %d", first.Term)
+				t.Fatalf("no controller's log says it led in term %d", term)
+				return nil
+			}
+			var frozen *testutil.Process
+			switch tc.rollout {
+			case "healthy":
+				// The leading controller is killed (SIGKILL) after its first
+				// decision; the other goes on from the recorded stage.
+				leaderIn(firstDecision(0).Term).Kill()
+			case "outage":
+				// The leading controller is frozen (SIGSTOP) after its first
+				// decision; once the other has decided, it is continued: it
+				// must not decide, and campaigns again.
+				first := firstDecision(0)
+				frozen = leaderIn(first.Term)
+				if err := frozen.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				if next := firstDecision(1); next.Term == first.Term {
+					t.Fatalf("decision %+v made in the frozen leader's term", next)
+				}
+				if err := frozen.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+					t.Fatal(err)
+				}
+				// The outage ends with the 25% stage: at 100% the baseline
+				// serves nothing to compare with.
+				if _, err := c.Put(ctx, InjectKey(tc.rollout, "dependency"), []byte("0")); err != nil {
+					t.Fatal(err)
 				}
 			}
 			var decisive []recipe.CanaryRecord
@@ -161,8 +197,14 @@ func TestCanaryProcesses(t *testing.T) {
 			if tc.final == 100 && len(decisive) != len(recipe.DefaultCanaryStages) {
 				t.Errorf("decisions %v: want one proceed per stage", summary(decisive))
 			}
-			if tc.rollout == "healthy" && decisive[0].Term == decisive[len(decisive)-1].Term {
-				t.Errorf("every decision in term %d: the killed leader's successor decided nothing", decisive[0].Term)
+			if tc.rollout != "faulty" && decisive[0].Term == decisive[len(decisive)-1].Term {
+				t.Errorf("every decision in term %d: the first leader's successor decided nothing", decisive[0].Term)
+			}
+			if frozen != nil {
+				testutil.Eventually(t, 30*time.Second, "the continued controller to campaign again", func() bool {
+					b, _ := os.ReadFile(frozen.Log)
+					return strings.Count(string(b), "campaigning") > 1
+				})
 			}
 			for _, p := range procs {
 				if !p.Running() {
