@@ -131,9 +131,12 @@ func (cc *CanaryController) readInt(ctx context.Context, key string, h client.Lo
 
 // Step makes one decision as leader l: at the current stage (the first
 // stage if none yet) it reads the counters (fenced reads), applies
-// DecideCanary, sets the flag's percentage (next stage on proceed, 0 on
-// rollback), and records the decision, all fenced by l: a deposed
-// leader's Step fails with client.ErrLocked and changes nothing.
+// DecideCanary, records the decision together with the stage it leads to
+// (one transaction), then sets the flag's percentage (next stage on
+// proceed, 0 on rollback), all fenced by l: a deposed leader's Step fails
+// with client.ErrLocked and changes nothing. If the last leader died
+// before setting the flag, Step sets it first (setPercent may be called
+// again with the same percentage).
 func (cc *CanaryController) Step(ctx context.Context, l *concurrency.Leadership) (*CanaryRecord, error) {
 	h := l.Handle()
 	p := canaryPrefix(cc.name)
@@ -144,6 +147,19 @@ func (cc *CanaryController) Step(ctx context.Context, l *concurrency.Leadership)
 	seq, _, err := cc.readInt(ctx, p+"seq", h)
 	if err != nil {
 		return nil, err
+	}
+	// The flag follows the recorded stage: a leader that died between
+	// recording a decision and setting the flag left it behind; the next
+	// one sets it before anything else, and does not decide that stage
+	// again.
+	applied, _, err := cc.readInt(ctx, p+"applied", h)
+	if err != nil {
+		return nil, err
+	}
+	if applied != stageIdx {
+		if err := cc.apply(ctx, h, stageIdx); err != nil {
+			return nil, err
+		}
 	}
 	if stageIdx < 0 || int(stageIdx) >= len(cc.stages) {
 		return nil, ErrRolloutFinished
@@ -203,28 +219,51 @@ func (cc *CanaryController) Step(ctx context.Context, l *concurrency.Leadership)
 	if err != nil {
 		return nil, err
 	}
-	// Record first: a decision that was acted on is always recorded.
-	if _, err := cc.c.Put(ctx, fmt.Sprintf("%sdecisions/%020d", p, rec.Seq), val, client.WithLock(h)); err != nil {
-		return nil, err
-	}
-	if _, err := cc.c.Put(ctx, p+"seq", []byte(strconv.FormatInt(rec.Seq, 10)), client.WithLock(h)); err != nil {
-		return nil, err
+	// The decision's record and the stage it leads to commit together,
+	// fenced: a leader killed in between leaves neither or both, so its
+	// successor neither loses a decision nor makes it twice. The flag is
+	// set after; if that is lost, the successor sets it (applied).
+	ops := []client.Op{
+		client.OpPut(fmt.Sprintf("%sdecisions/%020d", p, rec.Seq), val),
+		client.OpPut(p+"seq", []byte(strconv.FormatInt(rec.Seq, 10))),
 	}
 	if d != CanaryWait {
-		if err := cc.setPercent(ctx, next, h); err != nil {
-			return nil, err
-		}
 		if cc.perStage {
 			w, _ := json.Marshal(totals)
-			if _, err := cc.c.Put(ctx, p+"window", w, client.WithLock(h)); err != nil {
-				return nil, err
-			}
+			ops = append(ops, client.OpPut(p+"window", w))
 		}
-		if _, err := cc.c.Put(ctx, p+"stage", []byte(strconv.FormatInt(nextIdx, 10)), client.WithLock(h)); err != nil {
+		ops = append(ops, client.OpPut(p+"stage", []byte(strconv.FormatInt(nextIdx, 10))))
+	}
+	res, err := cc.c.Txn(ctx).If(client.LockHeld(h)).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if !res.Succeeded {
+		return nil, &client.Error{Kind: client.ErrLocked, Msg: fmt.Sprintf("canary %s: leadership (token %d) is not current", cc.name, h.Token)}
+	}
+	if d != CanaryWait {
+		if err := cc.apply(ctx, h, nextIdx); err != nil {
 			return nil, err
 		}
 	}
 	return rec, nil
+}
+
+// apply sets the flag to stage idx's percentage (0 after a rollback, the
+// last stage's once finished) and records that it did.
+func (cc *CanaryController) apply(ctx context.Context, h client.LockHandle, idx int64) error {
+	percent := 0
+	switch {
+	case idx >= int64(len(cc.stages)):
+		percent = cc.stages[len(cc.stages)-1]
+	case idx >= 0:
+		percent = cc.stages[idx]
+	}
+	if err := cc.setPercent(ctx, percent, h); err != nil {
+		return err
+	}
+	_, err := cc.c.Put(ctx, canaryPrefix(cc.name)+"applied", []byte(strconv.FormatInt(idx, 10)), client.WithLock(h))
+	return err
 }
 
 // Decisions returns the recorded decisions of rollout name, oldest first.

@@ -180,6 +180,13 @@ func (r *Reconciler) Delete(ctx context.Context, key string, opts ...client.OpOp
 	return res, err
 }
 
+// Wrote tells the Reconciler that the reconcile ctx belongs to wrote
+// revision rev by other means than Put and Delete (a transaction fenced
+// with Fence), so that, as after Put and Delete, the key is not
+// reconciled again before the caches show that write. Ignored with a ctx
+// that Reconcile was not given.
+func (r *Reconciler) Wrote(ctx context.Context, rev int64) { noteWrite(ctx, rev) }
+
 // Enqueue asks for key to be reconciled (for actual state reported other
 // than under ActualPrefix). Ignored while not leading.
 func (r *Reconciler) Enqueue(key string) {

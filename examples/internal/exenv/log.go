@@ -18,6 +18,13 @@ type Log struct {
 // NewLog returns a Log writing to w; its clock starts now.
 func NewLog(w io.Writer) *Log { return &Log{w: w, start: time.Now()} }
 
+// NewLogSince returns a Log writing to w whose clock started at start:
+// for a child process whose lines interleave with its parent's.
+func NewLogSince(w io.Writer, start time.Time) *Log { return &Log{w: w, start: start} }
+
+// Start is when the Log's clock started.
+func (l *Log) Start() time.Time { return l.start }
+
 // Printf prints one line.
 func (l *Log) Printf(format string, args ...any) {
 	l.mu.Lock()
