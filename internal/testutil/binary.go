@@ -4,14 +4,23 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// builds caches one build per race mode for the test binary's life.
-var builds [2]struct {
+// builds caches one build per package and race mode for the test
+// binary's life.
+var builds sync.Map // buildKey -> *build
+
+type buildKey struct {
+	pkg  string
+	race bool
+}
+
+type build struct {
 	once sync.Once
 	path string
 	err  error
@@ -38,16 +47,33 @@ func BuildDKV(race bool) (string, error) {
 	if b := os.Getenv("DKV_BINARY"); b != "" {
 		return b, nil
 	}
-	i := 0
-	if race {
-		i = 1
+	return BuildPackage("./cmd/dkv", race)
+}
+
+// Binary returns the path of the main package pkg of the main module
+// ("./examples/invoices"), built as BuildPackage builds it.
+func Binary(t testing.TB, pkg string) string {
+	t.Helper()
+	bin, err := BuildPackage(pkg, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b := &builds[i]
-	b.once.Do(func() { b.path, b.err = buildDKV(race) })
+	return bin
+}
+
+// BuildPackage builds the main package pkg, a path relative to the main
+// module's root ("./cmd/dkv"), once per test binary and race mode, into
+// a temporary directory, and returns the binary's path. Without race
+// the binary is static (CGO_ENABLED=0), like the release image; with
+// race it has the race detector (and cgo, which the detector needs).
+func BuildPackage(pkg string, race bool) (string, error) {
+	v, _ := builds.LoadOrStore(buildKey{pkg, race}, &build{})
+	b := v.(*build)
+	b.once.Do(func() { b.path, b.err = buildPackage(pkg, race) })
 	return b.path, b.err
 }
 
-func buildDKV(race bool) (string, error) {
+func buildPackage(pkg string, race bool) (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/dkv-io/dkv").Output()
 	if err != nil {
 		return "", fmt.Errorf("finding the dkv module: %v", err)
@@ -57,12 +83,12 @@ func buildDKV(race bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "dkv")
+	bin := filepath.Join(dir, path.Base(pkg))
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/dkv")...)
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = root
 	if !race {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
