@@ -1,0 +1,30 @@
+package main
+
+// scenario is one row of the driver's table: which example to run, its
+// instances and their arguments, and the fault to play on them.
+type scenario struct {
+	name  string // the example's folder under examples/
+	about string // what the run shows, in a line
+	// instances are the names of the instance processes, started in
+	// order; args are given to each (after --endpoints and --run), extra
+	// to the one named.
+	instances []string
+	args      []string
+	extra     map[string][]string
+	// fault plays the scenario once the instances are started: it waits
+	// for their events, signals them, and says what came of it. The
+	// driver then stops the instances with SIGTERM and the cluster.
+	fault func(d *driver) error
+}
+
+// scenarios is the table. A new one is a row here and its fault script
+// in a file of its own.
+var scenarios = []scenario{
+	{
+		name:      "scheduled-job",
+		about:     "three workers elect a leader that runs a job once per second; the leader is killed with kill -9, the next one frozen with SIGSTOP past its 2s TTL",
+		instances: []string{"w1", "w2", "w3"},
+		args:      []string{"--period", "1s", "--ttl", "2s"},
+		fault:     scheduledJob,
+	},
+}
