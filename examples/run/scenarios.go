@@ -27,4 +27,11 @@ var scenarios = []scenario{
 		args:      []string{"--period", "1s", "--ttl", "2s"},
 		fault:     scheduledJob,
 	},
+	{
+		name:      "invoices",
+		about:     "three workers pay 12 invoices under store-enforced locks (3s TTL, 1s of work each); one holding a lock is killed with kill -9, another frozen with SIGSTOP",
+		instances: []string{"w1", "w2", "w3"},
+		args:      []string{"--invoices", "12", "--lock-ttl", "3s", "--work", "1s"},
+		fault:     invoices,
+	},
 }
