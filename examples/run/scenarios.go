@@ -34,4 +34,12 @@ var scenarios = []scenario{
 		args:      []string{"--invoices", "12", "--lock-ttl", "3s", "--work", "1s"},
 		fault:     invoices,
 	},
+	{
+		name:      "jobqueue",
+		about:     "three consumers charge 10 invoices from a queue (2s visibility timeout, renewed while working); one is killed with kill -9 after claiming a job, another after charging one but before acking it",
+		instances: []string{"w1", "w2", "w3"},
+		args:      []string{"--visibility", "2s", "--work", "2s"},
+		extra:     map[string][]string{"w1": {"--enqueue", "10"}},
+		fault:     jobqueue,
+	},
 }
