@@ -42,4 +42,11 @@ var scenarios = []scenario{
 		extra:     map[string][]string{"w1": {"--enqueue", "10"}},
 		fault:     jobqueue,
 	},
+	{
+		name:      "presence",
+		about:     "three nodes register in a group and watch it (3s session TTL); one is killed with kill -9, then started again",
+		instances: []string{"node-1", "node-2", "node-3"},
+		args:      []string{"--ttl", "3s"},
+		fault:     presence,
+	},
 }

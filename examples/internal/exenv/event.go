@@ -122,6 +122,9 @@ func NewEvents(w io.Writer, name string, pid int) *Events {
 	return &Events{w: w, name: name, pid: pid}
 }
 
+// PID is the pid in the event lines.
+func (e *Events) PID() int { return e.pid }
+
 // Emit prints the event what with fields kv (key, value, key, value...).
 func (e *Events) Emit(what string, kv ...any) {
 	line := FormatEvent(time.Now(), e.name, e.pid, what, kv...)

@@ -71,6 +71,15 @@ type later struct {
 	dataDir string   // for a kept embedded store
 }
 
+// Command is `dkv ARGS` with the flags that reach this store while the
+// program runs, or "" if none can: an embedded store has no port.
+func (e *Env) Command(args ...string) string {
+	if e.cli == nil || e.cli.flags == nil {
+		return ""
+	}
+	return "dkv " + strings.Join(append(append([]string{}, e.cli.flags...), args...), " ")
+}
+
 // Afterwards says how to run `dkv ARGS` once the program has exited, to
 // do what (a phrase: "read them"): against a cluster, the command with
 // its connection flags; for an embedded store kept with --keep, dkv
@@ -78,14 +87,14 @@ type later struct {
 // directory there is nothing left to run a command against, and it says
 // so instead.
 func (e *Env) Afterwards(what string, args ...string) string {
-	cmd := "dkv " + strings.Join(args, " ")
 	switch {
 	case e.cli == nil:
 		return "The embedded store and its data are deleted as the program exits (--keep DIR keeps them; --endpoints runs against a cluster)."
 	case e.cli.dataDir != "":
-		return fmt.Sprintf("The data is kept in %s. To %s, serve it (dkv serve --data-dir %s), then in another terminal: %s", e.cli.dataDir, what, e.cli.dataDir, cmd)
+		return fmt.Sprintf("The data is kept in %s. To %s, serve it (dkv serve --data-dir %s), then in another terminal: dkv %s",
+			e.cli.dataDir, what, e.cli.dataDir, strings.Join(args, " "))
 	}
-	return fmt.Sprintf("To %s: dkv %s %s", what, strings.Join(e.cli.flags, " "), strings.Join(args, " "))
+	return fmt.Sprintf("To %s: %s", what, e.Command(args...))
 }
 
 // NewClient opens another client to the same store, for scenarios with
@@ -93,7 +102,7 @@ func (e *Env) Afterwards(what string, args ...string) string {
 func (e *Env) NewClient(ctx context.Context) (*client.Client, error) { return e.newClient(ctx) }
 
 // Close closes Client and, for an embedded store, stops it and removes
-// its directory.
+// its directory (unless it is kept: --keep).
 func (e *Env) Close() error { return e.close() }
 
 // Open connects as the flags say.

@@ -91,4 +91,7 @@ func TestAfterwardsNamesOnlyWhatOutlivesTheRun(t *testing.T) {
 	if got := cl.Afterwards("read them", "get", "p/", "--prefix"); got != "To read them: dkv --endpoints a:1,b:2 --user ann get p/ --prefix" {
 		t.Errorf("cluster: %q", got)
 	}
+	if got := kept.Command("get", "p/"); got != "" {
+		t.Errorf("a command during the run against an embedded store, which has no port: %q", got)
+	}
 }
