@@ -49,4 +49,10 @@ var scenarios = []scenario{
 		args:      []string{"--ttl", "3s"},
 		fault:     presence,
 	},
+	{
+		name:      "ratelimit-api",
+		about:     "three instances of an HTTP API share one rate limit (10/s, burst 5) kept in the store; a callers process spreads requests over them; one instance is killed with kill -9 and started again",
+		instances: []string{"A", "B", "C"},
+		fault:     ratelimit,
+	},
 }
