@@ -24,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -63,7 +64,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := play(ctx, sc, *dkvBin, *keep)
+	err := play(ctx, os.Stdout, sc, *dkvBin, *keep)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintln(os.Stderr, "run: interrupted")
@@ -135,14 +136,16 @@ func (d *driver) thaw(in *proc.Instance, why string) error {
 	return in.Thaw()
 }
 
-func play(ctx context.Context, sc *scenario, dkvBin string, keep bool) (err error) {
+// play plays sc, printing to out: the cluster, the instances, the fault,
+// the outcome. It stops what it started before it returns.
+func play(ctx context.Context, out io.Writer, sc *scenario, dkvBin string, keep bool) (err error) {
 	dir, err := os.MkdirTemp("", "dkv-run-"+sc.name+"-")
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if keep {
-			fmt.Printf("run: kept %s: the cluster's data in cluster/, its output in cluster.log, each instance's in logs/\n", dir)
+			fmt.Fprintf(out, "run: kept %s: the cluster's data in cluster/, its output in cluster.log, each instance's in logs/\n", dir)
 			return
 		}
 		os.RemoveAll(dir)
@@ -153,12 +156,12 @@ func play(ctx context.Context, sc *scenario, dkvBin string, keep bool) (err erro
 	}
 	if dkvBin == "" {
 		dkvBin = filepath.Join(dir, "dkv")
-		fmt.Printf("run: building dkv and examples/%s (go build) ...\n", sc.name)
+		fmt.Fprintf(out, "run: building dkv and examples/%s (go build) ...\n", sc.name)
 		if err := goBuild(ctx, root, dkvBin, "./cmd/dkv"); err != nil {
 			return err
 		}
 	} else {
-		fmt.Printf("run: building examples/%s (go build) ...\n", sc.name)
+		fmt.Fprintf(out, "run: building examples/%s (go build) ...\n", sc.name)
 	}
 	exBin := filepath.Join(dir, sc.name)
 	if err := goBuild(ctx, root, exBin, "./examples/"+sc.name); err != nil {
@@ -183,10 +186,10 @@ func play(ctx context.Context, sc *scenario, dkvBin string, keep bool) (err erro
 	}
 	clusterExited := make(chan error, 1)
 	go func() { clusterExited <- cluster.Wait() }()
-	defer stopCluster(cluster, clusterExited)
+	defer stopCluster(out, cluster, clusterExited)
 	eps := []string{fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+10), fmt.Sprintf("127.0.0.1:%d", base+20)}
 	endpoints := strings.Join(eps, ",")
-	fmt.Printf("run: dkv %s (pid %d): a cluster of three dkv serve processes at %s\n", strings.Join(clusterArgs, " "), cluster.Process.Pid, endpoints)
+	fmt.Fprintf(out, "run: dkv %s (pid %d): a cluster of three dkv serve processes at %s\n", strings.Join(clusterArgs, " "), cluster.Process.Pid, endpoints)
 	cl, err := client.New(ctx, client.Config{Endpoints: eps, DialTimeout: 10 * time.Second})
 	if err != nil {
 		return err
@@ -202,12 +205,12 @@ func play(ctx context.Context, sc *scenario, dkvBin string, keep bool) (err erro
 	}
 	d := &driver{ctx: ctx, client: cl, run: runID(), endpoints: endpoints}
 	common := append([]string{"--endpoints", endpoints, "--run", d.run}, sc.args...)
-	d.g = &proc.Group{Bin: exBin, Args: common, LogDir: logDir, Out: os.Stdout}
-	fmt.Printf("run: %s\n", sc.about)
-	fmt.Printf("run: each instance is: go run ./examples/%s %s --instance NAME\n", sc.name, strings.Join(common, " "))
-	fmt.Printf("run: its lines read TIME NAME[PID] EVENT FIELDS; the driver's own start with run:\n\n")
+	d.g = &proc.Group{Bin: exBin, Args: common, LogDir: logDir, Out: out}
+	fmt.Fprintf(out, "run: %s\n", sc.about)
+	fmt.Fprintf(out, "run: each instance is: go run ./examples/%s %s --instance NAME\n", sc.name, strings.Join(common, " "))
+	fmt.Fprintf(out, "run: its lines read TIME NAME[PID] EVENT FIELDS; the driver's own start with run:\n\n")
 	defer func() {
-		fmt.Println()
+		fmt.Fprintln(out)
 		d.say("stopping the instances with SIGTERM: each gives back what it holds")
 		for _, in := range d.g.StopAll(20 * time.Second) {
 			d.say("%s did not stop cleanly: %v", in, in.Err())
@@ -298,15 +301,15 @@ func clusterReady(ctx context.Context, cl *client.Client, exited <-chan error) e
 
 // stopCluster stops dev-cluster with SIGTERM (it stops its members), and
 // kills it if it has not exited after 20 seconds.
-func stopCluster(c *exec.Cmd, exited <-chan error) {
+func stopCluster(out io.Writer, c *exec.Cmd, exited <-chan error) {
 	_ = c.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
-		fmt.Println("run: the cluster stopped")
+		fmt.Fprintln(out, "run: the cluster stopped")
 	case <-time.After(20 * time.Second):
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL) // dev-cluster and its members: its process group
 		<-exited
-		fmt.Println("run: the cluster did not stop within 20s; killed")
+		fmt.Fprintln(out, "run: the cluster did not stop within 20s; killed")
 	}
 }
 
