@@ -110,6 +110,9 @@ func (f *Flags) Open(ctx context.Context) (*Env, error) {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	run := hex.EncodeToString(b[:])
+	if f.Endpoints != "" && f.Keep != "" {
+		return nil, errors.New("--keep keeps an embedded store's data; with --endpoints the data is the cluster's")
+	}
 	if f.Endpoints == "" {
 		if f.Keep != "" {
 			return openEmbedded(ctx, run, f.Keep, true)
