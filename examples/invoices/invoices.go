@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/examples/internal/exenv"
 )
 
-// Config is one run of the scenario.
+// Config is one narrated run of the scenario, its workers goroutines of
+// one process.
 type Config struct {
 	Prefix   string        // every key the scenario writes is under it
 	Invoices int           // invoices to process
@@ -50,138 +50,100 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	log.Say("%d workers process %d invoices. A worker locks an invoice (the lock expires", cfg.Workers, cfg.Invoices)
 	log.Say("after %v unless renewed), checks it is still open, processes it and writes", cfg.LockTTL)
 	log.Say("the result with the lock's handle: the store refuses that write once the lock is gone.\n")
-	for i := 1; i <= cfg.Invoices; i++ {
-		if _, err := env.Client.Put(ctx, invoiceKey(cfg.Prefix, i), []byte("open")); err != nil {
-			return nil, err
-		}
+	if _, err := seed(ctx, env.Client, cfg.Prefix, cfg.Invoices); err != nil {
+		return nil, err
 	}
 	sc := &scenario{cfg: cfg, accepted: map[int]int{}}
 	var wg sync.WaitGroup
 	errs := make([]error, cfg.Workers)
-	for w := range cfg.Workers {
+	for n := range cfg.Workers {
 		c, err := env.NewClient(ctx)
 		if err != nil {
 			return nil, err
 		}
+		name := fmt.Sprintf("worker-%d", n+1)
+		w := &worker{name: name, c: c, prefix: cfg.Prefix, lockTTL: cfg.LockTTL, work: cfg.Work,
+			offset: n, emit: sc.narrate(name)}
+		w.pause = func(ctx context.Context, i int) { sc.pause(ctx, w, i) }
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer c.Close()
-			errs[w] = sc.worker(ctx, c, fmt.Sprintf("worker-%d", w+1), w)
+			errs[n] = w.run(ctx)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return sc.report(ctx, env.Client)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return sc.report(ctx, env)
 }
 
-func invoiceKey(prefix string, i int) string { return fmt.Sprintf("%sinvoice/%03d", prefix, i) }
-
-// worker takes open invoices one at a time until none is left.
-func (sc *scenario) worker(ctx context.Context, c *client.Client, name string, offset int) error {
-	for {
-		r, err := c.List(ctx, sc.cfg.Prefix+"invoice/")
-		if err != nil {
-			return err
+// narrate tells the worker name's events as the story's lines.
+func (sc *scenario) narrate(name string) func(what string, kv ...any) {
+	return func(what string, kv ...any) {
+		f := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			f[fmt.Sprint(kv[i])] = kv[i+1]
 		}
-		var open []int
-		for _, kv := range r.KVs {
-			if string(kv.Value) == "open" {
-				var i int
-				fmt.Sscanf(strings.TrimPrefix(kv.Key, sc.cfg.Prefix+"invoice/"), "%d", &i)
-				open = append(open, i)
+		i, _ := f["invoice"].(int)
+		log := sc.cfg.Log
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		late := name == sc.rep.Paused && i == sc.cfg.PauseOn
+		switch what {
+		case "locked":
+			log.Printf("invoice %d: %s locked it (fencing token %d) and processes it", i, name, f["token"])
+		case "paid":
+			sc.accepted[i]++
+			if late {
+				sc.rep.LateWrite = nil
 			}
-		}
-		if len(open) == 0 {
-			return nil
-		}
-		took := false
-		for j := range open {
-			i := open[(j+offset)%len(open)] // workers start at different invoices
-			ok, err := sc.process(ctx, c, name, i)
-			if err != nil {
-				return err
+			log.Printf("invoice %d: %s's result is stored", i, name)
+		case "refused":
+			if late {
+				sc.rep.LateWrite, _ = f["err"].(error)
 			}
-			took = took || ok
-		}
-		if !took { // the open ones are locked by others: look again shortly
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(50 * time.Millisecond):
-			}
+			log.Printf("invoice %d: %s's result was refused: %v", i, name, f["err"])
+		case "retrying":
+			log.Printf("%s: %s failed, trying again: %v", name, f["doing"], f["err"])
 		}
 	}
 }
 
-// process takes invoice i if its lock is free and it is still open.
-func (sc *scenario) process(ctx context.Context, c *client.Client, name string, i int) (bool, error) {
-	key := invoiceKey(sc.cfg.Prefix, i)
-	res, err := c.TryAcquire(ctx, key, sc.cfg.LockTTL)
-	if err != nil || !res.Acquired {
-		return false, err
-	}
-	h := res.Handle
-	defer c.Release(context.WithoutCancel(ctx), h) // ErrLocked if it expired meanwhile: nothing to release
-	kv, err := c.Get(ctx, key, client.WithLock(h))
-	if err != nil {
-		return false, err
-	}
-	if string(kv.Value) != "open" {
-		return false, nil // paid between our list and our lock
-	}
-	log := sc.cfg.Log
-	log.Printf("invoice %d: %s locked it (fencing token %d) and processes it", i, name, h.Token)
-	time.Sleep(sc.cfg.Work) // the work itself: charging the card, rendering the PDF
-	paused := sc.pauseHere(i, name)
-	if paused {
-		log.Printf("invoice %d: %s pauses (a GC pause, a stuck disk) for longer than the lock's %v TTL", i, name, sc.cfg.LockTTL)
-		err := exenv.WaitFor(ctx, func() (bool, error) {
-			kv, err := c.Get(ctx, key)
-			return err == nil && string(kv.Value) != "open", err
-		})
-		if err != nil {
-			return false, err
-		}
-		log.Printf("invoice %d: %s wakes up and writes its result with its expired lock", i, name)
-	}
-	_, err = c.Put(ctx, key, []byte("paid by "+name), client.WithLock(h))
+// pause is the fault, played in a goroutine: the worker that has
+// processed invoice PauseOn pauses before writing its result (a GC
+// pause, a stuck disk; run the instances as processes to see a real
+// SIGSTOP) until another worker has processed it.
+func (sc *scenario) pause(ctx context.Context, w *worker, i int) {
 	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if paused {
-		sc.rep.LateWrite = err
-	}
-	switch {
-	case err == nil:
-		sc.accepted[i]++
-		log.Printf("invoice %d: %s's result is stored", i, name)
-		return true, nil
-	case errors.Is(err, client.ErrLocked):
-		log.Printf("invoice %d: %s's result was refused: %v", i, name, err)
-		return true, nil
-	}
-	return false, err
-}
-
-func (sc *scenario) pauseHere(i int, name string) bool {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
 	if i != sc.cfg.PauseOn || sc.rep.Paused != "" {
-		return false
+		sc.mu.Unlock()
+		return
 	}
-	sc.rep.Paused = name
-	return true
+	sc.rep.Paused = w.name
+	sc.mu.Unlock()
+	log := sc.cfg.Log
+	log.Printf("invoice %d: %s pauses (a GC pause, a stuck disk) for longer than the lock's %v TTL", i, w.name, sc.cfg.LockTTL)
+	_ = exenv.WaitFor(ctx, func() (bool, error) {
+		kv, err := w.c.Get(ctx, invoiceKey(sc.cfg.Prefix, i))
+		return err == nil && string(kv.Value) != "open", err
+	})
+	log.Printf("invoice %d: %s wakes up and writes its result with its expired lock", i, w.name)
 }
 
-func (sc *scenario) report(ctx context.Context, c *client.Client) (*Report, error) {
-	r, err := c.List(ctx, sc.cfg.Prefix+"invoice/")
+func (sc *scenario) report(ctx context.Context, env *exenv.Env) (*Report, error) {
+	r, err := env.Client.List(ctx, sc.cfg.Prefix+"invoice/")
 	if err != nil {
 		return nil, err
 	}
+	sc.mu.Lock()
 	rep := sc.rep
 	rep.PaidBy, rep.Accepted = map[int]string{}, sc.accepted
+	sc.mu.Unlock()
 	log := sc.cfg.Log
 	log.Say("\nThe invoices as the store holds them:")
 	for _, kv := range r.KVs {
@@ -197,6 +159,21 @@ func (sc *scenario) report(ctx context.Context, c *client.Client) (*Report, erro
 		log.Say("%s paused on invoice %d; %s processed it; the paused worker's late write: %v",
 			rep.Paused, sc.cfg.PauseOn, rep.TakenBy, rep.LateWrite)
 	}
-	log.Say("Keys: %s (read them with dkv get %s --prefix)", sc.cfg.Prefix, sc.cfg.Prefix)
+	log.Say("Keys: %s", sc.cfg.Prefix)
+	log.Say("%s", env.Afterwards("read them", "get", sc.cfg.Prefix, "--prefix"))
 	return &rep, nil
+}
+
+// instance is one worker as a process of its own: it seeds the invoices
+// that do not exist yet, then processes open ones until SIGTERM.
+func instance(ctx context.Context, in *exenv.Instance, n int, lockTTL, work time.Duration) error {
+	prefix := "examples/invoices/" + in.Run + "/"
+	created, err := seed(ctx, in.Client, prefix, n)
+	if err != nil {
+		return err
+	}
+	in.Emit("seeded", "invoices", n, "new", created)
+	w := &worker{name: in.Name, c: in.Client, prefix: prefix, lockTTL: lockTTL, work: work,
+		offset: offsetOf(in.Name), forever: true, emit: in.Emit}
+	return w.run(ctx)
 }

@@ -1,16 +1,24 @@
 // Command jobqueue shows a job queue with retries and a dead-letter list:
-// three workers process invoices from a recipe.Queue. Some invoices fail
-// and are retried with backoff, one worker freezes while holding a job
-// (its claim expires and another worker takes the job over), a poison
-// invoice that always fails ends in the dead-letter list after its
-// attempts, and, once fixed, is requeued from there and processed.
+// three workers process invoices from a recipe.Queue.
+//
+// With no --instance it plays the whole story in one process. Some
+// invoices fail and are retried with backoff, one worker freezes while
+// holding a job (its claim expires and another worker takes the job
+// over), a poison invoice that always fails ends in the dead-letter list
+// after its attempts, and, once fixed, is requeued from there and
+// processed.
 //
 // The queue's claim is a store-enforced lock on a lease whose TTL is the
 // visibility timeout: a worker that stops renewing it loses the job, and
 // its late Ack, or any write it makes WithClaim(job), is refused.
 //
+// With --instance NAME the process is one consumer, until SIGTERM (see
+// instance.go); kill -9 consumers mid-job to see that no job is lost and
+// none charged twice (go run ./examples/run jobqueue does it for you).
+//
 //	go run ./examples/jobqueue
 //	go run ./examples/jobqueue --endpoints 127.0.0.1:17861,127.0.0.1:17871,127.0.0.1:17881
+//	go run ./examples/jobqueue --endpoints ... --instance w1 --enqueue 10
 package main
 
 import (
@@ -32,21 +40,32 @@ import (
 
 func main() {
 	var o options
-	flag.IntVar(&o.jobs, "jobs", 8, "invoices to enqueue (at least 6: invoices 2, 3, 5 and 6 play the faults)")
+	flag.IntVar(&o.jobs, "jobs", 8, "invoices to enqueue (at least 6: invoices 2, 3, 5 and 6 play the faults of the narrated run)")
 	flag.DurationVar(&o.visibility, "visibility", 2*time.Second, "visibility timeout: how long a claim lasts without renewal")
 	flag.IntVar(&o.maxAttempts, "max-attempts", 3, "attempts before a job goes to the dead-letter list")
 	flag.DurationVar(&o.backoff, "backoff", 300*time.Millisecond, "retry delay after attempt n is n × this")
-	exenv.ParseFlags() // to check the script's flags before opening the store
-	if o.jobs < 6 || o.maxAttempts < 3 {
-		fmt.Fprintln(os.Stderr, "jobqueue: --jobs must be at least 6 and --max-attempts at least 3 for the script to play")
-		os.Exit(2)
-	}
-	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
+	enqueue := flag.Int("enqueue", 0, "with --instance: enqueue invoices 1 to N first (each once, however many instances do)")
+	work := flag.Duration("work", 2*time.Second, "with --instance: how long a job takes: half charging the card, half sending the receipt")
+	exenv.MainInstances(func(ctx context.Context, env *exenv.Env) error {
+		if o.jobs < 6 || o.maxAttempts < 3 {
+			return errors.New("--jobs must be at least 6 and --max-attempts at least 3 for the script to play")
+		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		o.queue, o.results, o.out = "examples-jobqueue-"+env.Run, "examples/jobqueue/"+env.Run+"/results/", os.Stdout
 		_, err := run(ctx, env.Client, o)
 		return err
+	}, func(ctx context.Context, in *exenv.Instance) error {
+		cs, err := newConsumer(in, o, *work)
+		if err != nil {
+			return err
+		}
+		if *enqueue > 0 {
+			if err := cs.enqueue(ctx, *enqueue); err != nil {
+				return err
+			}
+		}
+		return cs.run(ctx)
 	})
 }
 

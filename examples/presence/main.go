@@ -10,8 +10,13 @@
 //	node-1, node-2 and node-3 join; node-2 leaves cleanly; node-3 is
 //	killed; node-4 joins; everyone leaves.
 //
+// With --instance NAME the process is one node, until SIGTERM (see
+// instance.go): kill -9 one of three to see it leave within its TTL (go
+// run ./examples/run presence does it for you).
+//
 //	go run ./examples/presence
 //	go run ./examples/presence --endpoints 127.0.0.1:17861,127.0.0.1:17871,127.0.0.1:17881
+//	go run ./examples/presence --endpoints ... --instance node-1
 package main
 
 import (
@@ -35,19 +40,25 @@ import (
 func main() {
 	var o options
 	flag.DurationVar(&o.ttl, "ttl", 3*time.Second, "each node's session TTL: how long a killed node stays listed at most (plus the store's expiry check)")
-	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
+	exenv.MainInstances(func(ctx context.Context, env *exenv.Env) error {
 		ctx, cancel := context.WithTimeout(ctx, 4*o.ttl+time.Minute)
 		defer cancel()
 		o.group, o.out = "examples-presence-"+env.Run, os.Stdout
+		// The CLI can watch the group only where it can reach the store:
+		// an embedded store has no port, and is gone after the run.
+		o.cliWatch = env.Command("presence", "watch", o.group)
 		_, err := run(ctx, env.Client, o)
 		return err
+	}, func(ctx context.Context, in *exenv.Instance) error {
+		return instance(ctx, in, o.ttl)
 	})
 }
 
 type options struct {
-	ttl   time.Duration
-	group string
-	out   io.Writer
+	ttl      time.Duration
+	group    string
+	out      io.Writer
+	cliWatch string // the dkv command that watches the group during the run; "" if none can
 }
 
 // result is what the run saw.
@@ -112,6 +123,9 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 	}
 	defer dash.Close()
 	log.Say("dashboard: watching group %s (%d members), nodes' session TTL %v", o.group, len(dash.Initial()), o.ttl)
+	if o.cliWatch != "" {
+		log.Say("(while it runs, %s shows the same changes from the CLI)", o.cliWatch)
+	}
 
 	// next waits for the dashboard's next change and prints it.
 	next := func() (recipe.MemberEvent, error) {

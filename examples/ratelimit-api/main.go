@@ -5,12 +5,21 @@
 //
 // Each instance wraps its handler in recipe.RateLimitMiddleware; the
 // bucket for an API key lives in the store (one raft command per
-// decision), so every instance decides against the same bucket. Callers
+// decision), so every instance decides against the same bucket.
+//
+// With no --instance it plays the whole scenario in one process: callers
 // send requests round-robin across the three for --window, then a polite
-// caller shows Retry-After: it waits as told and is let through.
+// caller shows Retry-After: it waits as told and is let through. With
+// --instance NAME the process is one instance of the API (see
+// instance.go), serving on --listen until SIGTERM; with --instance NAME
+// --call URL,URL,... it is the callers instead, against instances
+// running as processes (go run ./examples/run ratelimit-api does it for
+// you).
 //
 //	go run ./examples/ratelimit-api
 //	go run ./examples/ratelimit-api --endpoints 127.0.0.1:17861,127.0.0.1:17871,127.0.0.1:17881
+//	go run ./examples/ratelimit-api --endpoints ... --instance A --listen 127.0.0.1:8081
+//	go run ./examples/ratelimit-api --endpoints ... --instance caller --call http://127.0.0.1:8081,...
 package main
 
 import (
@@ -37,12 +46,20 @@ func main() {
 	flag.Int64Var(&o.rate.Burst, "burst", 5, "requests a key may make at once after a quiet spell")
 	flag.DurationVar(&o.window, "window", 3*time.Second, "how long the callers send requests")
 	flag.IntVar(&o.callers, "callers", 6, "concurrent callers")
-	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
+	listen := flag.String("listen", "127.0.0.1:0", "with --instance: the address to serve the API on")
+	call := flag.String("call", "", "with --instance: be the callers, sending requests round-robin to these comma-separated instance URLs for --window, instead of serving")
+	exenv.MainInstances(func(ctx context.Context, env *exenv.Env) error {
 		ctx, cancel := context.WithTimeout(ctx, o.window+time.Minute)
 		defer cancel()
 		o.bucketPrefix, o.out = "examples/ratelimit-api/"+env.Run+"/", os.Stdout
 		_, err := run(ctx, env.Client, o)
 		return err
+	}, func(ctx context.Context, in *exenv.Instance) error {
+		o.bucketPrefix = "examples/ratelimit-api/" + in.Run + "/"
+		if *call != "" {
+			return callInstances(ctx, in, *call, o)
+		}
+		return serve(ctx, in, *listen, o)
 	})
 }
 
@@ -57,7 +74,7 @@ type options struct {
 
 // result is what the callers saw.
 type result struct {
-	allowed, refused [3]int // by instance
+	allowed, refused []int // by instance
 	// refusedBadly counts refusals without 429 or a Retry-After of at
 	// least one second; other counts any other answer (503, errors).
 	refusedBadly, other int
@@ -70,14 +87,14 @@ type result struct {
 }
 
 func (r *result) total() (allowed, refused int) {
-	for i := range 3 {
+	for i := range r.allowed {
 		allowed, refused = allowed+r.allowed[i], refused+r.refused[i]
 	}
 	return allowed, refused
 }
 
-// startInstance serves the API on a loopback port until ctx ends.
-func startInstance(ctx context.Context, name string, rl recipe.RateLimitClient, o options) (string, error) {
+// handler is the API, behind the shared limit.
+func handler(name string, rl recipe.RateLimitClient, o options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from instance %s\n", name)
@@ -89,50 +106,40 @@ func startInstance(ctx context.Context, name string, rl recipe.RateLimitClient, 
 		}
 		return o.bucketPrefix + key
 	})
+	return limit(mux)
+}
+
+// startInstance serves the API on a loopback port until ctx ends.
+func startInstance(ctx context.Context, name string, rl recipe.RateLimitClient, o options) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: limit(mux)}
+	srv := &http.Server{Handler: handler(name, rl, o)}
 	go srv.Serve(ln)
 	go func() { <-ctx.Done(); srv.Close() }()
 	return "http://" + ln.Addr().String(), nil
 }
 
-func run(ctx context.Context, c *client.Client, o options) (*result, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	names := [3]string{"A", "B", "C"}
-	var urls [3]string
-	for i, name := range names {
-		// In one process the instances share a client; as separate
-		// processes each would have its own. The bucket is in the store
-		// either way.
-		u, err := startInstance(ctx, name, c, o)
-		if err != nil {
-			return nil, err
-		}
-		urls[i] = u
-		fmt.Fprintf(o.out, "instance %s serves %s/hello\n", name, u)
+// get sends one request for API key "demo" to the instance at url.
+func get(ctx context.Context, hc *http.Client, url string) (int, string, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/hello", nil)
+	req.Header.Set("X-API-Key", "demo")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
 	}
-	fmt.Fprintf(o.out, "one limit for API key \"demo\" on all three: %d requests per %v, burst %d\n",
-		o.rate.Limit, o.rate.Period, o.rate.Burst)
-	fmt.Fprintf(o.out, "%d callers send requests round-robin across A, B and C for %v...\n", o.callers, o.window)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Retry-After"), nil
+}
 
+// callers send requests for one API key round-robin across urls, from
+// o.callers goroutines, for o.window or o.maxRequests requests, and
+// count the answers by instance.
+func callers(ctx context.Context, urls []string, o options) *result {
 	hc := &http.Client{Timeout: 10 * time.Second}
-	get := func(url string) (int, string, error) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", url+"/hello", nil)
-		req.Header.Set("X-API-Key", "demo")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("Retry-After"), nil
-	}
-
-	res := &result{}
+	res := &result{allowed: make([]int, len(urls)), refused: make([]int, len(urls))}
 	var (
 		mu   sync.Mutex
 		sent atomic.Int64
@@ -144,13 +151,13 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(deadline) {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
 				n := sent.Add(1)
 				if n > int64(o.maxRequests) {
 					return
 				}
-				i := int(n % 3)
-				status, retryAfter, err := get(urls[i])
+				i := int(n % int64(len(urls)))
+				status, retryAfter, err := get(ctx, hc, urls[i])
 				mu.Lock()
 				switch {
 				case err == nil && status == http.StatusOK:
@@ -170,7 +177,30 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	res.bound = float64(o.rate.Burst) + float64(o.rate.Limit)*res.elapsed.Seconds()/o.rate.Period.Seconds()
+	return res
+}
 
+func run(ctx context.Context, c *client.Client, o options) (*result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	names := []string{"A", "B", "C"}
+	var urls []string
+	for _, name := range names {
+		// In one process the instances share a client; as separate
+		// processes (--instance) each has its own. The bucket is in the
+		// store either way.
+		u, err := startInstance(ctx, name, c, o)
+		if err != nil {
+			return nil, err
+		}
+		urls = append(urls, u)
+		fmt.Fprintf(o.out, "instance %s serves %s/hello\n", name, u)
+	}
+	fmt.Fprintf(o.out, "one limit for API key \"demo\" on all three: %d requests per %v, burst %d\n",
+		o.rate.Limit, o.rate.Period, o.rate.Burst)
+	fmt.Fprintf(o.out, "%d callers send requests round-robin across A, B and C for %v...\n", o.callers, o.window)
+
+	res := callers(ctx, urls, o)
 	for i, name := range names {
 		fmt.Fprintf(o.out, "  instance %s: %4d allowed, %5d refused with 429\n", name, res.allowed[i], res.refused[i])
 	}
@@ -188,8 +218,9 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 	}
 
 	// A polite caller: on 429 it waits Retry-After seconds, then retries.
+	hc := &http.Client{Timeout: 10 * time.Second}
 	for range 100 {
-		status, retryAfter, err := get(urls[0])
+		status, retryAfter, err := get(ctx, hc, urls[0])
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +236,7 @@ func run(ctx context.Context, c *client.Client, o options) (*result, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if res.politeStatus, _, err = get(urls[1]); err != nil {
+		if res.politeStatus, _, err = get(ctx, hc, urls[1]); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(o.out, " and got %d %s on instance B\n", res.politeStatus, http.StatusText(res.politeStatus))

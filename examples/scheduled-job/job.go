@@ -15,7 +15,8 @@ import (
 	"github.com/dkv-io/dkv/examples/internal/exenv"
 )
 
-// Config is one run of the scenario.
+// Config is one narrated run of the scenario, its workers goroutines of
+// one process.
 type Config struct {
 	Prefix  string        // every key the scenario writes is under it
 	Workers int           // how many workers campaign
@@ -43,7 +44,7 @@ type Report struct {
 
 type scenario struct {
 	cfg   Config
-	first int64 // the first period's number (wall-clock periods since the epoch)
+	first int64 // the first period's number (periods since the epoch)
 
 	mu       sync.Mutex
 	accepted map[int]int
@@ -60,6 +61,7 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	log.Say("period's result fenced by its term, so a deposed leader cannot write.\n")
 	sc := &scenario{cfg: cfg, accepted: map[int]int{}, leaders: make(chan string, 16)}
 	sc.first = time.Now().UnixNano()/int64(cfg.Period) + 1
+	last := sc.first + int64(cfg.Periods) - 1
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	errs := make(chan error, cfg.Workers)
@@ -70,16 +72,26 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 			wg.Wait()
 			return nil, err
 		}
+		name := fmt.Sprintf("worker-%d", i)
+		w := &worker{name: name, c: c, prefix: cfg.Prefix, period: cfg.Period, ttl: cfg.TTL,
+			from: sc.first, until: last, emit: sc.narrate(name)}
+		w.stall = func(ctx context.Context, p int64, s *concurrency.Session, l *concurrency.Leadership) bool {
+			if !sc.freezeHere(p) {
+				return false
+			}
+			sc.freeze(ctx, w, p, s, l)
+			return true
+		}
 		wg.Add(1)
-		go func(name string) {
+		go func() {
 			defer wg.Done()
 			defer c.Close()
-			if err := sc.worker(wctx, c, name); err != nil && wctx.Err() == nil {
+			if err := w.run(wctx); err != nil && wctx.Err() == nil {
 				errs <- fmt.Errorf("%s: %w", name, err)
 			}
-		}(fmt.Sprintf("worker-%d", i))
+		}()
 	}
-	end := time.Unix(0, (sc.first+int64(cfg.Periods))*int64(cfg.Period))
+	end := time.Unix(0, (last+1)*int64(cfg.Period))
 	select {
 	case <-time.After(time.Until(end)):
 	case err := <-errs:
@@ -91,7 +103,7 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	// A leader running late (a loaded machine) still owes the last period.
 	wait, cancel := context.WithTimeout(ctx, 10*cfg.TTL)
 	err := exenv.WaitFor(wait, func() (bool, error) {
-		_, err := env.Client.Get(wait, sc.runKey(cfg.Periods))
+		_, err := env.Client.Get(wait, fmt.Sprintf("%sruns/%012d", cfg.Prefix, last))
 		if errors.Is(err, client.ErrNotFound) {
 			return false, nil
 		}
@@ -103,173 +115,110 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("waiting for the last period's run: %w", err)
 	}
-	return sc.report(ctx, env.Client)
+	return sc.report(ctx, env)
 }
 
-func (sc *scenario) runKey(p int) string { return fmt.Sprintf("%sruns/%06d", sc.cfg.Prefix, p) }
+// rel is period p's number in this run (1 = the first).
+func (sc *scenario) rel(p int64) int { return int(p - sc.first + 1) }
 
-// period is the scenario's number of the period at time t (1 = the first).
-func (sc *scenario) period(t time.Time) int {
-	return int(t.UnixNano()/int64(sc.cfg.Period) - sc.first + 1)
-}
-
-// worker campaigns, leads while elected, and campaigns again after
-// losing the leadership, until ctx ends.
-func (sc *scenario) worker(ctx context.Context, c *client.Client, name string) error {
-	for ctx.Err() == nil {
-		s, err := concurrency.NewSession(ctx, c, concurrency.WithTTL(sc.cfg.TTL))
-		if err != nil {
-			return err
+// narrate tells the worker name's events as the story's lines.
+func (sc *scenario) narrate(name string) func(what string, kv ...any) {
+	return func(what string, kv ...any) {
+		f := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			f[fmt.Sprint(kv[i])] = kv[i+1]
 		}
-		l, err := concurrency.NewElection(s, sc.cfg.Prefix+"leader").Campaign(ctx, []byte(name))
-		if err != nil {
-			s.Close()
-			return err
-		}
-		sc.cfg.Log.Printf("%s is the leader (term %d)", name, l.Term())
-		select {
-		case sc.leaders <- name:
-		default:
-		}
-		froze, err := sc.lead(ctx, c, name, s, l)
-		if froze && ctx.Err() == nil {
-			sc.cfg.Log.Printf("%s campaigns again, as a standby with a new session", name)
-		}
-		if !froze {
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = l.Resign(rctx)
-			cancel()
-			s.Close()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// lead runs every due period's job until the leadership is lost or ctx
-// ends. froze reports that this worker froze (its session is gone).
-func (sc *scenario) lead(ctx context.Context, c *client.Client, name string, s *concurrency.Session, l *concurrency.Leadership) (froze bool, err error) {
-	for {
-		last, err := sc.lastRun(ctx, c, l)
-		if errors.Is(err, client.ErrLocked) {
-			return false, nil // deposed: the fenced read says so
-		}
-		if err != nil {
-			return false, ctxOr(ctx, err)
-		}
-		now := sc.period(time.Now())
-		for p := max(last+1, 1); p <= now && p <= sc.cfg.Periods; p++ {
-			if sc.freezeHere(p) {
-				return true, sc.freeze(ctx, c, name, p, s, l)
-			}
-			_, err := c.Put(ctx, sc.runKey(p), []byte(name), client.IfAbsent(), client.WithLock(l.Handle()))
-			switch {
-			case err == nil:
-				sc.mu.Lock()
-				sc.accepted[p]++
-				sc.mu.Unlock()
-				sc.cfg.Log.Printf("period %d: %s ran the job", p, name)
-			case errors.Is(err, client.ErrLocked):
-				sc.cfg.Log.Printf("period %d: %s is no longer the leader; its write was refused", p, name)
-				return false, nil
-			case errors.Is(err, client.ErrConflict):
-				sc.cfg.Log.Printf("period %d: already done, %s skips it", p, name)
+		p, _ := f["period"].(int64)
+		log := sc.cfg.Log
+		switch what {
+		case "leader":
+			log.Printf("%s is the leader (term %d)", name, f["term"])
+			select {
+			case sc.leaders <- name:
 			default:
-				return false, ctxOr(ctx, err)
 			}
-		}
-		next := time.Unix(0, (sc.first+int64(now))*int64(sc.cfg.Period))
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case <-l.Done():
-			sc.cfg.Log.Printf("%s lost the leadership", name)
-			return false, nil
-		case <-time.After(time.Until(next)):
+		case "ran":
+			sc.mu.Lock()
+			sc.accepted[sc.rel(p)]++
+			sc.mu.Unlock()
+			log.Printf("period %d: %s ran the job", sc.rel(p), name)
+		case "refused":
+			log.Printf("period %d: %s is no longer the leader; its write was refused", sc.rel(p), name)
+		case "deposed":
+			log.Printf("%s is no longer the leader: %v", name, f["err"])
+		case "retrying":
+			log.Printf("%s: %s failed, trying again: %v", name, f["doing"], f["err"])
 		}
 	}
 }
 
-// lastRun is the last period whose job ran, read fenced by l.
-func (sc *scenario) lastRun(ctx context.Context, c *client.Client, l *concurrency.Leadership) (int, error) {
-	r, err := c.List(ctx, sc.cfg.Prefix+"runs/", client.WithKeysOnly(), client.WithLock(l.Handle()))
-	if err != nil {
-		return 0, err
-	}
-	last := 0
-	for _, kv := range r.KVs {
-		n, _ := strconv.Atoi(strings.TrimPrefix(kv.Key, sc.cfg.Prefix+"runs/"))
-		last = max(last, n)
-	}
-	return last, nil
-}
-
-func (sc *scenario) freezeHere(p int) bool {
+func (sc *scenario) freezeHere(p int64) bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.cfg.StallIn == 0 || p != sc.cfg.StallIn || sc.stalled {
+	if sc.cfg.StallIn == 0 || sc.rel(p) != sc.cfg.StallIn || sc.stalled {
 		return false
 	}
 	sc.stalled = true
 	return true
 }
 
-// freeze is the fault: the leader stops dead in the middle of period p,
-// its keep-alives with it (what SIGSTOP or a long GC pause does), until
-// another worker has led and run period p; then it wakes and writes the
-// result it was about to write, with its old term.
-func (sc *scenario) freeze(ctx context.Context, c *client.Client, name string, p int, s *concurrency.Session, l *concurrency.Leadership) error {
+// freeze is the fault, played in a goroutine: the leader stops dead in
+// the middle of period p, its keep-alives with it (what SIGSTOP or a
+// long GC pause does; run the instances as processes to see a real
+// SIGSTOP), until another worker has led and run period p; then it
+// wakes and writes the result it was about to write, with its old term.
+func (sc *scenario) freeze(ctx context.Context, w *worker, p int64, s *concurrency.Session, l *concurrency.Leadership) {
 	log := sc.cfg.Log
-	log.Printf("period %d: %s freezes before writing its result (as if SIGSTOPped); its keep-alives stop", p, name)
+	log.Printf("period %d: %s freezes before writing its result (as if SIGSTOPped); its keep-alives stop", sc.rel(p), w.name)
 	froze := time.Now()
 	s.Orphan() // no more keep-alives; the lease expires on its own after the TTL
 	var next string
-	for next == "" || next == name {
+	for next == "" || next == w.name {
 		select {
 		case next = <-sc.leaders:
 		case <-ctx.Done():
-			return nil
+			return
 		}
 	}
 	took := time.Since(froze)
-	log.Printf("%s took over %.1fs after %s froze (TTL %v)", next, took.Seconds(), name, sc.cfg.TTL)
+	log.Printf("%s took over %.1fs after %s froze (TTL %v)", next, took.Seconds(), w.name, sc.cfg.TTL)
 	if err := exenv.WaitFor(ctx, func() (bool, error) {
-		_, err := c.Get(ctx, sc.runKey(p))
+		_, err := w.c.Get(ctx, w.runKey(p))
 		if errors.Is(err, client.ErrNotFound) {
 			return false, nil
 		}
 		return err == nil, err
 	}); err != nil {
-		return ctxOr(ctx, err)
+		return
 	}
-	log.Printf("%s wakes up and writes its result for period %d with its old term %d", name, p, l.Term())
-	_, err := c.Put(ctx, sc.runKey(p), []byte(name), client.IfAbsent(), client.WithLock(l.Handle()))
+	log.Printf("%s wakes up and writes its result for period %d with its old term %d", w.name, sc.rel(p), l.Term())
+	_, err := w.c.Put(ctx, w.runKey(p), []byte(w.name), client.WithLock(l.Handle()))
 	if err == nil {
 		sc.mu.Lock()
-		sc.accepted[p]++
+		sc.accepted[sc.rel(p)]++
 		sc.mu.Unlock()
-		log.Printf("period %d: %s's late write was ACCEPTED: the job ran twice", p, name)
+		log.Printf("period %d: %s's late write was ACCEPTED: the job ran twice", sc.rel(p), w.name)
 	} else {
-		log.Printf("period %d: %s's late write was refused: %v", p, name, err)
+		log.Printf("period %d: %s's late write was refused: %v", sc.rel(p), w.name, err)
 	}
+	log.Printf("%s campaigns again, as a standby with a new session", w.name)
 	sc.mu.Lock()
-	sc.rep.Frozen, sc.rep.TakenOverBy, sc.rep.TakeoverAfter, sc.rep.LateWrite = name, next, took, err
+	sc.rep.Frozen, sc.rep.TakenOverBy, sc.rep.TakeoverAfter, sc.rep.LateWrite = w.name, next, took, err
 	sc.mu.Unlock()
-	return nil
 }
 
-func (sc *scenario) report(ctx context.Context, c *client.Client) (*Report, error) {
-	r, err := c.List(ctx, sc.cfg.Prefix+"runs/")
+func (sc *scenario) report(ctx context.Context, env *exenv.Env) (*Report, error) {
+	r, err := env.Client.List(ctx, sc.cfg.Prefix+"runs/")
 	if err != nil {
 		return nil, err
 	}
+	sc.mu.Lock()
 	rep := sc.rep
 	rep.Runs, rep.Accepted = map[int][]string{}, sc.accepted
+	sc.mu.Unlock()
 	for _, kv := range r.KVs {
-		n, _ := strconv.Atoi(strings.TrimPrefix(kv.Key, sc.cfg.Prefix+"runs/"))
-		rep.Runs[n] = append(rep.Runs[n], string(kv.Value))
+		n, _ := strconv.ParseInt(strings.TrimPrefix(kv.Key, sc.cfg.Prefix+"runs/"), 10, 64)
+		rep.Runs[sc.rel(n)] = append(rep.Runs[sc.rel(n)], string(kv.Value))
 	}
 	log := sc.cfg.Log
 	log.Say("\nWhat the store holds (one key per period, written by the leader of the time):")
@@ -285,13 +234,7 @@ func (sc *scenario) report(ctx context.Context, c *client.Client) (*Report, erro
 		log.Say("%s froze; %s took over after %.1fs; the frozen leader's late write: %v",
 			rep.Frozen, rep.TakenOverBy, rep.TakeoverAfter.Seconds(), rep.LateWrite)
 	}
-	log.Say("Keys: %s (read them with dkv get %s --prefix)", sc.cfg.Prefix, sc.cfg.Prefix)
+	log.Say("Keys: %s", sc.cfg.Prefix)
+	log.Say("%s", env.Afterwards("read them", "get", sc.cfg.Prefix, "--prefix"))
 	return &rep, nil
-}
-
-func ctxOr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
 }

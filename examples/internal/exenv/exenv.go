@@ -1,9 +1,14 @@
 // Package exenv is what every program under examples/ does before its
 // scenario: connect to DKV from the command line. Without --endpoints it
 // starts an embedded single-node store (server/embed) with its data in
-// a temporary directory, removed on Close; with --endpoints it dials a
-// cluster, with the same --cacert/--cert/--key/--user flags (and DKV_*
-// environment variables) as the dkv CLI.
+// a temporary directory, removed on Close (or in --keep DIR, kept); with
+// --endpoints it dials a cluster, with the same --cacert/--cert/--key/--user
+// flags (and DKV_* environment variables) as the dkv CLI.
+//
+// An example whose instances can also run one per process (MainInstances)
+// takes --instance NAME: the process is then that one instance, printing
+// an event line (event.go) for each thing it does, which the driver
+// examples/run and the process tests read.
 package exenv
 
 import (
@@ -28,6 +33,9 @@ import (
 // Flags are the connection flags.
 type Flags struct {
 	Endpoints, CACert, Cert, Key, User string
+	// Keep is where the embedded store keeps its data (not removed);
+	// empty means a temporary directory, removed on Close.
+	Keep string
 }
 
 // Register adds --endpoints, --cacert, --cert, --key and --user to fs.
@@ -37,6 +45,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Cert, "cert", os.Getenv("DKV_CERT"), "client certificate (PEM), with --key (env DKV_CERT)")
 	fs.StringVar(&f.Key, "key", os.Getenv("DKV_KEY"), "key (PEM) of --cert (env DKV_KEY)")
 	fs.StringVar(&f.User, "user", os.Getenv("DKV_USER"), "authenticate as NAME[:PASSWORD] when the cluster has auth enabled (env DKV_USER; the password may come from DKV_PASSWORD)")
+	fs.StringVar(&f.Keep, "keep", "", "without --endpoints: keep the embedded store's data in this directory, to read it afterwards with dkv serve --data-dir DIR (default: a temporary directory, removed at the end)")
 }
 
 // Env is an open connection to a store.
@@ -49,8 +58,43 @@ type Env struct {
 	// that a second run against the same cluster starts afresh.
 	Run string
 
+	// cli is how a dkv command reaches the store after the program has
+	// exited: the connection flags for a cluster, the data dir to serve
+	// for a kept embedded store; nil when nothing is left to reach.
+	cli       *later
 	newClient func(context.Context) (*client.Client, error)
 	close     func() error
+}
+
+type later struct {
+	flags   []string // for a cluster: the dkv CLI's connection flags
+	dataDir string   // for a kept embedded store
+}
+
+// Command is `dkv ARGS` with the flags that reach this store while the
+// program runs, or "" if none can: an embedded store has no port.
+func (e *Env) Command(args ...string) string {
+	if e.cli == nil || e.cli.flags == nil {
+		return ""
+	}
+	return "dkv " + strings.Join(append(append([]string{}, e.cli.flags...), args...), " ")
+}
+
+// Afterwards says how to run `dkv ARGS` once the program has exited, to
+// do what (a phrase: "read them"): against a cluster, the command with
+// its connection flags; for an embedded store kept with --keep, dkv
+// serve on its directory first. For an embedded store in a temporary
+// directory there is nothing left to run a command against, and it says
+// so instead.
+func (e *Env) Afterwards(what string, args ...string) string {
+	switch {
+	case e.cli == nil:
+		return "The embedded store and its data are deleted as the program exits (--keep DIR keeps them; --endpoints runs against a cluster)."
+	case e.cli.dataDir != "":
+		return fmt.Sprintf("The data is kept in %s. To %s, serve it (dkv serve --data-dir %s), then in another terminal: dkv %s",
+			e.cli.dataDir, what, e.cli.dataDir, strings.Join(args, " "))
+	}
+	return fmt.Sprintf("To %s: %s", what, e.Command(args...))
 }
 
 // NewClient opens another client to the same store, for scenarios with
@@ -58,7 +102,7 @@ type Env struct {
 func (e *Env) NewClient(ctx context.Context) (*client.Client, error) { return e.newClient(ctx) }
 
 // Close closes Client and, for an embedded store, stops it and removes
-// its directory.
+// its directory (unless it is kept: --keep).
 func (e *Env) Close() error { return e.close() }
 
 // Open connects as the flags say.
@@ -66,8 +110,21 @@ func (f *Flags) Open(ctx context.Context) (*Env, error) {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	run := hex.EncodeToString(b[:])
+	if f.Endpoints != "" && f.Keep != "" {
+		return nil, errors.New("--keep keeps an embedded store's data; with --endpoints the data is the cluster's")
+	}
 	if f.Endpoints == "" {
+		if f.Keep != "" {
+			return openEmbedded(ctx, run, f.Keep, true)
+		}
 		return OpenEmbedded(ctx, run)
+	}
+	cli := &later{flags: []string{"--endpoints", f.Endpoints}}
+	user, _, _ := strings.Cut(f.User, ":") // never print a password
+	for _, fl := range [][2]string{{"--cacert", f.CACert}, {"--cert", f.Cert}, {"--key", f.Key}, {"--user", user}} {
+		if fl[1] != "" {
+			cli.flags = append(cli.flags, fl[0], fl[1])
+		}
 	}
 	cfg := client.Config{Endpoints: strings.Split(f.Endpoints, ",")}
 	if f.CACert != "" || f.Cert != "" || f.Key != "" {
@@ -106,7 +163,7 @@ func (f *Flags) Open(ctx context.Context) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Client: c, Where: "the cluster at " + f.Endpoints, Run: run, newClient: dial, close: c.Close}, nil
+	return &Env{Client: c, Where: "the cluster at " + f.Endpoints, Run: run, cli: cli, newClient: dial, close: c.Close}, nil
 }
 
 // OpenEmbedded starts an embedded store in a new temporary directory.
@@ -115,9 +172,17 @@ func OpenEmbedded(ctx context.Context, run string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openEmbedded(ctx, run, dir, false)
+}
+
+// openEmbedded starts an embedded store in dir, removed on Close unless
+// keep.
+func openEmbedded(ctx context.Context, run, dir string, keep bool) (*Env, error) {
 	c, err := embed.Open(ctx, dir)
 	if err != nil {
-		os.RemoveAll(dir)
+		if !keep {
+			os.RemoveAll(dir)
+		}
 		return nil, err
 	}
 	dial := func(ctx context.Context) (*client.Client, error) {
@@ -129,12 +194,20 @@ func OpenEmbedded(ctx context.Context, run string) (*Env, error) {
 	}
 	closeAll := func() error {
 		err := c.Close()
+		if keep {
+			return err
+		}
 		if rerr := os.RemoveAll(dir); err == nil {
 			err = rerr
 		}
 		return err
 	}
-	return &Env{Client: c, Where: "an embedded store in " + dir, Run: run, newClient: dial, close: closeAll}, nil
+	env := &Env{Client: c, Where: "an embedded store in " + dir, Run: run, newClient: dial, close: closeAll}
+	if keep {
+		env.Where += " (kept)"
+		env.cli = &later{dataDir: dir}
+	}
+	return env, nil
 }
 
 // flags are the connection flags of Main, registered by ParseFlags.
