@@ -60,6 +60,7 @@ type controller struct {
 
 type scenario struct {
 	cfg             Config
+	env             *exenv.Env
 	desired, actual string
 	ctx             context.Context // the scenario's: a dead controller's late write waits within it
 
@@ -73,7 +74,7 @@ type scenario struct {
 
 // Run plays the scenario on env and returns what happened.
 func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
-	sc := &scenario{cfg: cfg, desired: cfg.Prefix + "desired/", actual: cfg.Prefix + "actual/", round: 1}
+	sc := &scenario{cfg: cfg, env: env, desired: cfg.Prefix + "desired/", actual: cfg.Prefix + "actual/", round: 1}
 	log := cfg.Log
 	log.Say("Desired state: %s", show(desiredState))
 	log.Say("Actual state:  %s", show(actualState))
@@ -312,7 +313,7 @@ func (sc *scenario) report() *Report {
 		log.Say("%s was killed in round 1, %s finished the round; the dead leader's late write: %v",
 			rep.Killed, rep.Survivor, rep.LateWrite)
 	}
-	log.Say("Keys: %s (read them with dkv get %s --prefix)", sc.cfg.Prefix, sc.cfg.Prefix)
+	log.Say("Keys: %s. %s", sc.cfg.Prefix, sc.env.Afterwards("read them", "get", sc.cfg.Prefix, "--prefix"))
 	return &rep
 }
 
