@@ -29,6 +29,9 @@ func composeCommand(t *testing.T) []string {
 	if _, err := exec.LookPath("docker-compose"); err == nil {
 		return []string{"docker-compose"}
 	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("Compose is not installed: neither `docker compose` (v2) nor `docker-compose` (v1); .ci/run installs Debian's docker-compose")
+	}
 	t.Skip("Compose is not installed: neither `docker compose` (v2) nor `docker-compose` (v1)")
 	return nil
 }
