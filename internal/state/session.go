@@ -13,6 +13,9 @@ import (
 	"github.com/dkv-io/dkv/internal/keyrange"
 	"github.com/dkv-io/dkv/internal/keys"
 	"github.com/dkv-io/dkv/internal/mvcc"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -209,14 +212,14 @@ func (m *Machine) applyInSession(b *pebble.Batch, req *dkvpb.InternalRequest) Re
 		// Applied before, its reply in the record.
 		resp, err := decodeReply(rec.GetLastReply())
 		must(err)
-		res = Result{Resp: resp, Revision: m.kv.Revision()}
+		res = m.keptResult(resp)
 	default:
 		if data, closer, err := b.Get(replyKey(s.GetId(), s.GetSeq())); err == nil {
 			resp, derr := decodeReply(data)
 			closer.Close()
 			must(derr)
 			// Applied before: its reply, and no effects a second time.
-			res = Result{Resp: resp, Revision: m.kv.Revision()}
+			res = m.keptResult(resp)
 		} else if !errors.Is(err, pebble.ErrNotFound) {
 			must(err)
 		} else {
@@ -276,10 +279,17 @@ func (m *Machine) putSession(b *pebble.Batch, id uint64, rec *dkvpb.SessionRecor
 // it applied.
 func (m *Machine) applyKeep(b *pebble.Batch, req *dkvpb.InternalRequest, rec *dkvpb.SessionRecord) Result {
 	res := m.apply(b, req)
-	if res.Err != nil || res.Resp == nil {
+	kept := res.Resp
+	if res.Err != nil {
+		// A refusal is kept too: the client was told it, and a copy of
+		// the same write proposed again (to a new leader) or sent again
+		// must get the same refusal, not apply where the first did not.
+		kept = refusalReply(res.Err)
+	}
+	if kept == nil {
 		return res
 	}
-	data, err := encodeReply(res.Resp)
+	data, err := encodeReply(kept)
 	must(err)
 	s := req.GetSession()
 	if s.GetSeq() < rec.GetMaxSeq() {
@@ -297,6 +307,25 @@ func (m *Machine) applyKeep(b *pebble.Batch, req *dkvpb.InternalRequest, rec *dk
 	}
 	rec.MaxSeq, rec.LastReply = s.GetSeq(), data
 	return res
+}
+
+// refusalReply is a refusal as a kept reply: its gRPC status, which
+// carries the DKV code and metadata (dkverr.Error.GRPCStatus).
+func refusalReply(err error) proto.Message {
+	st, ok := status.FromError(err)
+	if !ok {
+		st = status.New(codes.Unknown, err.Error())
+	}
+	return st.Proto()
+}
+
+// keptResult is the result of a write answered from its kept reply: the
+// reply, or the refusal it was.
+func (m *Machine) keptResult(resp proto.Message) Result {
+	if st, ok := resp.(*spb.Status); ok {
+		return m.refused(dkverr.FromGRPC(status.FromProto(st).Err()))
+	}
+	return Result{Resp: resp, Revision: m.kv.Revision()}
 }
 
 // A kept reply is stored as a 0 byte, the reply's message name (a
