@@ -42,6 +42,21 @@ func (s *Server) checkSpace(cmd *state.Command, req *dkvpb.InternalRequest) erro
 	return nil
 }
 
+// spaceReserve is the free space below which this member raises the
+// alarm, on a filesystem of total bytes: --space-reserve-bytes if set
+// (negative: none), else DefaultSpaceReserveBytes but at most an eighth
+// of the filesystem, so that on a small one the data, not the reserve,
+// is what fills it.
+func (s *Server) spaceReserve(total uint64) uint64 {
+	switch r := s.cfg.SpaceReserveBytes; {
+	case r > 0:
+		return uint64(r)
+	case r < 0:
+		return 0
+	}
+	return min(uint64(DefaultSpaceReserveBytes), total/8)
+}
+
 // spaceState is what one measurement found: why writes must stop ("" if
 // they need not) and whether there is room to restore the ballast.
 func (s *Server) measureSpace() (why string, ballastRoom bool, err error) {
@@ -49,25 +64,26 @@ func (s *Server) measureSpace() (why string, ballastRoom bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	reserve := uint64(max(s.cfg.SpaceReserveBytes, 0))
+	reserve := s.spaceReserve(du.TotalBytes)
+	ballast := uint64(s.store.BallastBytes())
 	// What the next flush of the write-ahead log will take is not free:
 	// without it a node stopped now could not open again.
 	free := du.AvailBytes - min(du.AvailBytes, du.UnflushedBytes)
 	switch {
-	case s.cfg.SpaceReserveBytes > 0 && free < reserve:
+	case reserve > 0 && free < reserve:
 		why = fmt.Sprintf("free disk space %s (%s once the write-ahead log is flushed) is below the reserve %s (--space-reserve-bytes)",
 			storage.FormatBytes(du.AvailBytes), storage.FormatBytes(free), storage.FormatBytes(reserve))
 	case s.cfg.QuotaBytes > 0 && du.DBBytes > uint64(s.cfg.QuotaBytes):
 		why = fmt.Sprintf("database size %s is over the quota %s (--quota-bytes)",
 			storage.FormatBytes(du.DBBytes), storage.FormatBytes(uint64(s.cfg.QuotaBytes)))
 	}
-	ballastRoom = free >= reserve+uint64(max(s.cfg.BallastBytes, 0))
-	if why == "" && !ballastRoom && s.ballastOwed.Load() && s.cfg.BallastBytes > 0 {
+	ballastRoom = free >= reserve+ballast
+	if why == "" && !ballastRoom && s.ballastOwed.Load() && ballast > 0 {
 		// The ballast's space looks free, but it is the reserve that
 		// absorbs the next ENOSPC; without it that write would fail
 		// Pebble's commit pipeline.
 		why = fmt.Sprintf("the disk was full and the ballast file was released; %s free (once the write-ahead log is flushed) is too little to restore it: %s needed (the reserve plus the %s ballast)",
-			storage.FormatBytes(free), storage.FormatBytes(reserve+uint64(s.cfg.BallastBytes)), storage.FormatBytes(uint64(s.cfg.BallastBytes)))
+			storage.FormatBytes(free), storage.FormatBytes(reserve+ballast), storage.FormatBytes(ballast))
 	}
 	return why, ballastRoom, nil
 }

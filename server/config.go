@@ -175,11 +175,13 @@ type Config struct {
 	// reads the key's previous record).
 	CacheBytes int64
 	// SpaceReserveBytes is the free disk space below which this member
-	// raises the NOSPACE alarm (default 128 MiB; negative: off). It leaves
+	// raises the NOSPACE alarm (0, the default: DefaultSpaceReserveBytes,
+	// but at most an eighth of the filesystem; negative: off). It leaves
 	// room for what is in flight, deletes and compaction.
 	SpaceReserveBytes int64
 	// BallastBytes is the size of the ballast file kept in the data dir
-	// (default 64 MiB; negative: none). If the disk fills up anyway
+	// (0, the default: sized to the store, twice its memtable, 8 to 64
+	// MiB; negative: none). If the disk fills up anyway
 	// (another process wrote to it), the ballast is deleted and the write
 	// retried, so Pebble does not fail; it is recreated once there is
 	// room again.
@@ -220,7 +222,6 @@ type Config struct {
 // Defaults of the disk-space settings.
 const (
 	DefaultSpaceReserveBytes = 128 << 20
-	DefaultBallastBytes      = 64 << 20
 	DefaultCacheBytes        = 64 << 20
 )
 
@@ -275,12 +276,6 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	if c.SpaceReserveBytes == 0 {
-		c.SpaceReserveBytes = DefaultSpaceReserveBytes
-	}
-	if c.BallastBytes == 0 {
-		c.BallastBytes = DefaultBallastBytes
 	}
 	if c.CacheBytes == 0 {
 		c.CacheBytes = DefaultCacheBytes

@@ -282,27 +282,59 @@ func (s *Storage) wrapFS(fs vfs.FS, onDiskFull func()) vfs.FS {
 	})
 }
 
-// EnsureBallast creates the ballast file if it is missing and the option
-// is on. The space is allocated (fallocate), or written where the
-// filesystem cannot allocate, so it is really held.
+// EnsureBallast makes the ballast file what Open decided: created if
+// missing, replaced if an earlier start left one of another size (the
+// size is the file's length; a ballast from before it was recorded has
+// length 0), removed if none is wanted. The space is allocated
+// (fallocate), or written where the filesystem cannot allocate, so it is
+// really held.
 func (s *Storage) EnsureBallast() error {
-	if s.ballastBytes <= 0 {
-		return nil
-	}
 	path := s.rawFS.PathJoin(s.dir, BallastName)
-	if _, err := s.rawFS.Stat(path); err == nil {
+	fi, statErr := s.rawFS.Stat(path)
+	switch {
+	case s.ballastBytes <= 0:
+		if statErr == nil {
+			return s.rawFS.Remove(path)
+		}
 		return nil
+	case statErr == nil && fi.Size() == s.ballastBytes:
+		return nil
+	case statErr == nil && fi.Size() > s.ballastBytes:
+		// Smaller now: free the old one first.
+		if err := s.rawFS.Remove(path); err != nil {
+			return fmt.Errorf("replace ballast file: %w", err)
+		}
 	}
 	tmp := path + ".tmp"
-	f, err := s.rawFS.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err := writeBallast(s.rawFS, tmp, s.ballastBytes); err != nil {
+		s.rawFS.Remove(tmp)
+		return fmt.Errorf("create ballast file: %w", err)
+	}
+	return s.rawFS.Rename(tmp, path)
+}
+
+// writeBallast creates a file of n bytes that really holds them: it
+// allocates them and then writes the last byte, so the file's length
+// records its size; where the filesystem cannot allocate, it writes
+// zeros.
+func writeBallast(fs vfs.FS, path string, n int64) error {
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return err
 	}
-	err = f.Preallocate(0, s.ballastBytes)
-	if err != nil {
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if f, err = fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified); err != nil {
+		return err
+	}
+	if err = f.Preallocate(0, n); err == nil {
+		_, err = f.WriteAt([]byte{0}, n-1)
+	} else {
 		buf := make([]byte, 1<<20)
-		for left := s.ballastBytes; left > 0 && err == nil; left -= int64(len(buf)) {
-			_, err = f.Write(buf[:min(left, int64(len(buf)))])
+		var off int64
+		for err = nil; off < n && err == nil; off += int64(len(buf)) {
+			_, err = f.WriteAt(buf[:min(n-off, int64(len(buf)))], off)
 		}
 	}
 	if err == nil {
@@ -311,11 +343,7 @@ func (s *Storage) EnsureBallast() error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		s.rawFS.Remove(tmp)
-		return fmt.Errorf("create ballast file: %w", err)
-	}
-	return s.rawFS.Rename(tmp, path)
+	return err
 }
 
 // BallastReleasedAtOpen reports that Open deleted the ballast file

@@ -60,15 +60,17 @@ type Options struct {
 	// continue (a failed WAL or MANIFEST write, e.g. at ENOSPC); the
 	// database must then not be used again. See space.go.
 	Fatal func(error)
-	// BallastBytes, when > 0, is the size of the ballast file kept in the
-	// data dir and released at ENOSPC (space.go).
+	// BallastBytes is the size of the ballast file kept in the data dir
+	// and released at ENOSPC (space.go): 0 sizes it to the store (twice
+	// the memtable size, see ballastFor), a negative value keeps none.
 	BallastBytes int64
 	// OnDiskFull is called (inside the write path: keep it quick) when a
 	// write met ENOSPC and the ballast was released.
 	OnDiskFull func()
 
-	// memTableSize, if set, replaces the memTableSize constant: this
-	// package's tests fill full-size memtables with a few MiB of writes.
+	// memTableSize, if set, replaces the size memTableSizeFor picks:
+	// this package's tests fill full-size memtables with a few MiB of
+	// writes.
 	memTableSize uint64
 }
 
@@ -89,7 +91,8 @@ type Storage struct {
 	log        *slog.Logger
 
 	rawFS        vfs.FS // fs without the ENOSPC wrapper, for the ballast
-	ballastBytes int64
+	ballastBytes int64  // the ballast's size, decided at Open (<= 0: none)
+	memTable     uint64 // the memtable size, decided at Open
 	// ballastReleasedAtOpen: Open deleted the ballast to open on a full
 	// disk (BallastReleasedAtOpen).
 	ballastReleasedAtOpen bool
@@ -132,13 +135,10 @@ var separateValues = true
 
 const separateMinBytes = 1024
 
-// The memtables: their size, and how many may be queued before writes
-// stall. They can reserve at most that many, and one kept for reuse, in
-// the block cache.
-const (
-	memTableSize       = 64 << 20
-	memTableStopWrites = 4
-)
+// How many memtables may be queued before writes stall. They can reserve
+// at most that many, and one kept for reuse, in the block cache. Their
+// size is memTableSizeFor's (footprint.go).
+const memTableStopWrites = 4
 
 // Open opens (or creates) the database in dir and loads the raft log tail.
 // Data that was durable and is damaged or missing is refused with a
@@ -153,7 +153,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), dir: dir, sync: !opts.NoSync, log: log, onDamage: opts.OnDamage,
-		rawFS: defaultFS(opts.FS), ballastBytes: opts.BallastBytes}
+		rawFS: defaultFS(opts.FS)}
 	s.pl = newPebbleLogger(log, opts.Fatal, 0)
 	s.fs = s.wrapFS(s.rawFS, opts.OnDiskFull)
 	newestWAL := s.newestWAL() // before Open, which starts a new one
@@ -176,10 +176,12 @@ func Open(dir string, opts Options) (*Storage, error) {
 	// every put went to the table files). So the cache is created with
 	// room for the most memtables there can be on top of the blocks' own
 	// share: blocks always get at least cache bytes.
-	memSize := uint64(memTableSize)
+	memSize := memTableSizeFor(dataBytes(s.rawFS, dir))
 	if opts.memTableSize > 0 {
 		memSize = opts.memTableSize
 	}
+	s.memTable = memSize
+	s.ballastBytes = ballastFor(opts.BallastBytes, memSize)
 	c := pebble.NewCache(cache + int64(memSize)*(memTableStopWrites+1))
 	defer c.Unref()
 	s.cache, s.cacheBytes = c, cache

@@ -116,7 +116,7 @@ be used, saying where each value came from, and exits.`,
 	f.DurationVar(&cfg.AuthTokenTTL, "auth-token-ttl", server.DefaultAuthTokenTTL, "how long a token from Authenticate is accepted")
 	f.IntVar(&cfg.AuthBcryptCost, "auth-bcrypt-cost", 0, "bcrypt cost of stored password hashes (0: bcrypt's default, 10; 4 to 31)")
 	f.Var(newByteSize(&cfg.QuotaBytes, 0), "quota-bytes", "refuse writes that add data (NoSpace) while the database takes more than this on disk, until compaction brings it back under (0: no quota)")
-	f.Var(newByteSize(&cfg.SpaceReserveBytes, server.DefaultSpaceReserveBytes), "space-reserve-bytes", "refuse writes that add data (NoSpace) while the data dir's filesystem has less free space than this (negative: off)")
+	f.Var(newByteSize(&cfg.SpaceReserveBytes, 0), "space-reserve-bytes", "refuse writes that add data (NoSpace) while the data dir's filesystem has less free space than this (default: 128MiB, at most an eighth of the filesystem; negative: off)")
 	f.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "TLS certificate (PEM) of the client gRPC and HTTP ports; turns TLS on there")
 	f.StringVar(&cfg.ClientTLS.KeyFile, "key-file", "", "TLS key (PEM) of --cert-file")
 	f.StringVar(&cfg.ClientTLS.TrustedCAFile, "trusted-ca-file", "", "CA certificates (PEM) that sign client certificates (and, for member-to-member calls, the members' client-port certificates)")
@@ -131,7 +131,7 @@ be used, saying where each value came from, and exits.`,
 	f.DurationVar(&cfg.BackupInterval, "backup-interval", time.Hour, "how often the leader writes a scheduled backup (with --backup-dir)")
 	f.IntVar(&cfg.BackupKeep, "backup-keep", 24, "how many scheduled backups to keep in --backup-dir; older ones are deleted")
 	f.Var(newByteSize(&cfg.CacheBytes, server.DefaultCacheBytes), "cache-bytes", "storage engine block cache for table blocks, in bytes (at least 1 MiB; the memtables' share comes on top): matters at millions of keys, where every put reads the key's previous record")
-	f.Var(newByteSize(&cfg.BallastBytes, server.DefaultBallastBytes), "ballast-bytes", "size of the ballast file kept in the data dir and released if the disk fills up anyway (negative: none)")
+	f.Var(newByteSize(&cfg.BallastBytes, 0), "ballast-bytes", "size of the ballast file kept in the data dir and released if the disk fills up anyway (default: twice the memtable, which is sized to the store: 8MiB to 64MiB; negative: none)")
 	serverOnly(cmd)
 	return cmd
 }
