@@ -180,7 +180,7 @@ type Config struct {
 	// room for what is in flight, deletes and compaction.
 	SpaceReserveBytes int64
 	// BallastBytes is the size of the ballast file kept in the data dir
-	// (0, the default: sized to the store, twice its memtable, 8 to 64
+	// (0, the default: sized to the store, its memtable's size, 16 to 64
 	// MiB; negative: none). If the disk fills up anyway
 	// (another process wrote to it), the ballast is deleted and the write
 	// retried, so Pebble does not fail; it is recreated once there is

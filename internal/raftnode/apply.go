@@ -93,6 +93,7 @@ func (n *Node[R]) installSnapshot(snap *raftpb.Snapshot) error {
 		return err
 	}
 	n.confState.Store(cs)
+	n.logSize.reset()
 	n.members.setApplied(cs)
 	n.members.appliedTo(snap.GetMetadata().GetIndex())
 	if err := n.cfg.StateMachine.Restored(); err != nil {
@@ -121,6 +122,7 @@ func (n *Node[R]) apply(ents []*raftpb.Entry) error {
 		done        []applied[R]
 		results     []R
 		last        uint64
+		bytes       uint64
 		confChanged bool
 	)
 	for _, e := range ents {
@@ -136,6 +138,7 @@ func (n *Node[R]) apply(ents []*raftpb.Entry) error {
 			continue
 		}
 		last = idx
+		bytes += uint64(len(e.GetData()))
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 			if len(e.GetData()) == 0 {
@@ -165,6 +168,7 @@ func (n *Node[R]) apply(ents []*raftpb.Entry) error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("commit applied batch: %w", err)
 	}
+	n.logSize.applied(last, bytes)
 	n.stats.AppliedBatch.Add(1)
 	n.stats.ApplySeconds.Observe(time.Since(start).Seconds())
 	n.stats.ApplyEntries.Observe(float64(len(ents)))
@@ -184,9 +188,75 @@ func (n *Node[R]) maybeCompactLog(applied uint64) error {
 	if err != nil {
 		return err
 	}
-	if applied < first || applied-first < n.cfg.SnapshotCount+n.cfg.CatchUpEntries {
+	if applied < first {
 		return nil
 	}
-	compactTo := applied - n.cfg.CatchUpEntries
-	return n.store.CompactLog(applied, compactTo, n.confState.Load())
+	// The log may have been truncated elsewhere (Storage.CompactLog
+	// under a NOSPACE alarm): what went is no longer counted.
+	n.logSize.compacted(first - 1)
+	byCount := applied-first >= n.cfg.SnapshotCount+n.cfg.CatchUpEntries
+	byBytes := n.logSize.since() > n.cfg.LogBytes
+	if !byCount && !byBytes {
+		return nil
+	}
+	compactTo := applied - min(applied, n.cfg.CatchUpEntries)
+	if byBytes {
+		compactTo = max(compactTo, n.logSize.keepAtMost(n.cfg.LogBytes/4))
+	}
+	if compactTo < first {
+		return nil
+	}
+	if err := n.store.CompactLog(applied, compactTo, n.confState.Load()); err != nil {
+		return err
+	}
+	n.logSize.compacted(compactTo)
+	return nil
+}
+
+// logSize counts the bytes of applied entries since the last log
+// compaction, per apply batch, so that the log can be bounded by size.
+// Entries in the log before a restart are not counted: after one the log
+// may hold up to twice the bound until its next compaction.
+type logSize struct {
+	total uint64    // bytes applied since start
+	base  uint64    // total at the last compaction
+	marks []logMark // per batch since then, oldest first
+}
+
+type logMark struct{ index, total uint64 }
+
+// applied records a batch ending at index with bytes of entry data.
+func (l *logSize) applied(index, bytes uint64) {
+	l.total += bytes
+	l.marks = append(l.marks, logMark{index, l.total})
+}
+
+// since is the bytes applied since the last compaction.
+func (l *logSize) since() uint64 { return l.total - l.base }
+
+// keepAtMost is the lowest index to compact to so that the entries kept
+// above it hold at most tail bytes, at the granularity of apply batches.
+func (l *logSize) keepAtMost(tail uint64) uint64 {
+	for _, m := range l.marks {
+		if l.total-m.total <= tail {
+			return m.index
+		}
+	}
+	return 0
+}
+
+// compacted drops the marks at or below index, the log's new start.
+func (l *logSize) compacted(index uint64) {
+	i := 0
+	for i < len(l.marks) && l.marks[i].index <= index {
+		l.base = l.marks[i].total
+		i++
+	}
+	l.marks = append(l.marks[:0], l.marks[i:]...)
+}
+
+// reset forgets what was counted: a snapshot replaced the log.
+func (l *logSize) reset() {
+	l.base = l.total
+	l.marks = l.marks[:0]
 }

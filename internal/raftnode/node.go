@@ -78,6 +78,12 @@ type Config[R any] struct {
 	// CatchUpEntries are kept in the log below a compaction, so slightly
 	// lagging followers catch up without a snapshot.
 	CatchUpEntries uint64
+	// LogBytes bounds the log by size as SnapshotCount does by count:
+	// once the entries applied since the last compaction hold more than
+	// LogBytes bytes, the log is compacted too, keeping at most a quarter
+	// of that (and at most CatchUpEntries entries) for catch-up. With
+	// large values 15,000 entries are gigabytes. 0: 64 MiB.
+	LogBytes uint64
 	// ConfChanged, when set, is called after a batch that changed the
 	// membership has been committed, or a snapshot was installed.
 	ConfChanged func()
@@ -131,6 +137,10 @@ type Node[R any] struct {
 
 	stats Stats
 
+	// logSize tracks the bytes of the entries applied since the last
+	// log compaction (Config.LogBytes); only the apply path touches it.
+	logSize logSize
+
 	// term and vote last persisted; only the raft loop touches them
 	durableTerm, durableVote uint64
 
@@ -161,6 +171,9 @@ func New[R any](cfg Config[R]) (*Node[R], error) {
 	}
 	if cfg.CatchUpEntries == 0 {
 		cfg.CatchUpEntries = 5000
+	}
+	if cfg.LogBytes == 0 {
+		cfg.LogBytes = 64 << 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

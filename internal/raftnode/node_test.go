@@ -30,7 +30,8 @@ type counterSM struct {
 
 var counterKey = []byte("s/test/counter")
 
-// A test command is the proposal id, 8 bytes big-endian.
+// A test command is the proposal id, 8 bytes big-endian, optionally
+// followed by padding (a large entry).
 func command(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }
 
 // propose proposes one test command and returns the counter it set.
@@ -41,7 +42,7 @@ func propose(ctx context.Context, n *Node[uint64]) (uint64, error) {
 
 func (m *counterSM) Apply(b *pebble.Batch, index uint64, data []byte) (uint64, uint64) {
 	var id uint64
-	if len(data) == 8 {
+	if len(data) >= 8 {
 		id = binary.BigEndian.Uint64(data)
 	}
 	m.mu.Lock()
@@ -82,18 +83,26 @@ func (m *counterSM) Restored() error { return nil }
 // startNode opens (or reopens) a single-member node in dir.
 func startNode(t testing.TB, dir string, snapshotCount uint64) (*Node[uint64], *counterSM, func()) {
 	t.Helper()
+	return startNodeWith(t, dir, func(c *Config[uint64]) { c.SnapshotCount = snapshotCount })
+}
+
+// startNodeWith is startNode with edit applied to the node's Config.
+func startNodeWith(t testing.TB, dir string, edit func(*Config[uint64])) (*Node[uint64], *counterSM, func()) {
+	t.Helper()
 	st, err := storage.Open(dir, storage.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sm := &counterSM{t: t, db: st.DB(), applied: map[uint64]int{}}
-	n, err := New(Config[uint64]{
+	cfg := Config[uint64]{
 		ID: 1, Storage: st, StateMachine: sm,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 5,
-		Peers:         []raft.Peer{{ID: 1}},
-		SnapshotCount: snapshotCount, CatchUpEntries: 10,
-		Logger: testutil.Quiet,
-	})
+		Peers:          []raft.Peer{{ID: 1}},
+		CatchUpEntries: 10,
+		Logger:         testutil.Quiet,
+	}
+	edit(&cfg)
+	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +231,43 @@ func TestProposeWithEndedContext(t *testing.T) {
 	}
 	if got := counter(t, sm.db); fmt.Sprint(res) != fmt.Sprint(got) {
 		t.Fatalf("proposal returned %v, but the counter it set is %d", res, got)
+	}
+}
+
+// Large entries: the log is bounded by size as well as by count. 200
+// entries of 64 KiB are far below the count that compacts (10,000 +
+// 10), but 12.5 MiB against a 1 MiB bound: the log is compacted and
+// keeps at most a quarter of the bound (plus the last apply batch).
+func TestLogBoundedBySize(t *testing.T) {
+	const entry, bound = 64 << 10, 1 << 20
+	n, sm, stop := startNodeWith(t, t.TempDir(), func(c *Config[uint64]) {
+		c.SnapshotCount = 10000
+		c.LogBytes = bound
+	})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pad := make([]byte, entry)
+	for range 200 {
+		id := n.NextID()
+		if _, err := n.Propose(ctx, id, append(command(id), pad...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counter(t, sm.db); got != 200 {
+		t.Fatalf("counter %d, want 200", got)
+	}
+	first, err := n.store.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := n.store.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each proposal is applied on its own here (they are sequential), so
+	// a batch is one entry.
+	if kept := last - first + 1; kept > bound/4/entry+1 {
+		t.Fatalf("log holds entries %d..%d (%d of %d KiB), want at most %d", first, last, kept, entry>>10, bound/4/entry+1)
 	}
 }

@@ -10,9 +10,9 @@ func TestMemTableSizedToStore(t *testing.T) {
 	for _, c := range []struct {
 		data, want uint64
 	}{
-		{0, 4 << 20},
-		{10 << 20, 4 << 20},
-		{17 << 20, 8 << 20},
+		{0, 16 << 20},
+		{10 << 20, 16 << 20},
+		{65 << 20, 32 << 20},
 		{100 << 20, 32 << 20},
 		{256 << 20, 64 << 20},
 		{10 << 30, 64 << 20},
@@ -25,9 +25,9 @@ func TestMemTableSizedToStore(t *testing.T) {
 		configured, want int64
 		mem              uint64
 	}{
-		{0, 8 << 20, 4 << 20},
+		{0, 16 << 20, 16 << 20},
 		{0, 64 << 20, 64 << 20},
-		{-1, 0, 4 << 20},
+		{-1, 0, 16 << 20},
 		{1 << 20, 1 << 20, 64 << 20},
 	} {
 		if got := ballastFor(c.configured, c.mem); got != c.want {
@@ -52,8 +52,8 @@ func TestBallastSizedToStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.MemTableSize() != minMemTable || s.BallastBytes() != 2*minMemTable {
-		t.Fatalf("new store: memtable %d, ballast %d; want %d and %d", s.MemTableSize(), s.BallastBytes(), minMemTable, 2*minMemTable)
+	if s.MemTableSize() != minMemTable || s.BallastBytes() != minMemTable {
+		t.Fatalf("new store: memtable %d, ballast %d; want %d and %d", s.MemTableSize(), s.BallastBytes(), minMemTable, minMemTable)
 	}
 	if err := s.EnsureBallast(); err != nil {
 		t.Fatal(err)

@@ -155,7 +155,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), dir: dir, sync: !opts.NoSync, log: log, onDamage: opts.OnDamage,
 		rawFS: defaultFS(opts.FS)}
 	s.pl = newPebbleLogger(log, opts.Fatal, 0)
-	s.fs = s.wrapFS(s.rawFS, opts.OnDiskFull)
+	s.fs = s.wrapFS(walFS{s.rawFS}, opts.OnDiskFull)
 	newestWAL := s.newestWAL() // before Open, which starts a new one
 	s.reportTornTail(newestWAL)
 	// Before Pebble reads the MANIFEST: it would open an older version

@@ -131,7 +131,7 @@ be used, saying where each value came from, and exits.`,
 	f.DurationVar(&cfg.BackupInterval, "backup-interval", time.Hour, "how often the leader writes a scheduled backup (with --backup-dir)")
 	f.IntVar(&cfg.BackupKeep, "backup-keep", 24, "how many scheduled backups to keep in --backup-dir; older ones are deleted")
 	f.Var(newByteSize(&cfg.CacheBytes, server.DefaultCacheBytes), "cache-bytes", "storage engine block cache for table blocks, in bytes (at least 1 MiB; the memtables' share comes on top): matters at millions of keys, where every put reads the key's previous record")
-	f.Var(newByteSize(&cfg.BallastBytes, 0), "ballast-bytes", "size of the ballast file kept in the data dir and released if the disk fills up anyway (default: twice the memtable, which is sized to the store: 8MiB to 64MiB; negative: none)")
+	f.Var(newByteSize(&cfg.BallastBytes, 0), "ballast-bytes", "size of the ballast file kept in the data dir and released if the disk fills up anyway (default: the memtable's size, which is sized to the store: 16MiB to 64MiB; negative: none)")
 	serverOnly(cmd)
 	return cmd
 }
