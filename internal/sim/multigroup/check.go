@@ -57,6 +57,20 @@ func step(s keyState, r record) (bool, keyState) {
 		}
 		s.lock = 0
 		return true, s
+	case cmdRenew:
+		if s.lock != c.token {
+			return r.unknown || out.status == stLocked, s
+		}
+		return r.unknown || out.status == stOK, s
+	case cmdExpire:
+		// Only applied expiries are recorded: the lock was held by that
+		// token (or by an acquire whose token nobody learned).
+		if s.lock != c.token && s.lock != -1 {
+			return false, s
+		}
+		s.lock = 0
+		s.last = max(s.last, c.token)
+		return true, s
 	}
 	return false, s
 }
@@ -76,6 +90,10 @@ func describe(r record) string {
 		return fmt.Sprintf("c%d acquire %s/%s -> %s token %d", r.client, c.store, c.key, res, out.token)
 	case cmdRelease:
 		return fmt.Sprintf("c%d release %s/%s token %d -> %s", r.client, c.store, c.key, c.token, res)
+	case cmdRenew:
+		return fmt.Sprintf("c%d renew %s/%s token %d -> %s", r.client, c.store, c.key, c.token, res)
+	case cmdExpire:
+		return fmt.Sprintf("lease of %s/%s token %d expired at t=%dus", c.store, c.key, c.token, c.at)
 	}
 	return "?"
 }
@@ -115,6 +133,10 @@ func (w *world) checkHistory() {
 	ops := make([]porcupine.Operation, 0, len(w.history))
 	for _, r := range w.history {
 		ops = append(ops, porcupine.Operation{ClientId: r.client, Input: r, Call: r.call, Output: nil, Return: r.ret})
+	}
+	if v := checkLeases(w.history); len(v) > 0 {
+		w.violate("%s", v[0])
+		return
 	}
 	res, info := porcupine.CheckOperationsVerbose(model, ops, 20*time.Second)
 	switch res {
@@ -161,4 +183,40 @@ func (w *world) explain(part []porcupine.Operation, _ porcupine.LinearizationInf
 		s = next
 	}
 	return "no single op is impossible in return order; the overlap of calls is"
+}
+
+// checkLeases checks that no lease expired before its holder's last
+// acknowledged grant or renewal allowed: a holder that called at time C
+// and got OK may rely on its lease until C + leaseTTL, move or no move.
+func checkLeases(history []record) []string {
+	type lockID struct {
+		store, key string
+		token      int64
+	}
+	relied := map[lockID]int64{}
+	for _, r := range history {
+		if r.unknown || r.out.status != stOK {
+			continue
+		}
+		switch r.cmd.kind {
+		case cmdAcquire:
+			id := lockID{r.cmd.store, r.cmd.key, r.out.token}
+			relied[id] = max(relied[id], r.callAt+leaseTTL)
+		case cmdRenew:
+			id := lockID{r.cmd.store, r.cmd.key, r.cmd.token}
+			relied[id] = max(relied[id], r.callAt+leaseTTL)
+		}
+	}
+	var out []string
+	for _, r := range history {
+		if r.cmd.kind != cmdExpire {
+			continue
+		}
+		id := lockID{r.cmd.store, r.cmd.key, r.cmd.token}
+		if until, ok := relied[id]; ok && r.cmd.at < until {
+			out = append(out, fmt.Sprintf("the lease of %s/%s token %d expired at t=%dus, but its holder was told it holds until t=%dus",
+				id.store, id.key, id.token, r.cmd.at, until))
+		}
+	}
+	return out
 }

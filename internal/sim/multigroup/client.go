@@ -9,6 +9,7 @@ type record struct {
 	out       reply
 	unknown   bool // a write whose outcome the client could not learn
 	call, ret int64
+	callAt    int64 // simulated time of the call (an expiry: its stamped time)
 }
 
 // client runs operations one at a time. It routes by its cached
@@ -70,10 +71,12 @@ func (c *client) choose() command {
 	k := w.keys[w.rng.IntN(len(w.keys))]
 	val := fmt.Sprintf("c%d.%d", c.id, c.seq+1)
 	if tok, ok := c.held[[2]string{s, k}]; ok {
-		switch x := w.rng.IntN(10); {
-		case x < 5:
-			return command{kind: cmdPut, store: s, key: k, val: val, token: tok}
+		switch x := w.rng.IntN(20); {
 		case x < 8:
+			return command{kind: cmdRenew, store: s, key: k, token: tok}
+		case x < 14:
+			return command{kind: cmdPut, store: s, key: k, val: val, token: tok}
+		case x < 17:
 			return command{kind: cmdRelease, store: s, key: k, token: tok}
 		}
 		return command{kind: cmdGet, store: s, key: k}
@@ -178,7 +181,7 @@ func (c *client) finish(r reply, unknown bool) {
 	w := c.w
 	o := c.cur
 	c.cur = nil
-	rec := record{client: c.id, cmd: o.cmd, out: r, unknown: unknown, call: o.call, ret: w.tick()}
+	rec := record{client: c.id, cmd: o.cmd, out: r, unknown: unknown, call: o.call, ret: w.tick(), callAt: o.start}
 	if unknown {
 		rec.ret = 1 << 62 // it may take effect at any time after its call
 		w.res.Unknown++
@@ -195,8 +198,8 @@ func (c *client) finish(r reply, unknown bool) {
 		c.held[key] = r.token
 	case o.cmd.kind == cmdRelease:
 		delete(c.held, key) // released, or it was not ours any more
-	case o.cmd.kind == cmdPut && o.cmd.token != 0 && r.status == stLocked:
-		delete(c.held, key)
+	case (o.cmd.kind == cmdPut || o.cmd.kind == cmdRenew) && o.cmd.token != 0 && r.status == stLocked:
+		delete(c.held, key) // the lease expired: the lock is gone
 	}
 	w.after(100+w.rng.Int64N(3000), c.next)
 }

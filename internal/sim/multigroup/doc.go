@@ -18,10 +18,12 @@
 // returns the first violated invariant as an error that names the seed:
 //
 //   - each (store, key)'s history of gets, puts, lock acquires, fenced
-//     puts and releases is linearizable (porcupine), which covers "no
-//     acknowledged write is lost" and "a lock handle is neither silently
-//     dropped nor outlived by a newer holder across a move", and that
-//     fencing tokens only grow;
+//     puts, releases, lease renewals and lease expiries is linearizable
+//     (porcupine), which covers "no acknowledged write is lost", "a lock
+//     handle is neither silently dropped nor outlived by a newer holder
+//     across a move" and "fencing tokens only grow";
+//   - no lease expires before its holder's last acknowledged renewal
+//     said it would hold (a renewal called at C holds until C+TTL);
 //   - at no moment do two groups serve the same store.
 //
 // Config.Bugs holds deliberate protocol bugs; the tests turn each on and

@@ -21,9 +21,11 @@ type cmdKind int
 
 const (
 	cmdPut     cmdKind = iota // token 0: a plain put; otherwise fenced by the lock token
-	cmdAcquire                // try-lock: a token, or Locked
+	cmdAcquire                // try-lock: a token, or Locked; the lock's lease is the token
 	cmdRelease
-	cmdGet // never in a log: served by a ReadIndex round
+	cmdRenew  // a keep-alive of the lock's lease
+	cmdExpire // proposed by the leader when the lease's deadline passed
+	cmdGet    // never in a log: served by a ReadIndex round
 	cmdHandoff
 	cmdAdopt
 	cmdDrop
@@ -45,6 +47,12 @@ type command struct {
 	epoch      int // handoff, adopt, begin/commit move: the epoch the store moves to
 	group      int // handoff, begin/commit move: the target; adopt: the source
 	index      int // adopt: the source's handoff index
+	// at is the time the proposing leader stamped on the command: a
+	// lease's deadline is counted from it, and an expiry carries it.
+	at int64
+	// remaining is, on Adopt, each lease's remaining TTL the fence
+	// recorded (lease id -> microseconds).
+	remaining map[int64]int64
 }
 
 type reply struct {
@@ -56,6 +64,8 @@ type reply struct {
 	group  int // WrongGroup and lookup: the group
 	leader int // NotLeader: a hint (0: none known)
 	moving bool
+	// remaining is, on a fence, each lease's remaining TTL.
+	remaining map[int64]int64
 }
 
 // placement is one row of the meta group's placement table.
@@ -77,17 +87,24 @@ type storeState struct {
 	lastRev int64
 	kv      map[string]string
 	lock    map[string]int64
-	replies map[[2]int]reply // (client, seq) -> the reply it got
+	// leases maps a lock's token (its lease's id) to the lease's
+	// deadline; remaining is what the fence recorded.
+	leases    map[int64]int64
+	remaining map[int64]int64
+	replies   map[[2]int]reply // (client, seq) -> the reply it got
 }
 
 func newStoreState(epoch int) *storeState {
-	return &storeState{serving: true, epoch: epoch, kv: map[string]string{}, lock: map[string]int64{}, replies: map[[2]int]reply{}}
+	return &storeState{serving: true, epoch: epoch, kv: map[string]string{}, lock: map[string]int64{},
+		leases: map[int64]int64{}, replies: map[[2]int]reply{}}
 }
 
 func (s *storeState) clone() *storeState {
 	c := *s
 	c.kv = maps.Clone(s.kv)
 	c.lock = maps.Clone(s.lock)
+	c.leases = maps.Clone(s.leases)
+	c.remaining = maps.Clone(s.remaining)
 	c.replies = maps.Clone(s.replies)
 	return &c
 }
@@ -96,7 +113,8 @@ func (s *storeState) clone() *storeState {
 // group's next revision). It is pure given (s, c, rev): a target's copy
 // replays the source's entries with the revisions they took there.
 func applyStore(s *storeState, c command, rev int64) (reply, bool) {
-	if r, ok := s.replies[[2]int{c.client, c.seq}]; ok {
+	session := c.client != 0 // the leader's own commands (expiries) are in no session
+	if r, ok := s.replies[[2]int{c.client, c.seq}]; ok && session {
 		return r, false
 	}
 	var r reply
@@ -116,6 +134,7 @@ func applyStore(s *storeState, c command, rev int64) (reply, bool) {
 			break
 		}
 		s.lock[c.key] = rev
+		s.leases[rev] = c.at + leaseTTL
 		r.token = rev
 		wrote = true
 	case cmdRelease:
@@ -124,12 +143,30 @@ func applyStore(s *storeState, c command, rev int64) (reply, bool) {
 			break
 		}
 		delete(s.lock, c.key)
+		delete(s.leases, held)
+		wrote = true
+	case cmdRenew:
+		if _, ok := s.leases[c.token]; !ok || held != c.token {
+			r.status = stLocked
+			break
+		}
+		s.leases[c.token] = c.at + leaseTTL
+		wrote = true
+	case cmdExpire:
+		if d, ok := s.leases[c.token]; !ok || held != c.token || c.at < d {
+			r.status = stLocked // renewed, released or already expired since it was proposed
+			break
+		}
+		delete(s.lock, c.key)
+		delete(s.leases, c.token)
 		wrote = true
 	}
 	if wrote {
 		s.lastRev = rev
 	}
-	s.replies[[2]int{c.client, c.seq}] = r
+	if session {
+		s.replies[[2]int{c.client, c.seq}] = r
+	}
 	return r, wrote
 }
 
@@ -256,12 +293,13 @@ func (g *group) handle(m int, c command, respond func(reply)) {
 		g.readIndex(m, c, respond)
 		return
 	}
-	if c.kind <= cmdRelease {
+	if c.kind <= cmdExpire {
 		if r, ok := g.refuse(c.store); ok {
 			respond(r) // a fast refusal; apply checks again
 			return
 		}
 	}
+	c.at = g.w.now // the leader stamps its time on what it proposes
 	g.pending = append(g.pending, pend{cmd: c, done: respond})
 	if !g.flushAt {
 		g.flushAt = true
@@ -337,7 +375,7 @@ func (g *group) commit(c command) reply {
 func (g *group) apply(c command, index int, e *entry) reply {
 	w := g.w
 	switch c.kind {
-	case cmdPut, cmdAcquire, cmdRelease:
+	case cmdPut, cmdAcquire, cmdRelease, cmdRenew, cmdExpire:
 		if r, ok := g.refuse(c.store); ok {
 			return r
 		}
@@ -347,6 +385,9 @@ func (g *group) apply(c command, index int, e *entry) reply {
 		if wrote {
 			g.st.rev = next
 			e.rev = next
+			if c.kind == cmdExpire {
+				w.expired(c)
+			}
 		}
 		return r
 	case cmdHandoff:
@@ -355,10 +396,18 @@ func (g *group) apply(c command, index int, e *entry) reply {
 		case ss == nil:
 			return reply{status: stNotHere}
 		case ss.epoch >= c.epoch:
-			return reply{index: ss.handoff} // already handed off: the same answer
+			return reply{index: ss.handoff, remaining: ss.remaining} // already handed off: the same answer
 		}
 		ss.serving, ss.epoch, ss.movedTo, ss.handoff = false, c.epoch, c.group, index
-		return reply{index: index}
+		// The fence freezes the store's leases: the source's leader
+		// proposes no more expiries for them (the apply-time check
+		// refuses any that were in flight), and each lease's remaining
+		// TTL, measured at the fence, travels to the target.
+		ss.remaining = map[int64]int64{}
+		for id, d := range ss.leases {
+			ss.remaining[id] = max(0, d-c.at)
+		}
+		return reply{index: index, remaining: ss.remaining}
 	case cmdAdopt:
 		if ss := g.st.stores[c.store]; ss != nil && ss.epoch >= c.epoch {
 			return reply{}
@@ -376,6 +425,16 @@ func (g *group) apply(c command, index int, e *entry) reply {
 		}
 		ss := cp.ss.clone()
 		ss.serving, ss.epoch, ss.movedTo = true, c.epoch, 0
+		// Each lease restarts with the remaining TTL the fence measured,
+		// counted from now: never shorter than its holder was told.
+		for id := range ss.leases {
+			if rem, ok := c.remaining[id]; ok {
+				ss.leases[id] = c.at + rem
+			}
+		}
+		if w.cfg.Bugs.NoLeaseMove {
+			clear(ss.leases)
+		}
 		g.st.stores[c.store] = ss
 		delete(g.copies, c.store)
 		if !w.cfg.Bugs.NoRevisionFloor && g.st.rev < ss.lastRev {
@@ -403,6 +462,28 @@ func (g *group) apply(c command, index int, e *entry) reply {
 		return reply{}
 	}
 	panic("unknown command")
+}
+
+// lessor is the leader's lease loop: each tick, it proposes the expiry
+// of every lease of a store it serves whose deadline has passed.
+func (g *group) lessor() {
+	w := g.w
+	w.after(lessorEvery, g.lessor)
+	if g.leader == 0 || g.id == 0 {
+		return
+	}
+	for _, s := range w.stores {
+		ss := g.st.stores[s]
+		if ss == nil || !ss.serving {
+			continue
+		}
+		for _, k := range w.keys {
+			tok := ss.lock[k]
+			if d, ok := ss.leases[tok]; ok && tok != 0 && d <= w.now {
+				g.handle(g.leader, command{kind: cmdExpire, store: s, key: k, token: tok}, func(reply) {})
+			}
+		}
+	}
 }
 
 // startCopy adds the target's members as learners of the source for

@@ -48,8 +48,8 @@ func (m *mover) move(s string, src, dst *group, epoch int) {
 		// Fence only once the learners are close behind, so the store
 		// is unavailable for a catch-up of a few entries, not a snapshot.
 		m.await(func() bool { return cp.ss != nil && cp.index+tailBatch >= len(src.log) }, func() {
-			adopt := func(j int) {
-				m.call(dst, command{kind: cmdAdopt, store: s, group: src.id, epoch: epoch, index: j}, func(reply) {
+			adopt := func(j int, remaining map[int64]int64) {
+				m.call(dst, command{kind: cmdAdopt, store: s, group: src.id, epoch: epoch, index: j, remaining: remaining}, func(reply) {
 					m.call(w.meta, command{kind: cmdCommitMove, store: s, group: dst.id, epoch: epoch}, func(reply) {
 						m.call(src, command{kind: cmdDrop, store: s}, func(reply) {
 							w.res.Moves++
@@ -59,15 +59,15 @@ func (m *mover) move(s string, src, dst *group, epoch int) {
 				})
 			}
 			if bugs.NoSourceFence {
-				adopt(cp.index)
+				adopt(cp.index, nil)
 				return
 			}
 			m.call(src, command{kind: cmdHandoff, store: s, group: dst.id, epoch: epoch}, func(r reply) {
 				if bugs.AdoptBeforeCaughtUp {
-					adopt(r.index)
+					adopt(r.index, r.remaining)
 					return
 				}
-				m.await(func() bool { return cp.index >= r.index }, func() { adopt(r.index) })
+				m.await(func() bool { return cp.index >= r.index }, func() { adopt(r.index, r.remaining) })
 			})
 		})
 	})

@@ -50,6 +50,9 @@ type Bugs struct {
 	// store's last revision, so fencing tokens issued by the target can
 	// be lower than ones the source issued.
 	NoRevisionFloor bool
+	// NoLeaseMove: Adopt installs the store's locks but not their
+	// leases, as if leases were the group's and not the store's.
+	NoLeaseMove bool
 }
 
 // EnsureDefaults fills zero fields with defaults.
@@ -96,6 +99,7 @@ type Result struct {
 	Redirects  int // WrongGroup answers clients followed
 	Moves      int // moves completed
 	Faults     int // fault episodes injected
+	Expiries   int // leases the leaders expired
 	EndTime    int64
 	Violations []string
 }
@@ -111,6 +115,8 @@ const (
 	tailEvery       = 1500 // a target's copy asks its source for more log this often
 	tailBatch       = 4    // entries per catch-up message
 	maxTime         = 120_000_000
+	leaseTTL        = 60000 // every lock's lease
+	lessorEvery     = 5000  // the leader's lease loop
 )
 
 type event struct {
@@ -286,6 +292,7 @@ func (w *world) start() {
 	for _, g := range w.groups {
 		g.elect()
 		w.after(electionTimeout, g.watchdog)
+		w.after(lessorEvery, g.lessor)
 	}
 	for _, c := range w.clients {
 		w.after(w.rng.Int64N(1000), c.next)
@@ -344,6 +351,16 @@ func (w *world) scheduleFaults() {
 			})
 		})
 	}
+}
+
+// expired records an applied lease expiry in the history: the moment
+// the lock stopped being held, for the linearizability check and for
+// the check that no lease expired before its holder's last renewal
+// allowed.
+func (w *world) expired(c command) {
+	w.res.Expiries++
+	t := w.tick()
+	w.history = append(w.history, record{cmd: c, call: t, ret: t, callAt: c.at})
 }
 
 // servingGroups returns the groups whose applied state serves store s.

@@ -25,7 +25,7 @@ func seedList(n int) []uint64 {
 // TestCorrectProtocol: with the protocol as designed, every seed keeps
 // every invariant while stores move under crashes, partitions and lost
 // messages, and the run actually did what it is meant to test: moves
-// completed, clients were redirected, faults happened.
+// completed, clients were redirected, faults happened, leases expired.
 func TestCorrectProtocol(t *testing.T) {
 	t.Run("default", func(t *testing.T) { runCorrect(t, Config{}) })
 	t.Run("harsh", func(t *testing.T) {
@@ -34,7 +34,7 @@ func TestCorrectProtocol(t *testing.T) {
 }
 
 func runCorrect(t *testing.T, base Config) {
-	var moves, redirects, faults, ops int
+	var moves, redirects, faults, ops, expiries int
 	for _, seed := range seedList(*seeds) {
 		cfg := base
 		cfg.Seed = seed
@@ -42,15 +42,17 @@ func runCorrect(t *testing.T, base Config) {
 		if err != nil {
 			t.Fatalf("%v\nreplay: go test ./internal/sim/multigroup -run '%s' -seed %d", err, t.Name(), seed)
 		}
-		t.Logf("seed %d: %d ops, %d unknown, %d redirects, %d moves, %d faults, %.1f s simulated",
-			seed, res.Ops, res.Unknown, res.Redirects, res.Moves, res.Faults, float64(res.EndTime)/1e6)
+		t.Logf("seed %d: %d ops, %d unknown, %d redirects, %d moves, %d faults, %d lease expiries, %.1f s simulated",
+			seed, res.Ops, res.Unknown, res.Redirects, res.Moves, res.Faults, res.Expiries, float64(res.EndTime)/1e6)
 		moves += res.Moves
 		redirects += res.Redirects
 		faults += res.Faults
 		ops += res.Ops
+		expiries += res.Expiries
 	}
-	if moves == 0 || redirects == 0 || faults == 0 || ops == 0 {
-		t.Fatalf("the runs exercised too little: %d moves, %d redirects, %d faults, %d ops", moves, redirects, faults, ops)
+	if moves == 0 || redirects == 0 || faults == 0 || ops == 0 || expiries == 0 {
+		t.Fatalf("the runs exercised too little: %d moves, %d redirects, %d faults, %d ops, %d lease expiries",
+			moves, redirects, faults, ops, expiries)
 	}
 }
 
@@ -98,4 +100,29 @@ func TestCatchesNoSourceFence(t *testing.T) {
 // hands out fencing tokens below ones the source already issued.
 func TestCatchesNoRevisionFloor(t *testing.T) {
 	catches(t, Bugs{NoRevisionFloor: true}, "not linearizable")
+}
+
+// TestCatchesNoLeaseMove: a target that takes a store's locks but not
+// their leases refuses the holder's next renewal although its lease is
+// live: the lock is silently lost.
+func TestCatchesNoLeaseMove(t *testing.T) {
+	catches(t, Bugs{NoLeaseMove: true}, "not linearizable")
+}
+
+// TestLeaseCheckCatchesEarlyExpiry: the lease check flags an expiry
+// before the end its holder's last renewal promised, and accepts one
+// after it. No protocol bug in the simulation shortens a lease (its
+// clocks agree), so the check is shown able to fail on a history.
+func TestLeaseCheckCatchesEarlyExpiry(t *testing.T) {
+	acquire := record{cmd: command{kind: cmdAcquire, store: "s0", key: "k0"}, out: reply{token: 7}, callAt: 1000}
+	renew := record{cmd: command{kind: cmdRenew, store: "s0", key: "k0", token: 7}, callAt: 30000}
+	early := record{cmd: command{kind: cmdExpire, store: "s0", key: "k0", token: 7, at: 30000 + leaseTTL - 1}}
+	onTime := early
+	onTime.cmd.at = 30000 + leaseTTL
+	if v := checkLeases([]record{acquire, renew, early}); len(v) != 1 || !strings.Contains(v[0], "token 7 expired") {
+		t.Errorf("an early expiry: got %q, want one violation", v)
+	}
+	if v := checkLeases([]record{acquire, renew, onTime}); len(v) != 0 {
+		t.Errorf("an expiry on time: got %q, want none", v)
+	}
 }
