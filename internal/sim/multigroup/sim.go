@@ -80,13 +80,13 @@ func (c *Config) EnsureDefaults() {
 func (c *Config) Validate() error {
 	switch {
 	case c.GroupSize < 1 || c.GroupSize > c.Members:
-		return fmt.Errorf("GroupSize %d must be between 1 and Members (%d)", c.GroupSize, c.Members)
+		return fmt.Errorf("multigroup: GroupSize %d must be between 1 and Members (%d)", c.GroupSize, c.Members)
 	case c.Groups < 2 && c.Moves > 0:
-		return errors.New("moves need at least 2 data groups")
+		return errors.New("multigroup: moves need at least 2 data groups")
 	case c.Stores < 1 || c.KeysPerStore < 1 || c.Clients < 1:
-		return errors.New("Stores, KeysPerStore and Clients must be at least 1")
+		return errors.New("multigroup: Stores, KeysPerStore and Clients must be at least 1")
 	case c.DropRate < 0 || c.DropRate >= 1:
-		return fmt.Errorf("DropRate %v must be in [0, 1)", c.DropRate)
+		return fmt.Errorf("multigroup: DropRate %v must be in [0, 1)", c.DropRate)
 	}
 	return nil
 }

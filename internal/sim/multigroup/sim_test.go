@@ -126,3 +126,20 @@ func TestLeaseCheckCatchesEarlyExpiry(t *testing.T) {
 		t.Errorf("an expiry on time: got %q, want none", v)
 	}
 }
+
+// TestValidate: a configuration the simulation cannot run is refused
+// with a message naming the field, not run.
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Members: 2, GroupSize: 3}, "GroupSize 3"},
+		{Config{Groups: 1, Moves: 1}, "at least 2 data groups"},
+		{Config{DropRate: 1}, "DropRate 1"},
+	} {
+		if _, err := Run(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run(%+v) = %v, want an error with %q", tc.cfg, err, tc.want)
+		}
+	}
+}
