@@ -24,6 +24,9 @@
 //     across a move" and "fencing tokens only grow";
 //   - no lease expires before its holder's last acknowledged renewal
 //     said it would hold (a renewal called at C holds until C+TTL);
+//   - a watcher that follows a store across moves sees its revisions
+//     only grow, and what it saw is, event for event, a prefix of the
+//     store's final change log;
 //   - at no moment do two groups serve the same store.
 //
 // Config.Bugs holds deliberate protocol bugs; the tests turn each on and

@@ -1,6 +1,10 @@
 package multigroup
 
-import "maps"
+import (
+	"cmp"
+	"maps"
+	"slices"
+)
 
 // status is a reply's outcome.
 type status int
@@ -26,6 +30,7 @@ const (
 	cmdRenew  // a keep-alive of the lock's lease
 	cmdExpire // proposed by the leader when the lease's deadline passed
 	cmdGet    // never in a log: served by a ReadIndex round
+	cmdWatch  // never in a log: the store's events after a revision
 	cmdHandoff
 	cmdAdopt
 	cmdDrop
@@ -66,6 +71,13 @@ type reply struct {
 	moving bool
 	// remaining is, on a fence, each lease's remaining TTL.
 	remaining map[int64]int64
+	events    []wevent // a watch's answer
+}
+
+// wevent is a watch event: a put of key at rev.
+type wevent struct {
+	rev      int64
+	key, val string
 }
 
 // placement is one row of the meta group's placement table.
@@ -92,6 +104,9 @@ type storeState struct {
 	leases    map[int64]int64
 	remaining map[int64]int64
 	replies   map[[2]int]reply // (client, seq) -> the reply it got
+	// events is the store's change log, every put with its revision; it
+	// moves with the store, so a watch resumes on the target.
+	events []wevent
 }
 
 func newStoreState(epoch int) *storeState {
@@ -106,6 +121,7 @@ func (s *storeState) clone() *storeState {
 	c.leases = maps.Clone(s.leases)
 	c.remaining = maps.Clone(s.remaining)
 	c.replies = maps.Clone(s.replies)
+	c.events = slices.Clone(s.events)
 	return &c
 }
 
@@ -127,6 +143,7 @@ func applyStore(s *storeState, c command, rev int64) (reply, bool) {
 			break
 		}
 		s.kv[c.key] = c.val
+		s.events = append(s.events, wevent{rev: rev, key: c.key, val: c.val})
 		wrote = true
 	case cmdAcquire:
 		if held != 0 {
@@ -289,7 +306,7 @@ func (g *group) handle(m int, c command, respond func(reply)) {
 		return
 	}
 	switch c.kind {
-	case cmdGet, cmdLookup:
+	case cmdGet, cmdLookup, cmdWatch:
 		g.readIndex(m, c, respond)
 		return
 	}
@@ -345,7 +362,13 @@ func (g *group) readIndex(m int, c command, respond func(reply)) {
 			respond(r)
 			return
 		}
-		respond(reply{val: g.st.stores[c.store].kv[c.key]})
+		ss := g.st.stores[c.store]
+		if c.kind == cmdWatch {
+			i, _ := slices.BinarySearchFunc(ss.events, c.token+1, func(e wevent, rev int64) int { return cmp.Compare(e.rev, rev) })
+			respond(reply{events: slices.Clone(ss.events[i:min(len(ss.events), i+8)])})
+			return
+		}
+		respond(reply{val: ss.kv[c.key]})
 	})
 }
 

@@ -93,15 +93,18 @@ func (c *Config) Validate() error {
 
 // Result is what a run did, for the tests and for the seed's log line.
 type Result struct {
-	Seed       uint64
-	Ops        int // client operations with a known outcome
-	Unknown    int // writes whose outcome the client could not learn
-	Redirects  int // WrongGroup answers clients followed
-	Moves      int // moves completed
-	Faults     int // fault episodes injected
-	Expiries   int // leases the leaders expired
-	EndTime    int64
-	Violations []string
+	Seed      uint64
+	Ops       int // client operations with a known outcome
+	Unknown   int // writes whose outcome the client could not learn
+	Redirects int // WrongGroup answers clients followed
+	Moves     int // moves completed
+	Faults    int // fault episodes injected
+	Expiries  int // leases the leaders expired
+	// WatchEvents and WatchMoves: events the store watchers received,
+	// and times they followed their store to another group.
+	WatchEvents, WatchMoves int
+	EndTime                 int64
+	Violations              []string
 }
 
 // Simulated time is in microseconds.
@@ -161,10 +164,11 @@ type world struct {
 	stores []string
 	keys   []string
 
-	clients []*client
-	mover   *mover
-	history []record
-	res     Result
+	clients  []*client
+	watchers []*watcher
+	mover    *mover
+	history  []record
+	res      Result
 }
 
 func (w *world) after(d int64, fn func()) {
@@ -233,6 +237,9 @@ func Run(cfg Config) (Result, error) {
 		w.finalReads()
 	}
 	if len(w.res.Violations) == 0 {
+		w.checkWatches()
+	}
+	if len(w.res.Violations) == 0 {
 		w.checkHistory()
 	}
 	w.res.EndTime = w.now
@@ -274,6 +281,9 @@ func newWorld(cfg Config) *world {
 	for i := 0; i < cfg.Clients; i++ {
 		w.clients = append(w.clients, newClient(w, i+1))
 	}
+	for i, s := range w.stores {
+		w.watchers = append(w.watchers, newWatcher(w, 1000+i, s))
+	}
 	w.mover = &mover{w: w}
 	return w
 }
@@ -296,6 +306,9 @@ func (w *world) start() {
 	}
 	for _, c := range w.clients {
 		w.after(w.rng.Int64N(1000), c.next)
+	}
+	for _, wt := range w.watchers {
+		w.after(w.rng.Int64N(1000), wt.poll)
 	}
 	w.after(5000, w.mover.next)
 	w.scheduleFaults()
