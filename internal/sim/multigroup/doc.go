@@ -31,4 +31,16 @@
 //
 // Config.Bugs holds deliberate protocol bugs; the tests turn each on and
 // assert the checker catches it, so the checker is shown able to fail.
+//
+// Running it:
+//
+//	go test ./internal/sim/multigroup                   # 20 seeds per variant, and the bugs
+//	go test ./internal/sim/multigroup -seeds 1000       # more seeds
+//	go test ./internal/sim/multigroup -run TestCatchesAdoptBeforeCaughtUp -seed 9 -v
+//	go test ./internal/sim/multigroup -run TestProjection -v   # the cost model's table
+//
+// Cost projects write throughput by member and group count from a
+// per-put CPU cost (docs/design/multi-group.md, "The numbers");
+// BenchmarkIdleGroupMemory measures go.etcd.io/raft's heap per idle
+// group.
 package multigroup
