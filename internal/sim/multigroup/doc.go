@@ -10,7 +10,7 @@
 // is modelled as one committed log with a leader that commits only while
 // it reaches a majority of its members; what raft itself guarantees
 // (log matching, leader completeness) is assumed, and what the move adds
-// on top of it (the handoff fence, the target's catch-up, the adopt, the
+// on top of it (the fence, the target's catch-up, the adopt, the
 // placement epoch, the revision floor) is what the simulation exercises.
 //
 // Everything is driven by one seeded PRNG and one event queue ordered by

@@ -12,7 +12,7 @@ type status int
 const (
 	stOK         status = iota
 	stLocked            // the key is locked by another handle, or the handle is not the holder's
-	stWrongGroup        // this group handed the store off: epoch and group say where it went
+	stWrongGroup        // this group fenced the store off: epoch and group say where it went
 	stNotHere           // this group does not (yet) serve the store; ask the placement table
 	stNotLeader         // this member does not lead the group; leader is a hint
 )
@@ -31,7 +31,7 @@ const (
 	cmdExpire // proposed by the leader when the lease's deadline passed
 	cmdGet    // never in a log: served by a ReadIndex round
 	cmdWatch  // never in a log: the store's events after a revision
-	cmdHandoff
+	cmdFence
 	cmdAdopt
 	cmdDrop
 	cmdLookup // meta, read
@@ -49,9 +49,9 @@ type command struct {
 	token      int64
 	client     int
 	seq        int
-	epoch      int // handoff, adopt, begin/commit move: the epoch the store moves to
-	group      int // handoff, begin/commit move: the target; adopt: the source
-	index      int // adopt: the source's handoff index
+	epoch      int // fence, adopt, begin/commit move: the epoch the store moves to
+	group      int // fence, begin/commit move: the target; adopt: the source
+	index      int // adopt: the index of the source's fence
 	// at is the time the proposing leader stamped on the command: a
 	// lease's deadline is counted from it, and an expiry carries it.
 	at int64
@@ -64,7 +64,7 @@ type reply struct {
 	status status
 	val    string
 	token  int64
-	index  int // handoff: the index of the handoff entry
+	index  int // fence: the index of the fence entry
 	epoch  int // WrongGroup and lookup: the placement epoch
 	group  int // WrongGroup and lookup: the group
 	leader int // NotLeader: a hint (0: none known)
@@ -94,8 +94,8 @@ type placement struct {
 type storeState struct {
 	serving bool
 	epoch   int
-	movedTo int // after a handoff: where the store went
-	handoff int // after a handoff: the index of the handoff entry
+	movedTo int // after the fence: where the store went
+	fenced  int // after the fence: the index of the fence entry
 	lastRev int64
 	kv      map[string]string
 	lock    map[string]int64
@@ -413,15 +413,15 @@ func (g *group) apply(c command, index int, e *entry) reply {
 			}
 		}
 		return r
-	case cmdHandoff:
+	case cmdFence:
 		ss := g.st.stores[c.store]
 		switch {
 		case ss == nil:
 			return reply{status: stNotHere}
 		case ss.epoch >= c.epoch:
-			return reply{index: ss.handoff, remaining: ss.remaining} // already handed off: the same answer
+			return reply{index: ss.fenced, remaining: ss.remaining} // already fenced: the same answer
 		}
-		ss.serving, ss.epoch, ss.movedTo, ss.handoff = false, c.epoch, c.group, index
+		ss.serving, ss.epoch, ss.movedTo, ss.fenced = false, c.epoch, c.group, index
 		// The fence freezes the store's leases: the source's leader
 		// proposes no more expiries for them (the apply-time check
 		// refuses any that were in flight), and each lease's remaining
@@ -441,7 +441,7 @@ func (g *group) apply(c command, index int, e *entry) reply {
 		}
 		if !w.cfg.Bugs.AdoptBeforeCaughtUp && !w.cfg.Bugs.NoSourceFence {
 			// A voter applies Adopt only once its learner copy of the
-			// source reached the handoff index: the mover waited for
+			// source reached the fence's index: the mover waited for
 			// that before proposing, and a voter that restarted since
 			// waits here (modelled as catching up at once).
 			cp.catchUp(c.index)
@@ -467,7 +467,7 @@ func (g *group) apply(c command, index int, e *entry) reply {
 		return reply{}
 	case cmdDrop:
 		if ss := g.st.stores[c.store]; ss != nil && !ss.serving {
-			g.st.stores[c.store] = &storeState{epoch: ss.epoch, movedTo: ss.movedTo, handoff: ss.handoff}
+			g.st.stores[c.store] = &storeState{epoch: ss.epoch, movedTo: ss.movedTo, fenced: ss.fenced}
 		}
 		return reply{}
 	case cmdBeginMove:

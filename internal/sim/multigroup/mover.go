@@ -36,7 +36,7 @@ func (m *mover) next() {
 
 // move runs the protocol of docs/design/multi-group.md, "Moving a
 // store": record the move; add learners on the target and let them
-// catch up; fence the source (Handoff); wait until the target's copy
+// catch up; fence the source; wait until the target's copy
 // reached the fence; Adopt on the target; switch the placement; drop the
 // source's copy.
 func (m *mover) move(s string, src, dst *group, epoch int) {
@@ -62,7 +62,7 @@ func (m *mover) move(s string, src, dst *group, epoch int) {
 				adopt(cp.index, nil)
 				return
 			}
-			m.call(src, command{kind: cmdHandoff, store: s, group: dst.id, epoch: epoch}, func(r reply) {
+			m.call(src, command{kind: cmdFence, store: s, group: dst.id, epoch: epoch}, func(r reply) {
 				if bugs.AdoptBeforeCaughtUp {
 					adopt(r.index, r.remaining)
 					return

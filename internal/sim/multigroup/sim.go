@@ -39,11 +39,11 @@ type Config struct {
 // Bugs are the protocol bugs the simulation can inject.
 type Bugs struct {
 	// AdoptBeforeCaughtUp: the mover proposes Adopt on the target as
-	// soon as the source has committed its Handoff, without waiting for
-	// the target's copy of the store to reach the Handoff's index, and
+	// soon as the source has committed its Fence, without waiting for
+	// the target's copy of the store to reach the Fence's index, and
 	// the target adopts whatever its copy holds.
 	AdoptBeforeCaughtUp bool
-	// NoSourceFence: the source never commits a Handoff; it keeps
+	// NoSourceFence: the source never commits a Fence; it keeps
 	// serving the store after the target adopted it.
 	NoSourceFence bool
 	// NoRevisionFloor: Adopt does not raise the target's revision to the

@@ -91,7 +91,7 @@ func catches(t *testing.T, bugs Bugs, want ...string) {
 }
 
 // TestCatchesAdoptBeforeCaughtUp: adopting a store on the target before
-// its copy reached the source's handoff loses the writes in between.
+// its copy reached the source's fence loses the writes in between.
 func TestCatchesAdoptBeforeCaughtUp(t *testing.T) {
 	catches(t, Bugs{AdoptBeforeCaughtUp: true}, "not linearizable", "watch on store")
 }
