@@ -221,6 +221,20 @@ func (s *Server) reclaimSpace() {
 	if why, _ := s.localFull.Load().(string); why == "" && !s.sm.Alarms().Raised(s.memberID) {
 		return
 	}
+	if err := s.reclaim(); err != nil {
+		s.log.Warn("reclaiming disk space after compaction", "err", err)
+	}
+	select {
+	case s.spaceKick <- struct{}{}:
+	default:
+	}
+}
+
+// reclaim truncates this member's raft log up to its applied index (a
+// follower behind it is then sent a snapshot) and has Pebble flush and
+// compact away deleted data and the log's entries: what a NOSPACE alarm
+// and an operator's defragment need so that freed space shows on disk.
+func (s *Server) reclaim() error {
 	view := s.store.DB().NewSnapshot()
 	applied, err := storage.AppliedIndex(view)
 	var cs *raftpb.ConfState
@@ -234,11 +248,5 @@ func (s *Server) reclaimSpace() {
 	if err == nil {
 		err = s.store.Reclaim()
 	}
-	if err != nil {
-		s.log.Warn("reclaiming disk space after compaction", "err", err)
-	}
-	select {
-	case s.spaceKick <- struct{}{}:
-	default:
-	}
+	return err
 }

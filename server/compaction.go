@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -76,6 +77,32 @@ func (s *Server) autoCompactLoop() {
 	}
 }
 
+// waitPurged waits until the history purge has caught up with the
+// compact revision, so that what a compaction freed is deleted before a
+// defragmentation compacts the tables; bounded by ctx.
+func (s *Server) waitPurged(ctx context.Context) error {
+	comp := s.kv.CompactRevision()
+	if s.purged.Load() >= comp {
+		return nil
+	}
+	select {
+	case s.purgeKick <- struct{}{}:
+	default:
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for s.purged.Load() < comp {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stopc:
+			return errors.New("member is stopping")
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 // purgeLoop physically removes history below the compact revision, in
 // the background, on every member: reads below it are already refused, so
 // this changes no visible state.
@@ -97,6 +124,7 @@ func (s *Server) purgeLoop() {
 			continue
 		}
 		purged = comp
+		s.purged.Store(comp)
 		s.reclaimSpace()
 	}
 }

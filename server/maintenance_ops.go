@@ -51,9 +51,10 @@ func (m *maintenanceService) Alarm(ctx context.Context, req *dkvpb.AlarmActionRe
 // defragMu lets one defragmentation run at a time per process.
 var defragMu sync.Mutex
 
-// Defragment flushes the memtable and has Pebble compact the state range
-// and the raft log, which drops deleted and compacted-away data and gives
-// the space back. It is Pebble's manual compaction: it runs beside reads
+// Defragment truncates this member's raft log to its applied index,
+// flushes the memtable and has Pebble compact the state range and the
+// raft log, which drops deleted and compacted-away data and gives the
+// space back. A follower behind the truncated log is sent a snapshot. It is Pebble's manual compaction: it runs beside reads
 // and writes, which only compete with it for the disk and CPU.
 func (m *maintenanceService) Defragment(ctx context.Context, _ *dkvpb.DefragmentRequest) (*dkvpb.DefragmentResponse, error) {
 	s := m.s
@@ -61,9 +62,12 @@ func (m *maintenanceService) Defragment(ctx context.Context, _ *dkvpb.Defragment
 		return nil, dkverr.New(dkverr.Conflict, "a defragmentation is already running on this member")
 	}
 	defer defragMu.Unlock()
+	if err := s.waitPurged(ctx); err != nil {
+		return nil, dkverr.New(dkverr.Unavailable, "defragment: waiting for the history below the compact revision to be purged: %v", err)
+	}
 	before := s.dbSize()
 	start := time.Now()
-	if err := s.store.Reclaim(); err != nil {
+	if err := s.reclaim(); err != nil {
 		return nil, dkverr.New(dkverr.Internal, "defragment: %v", err)
 	}
 	took := time.Since(start)

@@ -82,6 +82,9 @@ type Server struct {
 	// stop waits for them before closing the store.
 	watchRecv sync.WaitGroup
 	purgeKick chan struct{}
+	// purged is the compact revision the history purge has reached
+	// (purgeLoop).
+	purged    atomic.Int64
 	lessor    *lease.Lessor // lease table; tracks deadlines on the leader
 	renewer   *renewer      // group-commits keep-alives
 	watchHub  *watch.Hub
