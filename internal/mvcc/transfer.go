@@ -85,6 +85,10 @@ func Export(r pebble.Reader, fn func(v *Version) error) error {
 		}
 		return fn(&v)
 	}
+	// Sub-revisions of the base versions are numbered in key order: no
+	// read or watch can tell them apart (a watch cannot start at or
+	// below the compact revision), and the change log that recorded
+	// their order may be purged.
 	sub := int64(0)
 	for i, b := range bases {
 		if i > 0 && bases[i-1].rev == b.rev {

@@ -338,6 +338,18 @@ func Import(path string, db *pebble.DB) (Info, error) {
 		return fmt.Errorf("%s: %w: %s", path, ErrDamaged, fmt.Sprintf(format, a...))
 	}
 	err = bdb.View(func(tx *bolt.Tx) error {
+		// bbolt's own consistency check of its pages, as etcdctl
+		// snapshot status runs it: it is all a file without etcd's
+		// checksum is checked with.
+		var bad error
+		for err := range tx.Check() { // drained: the checker sends every error
+			if bad == nil {
+				bad = err
+			}
+		}
+		if bad != nil {
+			return fmt.Errorf("%s: %w: bbolt finds its pages inconsistent: %v", path, ErrDamaged, bad)
+		}
 		kb, mb := tx.Bucket(bucketKey), tx.Bucket(bucketMeta)
 		if kb == nil || mb == nil {
 			return fmt.Errorf("%s: %w: it is a bbolt database without etcd's %q and %q buckets", path, ErrNotEtcd, bucketKey, bucketMeta)
