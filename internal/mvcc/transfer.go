@@ -32,15 +32,17 @@ type Version struct {
 	Value                  []byte
 }
 
-// Export calls fn with every version a read or a watch can still reach,
-// in revision order (then Sub): for each key live at the compact
-// revision, its version then; after it, every put and delete the
-// change log records. fn returning an error stops with that error.
+// Export calls fn with every version of a key below end (nil: every
+// key) that a read or a watch can still reach, in revision order (then
+// Sub): for each key live at the compact revision, its version then;
+// after it, every put and delete the change log records (Sub is the
+// write's place in its revision, so it has gaps where keys at or after
+// end were written). fn returning an error stops with that error.
 //
 // The versions at or below the compact revision are collected (keys and
 // revisions, not values) and sorted before the first is sent; the rest
 // stream from the change log.
-func Export(r pebble.Reader, fn func(v *Version) error) error {
+func Export(r pebble.Reader, end []byte, fn func(v *Version) error) error {
 	cur, comp, err := readCounters(r)
 	if err != nil {
 		return err
@@ -51,7 +53,7 @@ func Export(r pebble.Reader, fn func(v *Version) error) error {
 	}
 	var bases []base
 	if comp > 0 {
-		err := scanHistory(r, span{start: []byte{}}, comp, func(key []byte, rec *record) bool {
+		err := scanHistory(r, span{start: []byte{}, end: end}, comp, func(key []byte, rec *record) bool {
 			bases = append(bases, base{rec.mod, bytes.Clone(key)})
 			return true
 		})
@@ -123,6 +125,9 @@ func Export(r pebble.Reader, fn func(v *Version) error) error {
 			return err
 		}
 		for i, key := range keys {
+			if end != nil && bytes.Compare(key, end) >= 0 {
+				continue
+			}
 			if err := send(key, rev, int64(i)); err != nil {
 				return err
 			}

@@ -25,9 +25,11 @@
 // What moves: every version a read or watch can reach (the live keys at
 // the compact revision, every put and delete after it), with revision,
 // create revision, version and lease, the compact revision, and the
-// leases. What does not: users and roles (either way), DKV's locks,
-// labels, queues and other DKV-only state (to etcd), and the
-// membership (a restore makes a new cluster either way).
+// leases. What does not: users and roles (either way), named stores'
+// keys (the file is the default store's, what an etcd client sees),
+// DKV's lock table, labels and other DKV-only state (to etcd), and the
+// membership (a restore makes a new cluster either way). Import refuses
+// a key in the named stores' key space.
 //
 // Invariants: Import never accepts a file whose recorded SHA-256 does
 // not match its contents, or that is not a bbolt database with etcd's

@@ -16,6 +16,7 @@ import (
 	"github.com/dkv-io/dkv/internal/keys"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
@@ -42,6 +43,9 @@ var (
 	clusterVersionKey   = []byte("clusterVersion")
 	authEnabledKey      = []byte("authEnabled")
 )
+
+// reserved starts the physical keys of DKV's named stores.
+var reserved = []byte(storekeys.Reserved)
 
 // revBytes is etcd's 17 bytes of a revision: main, '_', sub.
 const revBytes = 17
@@ -89,7 +93,9 @@ type Info struct {
 const boltBatch = 20000
 
 // Write writes the replicated state r holds (read it from one Pebble
-// snapshot) as an etcd database at path, which must not exist. It
+// snapshot) as an etcd database at path, which must not exist: the
+// default store's keys, those an etcd client sees (named stores' keys
+// are DKV's own and are left out), and the leases. It
 // writes no checksum: the etcd API streams the file and then its
 // SHA-256, as etcd does.
 func Write(path string, r pebble.Reader, o WriteOptions) (Info, error) {
@@ -173,7 +179,7 @@ func Write(path string, r pebble.Reader, o WriteOptions) (Info, error) {
 	kv := &mvccpb.KeyValue{}
 	var k, v []byte
 	marshal := proto.MarshalOptions{Deterministic: true}
-	err = mvcc.Export(r, func(ver *mvcc.Version) error {
+	err = mvcc.Export(r, []byte(storekeys.Reserved), func(ver *mvcc.Version) error {
 		if tx == nil {
 			var err error
 			if tx, err = db.Begin(true); err != nil {
@@ -230,7 +236,9 @@ func Write(path string, r pebble.Reader, o WriteOptions) (Info, error) {
 }
 
 func countLive(r pebble.Reader) (int64, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: keys.MVCCLatestPrefix, UpperBound: []byte("s/mk0")})
+	// The default store's live keys: those below the named stores'.
+	upper := append(append([]byte(nil), keys.MVCCLatestPrefix...), reserved...)
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: keys.MVCCLatestPrefix, UpperBound: upper})
 	if err != nil {
 		return 0, err
 	}
@@ -409,6 +417,9 @@ func Import(path string, db *pebble.DB) (Info, error) {
 			kv.Reset()
 			if err := proto.Unmarshal(v, kv); err != nil {
 				return damaged("revision %d.%d: %v", main, sub, err)
+			}
+			if bytes.HasPrefix(kv.Key, reserved) {
+				return fmt.Errorf("%s: key %q at revision %d is in the key space DKV reserves for its named stores (keys from %q on); it cannot be restored into DKV", path, kv.Key, main, storekeys.Reserved)
 			}
 			ver = mvcc.Version{Key: kv.Key, Rev: main, Sub: sub, Tombstone: tomb}
 			if !tomb {

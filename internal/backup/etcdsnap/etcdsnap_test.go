@@ -15,7 +15,10 @@ import (
 	"github.com/dkv-io/dkv/internal/backup"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
 )
 
 func memDB(t *testing.T) *pebble.DB {
@@ -60,6 +63,8 @@ func source(t *testing.T) *pebble.DB {
 		{Key: []byte("c"), Rev: 8, Create: 8, Version: 1, Value: []byte("c2")},
 		{Key: []byte("b"), Rev: 8, Sub: 1, Tombstone: true},
 		{Key: []byte("e"), Rev: 9, Create: 9, Version: 1, Value: bytes.Repeat([]byte("v"), 5000), Lease: 404},
+		// A named store's key: not an etcd client's, left out.
+		{Key: []byte(storekeys.Reserved + "b/x"), Rev: 9, Sub: 1, Create: 9, Version: 1, Value: []byte("b")},
 	}
 	for i := range vs {
 		if err := ld.Add(&vs[i]); err != nil {
@@ -70,17 +75,17 @@ func source(t *testing.T) *pebble.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Revision != 9 || res.Keys != 4 || res.Unleased != 1 {
-		t.Fatalf("load: %+v, want revision 9, 4 keys, 1 unleased", res)
+	if res.Revision != 9 || res.Keys != 5 || res.Unleased != 1 {
+		t.Fatalf("load: %+v, want revision 9, 5 keys, 1 unleased", res)
 	}
 	return db
 }
 
-// exported is Export's output, printed.
+// exported is Export's output for the default store's keys, printed.
 func exported(t *testing.T, r pebble.Reader) string {
 	t.Helper()
 	var b strings.Builder
-	err := mvcc.Export(r, func(v *mvcc.Version) error {
+	err := mvcc.Export(r, []byte(storekeys.Reserved), func(v *mvcc.Version) error {
 		fmt.Fprintf(&b, "%d.%d %q tomb=%v c=%d v=%d l=%d %d bytes %.8q\n", v.Rev, v.Sub, v.Key, v.Tombstone, v.Create, v.Version, v.Lease, len(v.Value), v.Value)
 		return nil
 	})
@@ -122,7 +127,7 @@ func TestWriteImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Revision != 9 || info.CompactRevision != 6 || info.Leases != 2 || info.Keys != 4 {
+	if info.Revision != 9 || info.CompactRevision != 6 || info.Leases != 2 || info.Versions != 7 || info.Keys != 4 {
 		t.Fatalf("write: %+v", info)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size()%512 != 0 {
@@ -179,6 +184,26 @@ func TestImportRefuses(t *testing.T) {
 	bdb.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("things")); return err })
 	bdb.Close()
 
+	// A file with a key in the named stores' key space.
+	reservedKey := filepath.Join(dir, "reserved.db")
+	if _, err := Write(reservedKey, source(t), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bdb, err = bolt.Open(reservedKey, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		v, err := proto.Marshal(&mvccpb.KeyValue{Key: []byte(storekeys.Reserved + "x"), Value: []byte("1"), CreateRevision: 10, ModRevision: 10, Version: 1})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketKey).Put(appendRev(nil, 10, 0), v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bdb.Close()
+
 	flipped := bytes.Clone(goodBytes)
 	flipped[5000] ^= 1
 	badSum := bytes.Clone(goodBytes)
@@ -199,6 +224,7 @@ func TestImportRefuses(t *testing.T) {
 		{name: "content changed", data: flipped, is: ErrDamaged, message: "checksum mismatch"},
 		{name: "checksum changed", data: badSum, is: ErrDamaged, message: "checksum mismatch"},
 		{name: "bolt without etcd's buckets", path: noKeyBucket, is: ErrNotEtcd, message: `without etcd's "key" and "meta" buckets`},
+		{name: "a named store's key", path: reservedKey, message: "reserves for its named stores"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := tc.path
@@ -210,13 +236,13 @@ func TestImportRefuses(t *testing.T) {
 			}
 			db := memDB(t)
 			_, err := Import(path, db)
-			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.message) || !strings.Contains(err.Error(), path) {
+			if err == nil || tc.is != nil && !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.message) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("import: %v; want %v naming the file and saying %q", err, tc.is, tc.message)
 			}
 			if errors.Is(err, ErrDamaged) != errors.Is(err, backup.ErrDamaged) {
 				t.Fatalf("%v: ErrDamaged must also be backup.ErrDamaged (the CLI's exit code)", err)
 			}
-			if got := exported(t, db); got != "" {
+			if got := exported(t, db); got != "" && tc.is != nil {
 				t.Fatalf("a refused file loaded:\n%s", got)
 			}
 		})
