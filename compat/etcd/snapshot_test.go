@@ -246,7 +246,9 @@ type event struct {
 // last.
 func watchEvents(ctx context.Context, t *testing.T, cli *clientv3.Client, rev, last int64) []event {
 	t.Helper()
-	wctx, cancel := context.WithCancel(ctx)
+	// A watch missing the last revision fails within a minute instead of
+	// waiting for the test's deadline.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var out []event
 	for wr := range cli.Watch(wctx, "\x00", clientv3.WithRange("\x00"), clientv3.WithRev(rev)) {
@@ -260,7 +262,7 @@ func watchEvents(ctx context.Context, t *testing.T, cli *clientv3.Client, rev, l
 			}
 		}
 	}
-	t.Fatalf("watch from %d ended before revision %d (%d events): %v", rev, last, len(out), ctx.Err())
+	t.Fatalf("watch from %d ended before revision %d (%d events): %v", rev, last, len(out), wctx.Err())
 	return nil
 }
 
