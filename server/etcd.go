@@ -35,9 +35,10 @@ func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, kv *kvService, watch *wa
 			_, err := (&maintenanceService{s: s}).Defragment(ctx, &dkvpb.DefragmentRequest{})
 			return err
 		},
-		DBSizeInUse: s.dbInUse,
-		Dial:        s.dialSelfOnce(),
-		PeerScheme:  "http", ClientScheme: "http",
+		DBSizeInUse:  s.dbInUse,
+		EtcdSnapshot: s.etcdSnapshot,
+		Dial:         s.dialSelfOnce(),
+		PeerScheme:   "http", ClientScheme: "http",
 	}
 	if s.cfg.PeerTLS.Enabled() {
 		d.PeerScheme = "https"

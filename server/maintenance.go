@@ -2,6 +2,7 @@ package server
 
 import (
 	"archive/tar"
+	"context"
 	"crypto/sha256"
 	"io"
 	"os"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/backup/etcdsnap"
 	"github.com/dkv-io/dkv/internal/backup/restore"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/storage"
 	"google.golang.org/grpc"
 )
 
@@ -152,4 +155,32 @@ func addFile(tw *tar.Writer, root, p string) error {
 	}
 	_, err = io.Copy(tw, f)
 	return err
+}
+
+// etcdSnapshot writes this node's replicated state, at one Pebble
+// snapshot, as an etcd snapshot database (package etcdsnap) into a file
+// in the data dir, and returns it open and already unlinked, so that it
+// goes away when the stream ends however it ends.
+func (s *Server) etcdSnapshot(context.Context) (io.ReadCloser, int64, error) {
+	snap := s.store.DB().NewSnapshot()
+	defer snap.Close()
+	applied, err := storage.AppliedIndex(snap)
+	if err != nil {
+		return nil, 0, dkverr.New(dkverr.Internal, "read the applied index: %v", err)
+	}
+	path := filepath.Join(s.cfg.DataDir, "etcd-snapshot-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".db")
+	if _, err := etcdsnap.Write(path, snap, etcdsnap.WriteOptions{ConsistentIndex: applied, Term: s.node.Status().Term}); err != nil {
+		return nil, 0, dkverr.New(dkverr.Internal, "write the etcd snapshot: %v", err)
+	}
+	f, err := os.Open(path)
+	os.Remove(path)
+	if err != nil {
+		return nil, 0, dkverr.New(dkverr.Internal, "etcd snapshot: %v", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, dkverr.New(dkverr.Internal, "etcd snapshot: %v", err)
+	}
+	return f, fi.Size(), nil
 }

@@ -14,6 +14,9 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/dkv-io/dkv/internal/cli/clitest"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // The operator commands of issue #21 as a shell user sees them.
@@ -95,6 +98,56 @@ func TestCLIOperations(t *testing.T) {
 		n.Fails(11, "Error: DataDamaged: backup file "+flipped+" is damaged: checksum mismatch", "snapshot", "restore", flipped, "--data-dir", filepath.Join(dir, "y"), "--name", "r1", "--initial-cluster", ic)
 		if _, err := os.Stat(filepath.Join(dir, "y")); err == nil {
 			t.Errorf("a refused restore left a data dir behind")
+		}
+	})
+
+	t.Run("snapshot restore --from-etcd", func(t *testing.T) {
+		n := with(n, t)
+		dir := t.TempDir()
+		// An etcd snapshot, as etcdctl snapshot save stores it: what
+		// etcd's Maintenance.Snapshot streams, here DKV's own.
+		conn, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ss, err := etcdserverpb.NewMaintenanceClient(conn).Snapshot(t.Context(), &etcdserverpb.SnapshotRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var blob []byte
+		for {
+			r, err := ss.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			blob = append(blob, r.Blob...)
+		}
+		file := filepath.Join(dir, "etcd.db")
+		if err := os.WriteFile(file, blob, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		data := filepath.Join(dir, "restored")
+		ic := "r1=127.0.0.1:1"
+		out := n.OK("", "snapshot", "restore", "--from-etcd", file, "--data-dir", data, "--name", "r1", "--initial-cluster", ic)
+		if !strings.HasPrefix(out, "restored etcd snapshot at revision 4 (3 keys, 3 versions from compact revision 0, 0 leases) into "+data+" as member r1 of new cluster ") {
+			t.Errorf("restore --from-etcd printed %q", out)
+		}
+		n.Fails(2, "Error: usage: snapshot restore needs one file", "snapshot", "restore", file, "--from-etcd", file, "--data-dir", filepath.Join(dir, "x"), "--name", "r1", "--initial-cluster", ic)
+		backupFile := filepath.Join(dir, "b.snap")
+		n.OK("", "snapshot", "save", backupFile)
+		n.Fails(1, "Error: "+backupFile+": not an etcd snapshot: it is a DKV backup", "snapshot", "restore", "--from-etcd", backupFile, "--data-dir", filepath.Join(dir, "x"), "--name", "r1", "--initial-cluster", ic)
+		blob[len(blob)/2] ^= 1
+		flipped := filepath.Join(dir, "flipped.db")
+		if err := os.WriteFile(flipped, blob, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n.Fails(11, "Error: DataDamaged: "+flipped+": etcd snapshot is damaged: checksum mismatch", "snapshot", "restore", "--from-etcd", flipped, "--data-dir", filepath.Join(dir, "y"), "--name", "r1", "--initial-cluster", ic)
+		if ents, _ := os.ReadDir(filepath.Join(dir, "y")); len(ents) > 0 {
+			t.Errorf("a refused restore left %d entries in the data dir", len(ents))
 		}
 	})
 

@@ -21,6 +21,12 @@
 // PurgeHistory in the background after a compaction. The watch hub
 // consumes the events and, for catch-up, the change log.
 //
+// Package etcdsnap moves whole keyspaces in and out of etcd's snapshot
+// file offline (transfer.go): Export reads every version a read or watch
+// can reach, in revision order, and a Loader writes such versions into
+// an empty store with the records, change log, counters and lease
+// attachments the commands would have written.
+//
 // The package knows nothing of raft, gRPC or files: it reads through
 // pebble.Reader and writes into a *pebble.Batch.
 //

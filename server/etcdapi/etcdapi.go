@@ -25,6 +25,7 @@ package etcdapi
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -90,6 +91,11 @@ type Deps struct {
 	// DBSizeInUse is the part of the database's size that live data
 	// takes; nil: the whole db size.
 	DBSizeInUse func() int64
+	// EtcdSnapshot writes this member's replicated state, at one point,
+	// as an etcd snapshot database (bbolt, etcd's schema) and returns it
+	// to read, with its size; Close releases it. nil: Snapshot streams
+	// DKV's own snapshot (a tar of a Pebble checkpoint).
+	EtcdSnapshot func(ctx context.Context) (io.ReadCloser, int64, error)
 
 	// Dial opens a connection to this server's own gRPC services, for
 	// the lock and election services, which are etcd clients of its own

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash"
+	"io"
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -186,15 +187,20 @@ func (ms *maintenanceServer) Defragment(ctx context.Context, r *etcdserverpb.Def
 	})
 }
 
-// Snapshot streams DKV's snapshot: a tar of a Pebble checkpoint, not
-// etcd's bolt file, followed, as etcd's stream is, by the SHA-256 of all
-// of it. etcdctl snapshot save stores it; etcdutl snapshot status and
-// restore cannot read it.
+// Snapshot streams an etcd snapshot: the member's state as a bbolt
+// database in etcd's schema (Deps.EtcdSnapshot), which etcdctl and
+// etcdutl snapshot status and restore read, followed, as etcd's stream
+// is, by the SHA-256 of the database. It is authorized as DKV's
+// Maintenance.Snapshot (root only). Without Deps.EtcdSnapshot it streams
+// DKV's own snapshot (a tar of a Pebble checkpoint) the same way.
 func (ms *maintenanceServer) Snapshot(r *etcdserverpb.SnapshotRequest, stream etcdserverpb.Maintenance_SnapshotServer) error {
 	if err := ms.d.requireLeader(stream.Context()); err != nil {
 		return err
 	}
 	err := ms.d.Stream(nil, stream, dkvpb.Maintenance_Snapshot_FullMethodName, func(_ any, ss grpc.ServerStream) error {
+		if ms.d.EtcdSnapshot != nil {
+			return ms.sendEtcd(stream)
+		}
 		out := &snapshotStream{ServerStream: ss, out: stream, version: EtcdVersion, sum: sha256.New()}
 		if err := ms.d.Maintenance.Snapshot(&dkvpb.SnapshotRequest{}, out); err != nil {
 			return err
@@ -206,6 +212,52 @@ func (ms *maintenanceServer) Snapshot(r *etcdserverpb.SnapshotRequest, stream et
 		return stream.Send(&etcdserverpb.SnapshotResponse{Header: out.hdr, Blob: out.sum.Sum(nil)})
 	})
 	return toEtcdErr(err)
+}
+
+// snapshotChunk is the blob size of one Snapshot message (etcd's is
+// 32 KiB; larger messages mean fewer of them, well under gRPC's limit).
+const snapshotChunk = 1 << 20
+
+// sendEtcd streams the etcd snapshot database, then its SHA-256.
+func (ms *maintenanceServer) sendEtcd(stream etcdserverpb.Maintenance_SnapshotServer) error {
+	f, size, err := ms.d.EtcdSnapshot(stream.Context())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if size%512 != 0 {
+		// etcdctl finds the checksum by the size: the database must be a
+		// whole number of 512-byte blocks, as bolt's pages are.
+		return status.Errorf(codes.Internal, "%sthe snapshot database is %d bytes, not a whole number of 512-byte blocks", etcdPrefix, size)
+	}
+	hdr := toHeader(ms.d.Header())
+	sum := sha256.New()
+	buf := make([]byte, snapshotChunk)
+	var sent int64
+	for first := true; ; first = false {
+		n, err := io.ReadFull(f, buf)
+		if n > 0 || first {
+			sum.Write(buf[:n])
+			sent += int64(n)
+			out := &etcdserverpb.SnapshotResponse{Header: hdr, Blob: buf[:n], RemainingBytes: uint64(max(size-sent, 0)) + sha256.Size}
+			if first {
+				out.Version = EtcdVersion // etcd 3.6 sends the storage version first
+			}
+			if err := stream.Send(out); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return status.Errorf(codes.Internal, "%sread the snapshot database: %v", etcdPrefix, err)
+		}
+	}
+	if sent != size {
+		return status.Errorf(codes.Internal, "%sthe snapshot database was %d bytes, %d were read", etcdPrefix, size, sent)
+	}
+	return stream.Send(&etcdserverpb.SnapshotResponse{Header: hdr, Blob: sum.Sum(nil)})
 }
 
 // snapshotStream is DKV's snapshot stream sending etcd's messages.

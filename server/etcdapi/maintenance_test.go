@@ -1,25 +1,32 @@
 package etcdapi_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dkv-io/dkv/server"
 
+	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestMaintenance: Status answers what etcdctl endpoint status shows,
 // with a version etcd clients parse; HashKV at a revision does not move
 // with later writes; Alarm raises and clears NOSPACE, which refuses and
-// then allows writes; Defragment and Snapshot run.
+// then allows writes; Defragment runs; Snapshot streams an etcd
+// snapshot (bbolt in etcd's schema, then its SHA-256).
 func TestMaintenance(t *testing.T) {
 	// The member measures its space rarely, so an alarm raised through
 	// the API is not cleared by a measurement during the test.
@@ -107,7 +114,8 @@ func TestMaintenance(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The snapshot is DKV's: a tar stream, ending with remaining 0.
+	// The snapshot is etcd's: a bbolt database in etcd's schema, then
+	// its SHA-256, the stream ending with remaining 0.
 	ss, err := m.Snapshot(ctx, &etcdserverpb.SnapshotRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -125,10 +133,13 @@ func TestMaintenance(t *testing.T) {
 		if first && r.Version == "" {
 			t.Fatal("first snapshot message carries no version")
 		}
+		if want := uint64(blob.Len()+len(r.Blob)) + r.RemainingBytes; last != nil && want != uint64(blob.Len())+last.RemainingBytes {
+			t.Fatalf("remaining bytes %d after %d bytes, %d before", r.RemainingBytes, blob.Len()+len(r.Blob), last.RemainingBytes)
+		}
 		blob.Write(r.Blob)
 		last = r
 	}
-	if last == nil || last.RemainingBytes != 0 || blob.Len() < 512 || string(blob.Bytes()[257:262]) != "ustar" {
+	if last == nil || last.RemainingBytes != 0 || blob.Len() < 4096 {
 		t.Fatalf("snapshot: %d bytes, last %v", blob.Len(), last)
 	}
 	// As etcd's, the stream ends with the SHA-256 of the rest, where
@@ -138,20 +149,42 @@ func TestMaintenance(t *testing.T) {
 	if got := sha256.Sum256(body); blob.Len()%512 != sha256.Size || !bytes.Equal(got[:], sum) {
 		t.Fatalf("snapshot of %d bytes does not end with its SHA-256", blob.Len())
 	}
-	// And it is still a tar archive DKV's backup holds.
-	tr := tar.NewReader(bytes.NewReader(b))
-	files := 0
-	for {
-		_, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("read the snapshot as tar: %v", err)
-		}
-		files++
+	path := filepath.Join(t.TempDir(), "snap.db")
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if files == 0 {
-		t.Fatal("snapshot tar holds no file")
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("the snapshot is not a bbolt database: %v", err)
+	}
+	defer db.Close()
+	latest := map[string]string{}
+	err = db.View(func(tx *bolt.Tx) error {
+		for _, name := range []string{"meta", "lease", "cluster", "auth", "members"} {
+			if tx.Bucket([]byte(name)) == nil {
+				return fmt.Errorf("no %q bucket", name)
+			}
+		}
+		kb := tx.Bucket([]byte("key"))
+		if kb == nil {
+			return errors.New("no key bucket")
+		}
+		return kb.ForEach(func(k, v []byte) error {
+			kv := &mvccpb.KeyValue{}
+			if err := proto.Unmarshal(v, kv); err != nil {
+				return err
+			}
+			if len(k) != 17 || k[8] != '_' || int64(binary.BigEndian.Uint64(k[:8])) != kv.ModRevision {
+				return fmt.Errorf("key bucket record %x holds %v", k, kv)
+			}
+			latest[string(kv.Key)] = string(kv.Value)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest["a"] != "1" || latest["b"] != "2" || latest["c"] != "3" {
+		t.Fatalf("the snapshot's keys: %v, want a=1 b=2 c=3", latest)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/dkv-io/dkv/internal/backup"
+	"github.com/dkv-io/dkv/internal/backup/etcdsnap"
 	"github.com/dkv-io/dkv/internal/keys"
 )
 
@@ -138,23 +139,8 @@ func NormalizeInitialCluster(s string) (string, []string, error) {
 // same --name and --initial-cluster then bootstraps the new cluster over
 // that state. A data dir that exists and is not empty is refused.
 func Restore(path string, opts RestoreOptions) (backup.Meta, error) {
-	if opts.Name == "" || opts.InitialCluster == "" || opts.DataDir == "" {
-		return backup.Meta{}, fmt.Errorf("restore needs --data-dir, --name and --initial-cluster")
-	}
-	norm, names, err := NormalizeInitialCluster(opts.InitialCluster)
+	norm, err := opts.prepare()
 	if err != nil {
-		return backup.Meta{}, err
-	}
-	found := false
-	for _, n := range names {
-		found = found || n == opts.Name
-	}
-	if !found {
-		return backup.Meta{}, fmt.Errorf("initial cluster %q does not contain this member's name %q", opts.InitialCluster, opts.Name)
-	}
-	if ents, err := os.ReadDir(opts.DataDir); err == nil && len(ents) > 0 {
-		return backup.Meta{}, fmt.Errorf("data dir %s is not empty (%d entries, e.g. %s): restore builds a new member's data dir and never overwrites one; give a new or empty directory", opts.DataDir, len(ents), ents[0].Name())
-	} else if err != nil && !os.IsNotExist(err) {
 		return backup.Meta{}, err
 	}
 	data, meta, closeFn, err := backup.OpenData(path)
@@ -162,23 +148,102 @@ func Restore(path string, opts RestoreOptions) (backup.Meta, error) {
 		return backup.Meta{}, err
 	}
 	defer closeFn()
-	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+	cid, err := build(opts, norm, func(dir string) (*pebble.DB, string, error) {
+		if err := extract(data, dir); err != nil {
+			return nil, "", fmt.Errorf("unpack %s: %w", path, err)
+		}
+		db, err := pebble.Open(dir, &pebble.Options{Logger: quietLog{}})
+		if err != nil {
+			return nil, "", fmt.Errorf("open the restored database: %w", err)
+		}
+		return db, meta.FileSHA256, nil
+	})
+	if err != nil {
 		return backup.Meta{}, err
 	}
-	fail := func(err error) (backup.Meta, error) {
+	meta.ClusterID = strconv.FormatUint(cid, 10)
+	return meta, nil
+}
+
+// RestoreEtcd builds opts.DataDir from the etcd snapshot at path (a
+// file 'etcdctl snapshot save' wrote, or a member's member/snap/db), as
+// Restore builds it from a backup: the snapshot's keys with their
+// history, revisions, compact revision and leases (package etcdsnap),
+// and a cluster id derived from the file, the membership and the token.
+// It returns what the file held and the new cluster's id.
+func RestoreEtcd(path string, opts RestoreOptions) (etcdsnap.Info, string, error) {
+	norm, err := opts.prepare()
+	if err != nil {
+		return etcdsnap.Info{}, "", err
+	}
+	// The file is checked before the data dir is made.
+	if _, err := os.Stat(path); err != nil {
+		return etcdsnap.Info{}, "", err
+	}
+	var info etcdsnap.Info
+	cid, err := build(opts, norm, func(dir string) (*pebble.DB, string, error) {
+		db, err := pebble.Open(dir, &pebble.Options{Logger: quietLog{}, FormatMajorVersion: pebble.FormatNewest})
+		if err != nil {
+			return nil, "", fmt.Errorf("create the database: %w", err)
+		}
+		if info, err = etcdsnap.Import(path, db); err != nil {
+			db.Close()
+			return nil, "", err
+		}
+		return db, "etcd\x00" + info.SHA256, nil
+	})
+	if err != nil {
+		return etcdsnap.Info{}, "", err
+	}
+	return info, strconv.FormatUint(cid, 10), nil
+}
+
+// prepare checks opts and that the data dir is new or empty, and
+// returns the normalized initial cluster.
+func (opts RestoreOptions) prepare() (string, error) {
+	if opts.Name == "" || opts.InitialCluster == "" || opts.DataDir == "" {
+		return "", fmt.Errorf("restore needs --data-dir, --name and --initial-cluster")
+	}
+	norm, names, err := NormalizeInitialCluster(opts.InitialCluster)
+	if err != nil {
+		return "", err
+	}
+	found := false
+	for _, n := range names {
+		found = found || n == opts.Name
+	}
+	if !found {
+		return "", fmt.Errorf("initial cluster %q does not contain this member's name %q", opts.InitialCluster, opts.Name)
+	}
+	if ents, err := os.ReadDir(opts.DataDir); err == nil && len(ents) > 0 {
+		return "", fmt.Errorf("data dir %s is not empty (%d entries, e.g. %s): restore builds a new member's data dir and never overwrites one; give a new or empty directory", opts.DataDir, len(ents), ents[0].Name())
+	} else if err != nil && !os.IsNotExist(err) {
+		return "", err
+	}
+	return norm, nil
+}
+
+// build makes opts.DataDir: fill writes the replicated state into it
+// and returns the open database and the source's identity (its
+// checksum); build then drops what belongs to the old member (its raft
+// log, applied index, members, alarms) and records the new cluster,
+// whose id derives from the membership, the token and the source. A
+// failure leaves the data dir empty.
+func build(opts RestoreOptions, norm string, fill func(dir string) (*pebble.DB, string, error)) (uint64, error) {
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return 0, err
+	}
+	fail := func(err error) (uint64, error) {
 		// Leave no half-built data dir that dkv serve could start on.
 		ents, _ := os.ReadDir(opts.DataDir)
 		for _, e := range ents {
 			os.RemoveAll(filepath.Join(opts.DataDir, e.Name()))
 		}
-		return backup.Meta{}, err
+		return 0, err
 	}
-	if err := extract(data, opts.DataDir); err != nil {
-		return fail(fmt.Errorf("unpack %s: %w", path, err))
-	}
-	db, err := pebble.Open(opts.DataDir, &pebble.Options{Logger: quietLog{}})
+	db, source, err := fill(opts.DataDir)
 	if err != nil {
-		return fail(fmt.Errorf("open the restored database: %w", err))
+		return fail(err)
 	}
 	b := db.NewBatch()
 	// Node-local state (the raft log, HardState, member and cluster ids)
@@ -195,7 +260,7 @@ func Restore(path string, opts RestoreOptions) (backup.Meta, error) {
 		}
 	}
 	h := fnv.New64a()
-	h.Write([]byte("dkv-restored-cluster\x00" + norm + "\x00" + opts.Token + "\x00" + meta.FileSHA256))
+	h.Write([]byte("dkv-restored-cluster\x00" + norm + "\x00" + opts.Token + "\x00" + source))
 	cid := h.Sum64()
 	var cidb [8]byte
 	binary.BigEndian.PutUint64(cidb[:], cid)
@@ -222,8 +287,7 @@ func Restore(path string, opts RestoreOptions) (backup.Meta, error) {
 	if err != nil {
 		return fail(fmt.Errorf("rewrite the restored database: %w", err))
 	}
-	meta.ClusterID = strconv.FormatUint(cid, 10)
-	return meta, nil
+	return cid, nil
 }
 
 // extract unpacks a tar stream of regular files into dir, refusing any
