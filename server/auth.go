@@ -271,7 +271,7 @@ func (s *Server) checkView(ctx context.Context, v *auth.View, method string, req
 		s.denied("", method, "", err)
 		return ctx, err
 	}
-	needs, err := requirements(req, state.DBState(s.store.DB()))
+	needs, err := requirements(req, s.sm.LocalState())
 	if err != nil {
 		return ctx, err
 	}

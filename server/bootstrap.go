@@ -84,10 +84,10 @@ func (s *Server) startNode(ctx context.Context) error {
 	s.kv = kv
 	s.lessor = lease.NewLessor(s.cfg.LeaseClock, s.cfg.LeaseMaxClockDrift, s.cfg.LeaseCheckpointInterval)
 	s.renewer = newRenewer(s)
-	if err := s.loadLeases(); err != nil {
+	if s.sm, err = state.New(kv, s.store, effects{s}, s.log); err != nil {
 		return err
 	}
-	if s.sm, err = state.New(kv, s.store, effects{s}, s.log); err != nil {
+	if err := s.loadLeases(); err != nil {
 		return err
 	}
 
@@ -107,7 +107,7 @@ func (s *Server) startNode(ctx context.Context) error {
 		}
 		// A binary too far from the versions the other members last
 		// published would run the cluster on two incompatible formats.
-		ms, err := state.Members(s.store.DB())
+		ms, err := s.sm.Latest().Members()
 		if err != nil {
 			return err
 		}

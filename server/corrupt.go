@@ -14,7 +14,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storage"
 	"google.golang.org/grpc"
 )
@@ -175,7 +174,7 @@ func (s *Server) hashAll(ctx context.Context, rev int64, peers []hashPeer) ([]pe
 // compare with some member (down, refused); the members that answered
 // are still compared.
 func (s *Server) checkCorruption(ctx context.Context) error {
-	ms, err := state.Members(s.store.DB())
+	ms, err := s.sm.Latest().Members()
 	if err != nil {
 		return err
 	}

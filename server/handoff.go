@@ -6,7 +6,6 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/state"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
 )
@@ -90,7 +89,7 @@ func (s *Server) memberName(id uint64) string {
 }
 
 func (s *Server) memberRecordByID(id uint64) (*dkvpb.Member, error) {
-	ms, err := state.Members(s.store.DB())
+	ms, err := s.sm.Latest().Members()
 	if err != nil {
 		return nil, err
 	}

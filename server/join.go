@@ -8,7 +8,6 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
-	"github.com/dkv-io/dkv/internal/state"
 	"google.golang.org/grpc"
 )
 
@@ -17,7 +16,7 @@ import (
 // discover every member and operators see which version each runs.
 func (s *Server) publishClientURL() {
 	url := s.advClient
-	ms, err := state.Members(s.store.DB())
+	ms, err := s.sm.Latest().Members()
 	if err != nil {
 		return
 	}

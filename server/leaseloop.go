@@ -12,7 +12,7 @@ import (
 // loadLeases fills the lessor from the state.
 func (s *Server) loadLeases() error {
 	var recs []lease.Record
-	if err := lease.List(s.store.DB(), func(r lease.Record) bool { recs = append(recs, r); return true }); err != nil {
+	if err := s.sm.Latest().Leases(func(r lease.Record) bool { recs = append(recs, r); return true }); err != nil {
 		return err
 	}
 	s.lessor.Reset(recs)

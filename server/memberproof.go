@@ -12,7 +12,6 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/auth"
-	"github.com/dkv-io/dkv/internal/state"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -79,7 +78,7 @@ func (s *Server) memberCaller(ctx context.Context, method string) (*auth.User, b
 	if !hmac.Equal(mac, s.proofMAC(method, id, minute)) {
 		return nil, false
 	}
-	ms, err := state.Members(s.store.DB())
+	ms, err := s.sm.Latest().Members()
 	if err != nil {
 		return nil, false
 	}

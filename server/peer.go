@@ -8,7 +8,6 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/transport"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -53,7 +52,7 @@ func (s *Server) syncPeers() {
 	if s.transport == nil {
 		return
 	}
-	ms, err := state.Members(s.store.DB())
+	ms, err := s.sm.Latest().Members()
 	if err != nil || len(ms) == 0 {
 		return
 	}

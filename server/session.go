@@ -62,7 +62,7 @@ func (s *Server) oldMember() error {
 		defer c.refreshing.Store(false)
 	}
 	n := &oldMemberAnswer{at: time.Now()}
-	ms, err := state.Members(s.store.DB())
+	ms, err := s.sm.Latest().Members()
 	if err != nil {
 		n.err = err
 	} else if m := state.OldMember(ms); m != nil {
@@ -123,7 +123,7 @@ func (s *Server) sessionLoop() {
 			continue
 		}
 		now := time.Now().UnixNano()
-		ids, err := state.ExpiredSessions(s.store.DB(), now, maxSessionsPerExpire)
+		ids, err := s.sm.Latest().ExpiredSessions(now, maxSessionsPerExpire)
 		if err != nil {
 			s.log.Warn("list expired sessions", "err", err)
 			continue

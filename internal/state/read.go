@@ -32,6 +32,11 @@ func (m *Machine) Snapshot() View {
 	return View{kv: m.kv, r: snap, snap: snap}
 }
 
+// LocalState is the LocalState of the applied state, as it is at each
+// read: what a request's needs read (Command.Needs), without an
+// allocation per request.
+func (m *Machine) LocalState() LocalState { return DBState(m.store.DB()) }
+
 // Latest is the applied state as it is at each read.
 func (m *Machine) Latest() View {
 	db := m.store.DB()
@@ -128,6 +133,12 @@ func (v View) RateLimits(prefix []byte, fn func(key []byte, s ratelimit.State) b
 
 // Members is the member table.
 func (v View) Members() ([]*dkvpb.Member, error) { return Members(v.r) }
+
+// ExpiredSessions is the ids of up to limit sessions whose deadline is
+// before now (unix nanoseconds).
+func (v View) ExpiredSessions(now int64, limit int) ([]uint64, error) {
+	return ExpiredSessions(v.r, now, limit)
+}
 
 // Store is the named store's record, if it exists.
 func (v View) Store(name string) (*dkvpb.StoreInfo, bool, error) { return GetStore(v.r, name) }
