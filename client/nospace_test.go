@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -137,12 +139,16 @@ func TestQuotaAlarm(t *testing.T) {
 	c := openSpaceTest(t, t.TempDir(), fs, func(cfg *server.Config) { cfg.QuotaBytes = quota })
 	defer c.Close()
 	ctx := context.Background()
-	val := strings.Repeat("q", 256<<10)
 	acked := map[string]string{}
 	var err error
 	deadline := time.Now().Add(60 * time.Second)
+	raw := make([]byte, 192<<10)
 	for i := 0; time.Now().Before(deadline); i++ {
 		k := fmt.Sprintf("big/%04d", i)
+		// Incompressible: the tables are compressed, and the quota is
+		// about the data they hold.
+		rand.Read(raw)
+		val := base64.StdEncoding.EncodeToString(raw)
 		if _, err = c.Put(ctx, k, []byte(val)); err != nil {
 			break
 		}

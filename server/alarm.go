@@ -9,7 +9,6 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storage"
-	"go.etcd.io/raft/v3/raftpb"
 )
 
 // The NOSPACE alarm, after etcd's: a member whose disk's free space falls
@@ -235,16 +234,7 @@ func (s *Server) reclaimSpace() {
 // compact away deleted data and the log's entries: what a NOSPACE alarm
 // and an operator's defragment need so that freed space shows on disk.
 func (s *Server) reclaim() error {
-	view := s.store.DB().NewSnapshot()
-	applied, err := storage.AppliedIndex(view)
-	var cs *raftpb.ConfState
-	if err == nil {
-		cs, err = storage.ConfState(view)
-	}
-	view.Close()
-	if err == nil && applied > 0 {
-		err = s.store.CompactLog(applied, applied, cs)
-	}
+	err := s.store.TruncateLogToApplied()
 	if err == nil {
 		err = s.store.Reclaim()
 	}

@@ -9,7 +9,11 @@ import "strings"
 // separation puts every large value, so most of a store's bytes) nor the
 // logs replayed at open, and a 345 MiB store read as 29.5 MiB, under any
 // quota. The ballast, the witness and the snapshot staging dir are not
-// Pebble's and are not counted.
+// Pebble's and are not counted; nor are the used write-ahead log files
+// Pebble keeps for reuse (up to five, of up to a memtable each): they are
+// room for the next logs, not data, and no delete or compaction can
+// shrink them, so counted against a quota they kept it exceeded after
+// everything was deleted.
 func (s *Storage) DBSize() uint64 {
 	names, err := s.rawFS.List(s.dir)
 	if err != nil {
@@ -24,7 +28,7 @@ func (s *Storage) DBSize() uint64 {
 			n += uint64(fi.Size())
 		}
 	}
-	return n
+	return n - min(n, s.db.Metrics().WAL.ObsoletePhysicalSize)
 }
 
 func isPebbleFile(name string) bool {

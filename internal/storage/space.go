@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // ErrDiskFull is wrapped by errors that come from the disk being full
@@ -77,6 +78,23 @@ func (s *Storage) DiskUsage() (DiskUsage, error) {
 		DBBytes:        s.DBSize(),
 		UnflushedBytes: m.WAL.Size,
 	}, nil
+}
+
+// TruncateLogToApplied compacts the raft log up to the applied index: a
+// follower behind it is then sent a snapshot. For Reclaim, when space
+// matters more than the catch-up entries.
+func (s *Storage) TruncateLogToApplied() error {
+	view := s.db.NewSnapshot()
+	applied, err := AppliedIndex(view)
+	var cs *raftpb.ConfState
+	if err == nil {
+		cs, err = ConfState(view)
+	}
+	view.Close()
+	if err != nil || applied == 0 {
+		return err
+	}
+	return s.CompactLog(applied, applied, cs)
 }
 
 // Reclaim makes space that deletes and a history purge freed count on
