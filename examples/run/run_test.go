@@ -63,3 +63,39 @@ func TestDriverPlaysPresence(t *testing.T) {
 		t.Errorf("%d instances exited with status 0 at the end, want 3", n)
 	}
 }
+
+// playScenario plays the scenario name as `go run ./examples/run NAME`
+// does, fails the test if the driver reports the outcome wrong, and
+// returns the driver's output after checking that it holds each of want
+// and that everything was stopped at the end, each instance still
+// running cleanly.
+func playScenario(t *testing.T, name string, want ...string) string {
+	t.Helper()
+	proctest.Skip(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out testutil.LockedBuffer
+	err := play(ctx, &out, find(name), testutil.DKVBinary(t), false)
+	t.Logf("the driver's output:\n%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range append(want, "run: stopping the instances with SIGTERM", "run: the cluster stopped") {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("the driver's output has no %q", w)
+		}
+	}
+	if strings.Contains(out.String(), "did not stop cleanly") {
+		t.Errorf("an instance did not stop cleanly on SIGTERM")
+	}
+	return out.String()
+}
+
+// TestDriverPlaysCart: two shopper processes add to one cart through
+// the proxy process while an instance is killed; the cart is whole.
+func TestDriverPlaysCart(t *testing.T) {
+	playScenario(t, "cart",
+		"run: kill -9 B[",
+		"cart=whole",
+		"run: the cart is whole: every answered add in it once, none lost, across the kill of B")
+}

@@ -21,6 +21,12 @@ type scenario struct {
 // in a file of its own.
 var scenarios = []scenario{
 	{
+		name:      "cart",
+		about:     "three shop instances keep carts in the store behind a round-robin proxy process; two shopper processes add 50 items each to one cart at once; one instance is killed with kill -9 midway",
+		instances: []string{"A", "B", "C"},
+		fault:     cart,
+	},
+	{
 		name:      "scheduled-job",
 		about:     "three workers elect a leader that runs a job once per second; the leader is killed with kill -9, the next one frozen with SIGSTOP past its 2s TTL",
 		instances: []string{"w1", "w2", "w3"},
