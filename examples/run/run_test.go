@@ -99,3 +99,12 @@ func TestDriverPlaysCart(t *testing.T) {
 		"cart=whole",
 		"run: the cart is whole: every answered add in it once, none lost, across the kill of B")
 }
+
+// TestDriverPlaysReconcile: a child and then the leading reconciler are
+// killed; every divergence is repaired by one action, none repeated.
+func TestDriverPlaysReconcile(t *testing.T) {
+	playScenario(t, "reconcile",
+		"run: kill -9 web-1's child",
+		"run: kill -9 ctl-",
+		"run: every divergence repaired by one action, none repeated, across the kill of a child and of the leader")
+}

@@ -34,6 +34,13 @@ var scenarios = []scenario{
 		fault:     scheduledJob,
 	},
 	{
+		name:      "reconcile",
+		about:     "three reconcilers, one leading, keep services (child processes they start) as desired in the store (2s TTL); a child is killed with kill -9, then the leader in the middle of a round",
+		instances: []string{"ctl-a", "ctl-b", "ctl-c"},
+		args:      []string{"--ttl", "2s"},
+		fault:     reconcile,
+	},
+	{
 		name:      "invoices",
 		about:     "three workers pay 12 invoices under store-enforced locks (3s TTL, 1s of work each); one holding a lock is killed with kill -9, another frozen with SIGSTOP",
 		instances: []string{"w1", "w2", "w3"},
