@@ -108,3 +108,13 @@ func TestDriverPlaysReconcile(t *testing.T) {
 		"run: kill -9 ctl-",
 		"run: every divergence repaired by one action, none repeated, across the kill of a child and of the leader")
 }
+
+// TestDriverPlaysCanary: the canary turns faulty and the leading
+// controller is killed after its first decision; the next leader rolls
+// it back, each stage decided once.
+func TestDriverPlaysCanary(t *testing.T) {
+	playScenario(t, "canary",
+		"run: kill -9 controller-",
+		"decision=rollback",
+		"run: the faulty canary was rolled back by the next leader, each stage decided once, across the kill of the leading controller")
+}

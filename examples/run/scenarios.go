@@ -41,6 +41,12 @@ var scenarios = []scenario{
 		fault:     reconcile,
 	},
 	{
+		name:      "canary",
+		about:     "two controllers (one leads, 2s TTL) roll a canary out behind a flag over real traffic (a proxy process routing by the flag, a load generator); after the first decision the canary starts failing 5% of requests and the leading controller is killed with kill -9",
+		instances: []string{"controller-a", "controller-b", "baseline", "canary"},
+		fault:     canary,
+	},
+	{
 		name:      "invoices",
 		about:     "three workers pay 12 invoices under store-enforced locks (3s TTL, 1s of work each); one holding a lock is killed with kill -9, another frozen with SIGSTOP",
 		instances: []string{"w1", "w2", "w3"},
