@@ -118,3 +118,12 @@ func TestDriverPlaysCanary(t *testing.T) {
 		"decision=rollback",
 		"run: the faulty canary was rolled back by the next leader, each stage decided once, across the kill of the leading controller")
 }
+
+// TestDriverPlaysReact: a consumer killed mid-stream and started again
+// handles every change once, as do the two left running.
+func TestDriverPlaysReact(t *testing.T) {
+	playScenario(t, "react",
+		"run: kill -9 r2[",
+		"] resuming from=",
+		"run: every consumer handled every change once, r2 across its kill -9 and restart")
+}

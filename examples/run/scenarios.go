@@ -47,6 +47,12 @@ var scenarios = []scenario{
 		fault:     canary,
 	},
 	{
+		name:      "react",
+		about:     "three consumers react to changes by a watch, each keeping its checkpoint (the last revision handled) in the store; one is killed with kill -9 mid-stream and started again",
+		instances: []string{"r1", "r2", "r3"},
+		fault:     react,
+	},
+	{
 		name:      "invoices",
 		about:     "three workers pay 12 invoices under store-enforced locks (3s TTL, 1s of work each); one holding a lock is killed with kill -9, another frozen with SIGSTOP",
 		instances: []string{"w1", "w2", "w3"},
