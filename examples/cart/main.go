@@ -80,9 +80,20 @@ func main() {
 		if *run != "" && !flagSet("prefix") {
 			p = "examples/cart/" + *run + "/"
 		}
-		exenv.Main(func(ctx context.Context, env *exenv.Env) error {
-			return serveInstance(ctx, env, exenv.NewEvents(os.Stdout, name, os.Getpid()), name, *listen, p)
-		})
+		// Every line it prints is an event line, connecting included.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		ev := exenv.NewEvents(os.Stdout, name, os.Getpid())
+		conn := exenv.Connection()
+		env, err := conn.Open(ctx)
+		if err == nil {
+			err = serveInstance(ctx, env, ev, name, *listen, p)
+			env.Close()
+		}
+		if err != nil {
+			ev.Emit("failed", "err", err)
+			os.Exit(1)
+		}
 		return
 	case *backends != "":
 		fail(errors.New("--backends goes with --proxy"))
