@@ -35,7 +35,7 @@ type InstanceConfig struct {
 	RPS      int           // loadgen: requests per second
 	Interval time.Duration // controller: between two decisions
 	TTL      time.Duration // controller: its session's
-	Log      *exenv.Log
+	Ev       *exenv.Events // the process's event lines
 }
 
 func (cfg InstanceConfig) flagKey() string { return "examples." + cfg.Rollout }
@@ -69,7 +69,7 @@ func serve(ctx context.Context, cfg InstanceConfig, h http.Handler) error {
 		return err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	cfg.Log.Printf("%s: serving on http://%s", cfg.Name, l.Addr())
+	cfg.Ev.Emit("listening", "url", "http://"+l.Addr().String())
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -79,7 +79,7 @@ func serve(ctx context.Context, cfg InstanceConfig, h http.Handler) error {
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	cfg.Log.Printf("%s: stopped", cfg.Name)
+	cfg.Ev.Emit("stopped")
 	return nil
 }
 
@@ -93,7 +93,7 @@ func watchRate(ctx context.Context, c *client.Client, cfg InstanceConfig, key, w
 			r = 0
 		}
 		if old := math.Float64frombits(rate.Swap(math.Float64bits(r))); old != r {
-			cfg.Log.Printf("%s: failing %.1f%% of requests %s (%s)", cfg.Name, 100*r, what, key)
+			cfg.Ev.Emit("failing", "percent", fmt.Sprintf("%.1f", 100*r), "where", what, "key", key)
 		}
 	}
 	w, err := c.WatchKey(ctx, key, client.WithInitialSnapshot())
@@ -176,7 +176,7 @@ func runProxy(ctx context.Context, c *client.Client, cfg InstanceConfig) error {
 				return
 			case <-t.C:
 				if err := flush(ctx); err != nil && ctx.Err() == nil {
-					cfg.Log.Printf("%s: reporting counts: %v", cfg.Name, err)
+					cfg.Ev.Emit("report-failed", "err", err)
 				}
 			}
 		}
@@ -243,15 +243,15 @@ func runLoadgen(ctx context.Context, cfg InstanceConfig) error {
 	}
 	defer wg.Wait()
 	defer close(jobs)
-	cfg.Log.Printf("%s: sending %d requests/s to %s", cfg.Name, cfg.RPS, cfg.Target)
+	cfg.Ev.Emit("sending", "rps", cfg.RPS, "to", cfg.Target)
 	user := 0
 	for {
 		select {
 		case <-ctx.Done():
-			cfg.Log.Printf("%s: stopped after %d requests, %d failed", cfg.Name, sent.Load(), failed.Load())
+			cfg.Ev.Emit("stopped", "sent", sent.Load(), "failed", failed.Load())
 			return nil
 		case <-report.C:
-			cfg.Log.Printf("%s: %d requests, %d failed", cfg.Name, sent.Load(), failed.Load())
+			cfg.Ev.Emit("sent", "requests", sent.Load(), "failed", failed.Load())
 		case <-tick.C:
 			user = (user + 7919) % users
 			select {
@@ -277,13 +277,13 @@ func runController(ctx context.Context, c *client.Client, cfg InstanceConfig) er
 	for {
 		err := controllerSession(ctx, c, cfg, cc)
 		if ctx.Err() != nil {
-			cfg.Log.Printf("%s: stopping: resigned, session revoked", cfg.Name)
+			cfg.Ev.Emit("resigned", "session", "revoked")
 			return nil
 		}
 		if !errors.Is(err, client.ErrLeaseExpired) && !errors.Is(err, client.ErrLeaseNotFound) {
 			return err
 		}
-		cfg.Log.Printf("%s: lost my session (%v); campaigning again with a new one", cfg.Name, err)
+		cfg.Ev.Emit("lost-session", "err", err, "then", "campaigning again with a new one")
 	}
 }
 
@@ -296,7 +296,7 @@ func controllerSession(ctx context.Context, c *client.Client, cfg InstanceConfig
 	}
 	defer s.Close()
 	e := concurrency.NewElection(s, "examples/canary/"+cfg.Rollout+"/leader")
-	cfg.Log.Printf("%s: campaigning", cfg.Name)
+	cfg.Ev.Emit("campaigning", "rollout", cfg.Rollout)
 	for {
 		l, err := e.Campaign(ctx, nil)
 		if err != nil {
@@ -307,7 +307,7 @@ func controllerSession(ctx context.Context, c *client.Client, cfg InstanceConfig
 			}
 			return err
 		}
-		cfg.Log.Printf("%s: leading (term %d)", cfg.Name, l.Term())
+		cfg.Ev.Emit("leader", "term", l.Term())
 		err = lead(ctx, c, cfg, cc, l)
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = l.Resign(rctx)
@@ -318,7 +318,7 @@ func controllerSession(ctx context.Context, c *client.Client, cfg InstanceConfig
 		if err != nil && !errors.Is(err, client.ErrLocked) {
 			return err
 		}
-		cfg.Log.Printf("%s: lost the leadership (%v)", cfg.Name, err)
+		cfg.Ev.Emit("lost-leadership", "err", err)
 		select {
 		case <-s.Done():
 			return s.Err()
@@ -338,7 +338,7 @@ func lead(ctx context.Context, c *client.Client, cfg InstanceConfig, cc *recipe.
 			Rollout: &recipe.FlagRollout{Variant: "new", Percent: first},
 		}, client.WithLock(l.Handle()), client.IfAbsent())
 		if err == nil {
-			cfg.Log.Printf("%s: flag %s created: the canary serves %.0f%% of users", cfg.Name, cfg.flagKey(), first)
+			cfg.Ev.Emit("flag-created", "flag", cfg.flagKey(), "percent", first)
 		}
 	}
 	if err != nil {
@@ -356,7 +356,7 @@ func lead(ctx context.Context, c *client.Client, cfg InstanceConfig, cc *recipe.
 		}
 		rec, err := cc.Step(ctx, l)
 		if errors.Is(err, recipe.ErrRolloutFinished) {
-			cfg.Log.Printf("%s: the rollout is finished; waiting", cfg.Name)
+			cfg.Ev.Emit("finished", "then", "waiting")
 			select {
 			case <-ctx.Done():
 				return nil
@@ -368,9 +368,9 @@ func lead(ctx context.Context, c *client.Client, cfg InstanceConfig, cc *recipe.
 			return err
 		}
 		if rec.Decision != "wait" {
-			cfg.Log.Printf("%s: at %3d%%: canary %d requests, %d errors (%.2f%%); baseline %d, %d (%.2f%%) -> %s, now %d%%",
-				cfg.Name, rec.Percent, rec.Canary.Requests, rec.Canary.Errors, pct(rec.Canary),
-				rec.Baseline.Requests, rec.Baseline.Errors, pct(rec.Baseline), rec.Decision, rec.Next)
+			cfg.Ev.Emit("decided", "at", rec.Percent, "decision", rec.Decision, "next", rec.Next, "term", rec.Term,
+				"canary", fmt.Sprintf("%d/%d", rec.Canary.Errors, rec.Canary.Requests), "canary_rate", fmt.Sprintf("%.2f%%", pct(rec.Canary)),
+				"baseline", fmt.Sprintf("%d/%d", rec.Baseline.Errors, rec.Baseline.Requests), "baseline_rate", fmt.Sprintf("%.2f%%", pct(rec.Baseline)))
 		}
 	}
 }

@@ -32,6 +32,7 @@ func main() {
 	var cfg InstanceConfig
 	flag.StringVar(&cfg.Name, "instance", "", "run one process: `NAME` is baseline, canary, proxy, loadgen or controller-X")
 	flag.StringVar(&cfg.Rollout, "rollout", "checkout", "the rollout's `name`: its flag is examples.NAME")
+	run := flag.String("run", "", "with --instance: the run's `id`, the rollout's name unless --rollout is given")
 	flag.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "baseline, canary, proxy: the HTTP `address` to serve on")
 	flag.StringVar(&cfg.Baseline, "baseline", "", "proxy: the baseline's base `URL`")
 	flag.StringVar(&cfg.Canary, "canary", "", "proxy: the canary's base `URL`")
@@ -52,6 +53,11 @@ func main() {
 		})
 		return
 	}
+	rolloutSet := false
+	flag.Visit(func(f *flag.Flag) { rolloutSet = rolloutSet || f.Name == "rollout" })
+	if *run != "" && !rolloutSet {
+		cfg.Rollout = *run
+	}
 	conn := exenv.Connection()
 	if conn.Endpoints == "" && !strings.HasPrefix(cfg.Name, "loadgen") {
 		fmt.Fprintln(os.Stderr, "--instance needs --endpoints: the processes share a cluster")
@@ -61,7 +67,7 @@ func main() {
 	// and revokes its session, a proxy reports its last counts.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg.Log = exenv.NewLog(os.Stdout)
+	cfg.Ev = exenv.NewEvents(os.Stdout, cfg.Name, os.Getpid())
 	var err error
 	if strings.HasPrefix(cfg.Name, "loadgen") {
 		err = runLoadgen(ctx, cfg)

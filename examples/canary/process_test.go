@@ -120,7 +120,7 @@ func TestCanaryProcesses(t *testing.T) {
 				t.Helper()
 				for _, p := range procs[:2] {
 					b, _ := os.ReadFile(p.Log)
-					if strings.Contains(string(b), fmt.Sprintf("leading (term %d)", term)) {
+					if strings.Contains(string(b), fmt.Sprintf("] leader term=%d\n", term)) {
 						return p
 					}
 				}
@@ -203,7 +203,7 @@ func TestCanaryProcesses(t *testing.T) {
 			if frozen != nil {
 				testutil.Eventually(t, 30*time.Second, "the continued controller to campaign again", func() bool {
 					b, _ := os.ReadFile(frozen.Log)
-					return strings.Count(string(b), "campaigning") > 1
+					return strings.Count(string(b), "] campaigning ") > 1
 				})
 			}
 			for _, p := range procs {

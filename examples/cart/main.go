@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
 	"net"
 	"net/http"
 	"os"
@@ -28,29 +27,47 @@ import (
 )
 
 var (
-	instance = flag.String("instance", "", "run one shop instance named `NAME`, serving HTTP at --listen, its carts in the cluster at --endpoints")
+	instance = flag.String("instance", "", "run one process named `NAME`: a shop instance serving HTTP at --listen, its carts in the cluster at --endpoints; with --proxy, the proxy's name (default proxy); with --shop, a shopper")
 	asProxy  = flag.Bool("proxy", false, "run the round-robin reverse proxy at --listen in front of --backends")
-	listen   = flag.String("listen", "", "with --instance or --proxy: the `host:port` to serve HTTP at")
+	listen   = flag.String("listen", "127.0.0.1:0", "with --instance or --proxy: the `host:port` to serve HTTP at (port 0: a free one, printed)")
 	backends = flag.String("backends", "", "with --proxy: the instances' comma-separated `host:port`s")
 	prefix   = flag.String("prefix", "examples/cart/", "with --instance: the key `prefix` the carts live under (sessions at PREFIXsession/); instances sharing carts share it")
+	run      = flag.String("run", "", "with --instance: the run's `id`; the carts then live under examples/cart/ID/ unless --prefix is given")
+	shopURL  = flag.String("shop", "", "with --instance: be a shopper, adding --adds items to one cart through the proxy at this `URL`, then checking the cart")
+	session  = flag.String("session", "", "with --shop: the session cookie (sid) of the cart to add to (default: a new cart)")
+	nAdds    = flag.Int("adds", 50, "with --shop: how many items to add")
+	workers  = flag.Int("workers", 5, "with --shop: adds in flight at once")
+	pause    = flag.Duration("pause", 0, "with --shop: each worker's pause between two adds")
 )
 
 func main() {
 	exenv.ParseFlags()
+	name := *instance
 	switch {
 	case *asProxy:
-		if *instance != "" {
-			fail(errors.New("--proxy and --instance are different processes; give one"))
+		if name == "" {
+			name = "proxy"
 		}
-		if *listen == "" || *backends == "" {
-			fail(errors.New("--proxy needs --listen and --backends"))
+		if *backends == "" {
+			fail(errors.New("--proxy needs --backends"))
 		}
-		fail(serveProxy(*listen, strings.Split(*backends, ",")))
+		fail(serveProxy(exenv.NewEvents(os.Stdout, name, os.Getpid()), *listen, strings.Split(*backends, ",")))
 		return
-	case *instance != "":
-		if *listen == "" {
-			fail(errors.New("--instance needs --listen"))
+	case *shopURL != "":
+		if name == "" {
+			fail(errors.New("--shop goes with --instance NAME: the shopper's name, in its items' names"))
 		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		ev := exenv.NewEvents(os.Stdout, name, os.Getpid())
+		err := runShopper(ctx, shopperConfig{Name: name, Shop: *shopURL, Session: *session, Adds: *nAdds, Workers: *workers, Pause: *pause}, ev.Emit)
+		if err != nil {
+			ev.Emit("failed", "err", err)
+			os.Exit(1)
+		}
+		ev.Emit("stopped")
+		return
+	case name != "":
 		if *backends != "" {
 			fail(errors.New("--backends goes with --proxy, not --instance"))
 		}
@@ -59,12 +76,27 @@ func main() {
 		if flag.Lookup("endpoints").Value.String() == "" {
 			fail(errors.New("--instance needs --endpoints (or DKV_ENDPOINTS): instances share carts through a cluster"))
 		}
-		exenv.Main(func(ctx context.Context, env *exenv.Env) error {
-			return serveInstance(ctx, env, *instance, *listen, *prefix)
-		})
+		p := *prefix
+		if *run != "" && !flagSet("prefix") {
+			p = "examples/cart/" + *run + "/"
+		}
+		// Every line it prints is an event line, connecting included.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		ev := exenv.NewEvents(os.Stdout, name, os.Getpid())
+		conn := exenv.Connection()
+		env, err := conn.Open(ctx)
+		if err == nil {
+			err = serveInstance(ctx, env, ev, name, *listen, p)
+			env.Close()
+		}
+		if err != nil {
+			ev.Emit("failed", "err", err)
+			os.Exit(1)
+		}
 		return
-	case *listen != "" || *backends != "":
-		fail(errors.New("--listen and --backends go with --instance or --proxy"))
+	case *backends != "":
+		fail(errors.New("--backends goes with --proxy"))
 	}
 	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
 		_, err := Run(ctx, env, Config{
@@ -73,6 +105,12 @@ func main() {
 		})
 		return err
 	})
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // dkvFlags are the dkv CLI's flags to reach the cluster this run used
@@ -102,55 +140,47 @@ func fail(err error) {
 	}
 }
 
-// procLog logs one line with the process's role, name and pid, so that
-// the lines of several processes in one terminal or file tell apart.
-func procLog(role string) func(string, ...any) {
-	l := log.New(os.Stdout, fmt.Sprintf("%s (pid %d): ", role, os.Getpid()), log.Ltime|log.Lmicroseconds|log.Lmsgprefix)
-	return func(format string, args ...any) { l.Printf(format, args...) }
-}
-
 // serveInstance serves the shop as instance name at addr until ctx ends
-// (SIGTERM or Ctrl-C), then lets the requests in flight finish.
-func serveInstance(ctx context.Context, env *exenv.Env, name, addr, prefix string) error {
-	logf := procLog("instance " + name)
+// (SIGTERM or Ctrl-C), then lets the requests in flight finish. Each
+// request is an event line (exenv.Events), as are its start and stop.
+func serveInstance(ctx context.Context, env *exenv.Env, ev *exenv.Events, name, addr, prefix string) error {
 	c, err := env.NewClient(ctx)
 	if err != nil {
 		return err
 	}
-	s, err := startShop(name, prefix+"session/", addr, c, logf)
+	s, err := startShop(name, prefix+"session/", addr, c, ev.Emit)
 	if err != nil {
 		c.Close()
 		return err
 	}
-	logf("serving the shop at http://%s/ (carts under %ssession/)", s.addr, prefix)
+	ev.Emit("listening", "url", "http://"+s.addr, "carts", prefix+"session/")
 	<-ctx.Done()
-	logf("stopping: finishing the requests in flight")
+	ev.Emit("stopping", "why", "finishing the requests in flight")
 	s.stop()
-	logf("stopped")
+	ev.Emit("stopped")
 	return nil
 }
 
 // serveProxy serves the round-robin proxy at addr until SIGTERM or
 // Ctrl-C.
-func serveProxy(addr string, backends []string) error {
+func serveProxy(ev *exenv.Events, addr string, backends []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logf := procLog("proxy")
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	p := newProxy(logf, backends...)
+	p := newProxy(ev.Emit, backends...)
 	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	logf("serving at http://%s/, round-robin over %s", ln.Addr(), strings.Join(backends, ", "))
+	ev.Emit("listening", "url", "http://"+ln.Addr().String(), "backends", strings.Join(backends, ","))
 	<-ctx.Done()
-	logf("stopping: finishing the requests in flight")
+	ev.Emit("stopping", "why", "finishing the requests in flight")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		return err
 	}
-	logf("stopped")
+	ev.Emit("stopped")
 	return nil
 }

@@ -2,18 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,93 +100,14 @@ func shopper(jar http.CookieJar) *http.Client {
 	return &http.Client{Jar: jar, Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 }
 
-// errBadGateway is the proxy's answer when an instance failed with the
-// request (it may or may not have landed).
-var errBadGateway = errors.New("502 from the proxy")
-
-func addItem(ctx context.Context, hc *http.Client, base, item string) (*Cart, error) {
-	return doCart(ctx, hc, "POST", base+"/cart/add?item="+url.QueryEscape(item))
-}
-
-func getCart(ctx context.Context, hc *http.Client, base string) (*Cart, error) {
-	return doCart(ctx, hc, "GET", base+"/cart")
-}
-
-func doCart(ctx context.Context, hc *http.Client, method, u string) (*Cart, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	switch {
-	case resp.StatusCode == http.StatusBadGateway:
-		return nil, fmt.Errorf("%w: %s", errBadGateway, b)
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, b)
-	}
-	var cart Cart
-	if err := json.Unmarshal(b, &cart); err != nil {
-		return nil, err
-	}
-	return &cart, nil
-}
-
-// addMany adds n items named prefix-NNN through two shoppers at once,
-// each with workers requests in flight, and calls after(i) after the
-// i-th successful add. It returns the items whose add succeeded and
-// those whose add the proxy answered 502 (outcome unknown); any other
-// failure fails the test.
-func addMany(t *testing.T, ctx context.Context, shoppers [2]*http.Client, base, prefix string, n, workers int, after func(int)) (ok, unknown []string) {
+// addManyT is addMany for a test: any failure other than a 502 fails it.
+func addManyT(t *testing.T, ctx context.Context, shoppers [2]*http.Client, base, prefix string, n, workers int, after func(int)) (ok, unknown []string) {
 	t.Helper()
-	items := make(chan string)
-	go func() {
-		defer close(items)
-		for i := range n {
-			select {
-			case items <- fmt.Sprintf("%s-%03d", prefix, i):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	var (
-		mu   sync.Mutex
-		errs []error
-		done atomic.Int64
-		wg   sync.WaitGroup
-	)
-	for _, hc := range shoppers {
-		for range workers {
-			wg.Go(func() {
-				for item := range items {
-					_, err := addItem(ctx, hc, base, item)
-					mu.Lock()
-					switch {
-					case err == nil:
-						ok = append(ok, item)
-					case errors.Is(err, errBadGateway):
-						unknown = append(unknown, item)
-					default:
-						errs = append(errs, fmt.Errorf("add %s: %w", item, err))
-					}
-					mu.Unlock()
-					if err == nil && after != nil {
-						after(int(done.Add(1)))
-					}
-				}
-			})
-		}
+	res := addMany(ctx, shoppers[:], base, prefix, n, workers, 0, after)
+	if len(res.failed) > 0 {
+		t.Fatalf("%d adds failed: %v", len(res.failed), errors.Join(res.failed...))
 	}
-	wg.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("%d adds failed: %v", len(errs), errors.Join(errs...))
-	}
-	return ok, unknown
+	return res.ok, res.unknown
 }
 
 // TestCartProcesses is the scenario as real processes: three instances
@@ -215,7 +132,7 @@ func TestCartProcesses(t *testing.T) {
 	}
 	want := map[string]int{"Buch": 1}
 
-	ok, unknown := addMany(t, ctx, shoppers, p.base, "pen", 100, 25, nil)
+	ok, unknown := addManyT(t, ctx, shoppers, p.base, "pen", 100, 25, nil)
 	if len(unknown) > 0 {
 		t.Fatalf("with every instance up, the proxy answered 502 to %d adds: %v%s", len(unknown), unknown, p.logs())
 	}
@@ -233,7 +150,7 @@ func TestCartProcesses(t *testing.T) {
 
 	// Kill B mid-way through another 100 adds, a few at a time.
 	var killOnce sync.Once
-	ok, unknown = addMany(t, ctx, shoppers, p.base, "ink", 100, 2, func(i int) {
+	ok, unknown = addManyT(t, ctx, shoppers, p.base, "ink", 100, 2, func(i int) {
 		if i == 40 {
 			killOnce.Do(p.instances["B"].Kill)
 		}
@@ -250,10 +167,10 @@ func TestCartProcesses(t *testing.T) {
 		want[it]++
 	}
 	t.Logf("instance B killed after 40 adds; %d of the next 100 answered, %d answered 502 (in flight at B)", len(ok), len(unknown))
-	maybe := unknownSet(unknown)
+	maybe := toSet(unknown)
 
 	// After the kill every add succeeds: the proxy skips the dead instance.
-	ok, unknown = addMany(t, ctx, shoppers, p.base, "cap", 20, 1, nil)
+	ok, unknown = addManyT(t, ctx, shoppers, p.base, "cap", 20, 1, nil)
 	if len(unknown) > 0 {
 		t.Errorf("after B's death the proxy answered 502 to %d adds, want none (it should skip the dead instance): %v", len(unknown), unknown)
 	}
@@ -294,43 +211,12 @@ func TestCartProcesses(t *testing.T) {
 	}
 }
 
-func unknownSet(items []string) map[string]bool {
-	m := map[string]bool{}
-	for _, it := range items {
-		m[it] = true
-	}
-	return m
-}
-
 // checkCart fails the test unless items holds each item of want exactly
 // once, and each of maybe (adds of unknown outcome) at most once, and
 // nothing else.
 func checkCart(t *testing.T, when string, items []string, want map[string]int, maybe map[string]bool) {
 	t.Helper()
-	got := map[string]int{}
-	for _, it := range items {
-		got[it]++
-	}
-	var lost, dup, extra []string
-	for it := range want {
-		switch got[it] {
-		case 0:
-			lost = append(lost, it)
-		case 1:
-		default:
-			dup = append(dup, it)
-		}
-	}
-	for it, n := range got {
-		if want[it] == 0 && !maybe[it] {
-			extra = append(extra, it)
-		} else if want[it] == 0 && n > 1 {
-			dup = append(dup, it)
-		}
-	}
-	if len(lost)+len(dup)+len(extra) > 0 {
-		slices.Sort(lost)
-		t.Errorf("%s the cart holds %d items: %d answered adds lost %v, %d twice %v, %d never added %v",
-			when, len(items), len(lost), lost, len(dup), dup, len(extra), extra)
+	if c := checkItems(items, want, maybe); !c.whole() {
+		t.Errorf("%s the cart holds %d items: %v", when, len(items), c)
 	}
 }

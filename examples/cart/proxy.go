@@ -24,11 +24,11 @@ type proxy struct {
 	mu       sync.Mutex
 	backends []*url.URL
 	next     int
-	logf     func(format string, args ...any) // nil: no log
+	emit     func(what string, kv ...any) // an event per request; nil: none
 }
 
-func newProxy(logf func(string, ...any), addrs ...string) *proxy {
-	p := &proxy{logf: logf}
+func newProxy(emit func(string, ...any), addrs ...string) *proxy {
+	p := &proxy{emit: emit}
 	for _, a := range addrs {
 		p.backends = append(p.backends, &url.URL{Scheme: "http", Host: a})
 	}
@@ -49,9 +49,9 @@ func (p *proxy) pick() *url.URL {
 	return u
 }
 
-func (p *proxy) log(format string, args ...any) {
-	if p.logf != nil {
-		p.logf(format, args...)
+func (p *proxy) log(what string, kv ...any) {
+	if p.emit != nil {
+		p.emit(what, kv...)
 	}
 }
 
@@ -78,7 +78,7 @@ func (p *proxy) handler() http.Handler {
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(p.pick()) },
 		Transport: &failover{p: p, tr: tr},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			p.log("%s %s failed: %v (answered 502)", r.Method, r.URL.RequestURI(), err)
+			p.log("bad-gateway", "req", r.Method+" "+r.URL.RequestURI(), "err", err, "answered", http.StatusBadGateway)
 			http.Error(w, "bad gateway: "+err.Error(), http.StatusBadGateway)
 		},
 	}
@@ -122,14 +122,14 @@ func (f *failover) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp, err := f.tr.RoundTrip(r)
 		var de *dialError
 		if err == nil {
-			f.p.log("%s %s -> %s %d", r.Method, r.URL.RequestURI(), r.URL.Host, resp.StatusCode)
+			f.p.log("proxied", "req", r.Method+" "+r.URL.RequestURI(), "to", r.URL.Host, "status", resp.StatusCode)
 			return resp, nil
 		}
 		if !errors.As(err, &de) || first < 0 || try >= len(backends) || r.Context().Err() != nil {
 			return nil, err
 		}
 		next := backends[(first+try)%len(backends)]
-		f.p.log("%s %s -> %s is down (%v), trying %s", r.Method, r.URL.RequestURI(), r.URL.Host, de.err, next.Host)
+		f.p.log("down", "req", r.Method+" "+r.URL.RequestURI(), "backend", r.URL.Host, "err", de.err, "next", next.Host)
 		r = r.Clone(r.Context())
 		r.URL.Scheme, r.URL.Host, r.Host = next.Scheme, next.Host, next.Host
 		if r.GetBody != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"html/template"
 	"net"
 	"net/http"
@@ -29,14 +28,14 @@ type shop struct {
 	c        *client.Client
 	sessions *recipe.SessionStore
 	srv      *http.Server
-	addr     string // where it listens, host:port
-	logf     func(format string, args ...any)
+	addr     string                       // where it listens, host:port
+	emit     func(what string, kv ...any) // an event line per request
 }
 
 // startShop starts an instance listening on addr ("127.0.0.1:0" for a
-// free port), with its own client. logf, if not nil, gets one line per
+// free port), with its own client. emit, if not nil, gets an event per
 // request.
-func startShop(name, prefix, addr string, c *client.Client, logf func(string, ...any)) (*shop, error) {
+func startShop(name, prefix, addr string, c *client.Client, emit func(string, ...any)) (*shop, error) {
 	sessions, err := recipe.NewSessionStore(c, recipe.WithSessionStorePrefix(prefix),
 		recipe.WithSessionStoreTTL(time.Hour))
 	if err != nil {
@@ -46,10 +45,10 @@ func startShop(name, prefix, addr string, c *client.Client, logf func(string, ..
 	if err != nil {
 		return nil, err
 	}
-	if logf == nil {
-		logf = func(string, ...any) {}
+	if emit == nil {
+		emit = func(string, ...any) {}
 	}
-	s := &shop{name: name, c: c, sessions: sessions, addr: ln.Addr().String(), logf: logf}
+	s := &shop{name: name, c: c, sessions: sessions, addr: ln.Addr().String(), emit: emit}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /cart", s.get)
@@ -99,11 +98,11 @@ func (s *shop) add(w http.ResponseWriter, r *http.Request) {
 		return json.Marshal(append(items, item))
 	})
 	if err != nil {
-		s.logf("POST /cart/add item=%q session=%s: %v", item, short(token), err)
+		s.emit("failed", "req", "POST /cart/add", "item", item, "session", short(token), "err", err)
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	s.logf("POST /cart/add item=%q session=%s -> %s", item, short(token), nItems(count(data)))
+	s.emit("added", "item", item, "session", short(token), "items", count(data))
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
@@ -124,11 +123,11 @@ func (s *shop) cart(r *http.Request) (data []byte, token string, err error) {
 func (s *shop) get(w http.ResponseWriter, r *http.Request) {
 	data, token, err := s.cart(r)
 	if err != nil {
-		s.logf("GET /cart session=%s: %v", short(token), err)
+		s.emit("failed", "req", "GET /cart", "session", short(token), "err", err)
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	s.logf("GET /cart session=%s -> %s", short(token), nItems(count(data)))
+	s.emit("cart", "session", short(token), "items", count(data))
 	s.reply(w, data)
 }
 
@@ -162,7 +161,7 @@ var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
 func (s *shop) page(w http.ResponseWriter, r *http.Request) {
 	data, token, err := s.cart(r)
 	if err != nil {
-		s.logf("GET / session=%s: %v", short(token), err)
+		s.emit("failed", "req", "GET /", "session", short(token), "err", err)
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
@@ -173,7 +172,7 @@ func (s *shop) page(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.logf("GET / session=%s -> %s", short(token), nItems(len(cart.Items)))
+	s.emit("page", "session", short(token), "items", len(cart.Items))
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	pageTmpl.Execute(w, cart)
@@ -186,13 +185,6 @@ func short(token string) string {
 		return "none"
 	}
 	return token[:min(6, len(token))] + "…"
-}
-
-func nItems(n int) string {
-	if n == 1 {
-		return "1 item"
-	}
-	return fmt.Sprintf("%d items", n)
 }
 
 func count(data []byte) int {

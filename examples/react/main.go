@@ -18,8 +18,15 @@
 // change is lost or seen twice. The program prints each change's change-to-reaction latency for
 // both, then the median, the p99 and the number of reads each made.
 //
+// With --instance NAME the process is one consumer of its own (see
+// instance.go): it reacts to every change under examples/react/RUN/data/
+// by a watch, and keeps the last revision it handled in the store, so
+// that after a restart, even after kill -9, it resumes from there + 1,
+// without missing or repeating a change.
+//
 //	go run ./examples/react
 //	go run ./examples/react --endpoints 127.0.0.1:17861,127.0.0.1:17871,127.0.0.1:17881
+//	go run ./examples/react --endpoints ... --instance r1
 package main
 
 import (
@@ -46,14 +53,14 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", time.Second, "the polling loop's interval")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the pauses between changes")
 	flag.IntVar(&o.cutAt, "cut-at", 10, "cut the watches (as a lost connection would) just before this change; 0: never")
-	exenv.Main(func(ctx context.Context, env *exenv.Env) error {
+	exenv.MainInstances(func(ctx context.Context, env *exenv.Env) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Duration(o.changes+5)*(o.poll+5*time.Second))
 		defer cancel()
 		o.cutAt--
 		o.prefix, o.out = "examples/react/"+env.Run+"/", os.Stdout
 		_, err := run(ctx, env.Client, o)
 		return err
-	})
+	}, runConsumer)
 }
 
 type options struct {

@@ -64,7 +64,8 @@ type InstanceConfig struct {
 	// (a slow service): they register that long after they start.
 	StartDelay time.Duration
 	ChildArgs  []string // connection flags for the children
-	Log        *exenv.Log
+	// Ev prints the instance's event lines (exenv.Events).
+	Ev *exenv.Events
 }
 
 // state is an actual/NAME value, parsed.
@@ -113,7 +114,7 @@ func RunInstance(ctx context.Context, c *client.Client, cfg InstanceConfig) erro
 	for {
 		err := in.session(ctx)
 		if ctx.Err() != nil {
-			cfg.Log.Printf("%s: stopping: resigned, session revoked", cfg.Name)
+			cfg.Ev.Emit("resigned", "session", "revoked")
 			return nil
 		}
 		if !errors.Is(err, client.ErrLeaseExpired) && !errors.Is(err, client.ErrLeaseNotFound) {
@@ -122,7 +123,7 @@ func RunInstance(ctx context.Context, c *client.Client, cfg InstanceConfig) erro
 		// Frozen (SIGSTOP) or cut off for longer than the TTL: whatever
 		// this process was doing as leader has been refused since; it
 		// starts over as a candidate.
-		cfg.Log.Printf("%s: lost my session (%v); campaigning again with a new one", cfg.Name, err)
+		cfg.Ev.Emit("lost-session", "err", err, "then", "campaigning again with a new one")
 	}
 }
 
@@ -143,14 +144,14 @@ func (in *instance) session(ctx context.Context) error {
 		Reconcile:     in.reconcile,
 		OnRequeue: func(key string, after time.Duration, err error) {
 			if err != nil {
-				cfg.Log.Printf("%s: %s again in %v: %v", cfg.Name, key, after.Round(time.Millisecond), err)
+				cfg.Ev.Emit("requeued", "key", key, "after", after.Round(time.Millisecond), "err", err)
 			}
 		},
 	})
 	if err != nil {
 		return err
 	}
-	cfg.Log.Printf("%s: campaigning for %sleader (session TTL %v)", cfg.Name, cfg.Prefix, cfg.TTL)
+	cfg.Ev.Emit("campaigning", "election", cfg.Prefix+"leader", "ttl", cfg.TTL)
 	return in.r.Run(ctx)
 }
 
@@ -161,7 +162,7 @@ func (in *instance) reconcile(ctx context.Context, name string) (recipe.Reconcil
 	in.mu.Lock()
 	if in.term != h.Token {
 		in.term = h.Token
-		in.cfg.Log.Printf("%s: leading (term %d)", in.cfg.Name, h.Token)
+		in.cfg.Ev.Emit("leader", "term", h.Token)
 	}
 	in.mu.Unlock()
 	want, desired := in.r.Desired(name)
@@ -222,7 +223,7 @@ func (in *instance) act(ctx context.Context, name string, rev int64, what, versi
 	}
 	tctx := ctx
 	if in.done+1 == in.cfg.FreezeBefore {
-		in.cfg.Log.Printf("%s: freezing (SIGSTOP) before action %d %q, as --freeze-before says", in.cfg.Name, in.done+1, what)
+		in.cfg.Ev.Emit("freezing", "before_action", in.done+1, "action", what, "why", "--freeze-before")
 		// kill returns before every thread has stopped: wait for the
 		// SIGCONT, or this thread could send the write first.
 		cont := make(chan os.Signal, 1)
@@ -230,7 +231,7 @@ func (in *instance) act(ctx context.Context, name string, rev int64, what, versi
 		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		<-cont
 		signal.Stop(cont)
-		in.cfg.Log.Printf("%s: continued; sending %q as decided before the freeze", in.cfg.Name, what)
+		in.cfg.Ev.Emit("continued", "action", what, "then", "sending it as decided before the freeze")
 		// A process frozen between deciding and writing does not look
 		// at its leadership again: only the store's fence can refuse it.
 		var cancel context.CancelFunc
@@ -239,24 +240,24 @@ func (in *instance) act(ctx context.Context, name string, rev int64, what, versi
 	}
 	res, err := in.c.Txn(tctx).If(client.LockHeld(h), client.ModRevision(key).Equal(rev)).Then(change, record).Commit()
 	if err != nil {
-		in.cfg.Log.Printf("%s: %s FAILED: %v", in.cfg.Name, what, err)
+		in.cfg.Ev.Emit("action-failed", "action", what, "err", err)
 		return err
 	}
 	if !res.Succeeded {
-		in.cfg.Log.Printf("%s: %s %v", in.cfg.Name, what, errChanged)
+		in.cfg.Ev.Emit("refused", "action", what, "err", errChanged)
 		return errChanged
 	}
 	in.r.Wrote(ctx, res.Revision)
 	if version == "" {
-		in.cfg.Log.Printf("%s: %s (its child exits when its key goes)", in.cfg.Name, what)
+		in.cfg.Ev.Emit("action", "action", what, "term", h.Token, "note", "its child exits when its key goes")
 	} else if pid, err := in.startChild(name, version, res.Revision); err != nil {
 		// The "starting" key stays: after startTimeout, a new start.
-		in.cfg.Log.Printf("%s: %s: the child did not start: %v", in.cfg.Name, what, err)
+		in.cfg.Ev.Emit("action", "action", what, "term", h.Token, "child_err", err)
 	} else {
-		in.cfg.Log.Printf("%s: %s (child pid %d)", in.cfg.Name, what, pid)
+		in.cfg.Ev.Emit("action", "action", what, "term", h.Token, "child", pid)
 	}
 	if in.done++; in.done == in.cfg.CrashAfter {
-		in.cfg.Log.Printf("%s: crashing (SIGKILL) after action %d, as --crash-after says", in.cfg.Name, in.done)
+		in.cfg.Ev.Emit("crashing", "after_action", in.done, "why", "--crash-after")
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
@@ -265,10 +266,11 @@ func (in *instance) act(ctx context.Context, name string, rev int64, what, versi
 
 // startChild starts this binary in --child mode. The child gets a session
 // of its own (setsid): it outlives this process, and a Ctrl-C meant for
-// the reconciler does not reach it. Its output goes where ours does.
+// the reconciler does not reach it. Its output goes where ours does: its
+// event lines, under its own name and pid, among ours.
 func (in *instance) startChild(name, version string, rev int64) (int, error) {
 	args := append([]string{"--child", name, "--version", version, "--intent-rev", strconv.FormatInt(rev, 10),
-		"--prefix", in.cfg.Prefix, "--ttl", in.cfg.TTL.String(), "--log-start", strconv.FormatInt(in.cfg.Log.Start().UnixMilli(), 10),
+		"--prefix", in.cfg.Prefix, "--ttl", in.cfg.TTL.String(),
 		"--start-delay", in.cfg.StartDelay.String()}, in.cfg.ChildArgs...)
 	cmd := exec.Command(in.exe, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -286,7 +288,7 @@ type ChildConfig struct {
 	IntentRev             int64 // the "starting" key's revision it takes over
 	TTL                   time.Duration
 	StartDelay            time.Duration // before it registers
-	Log                   *exenv.Log
+	Ev                    *exenv.Events
 }
 
 // RunChild registers the child as running, if its start is still the
@@ -294,14 +296,13 @@ type ChildConfig struct {
 // an update), its session is lost, or ctx ends (SIGTERM: it revokes its
 // session, which deletes its key, and exits).
 func RunChild(ctx context.Context, c *client.Client, cfg ChildConfig) error {
-	who := fmt.Sprintf("%s %s (pid %d)", cfg.Name, cfg.Version, os.Getpid())
 	s, err := concurrency.NewSession(ctx, c, concurrency.WithTTL(cfg.TTL))
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	if cfg.StartDelay > 0 {
-		cfg.Log.Printf("  child %s: coming up (%v)", who, cfg.StartDelay)
+		cfg.Ev.Emit("coming-up", "version", cfg.Version, "in", cfg.StartDelay)
 		select {
 		case <-time.After(cfg.StartDelay):
 		case <-ctx.Done():
@@ -316,10 +317,10 @@ func RunChild(ctx context.Context, c *client.Client, cfg ChildConfig) error {
 		return err
 	}
 	if !res.Succeeded {
-		cfg.Log.Printf("  child %s: my start was superseded; exiting", who)
+		cfg.Ev.Emit("exiting", "version", cfg.Version, "why", "my start was superseded")
 		return nil
 	}
-	cfg.Log.Printf("  child %s: running", who)
+	cfg.Ev.Emit("running", "version", cfg.Version)
 	w, err := c.WatchKey(ctx, key, client.WithStartRevision(res.Revision+1))
 	if err != nil {
 		return err
@@ -329,7 +330,7 @@ func RunChild(ctx context.Context, c *client.Client, cfg ChildConfig) error {
 		select {
 		case b, ok := <-w.Events():
 			if !ok {
-				return fmt.Errorf("child %s: watch ended: %w", who, w.Err())
+				return fmt.Errorf("child %s %s: watch ended: %w", cfg.Name, cfg.Version, w.Err())
 			}
 			if len(b.Events) > 0 {
 				e := b.Events[len(b.Events)-1]
@@ -337,14 +338,14 @@ func RunChild(ctx context.Context, c *client.Client, cfg ChildConfig) error {
 				if e.Type == client.EventPut {
 					why = "replaced: " + string(e.KV.Value)
 				}
-				cfg.Log.Printf("  child %s: %s; exiting", who, why)
+				cfg.Ev.Emit("exiting", "version", cfg.Version, "why", why)
 				return nil
 			}
 		case <-s.Done():
-			cfg.Log.Printf("  child %s: lost my registration (%v); exiting", who, s.Err())
+			cfg.Ev.Emit("exiting", "version", cfg.Version, "why", fmt.Sprintf("lost my registration (%v)", s.Err()))
 			return nil
 		case <-ctx.Done():
-			cfg.Log.Printf("  child %s: terminated; deregistering", who)
+			cfg.Ev.Emit("exiting", "version", cfg.Version, "why", "terminated; deregistering")
 			return nil
 		}
 	}

@@ -36,7 +36,7 @@ func main() {
 	crashAfter := flag.Int("crash-after", 0, "fault injection: --instance kills itself (SIGKILL) right after its `N`th action")
 	freezeBefore := flag.Int("freeze-before", 0, "fault injection: --instance stops itself (SIGSTOP) right before its `N`th action's write, which it sends late once continued")
 	startDelay := flag.Duration("start-delay", 0, "how long children take to come up (--instance: its children's; --child: its own)")
-	logStart := flag.Int64("log-start", 0, "the Unix `ms` the log's clock starts at (--child: its parent's)")
+	run := flag.String("run", "", "the run's `id`: --instance and --child then keep their keys under examples/reconcile/ID/ unless --prefix is given")
 	exenv.ParseFlags()
 	if *instance == "" && *child == "" {
 		exenv.Main(func(ctx context.Context, env *exenv.Env) error {
@@ -63,16 +63,21 @@ func main() {
 		os.Exit(1)
 	}
 	defer env.Close()
-	log := exenv.NewLog(os.Stdout)
-	if *logStart > 0 {
-		log = exenv.NewLogSince(os.Stdout, time.UnixMilli(*logStart))
+	// Each process prints event lines (exenv.Events) under its name: an
+	// instance's, or a child's (the service it stands for), with its pid.
+	p := *prefix
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "prefix" })
+	if *run != "" && !set {
+		p = "examples/reconcile/" + *run + "/"
 	}
 	if *child != "" {
-		err = RunChild(ctx, env.Client, ChildConfig{Name: *child, Version: *version, Prefix: *prefix,
-			IntentRev: *intentRev, TTL: *ttl, StartDelay: *startDelay, Log: log})
+		err = RunChild(ctx, env.Client, ChildConfig{Name: *child, Version: *version, Prefix: p,
+			IntentRev: *intentRev, TTL: *ttl, StartDelay: *startDelay, Ev: exenv.NewEvents(os.Stdout, *child, os.Getpid())})
 	} else {
-		err = RunInstance(ctx, env.Client, InstanceConfig{Name: *instance, Prefix: *prefix, TTL: *ttl,
-			CrashAfter: *crashAfter, FreezeBefore: *freezeBefore, StartDelay: *startDelay, ChildArgs: conn.Args(), Log: log})
+		err = RunInstance(ctx, env.Client, InstanceConfig{Name: *instance, Prefix: p, TTL: *ttl,
+			CrashAfter: *crashAfter, FreezeBefore: *freezeBefore, StartDelay: *startDelay, ChildArgs: conn.Args(),
+			Ev: exenv.NewEvents(os.Stdout, *instance, os.Getpid())})
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "error:", err)

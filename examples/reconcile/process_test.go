@@ -238,7 +238,7 @@ func TestReconcileProcesses(t *testing.T) {
 	// session is gone (its reconcile ends first).
 	testutil.Eventually(t, 30*time.Second, "ctl-a to notice it lost its session", func() bool {
 		b, _ := os.ReadFile(procs["ctl-a"].Log)
-		return strings.Contains(string(b), "ctl-a: lost my session")
+		return strings.Contains(string(b), "] lost-session ")
 	})
 	round1 := checkActions("round 1", "stop alt-1", "update web-1 v2", "start web-3 v2")
 	by := map[string]int{}

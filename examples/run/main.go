@@ -5,7 +5,8 @@
 //
 // It starts a 3-member cluster (dkv dev-cluster: three dkv serve
 // processes), builds the example, starts three instances of it, each a
-// process of its own (the example run with --instance NAME), and prints
+// process of its own (the example run with --instance NAME; some
+// scenarios start more, of other kinds), and prints
 // every line they print, each with the instance's name and pid. Then it
 // plays the scenario's fault with real signals (kill -9 of the instance
 // that holds the leadership, the lock or the job; SIGSTOP and SIGCONT to

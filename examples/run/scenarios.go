@@ -21,11 +21,36 @@ type scenario struct {
 // in a file of its own.
 var scenarios = []scenario{
 	{
+		name:      "cart",
+		about:     "three shop instances keep carts in the store behind a round-robin proxy process; two shopper processes add 50 items each to one cart at once; one instance is killed with kill -9 midway",
+		instances: []string{"A", "B", "C"},
+		fault:     cart,
+	},
+	{
 		name:      "scheduled-job",
 		about:     "three workers elect a leader that runs a job once per second; the leader is killed with kill -9, the next one frozen with SIGSTOP past its 2s TTL",
 		instances: []string{"w1", "w2", "w3"},
 		args:      []string{"--period", "1s", "--ttl", "2s"},
 		fault:     scheduledJob,
+	},
+	{
+		name:      "reconcile",
+		about:     "three reconcilers, one leading, keep services (child processes they start) as desired in the store (2s TTL); a child is killed with kill -9, then the leader in the middle of a round",
+		instances: []string{"ctl-a", "ctl-b", "ctl-c"},
+		args:      []string{"--ttl", "2s"},
+		fault:     reconcile,
+	},
+	{
+		name:      "canary",
+		about:     "two controllers (one leads, 2s TTL) roll a canary out behind a flag over real traffic (a proxy process routing by the flag, a load generator); after the first decision the canary starts failing 5% of requests and the leading controller is killed with kill -9",
+		instances: []string{"controller-a", "controller-b", "baseline", "canary"},
+		fault:     canary,
+	},
+	{
+		name:      "react",
+		about:     "three consumers react to changes by a watch, each keeping its checkpoint (the last revision handled) in the store; one is killed with kill -9 mid-stream and started again",
+		instances: []string{"r1", "r2", "r3"},
+		fault:     react,
 	},
 	{
 		name:      "invoices",

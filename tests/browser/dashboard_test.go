@@ -213,6 +213,11 @@ func TestDashboard(t *testing.T) {
 	put("jobs/invoice:101", "pending")
 	// A feature flag as client/recipe's SetFlag writes it.
 	put("dkv.flags/checkout", `{"key":"checkout","type":"bool","variants":{"off":false,"on":true},"defaultVariant":"off","offVariant":"off","enabled":true,"rules":[{"attribute":"plan","op":"eq","values":["beta"],"variant":"on"}],"rollout":{"variant":"on","percent":25}}`)
+	// A canary rollout's decision log, as client/recipe's CanaryController
+	// records it: proceed at 5%, a wait, then rollback at 25%.
+	put("dkv.canary/checkout/decisions/00000000000000000001", `{"seq":1,"percent":5,"baseline":{"requests":3994,"errors":0},"canary":{"requests":201,"errors":0},"decision":"proceed","next_percent":25,"revision":40,"term":4}`)
+	put("dkv.canary/checkout/decisions/00000000000000000002", `{"seq":2,"percent":25,"baseline":{"requests":100,"errors":0},"canary":{"requests":30,"errors":2},"decision":"wait","next_percent":25,"revision":50,"term":80}`)
+	put("dkv.canary/checkout/decisions/00000000000000000003", `{"seq":3,"percent":25,"baseline":{"requests":1760,"errors":0},"canary":{"requests":551,"errors":28},"decision":"rollback","next_percent":0,"revision":60,"term":80}`)
 	// A rate limiter bucket (1 token a minute, burst 5; 2 taken).
 	if err := call(ctx, n1, "POST", "/v1/ratelimit/allow", map[string]any{"key": b64("api/ann"), "limit": 1, "period_ms": 60000, "burst": 5, "n": 2}, nil); err != nil {
 		t.Fatal(err)
@@ -434,6 +439,10 @@ func TestDashboard(t *testing.T) {
 		until(`document.querySelector('[data-queue="emails"]')?.textContent.includes('1') && document.querySelector('[data-dead="emails"]')?.textContent.includes('smtp: connection timed out')`),
 		until(`document.querySelector('[data-ratelimit="api/ann"]')?.textContent.includes('full in')`),
 		until(`document.querySelector('[data-flag-rollout="checkout"]')?.textContent.includes('25% get on')`),
+		// The canary's decision log: each decisive record a row, in order.
+		until(`document.querySelector('[data-canary-decision="checkout/3"]')?.textContent.includes('rollback') && document.querySelector('[data-canary-decision="checkout/3"]').textContent.includes('28/551 (5.08%)')`),
+		until(`[...document.querySelectorAll('[data-canary="checkout"] tbody tr')].map((r) => r.dataset.canaryDecision).join() === 'checkout/1,checkout/3'`),
+		until(`document.querySelector('[data-canary="checkout"]')?.textContent.includes('2 decisions, and 1 wait for enough canary requests')`),
 		br.fullScreenshot("recipes"))
 
 	// Edit the flag's rollout in its form: saved with compare-and-set.

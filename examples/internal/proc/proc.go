@@ -92,32 +92,67 @@ func (g *Group) Start(name string, args ...string) (*Instance, error) {
 }
 
 // read copies the instance's output to its log (and Out), collects its
-// events, and on EOF waits for the exit and records it as an event
-// "exited" with the exit status.
+// events, and records the exit as an event "exited" with the exit
+// status. Processes the instance started may outlive it and still hold
+// its output (a reconciler's children are services of their own): once
+// the instance has exited and nothing more comes for a moment, its exit
+// is recorded, and their lines are still read, to the end.
 func (in *Instance) read(r *os.File, lf *os.File) {
-	defer close(in.exited)
 	defer lf.Close()
+	waited := make(chan struct{})
+	go func() {
+		in.err = in.Cmd.Wait()
+		close(waited)
+		// What the instance wrote before it exited is in the pipe now:
+		// reading stops to record the exit at the first pause after it.
+		_ = r.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	}()
+	recorded := false
+	exit := func() {
+		<-waited
+		if !recorded {
+			recorded = true
+			in.exit(lf)
+		}
+	}
 	br := bufio.NewReader(r)
+	var partial string
 	for {
 		line, err := br.ReadString('\n')
-		if line != "" {
-			lf.WriteString(line)
-			line = strings.TrimRight(line, "\r\n")
-			ev, ok := exenv.ParseEvent(line)
-			if !ok {
-				line = fmt.Sprintf("%s[%d] | %s", in.Name, in.PID(), line)
-			}
-			in.g.print(line)
-			if ok {
-				in.g.add(ev)
-			}
+		partial += line
+		if err == nil || (err == io.EOF && partial != "") {
+			in.line(lf, partial)
+			partial = ""
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			exit()
+			_ = r.SetReadDeadline(time.Time{})
+			continue
 		}
 		if err != nil {
 			break
 		}
 	}
 	r.Close()
-	in.err = in.Cmd.Wait()
+	exit()
+}
+
+// line handles one line the instance (or a process it started) printed.
+func (in *Instance) line(lf *os.File, line string) {
+	lf.WriteString(line)
+	line = strings.TrimRight(line, "\r\n")
+	ev, ok := exenv.ParseEvent(line)
+	if !ok {
+		line = fmt.Sprintf("%s[%d] | %s", in.Name, in.PID(), line)
+	}
+	in.g.print(line)
+	if ok {
+		in.g.add(ev)
+	}
+}
+
+// exit records the instance's exit, once Cmd.Wait has returned.
+func (in *Instance) exit(lf *os.File) {
 	status := "0"
 	if in.err != nil {
 		status = in.err.Error()
@@ -127,6 +162,7 @@ func (in *Instance) read(r *os.File, lf *os.File) {
 	ev, _ := exenv.ParseEvent(line)
 	in.g.print(line)
 	in.g.add(ev)
+	close(in.exited)
 }
 
 func (g *Group) print(line string) {

@@ -847,7 +847,8 @@ async function recipesPage(ctx) {
   const flags = h('div', { class: 'card', id: 'flags' });
   const presence = h('div', { class: 'card', id: 'presence' });
   const limiters = h('div', { class: 'card', id: 'ratelimits' });
-  add(main, h('h2', {}, 'Recipes'), queues, h('div', { class: 'grid2' }, flags, presence), limiters);
+  const canaries = h('div', { class: 'card', id: 'canaries' });
+  add(main, h('h2', {}, 'Recipes'), queues, h('div', { class: 'grid2' }, flags, presence), canaries, limiters);
   let editingFlag = false;
   async function refreshFlags() {
     try {
@@ -886,6 +887,36 @@ async function recipesPage(ctx) {
         h('p', { class: 'muted' }, 'From GET /v1/ratelimits. A bucket keeps only its GCRA state; its rate and burst come with each request, so token counts are the callers\' to know.'));
     } catch (e) { fill(limiters, h('h3', {}, 'Rate limiters'), errBox(e)); }
   }
+  // Canary rollouts: the decision log client/recipe's CanaryController
+  // records, one JSON record per decision under
+  // dkv.canary/NAME/decisions/SEQ, newest last.
+  async function refreshCanaries() {
+    const p = 'dkv.canary/';
+    try {
+      const r = await api.range({ key: api.b64(p), range_end: api.prefixEnd(p), limit: '1000' });
+      const byName = {};
+      for (const kv of r.kvs || []) {
+        const rest = api.str(kv.key).slice(p.length);
+        const i = rest.indexOf('/decisions/');
+        if (i < 0) continue;
+        let d = null;
+        try { d = JSON.parse(api.str(kv.value)); } catch (_) { continue; }
+        (byName[rest.slice(0, i)] ||= []).push(d);
+      }
+      const names = Object.keys(byName).sort();
+      const rate = (v) => `${(v && v.errors) || 0}/${(v && v.requests) || 0}` + (v && v.requests ? ` (${(100 * (v.errors || 0) / v.requests).toFixed(2)}%)` : '');
+      const badge = (d) => h('span', { class: 'badge ' + (d === 'rollback' ? 'bad' : d === 'proceed' ? 'ok' : '') }, d);
+      fill(canaries, h('h3', {}, 'Canary rollouts'), names.length ? names.map((n) => {
+        const ds = byName[n].filter((d) => d.decision !== 'wait').slice(-20);
+        const waits = byName[n].length - byName[n].filter((d) => d.decision !== 'wait').length;
+        return h('div', { 'data-canary': n }, h('h4', { class: 'mono' }, n), ds.length ? h('div', { class: 'scroll' }, h('table', {},
+          h('thead', {}, h('tr', {}, ['#', 'Stage', 'Decision', 'Then', 'Canary errors', 'Baseline errors', 'Term'].map((t) => h('th', { scope: 'col' }, t)))),
+          h('tbody', {}, ds.map((d) => h('tr', { 'data-canary-decision': `${n}/${d.seq}` }, h('td', { class: 'num' }, d.seq), h('td', { class: 'num' }, `${d.percent}%`),
+            h('td', {}, badge(d.decision)), h('td', { class: 'num' }, `${d.next_percent}%`), h('td', { class: 'num' }, rate(d.canary)), h('td', { class: 'num' }, rate(d.baseline)), h('td', { class: 'num' }, d.term)))))) : null,
+        h('p', { class: 'muted' }, `${ds.length} decisions` + (waits ? `, and ${waits} ${waits === 1 ? 'wait' : 'waits'} for enough canary requests` : '') + ` (records under ${p}${n}/decisions/).`));
+      }) : h('p', { class: 'muted' }, `No canary decisions under ${p}.`));
+    } catch (e) { fill(canaries, h('h3', {}, 'Canary rollouts'), errBox(e)); }
+  }
   ctx.every(3000, async () => {
     try {
       const s = await api.metrics();
@@ -913,6 +944,7 @@ async function recipesPage(ctx) {
       }
     } catch (e) { fill(queues, h('h3', {}, 'Queues'), errBox(e)); }
     if (!editingFlag) await refreshFlags();
+    await refreshCanaries();
     await refreshRateLimits();
     try {
       const r = await api.range({ key: api.b64('dkv.presence/'), range_end: api.prefixEnd('dkv.presence/'), limit: '500' });
