@@ -1,8 +1,10 @@
 // Command compare runs the same workloads against a DKV cluster, an etcd
-// cluster and, opt-in, a ZooKeeper ensemble started side by side on
-// loopback (same machine, same disk, fsync on for all, one system at a
-// time) and prints one table: workload × system with ops/s, p50, p99 and
-// the DKV/etcd (and DKV/ZK) ratios. See README.md.
+// cluster (Debian's 3.4 and, built from this module's pinned
+// go.etcd.io/etcd/server/v3, etcd's newest release) and, opt-in, a
+// ZooKeeper ensemble started side by side on loopback (same machine, same
+// disk, fsync on for all, one system at a time) and prints one table:
+// workload × system with ops/s, p50, p99 and the DKV/etcd (and DKV/ZK)
+// ratios. See README.md.
 //
 // Every system is measured by the same load loop and histogram
 // (github.com/dkv-io/dkv/internal/bench/runner): DKV through `dkv bench -o
@@ -47,6 +49,7 @@ type config struct {
 	jsonOut    string
 	dkvBin     string
 	etcdBin    string
+	etcd37Bin  string
 	zkClass    string
 	repo       string
 	noInstall  bool
@@ -81,13 +84,14 @@ func main() {
 	flag.StringVar(&c.dkvRoute, "dkv-route", "", "DKV: dkv bench --route, leader or spread (default: dkv bench's own, leader: writes and keep-alive streams to the leader as DKV's Go client does; spread: every connection spread, followers forward writes, as clientv3 does)")
 	flag.IntVar(&c.valueSize, "value-size", 256, "value size in bytes")
 	flag.StringVar(&workloads, "workloads", strings.Join(defaultWorkloadNames(), ","), "comma-separated workloads to run, in order")
-	flag.StringVar(&systems, "systems", "etcd,dkv", "comma-separated systems to run, in order: etcd, zk, dkv, dkv-etcd (zk is opt-in; make compare ZK=1 passes etcd,zk,dkv; dkv-etcd is DKV driven through its etcd API by the clientv3 harness etcd runs with)")
+	flag.StringVar(&systems, "systems", "etcd,dkv", "comma-separated systems to run, in order: etcd, etcd37, zk, dkv, dkv-etcd (etcd37 is etcd 3.7 built from this module's go.mod, started like etcd; make compare passes etcd,etcd37,dkv,dkv-etcd; zk is opt-in, make compare ZK=1; dkv-etcd is DKV driven through its etcd API by the clientv3 harness etcd runs with)")
 	flag.StringVar(&c.dir, "dir", "", "parent of the temporary data directories (default: the system temp dir; keep it on the disk you mean to measure)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the data directories and logs")
 	flag.StringVar(&c.out, "out", "compare-results.md", "markdown file for the table")
 	flag.StringVar(&c.jsonOut, "json", "", "also write every raw result as JSON here")
 	flag.StringVar(&c.dkvBin, "dkv", "", "dkv binary to use (default: build ./cmd/dkv of the repository)")
 	flag.StringVar(&c.etcdBin, "etcd", "", "etcd binary (default: etcd on PATH, installed with apt-get if missing)")
+	flag.StringVar(&c.etcd37Bin, "etcd37", "", "etcd37: the etcd 3.7 binary (default: go build ./etcd37 of this module, etcd's own main at the go.etcd.io/etcd/server/v3 version go.mod pins)")
 	flag.StringVar(&c.zkClass, "zookeeper", "", "ZooKeeper server classpath (default: Debian's "+zkDebianClasspath+", installed with apt-get if missing)")
 	flag.StringVar(&c.repo, "repo", "", "DKV repository root (default: found from the working directory)")
 	flag.BoolVar(&c.noInstall, "no-install", false, "fail instead of installing etcd or ZooKeeper with apt-get")
@@ -153,7 +157,7 @@ func (c *config) validate() error {
 	}
 	for _, s := range c.systems {
 		if _, ok := systemLabels[s]; !ok {
-			return fmt.Errorf("unknown system %q (etcd, zk, dkv, dkv-etcd)", s)
+			return fmt.Errorf("unknown system %q (etcd, etcd37, zk, dkv, dkv-etcd)", s)
 		}
 	}
 	for _, n := range c.curves {
@@ -194,7 +198,7 @@ func splitList(s string) []string {
 }
 
 // systemLabels names each system's column.
-var systemLabels = map[string]string{"etcd": "etcd", "zk": "ZK", "dkv": "DKV", "dkv-etcd": "DKV etcd-API"}
+var systemLabels = map[string]string{"etcd": "etcd", "etcd37": "etcd-3.7", "zk": "ZK", "dkv": "DKV", "dkv-etcd": "DKV etcd-API"}
 
 // workload is one row of the table; every system runs it with the same
 // parameters.
@@ -358,9 +362,23 @@ func run(ctx context.Context, c config) error {
 				return err
 			}
 			m.EtcdVersion = etcdVersion(etcdBin)
-			rs, err = runEtcd(ctx, c, etcdBin, filepath.Join(base, "etcd"))
+			rs, err = runEtcd(ctx, c, "etcd", etcdBin, filepath.Join(base, "etcd"), c.restart)
 			if err != nil {
 				return fmt.Errorf("etcd: %w", err)
+			}
+		case "etcd37":
+			bin := c.etcd37Bin
+			if bin == "" {
+				if bin, err = buildEtcd37(ctx, repo, base); err != nil {
+					return err
+				}
+			}
+			m.Etcd37Version, m.Etcd37Build = etcdVersion(bin), etcdBuild(bin)
+			// Table rows only: the curves and the restart row stay
+			// Debian's etcd against DKV.
+			rs, err = runEtcd(ctx, c, "etcd37", bin, filepath.Join(base, "etcd37"), false)
+			if err != nil {
+				return fmt.Errorf("etcd37: %w", err)
 			}
 		case "zk":
 			java, classpath, err := ensureZooKeeper(ctx, c)

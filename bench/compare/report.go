@@ -58,14 +58,18 @@ func fsyncLatency(dir string, n int) (fsyncStats, error) {
 }
 
 type machine struct {
-	CPUs        int        `json:"cpus"`
-	CPUModel    string     `json:"cpu_model"`
-	Kernel      string     `json:"kernel"`
-	GoVersion   string     `json:"go_version"`
-	DKVCommit   string     `json:"dkv_commit"`
-	EtcdVersion string     `json:"etcd_version,omitempty"`
-	ZKVersion   string     `json:"zookeeper_version,omitempty"`
-	Fsync       fsyncStats `json:"fsync_4k"`
+	CPUs        int    `json:"cpus"`
+	CPUModel    string `json:"cpu_model"`
+	Kernel      string `json:"kernel"`
+	GoVersion   string `json:"go_version"`
+	DKVCommit   string `json:"dkv_commit"`
+	EtcdVersion string `json:"etcd_version,omitempty"`
+	// Etcd37Version and Etcd37Build are the etcd37 system's: its
+	// --version and what it was built from (etcdBuild).
+	Etcd37Version string     `json:"etcd37_version,omitempty"`
+	Etcd37Build   string     `json:"etcd37_build,omitempty"`
+	ZKVersion     string     `json:"zookeeper_version,omitempty"`
+	Fsync         fsyncStats `json:"fsync_4k"`
 	// IdleCPU is each system's server CPU-ms per second with no load
 	// (-idle), the fixed cost inside every row's CPU figure.
 	IdleCPU map[string]float64 `json:"idle_server_cpu_ms_per_sec,omitempty"`
@@ -74,7 +78,7 @@ type machine struct {
 // idleLine says what the idle clusters used, or "" if not measured.
 func (m machine) idleLine() string {
 	var parts []string
-	for _, s := range []string{"etcd", "zk", "dkv", "dkv-etcd"} {
+	for _, s := range []string{"etcd", "etcd37", "zk", "dkv", "dkv-etcd"} {
 		if v, ok := m.IdleCPU[s]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.1f", systemLabels[s], v))
 		}
@@ -123,12 +127,14 @@ type table struct {
 }
 
 // columns are the systems the table shows, in column order: etcd and DKV
-// always, ZooKeeper when it ran; baselines are the ones DKV gets a ratio
-// against.
+// always, etcd 3.7, ZooKeeper and DKV's etcd API when they ran; baselines
+// are the ones DKV gets a ratio against.
 func columns(c config) (shown, baselines []string) {
 	baselines = []string{"etcd"}
-	if slices.Contains(c.systems, "zk") {
-		baselines = append(baselines, "zk")
+	for _, s := range []string{"etcd37", "zk"} {
+		if slices.Contains(c.systems, s) {
+			baselines = append(baselines, s)
+		}
 	}
 	shown = append(slices.Clone(baselines), "dkv")
 	if slices.Contains(c.systems, "dkv-etcd") {
@@ -137,34 +143,51 @@ func columns(c config) (shown, baselines []string) {
 	return shown, baselines
 }
 
-// apiRatios are the extra ratio columns when DKV also ran through its
-// etcd API: DKV etcd-API over etcd (one client, clientv3, for both).
-func apiRatios(c config) []string {
-	if slices.Contains(c.systems, "dkv-etcd") {
-		return []string{"dkv-etcd"}
+// ratio is one ratio column: num's figure over base's.
+type ratio struct{ num, base string }
+
+func (r ratio) String() string { return systemLabels[r.num] + "/" + systemLabels[r.base] }
+
+// ratios are the table's ratio columns, in order: DKV over each baseline,
+// then, when DKV also ran through its etcd API, DKV etcd-API over each
+// etcd release (one client, clientv3, for both).
+func ratios(c config) []ratio {
+	_, baselines := columns(c)
+	var out []ratio
+	for _, b := range baselines {
+		out = append(out, ratio{"dkv", b})
 	}
-	return nil
+	if slices.Contains(c.systems, "dkv-etcd") {
+		for _, b := range baselines {
+			if b == "etcd" || b == "etcd37" {
+				out = append(out, ratio{"dkv-etcd", b})
+			}
+		}
+	}
+	return out
 }
 
 func header(c config) []string {
-	shown, baselines := columns(c)
+	shown, _ := columns(c)
+	rs := ratios(c)
 	h := []string{"workload", "clients"}
-	each := func(names []string, format string) {
-		for _, s := range names {
+	each := func(format string) {
+		for _, s := range shown {
 			h = append(h, fmt.Sprintf(format, systemLabels[s]))
 		}
 	}
-	api := apiRatios(c)
-	each(shown, "%s ops/s")
-	each(baselines, "DKV/%s")
-	each(api, "%s/etcd")
-	each(shown, "%s p50")
-	each(shown, "%s p99")
-	each(baselines, "DKV/%s p99")
-	each(api, "%s/etcd p99")
-	each(shown, "%s CPU-ms/1k")
-	each(baselines, "DKV/%s CPU")
-	each(api, "%s/etcd CPU")
+	eachRatio := func(suffix string) {
+		for _, r := range rs {
+			h = append(h, r.String()+suffix)
+		}
+	}
+	each("%s ops/s")
+	eachRatio("")
+	each("%s p50")
+	each("%s p99")
+	eachRatio(" p99")
+	each("%s CPU-ms/1k")
+	eachRatio(" CPU")
 	return append(h, "errors")
 }
 
@@ -193,7 +216,8 @@ func renderTable(c config, ms []measurement) table {
 
 func (r row) cells(c config) []string {
 	clients, _ := r.workload.params(c)
-	shown, baselines := columns(c)
+	shown, _ := columns(c)
+	rs := ratios(c)
 	// The watch row compares delivered events/s and put→event latency
 	// (Result.Extra), not the writers' put ops: rate and lat (curves.go).
 	watch := r.workload.op == "watch"
@@ -210,7 +234,6 @@ func (r row) cells(c config) []string {
 		}
 		return "-"
 	}
-	api := apiRatios(c)
 	ratioOf := func(num, base string, f func(*runner.Result) float64) string {
 		if m := r.bySystem[base]; m != nil && m.NA != "" {
 			return "n/a"
@@ -224,26 +247,19 @@ func (r row) cells(c config) []string {
 		}
 		return fmt.Sprintf("%.2fx", f(d)/f(b))
 	}
-	ratio := func(base string, f func(*runner.Result) float64) string { return ratioOf("dkv", base, f) }
 	for _, s := range shown {
 		out = append(out, cell(s, func(res *runner.Result) string { return fmt.Sprintf("%.0f", rate(res)) }))
 	}
-	for _, b := range baselines {
-		out = append(out, ratio(b, rate))
-	}
-	for _, a := range api {
-		out = append(out, ratioOf(a, "etcd", rate))
+	for _, q := range rs {
+		out = append(out, ratioOf(q.num, q.base, rate))
 	}
 	for _, q := range []string{"p50", "p99"} {
 		for _, s := range shown {
 			out = append(out, cell(s, func(res *runner.Result) string { return runner.FormatLatency(lat(res, q)) }))
 		}
 	}
-	for _, b := range baselines {
-		out = append(out, ratio(b, func(res *runner.Result) float64 { return float64(lat(res, "p99")) }))
-	}
-	for _, a := range api {
-		out = append(out, ratioOf(a, "etcd", func(res *runner.Result) float64 { return float64(lat(res, "p99")) }))
+	for _, q := range rs {
+		out = append(out, ratioOf(q.num, q.base, func(res *runner.Result) float64 { return float64(lat(res, "p99")) }))
 	}
 	// Server CPU per 1,000 ops (events for watch): "-" where /proc could
 	// not be read.
@@ -274,11 +290,8 @@ func (r row) cells(c config) []string {
 		}
 		return fmt.Sprintf("%.2fx", d/e)
 	}
-	for _, b := range baselines {
-		out = append(out, cpuRatio("dkv", b))
-	}
-	for _, a := range api {
-		out = append(out, cpuRatio(a, "etcd"))
+	for _, q := range rs {
+		out = append(out, cpuRatio(q.num, q.base))
 	}
 	var errs []string
 	for _, s := range shown {
@@ -362,22 +375,48 @@ func (m *measurement) result() *runner.Result {
 }
 
 func renderMarkdown(c config, m machine, t table) string {
+	zk := slices.Contains(c.systems, "zk")
+	etcd37 := slices.Contains(c.systems, "etcd37")
 	_, baselines := columns(c)
-	zk := len(baselines) > 1
-	var b strings.Builder
-	if zk {
-		fmt.Fprintf(&b, "# DKV vs etcd vs ZooKeeper, %d node(s) on loopback\n\n", c.nodes)
-		fmt.Fprintf(&b, "Run %s with `make compare ZK=1` (bench/compare). All three clusters on 127.0.0.1, data on the same disk, fsync on, one system at a time; the load generator shares the machine.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	} else {
-		fmt.Fprintf(&b, "# DKV vs etcd, %d node(s) on loopback\n\n", c.nodes)
-		fmt.Fprintf(&b, "Run %s with `make compare` (bench/compare). Both clusters on 127.0.0.1, data on the same disk, fsync on, one system at a time; the load generator shares the machine.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	// The title names each baseline by its version where known.
+	var against []string
+	for _, s := range baselines {
+		switch {
+		case s == "etcd" && m.EtcdVersion != "":
+			against = append(against, "etcd "+m.EtcdVersion)
+		case s == "etcd37" && m.Etcd37Version != "":
+			against = append(against, "etcd "+m.Etcd37Version)
+		default:
+			against = append(against, map[string]string{"etcd": "etcd", "etcd37": "etcd 3.7", "zk": "ZooKeeper"}[s])
+		}
 	}
+	title := strings.Join(against, ", ")
+	if n := len(against); n > 1 {
+		title = strings.Join(against[:n-1], ", ") + " and " + against[n-1]
+	}
+	// The make variables that select these systems (bench/Makefile).
+	cmd := "make compare"
+	if !etcd37 {
+		cmd += " ETCD37=0"
+	}
+	if zk {
+		cmd += " ZK=1"
+	}
+	if !slices.Contains(c.systems, "dkv-etcd") {
+		cmd += " ETCDAPI=0"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# DKV vs %s, %d node(s) on loopback\n\n", title, c.nodes)
+	fmt.Fprintf(&b, "Run %s with `%s` (bench/compare). Every cluster on 127.0.0.1, data on the same disk, fsync on, one system at a time; the load generator shares the machine.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), cmd)
 	fmt.Fprintf(&b, "- Machine: %s\n", m.summary())
 	fmt.Fprintf(&b, "- Disk, 4 KiB write+fdatasync: %s\n", m.Fsync)
 	if idle := m.idleLine(); idle != "" {
 		b.WriteString("- " + idle + "\n")
 	}
 	fmt.Fprintf(&b, "- etcd %s (Debian etcd-server), client go.etcd.io/etcd/client/v3\n", m.EtcdVersion)
+	if etcd37 {
+		fmt.Fprintf(&b, "- etcd-3.7: etcd %s, etcd's own main (go.etcd.io/etcd/server/v3/etcdmain) built by the harness from bench/compare/etcd37 at the version bench/compare's go.mod and go.sum pin (%s); the etcd column's flags, so the same heartbeat, election timeout, fsync and quota; the release's other defaults are its own (it snapshots every 10,000 entries, 3.4 every 100,000)\n", m.Etcd37Version, m.Etcd37Build)
+	}
 	if zk {
 		fmt.Fprintf(&b, "- ZooKeeper %s (Debian zookeeper), client github.com/go-zookeeper/zk %s\n", m.ZKVersion, moduleVersion("github.com/go-zookeeper/zk"))
 	}
@@ -394,13 +433,21 @@ func renderMarkdown(c config, m machine, t table) string {
 	for _, r := range t.rows {
 		b.WriteString("| " + strings.Join(r.cells(c), " | ") + " |\n")
 	}
-	if zk {
-		b.WriteString("\nDKV/etcd, DKV/ZK: throughput ratio (higher is better for DKV); p99 ratio (lower is better for DKV). n/a: no fair equivalent (see below).\n")
-	} else {
-		b.WriteString("\nDKV/etcd: throughput ratio (higher is better for DKV); p99 ratio (lower is better for DKV).\n")
+	var dkvRatios, apiRatios []string
+	for _, r := range ratios(c) {
+		if r.num == "dkv" {
+			dkvRatios = append(dkvRatios, r.String())
+		} else {
+			apiRatios = append(apiRatios, r.String())
+		}
 	}
-	if len(apiRatios(c)) > 0 {
-		b.WriteString("DKV etcd-API: DKV driven through its etcd API (etcdserverpb) by the same clientv3 harness as the etcd column; DKV etcd-API/etcd is its ratio to etcd, one client for both.\n")
+	fmt.Fprintf(&b, "\n%s: throughput ratio (higher is better for DKV); p99 ratio (lower is better for DKV).", strings.Join(dkvRatios, ", "))
+	if zk {
+		b.WriteString(" n/a: no fair equivalent (see below).")
+	}
+	b.WriteString("\n")
+	if len(apiRatios) > 0 {
+		fmt.Fprintf(&b, "DKV etcd-API: DKV driven through its etcd API (etcdserverpb) by the same clientv3 harness as the etcd columns; %s: its ratios to etcd, one client for both.\n", strings.Join(apiRatios, ", "))
 	}
 	b.WriteString(cpuTable(c, t))
 	fmt.Fprintf(&b, "\n- lock: acquire+release of a random key of %d (uncontended); etcd: one concurrency.Session per client, concurrency.NewMutex Lock+Unlock per op.\n", c.keys)
@@ -458,7 +505,7 @@ func moduleVersion(path string) string {
 func cpuTable(c config, t table) string {
 	shown, _ := columns(c)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nWhere the machine's %d cores went on each row, in cores (CPU-seconds per second of the row): servers (all members), load generator (the dkv bench process for DKV; this harness's in-process clientv3 clients for etcd and DKV etcd-API), and both.\n\n", runtime.NumCPU())
+	fmt.Fprintf(&b, "\nWhere the machine's %d cores went on each row, in cores (CPU-seconds per second of the row): servers (all members), load generator (the dkv bench process for DKV; this harness's in-process clients for the others), and both.\n\n", runtime.NumCPU())
 	b.WriteString("| workload |")
 	for _, s := range shown {
 		fmt.Fprintf(&b, " %s servers | %s client | %s total |", systemLabels[s], systemLabels[s], systemLabels[s])

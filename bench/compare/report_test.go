@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -294,5 +295,115 @@ func TestWriteCurvesAllPointsFailed(t *testing.T) {
 	}
 	if _, err := png.Decode(bytes.NewReader(b)); err != nil {
 		t.Errorf("get.png: %v", err)
+	}
+}
+
+// TestTableEtcd37Column: with etcd's newest release beside Debian's, the
+// table has its columns and every DKV ratio against both, through DKV's
+// own API and through its etcd API; the report says which build it was,
+// and the JSON carries its results and version.
+func TestTableEtcd37Column(t *testing.T) {
+	c := testConfig()
+	c.systems = []string{"etcd", "etcd37", "dkv", "dkv-etcd"}
+	c.workloads = []string{"put"}
+	res := func(opsPerSec float64, p99 time.Duration) *runner.Result {
+		r := fakeResult("put", 10000, opsPerSec)
+		r.Latency.P99 = p99
+		return r
+	}
+	ms := []measurement{
+		{Workload: "put", System: "etcd", Result: res(4000, 20*time.Millisecond), Server: &serverUsage{CPUSeconds: 2}},
+		{Workload: "put", System: "etcd37", Result: res(5000, 10*time.Millisecond), Server: &serverUsage{CPUSeconds: 4}},
+		{Workload: "put", System: "dkv", Result: res(6000, 5*time.Millisecond), Server: &serverUsage{CPUSeconds: 3}},
+		{Workload: "put", System: "dkv-etcd", Result: res(5500, 8*time.Millisecond), Server: &serverUsage{CPUSeconds: 1}},
+	}
+	tab := renderTable(c, ms)
+	got := cellsByHeader(c, tab.rows[0])
+	for col, want := range map[string]string{
+		"etcd-3.7 ops/s": "5000", "etcd-3.7 p99": "10.0ms", "etcd-3.7 CPU-ms/1k": "400.0",
+		"DKV/etcd": "1.50x", "DKV/etcd-3.7": "1.20x",
+		"DKV etcd-API/etcd": "1.38x", "DKV etcd-API/etcd-3.7": "1.10x",
+		"DKV/etcd p99": "0.25x", "DKV/etcd-3.7 p99": "0.50x",
+		"DKV etcd-API/etcd p99": "0.40x", "DKV etcd-API/etcd-3.7 p99": "0.80x",
+		"DKV/etcd CPU": "1.50x", "DKV/etcd-3.7 CPU": "0.75x",
+		"DKV etcd-API/etcd CPU": "0.50x", "DKV etcd-API/etcd-3.7 CPU": "0.25x",
+	} {
+		if got[col] != want {
+			t.Errorf("%s = %q, want %q", col, got[col], want)
+		}
+	}
+	h := strings.Join(header(c), " | ")
+	if want := "etcd ops/s | etcd-3.7 ops/s | DKV ops/s | DKV etcd-API ops/s | DKV/etcd | DKV/etcd-3.7 | DKV etcd-API/etcd | DKV etcd-API/etcd-3.7 | etcd p50"; !strings.Contains(h, want) {
+		t.Errorf("header %q lacks %q", h, want)
+	}
+
+	m := machine{EtcdVersion: "3.4.23", Etcd37Version: "3.7.3", Etcd37Build: "go.etcd.io/etcd/server/v3 v3.7.3, go1.26.8",
+		IdleCPU: map[string]float64{"etcd": 10, "etcd37": 12, "dkv": 8}}
+	md := renderMarkdown(c, m, tab)
+	for _, want := range []string{
+		"# DKV vs etcd 3.4.23 and etcd 3.7.3, 3 node(s) on loopback",
+		"with `make compare` (bench/compare)",
+		"- etcd-3.7: etcd 3.7.3, etcd's own main (go.etcd.io/etcd/server/v3/etcdmain)",
+		"(go.etcd.io/etcd/server/v3 v3.7.3, go1.26.8)",
+		"etcd 10.0, etcd-3.7 12.0, DKV 8.0 CPU-ms per second",
+		"DKV/etcd, DKV/etcd-3.7: throughput ratio",
+		"DKV etcd-API/etcd, DKV etcd-API/etcd-3.7: its ratios to etcd",
+		"| put | 64 | 4000 | 5000 | 6000 | 5500 | 1.50x | 1.20x | 1.38x | 1.10x |",
+		"| etcd-3.7 servers | etcd-3.7 client | etcd-3.7 total |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "results.json")
+	if err := writeJSON(path, m, ms); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Machine machine       `json:"machine"`
+		Results []measurement `json:"results"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Machine.Etcd37Version != "3.7.3" || doc.Machine.Etcd37Build != m.Etcd37Build || doc.Results[1].System != "etcd37" || doc.Results[1].Result.OpsPerSec != 5000 {
+		t.Errorf("JSON machine %+v, second result %+v; want etcd37 3.7.3 at 5000 ops/s", doc.Machine, doc.Results[1])
+	}
+}
+
+// Without etcd37 (make compare ETCD37=0) the table is as before, and the
+// report names the command that leaves it out; with ZooKeeper as well as
+// etcd 3.7, the ZooKeeper notes are still there.
+func TestTableEtcd37Selection(t *testing.T) {
+	c := testConfig()
+	c.workloads = []string{"put"}
+	tab := renderTable(c, nil)
+	if h := strings.Join(header(c), " | "); strings.Contains(h, "etcd-3.7") {
+		t.Errorf("header without etcd37 has its columns: %s", h)
+	}
+	md := renderMarkdown(c, machine{EtcdVersion: "3.4.23"}, tab)
+	for _, want := range []string{"# DKV vs etcd 3.4.23, 3 node(s)", "`make compare ETCD37=0 ETCDAPI=0`"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "etcd-3.7") {
+		t.Errorf("markdown without etcd37 mentions it:\n%s", md)
+	}
+
+	c.systems = []string{"etcd", "etcd37", "zk", "dkv"}
+	if h, want := strings.Join(header(c), " | "), "DKV/etcd | DKV/etcd-3.7 | DKV/ZK | etcd p50"; !strings.Contains(h, want) {
+		t.Errorf("header %q lacks %q", h, want)
+	}
+	md = renderMarkdown(c, machine{}, renderTable(c, nil))
+	for _, want := range []string{"# DKV vs etcd, etcd 3.7 and ZooKeeper", "`make compare ZK=1 ETCDAPI=0`", "ZooKeeper, row by row", "n/a: no fair equivalent"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
 	}
 }

@@ -208,9 +208,10 @@ func httpAddrOf(cl *cluster, i int) string {
 	return ""
 }
 
-// runEtcd starts the etcd cluster and runs each workload in this process
-// through clientv3.
-func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, error) {
+// runEtcd starts an etcd cluster of bin and runs each workload in this
+// process through clientv3, as system name (etcd, etcd37); restart adds
+// the restart row.
+func runEtcd(ctx context.Context, c config, name, bin, dir string, restart bool) ([]measurement, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -219,7 +220,7 @@ func runEtcd(ctx context.Context, c config, bin, dir string) ([]measurement, err
 		return nil, err
 	}
 	defer cl.stop()
-	return runClientv3(ctx, c, cl, "etcd", c.restart)
+	return runClientv3(ctx, c, cl, name, restart)
 }
 
 // runDKVEtcd starts a DKV cluster and runs each workload through its
