@@ -60,8 +60,8 @@ func TestClientPortServesEtcdHTTP(t *testing.T) {
 
 	code, body := get("/version")
 	var v map[string]string
-	if code != 200 || json.Unmarshal([]byte(body), &v) != nil || v["etcdserver"] != "3.5.0" || v["etcdcluster"] != "3.5.0" || v["dkv"] != Version {
-		t.Fatalf("GET /version = %d %s, want etcd's JSON with etcdserver and etcdcluster 3.5.0 and dkv %s", code, body, Version)
+	if code != 200 || json.Unmarshal([]byte(body), &v) != nil || v["etcdserver"] != "3.7.0" || v["etcdcluster"] != "3.7.0" || v["dkv"] != Version {
+		t.Fatalf("GET /version = %d %s, want etcd's JSON with etcdserver and etcdcluster 3.7.0 and dkv %s", code, body, Version)
 	}
 	code, body = get("/health")
 	if code != 200 || strings.TrimSpace(body) != `{"health":"true","reason":""}` {

@@ -95,12 +95,45 @@ func (c *cluster) logs() string {
 // stops it when the test ends.
 func startCluster(t testing.TB, kind string) *cluster {
 	t.Helper()
+	return startClusterWith(t, kind, layout{})
+}
+
+// layout changes what startCluster picks: the members' names (default
+// memberNames) and, for some members, the client address (default a free
+// one), for clients that expect a member at a well-known address.
+type layout struct {
+	names       []string
+	clientAddrs map[int]string // member index → client address
+}
+
+func (l layout) name(i int) string {
+	if l.names != nil {
+		return l.names[i]
+	}
+	return memberNames[i]
+}
+
+func (l layout) clientAddr(t testing.TB, i int) string {
+	if a, ok := l.clientAddrs[i]; ok {
+		return a
+	}
+	return testutil.FreeAddr(t)
+}
+
+// startClusterWith is startCluster with the members laid out as l says.
+func startClusterWith(t testing.TB, kind string, l layout) *cluster {
+	t.Helper()
 	c := &cluster{kind: kind}
 	switch kind {
 	case "etcd":
-		c.members = startEtcd(t)
+		c.members = startEtcd(t, l)
 	case "dkv":
-		for _, m := range testutil.NewCluster(t, testutil.ClusterOptions{Members: len(memberNames)}).Members {
+		i := 0
+		configure := func(m *testutil.Member) {
+			m.Name, m.ClientAddr = l.name(i), l.clientAddr(t, i)
+			i++
+		}
+		for _, m := range testutil.NewCluster(t, testutil.ClusterOptions{Members: len(memberNames), Configure: configure}).Members {
 			c.members = append(c.members, &member{Member: m})
 		}
 	default:
@@ -114,13 +147,14 @@ func startCluster(t testing.TB, kind string) *cluster {
 }
 
 // startEtcd starts Debian's etcd as the members of a new cluster.
-func startEtcd(t testing.TB) []*member {
+func startEtcd(t testing.TB, l layout) []*member {
 	t.Helper()
 	base := t.TempDir()
 	var ms []*member
 	var initial []string
-	for _, name := range memberNames {
-		m := &member{Member: &testutil.Member{Name: name, ClientAddr: testutil.FreeAddr(t), PeerAddr: testutil.FreeAddr(t),
+	for i := range memberNames {
+		name := l.name(i)
+		m := &member{Member: &testutil.Member{Name: name, ClientAddr: l.clientAddr(t, i), PeerAddr: testutil.FreeAddr(t),
 			Dir: filepath.Join(base, name), Log: filepath.Join(base, name+".log"), Bin: *etcdBin}}
 		ms = append(ms, m)
 		initial = append(initial, m.Name+"=http://"+m.PeerAddr)

@@ -10,6 +10,8 @@ require (
 	google.golang.org/grpc v1.84.0
 )
 
+require k8s.io/apimachinery v0.37.2
+
 require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect

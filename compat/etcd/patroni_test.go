@@ -252,6 +252,20 @@ postgresql:
 	replicated := func(what string, primary *pgNode, running []*pgNode) {
 		t.Helper()
 		seq++
+		// Patroni's REST API calls a node primary once it holds the
+		// leader key, which may be while its PostgreSQL is still
+		// finishing promotion (in recovery, read-only): wait for that to
+		// end, then write once.
+		testutil.EventuallyNoError(t, 60*time.Second, fmt.Sprintf("%s: %s out of recovery", what, primary.name), func(ctx context.Context) error {
+			out, err := primary.psql(ctx, "SELECT pg_is_in_recovery()")
+			if err != nil {
+				return err
+			}
+			if out != "f" {
+				return errors.New("still in recovery: " + out)
+			}
+			return nil
+		})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		if _, err := primary.psql(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS t (n int); INSERT INTO t VALUES (%d)", seq)); err != nil {

@@ -35,7 +35,7 @@ func TestGatewayMore(t *testing.T) {
 		code       int
 		has        []string
 	}{
-		{"/v3/maintenance/status", `{}`, 200, []string{`"version":"3.5.0+dkv.`, `"leader":"`}},
+		{"/v3/maintenance/status", `{}`, 200, []string{`"version":"3.7.0+dkv.`, `"leader":"`}},
 		{"/v3/cluster/member/list", `{}`, 200, []string{`"name":"default"`, `"clientURLs":["http://`}},
 		{"/v3/auth/status", `{}`, 200, []string{`"header":`}},
 		{"/v3/auth/authenticate", `{"name":"root","password":"x"}`, 400, []string{"etcdserver: authentication is not enabled"}},

@@ -17,16 +17,21 @@ import (
 )
 
 // EtcdVersion is the etcd version DKV's etcd API answers as: the etcd
-// release whose v3 API it serves. Status reports it followed by DKV's
-// own version as semver build metadata ("3.5.0+dkv.0.2.0"), which etcd
-// clients (they read the major and minor numbers) accept.
-const EtcdVersion = "3.5.0"
+// API level it serves, 3.7 (every RPC of etcd 3.7's etcdserverpb,
+// RangeStream included; Downgrade answers as a cluster that cannot
+// downgrade; Status carries 3.6's fields). Status reports it followed by
+// DKV's own version as semver build metadata ("3.7.0+dkv.0.2.0"), which
+// etcd clients accept: clientv3 and kube-apiserver parse it as semver and
+// gate features on it (kube-apiserver turns RequestWatchProgress and
+// consistent lists from its watch cache off for 3.5.0-3.5.12).
+const EtcdVersion = "3.7.0"
 
 // The etcd methods with no DKV method of the same meaning; authorized
 // under their own names, which DKV's auth grants to root only.
 const (
 	methodAlarm      = "/etcdserverpb.Maintenance/Alarm"
 	methodDefragment = "/etcdserverpb.Maintenance/Defragment"
+	methodDowngrade  = "/etcdserverpb.Maintenance/Downgrade"
 )
 
 // maintenanceServer is etcd's Maintenance service over DKV's Cluster
@@ -64,6 +69,12 @@ func (ms *maintenanceServer) Status(ctx context.Context, _ *etcdserverpb.StatusR
 		DbSize: st.GetDbSize(), DbSizeInUse: st.GetDbSize(), Leader: st.GetLeaderId(),
 		RaftIndex: st.GetRaftIndex(), RaftTerm: st.GetRaftTerm(), RaftAppliedIndex: st.GetRaftAppliedIndex(),
 		IsLearner: st.GetIsLearner(),
+		// etcd 3.6's fields: the quota (0: none, --quota-bytes unset),
+		// and no downgrade, which DKV never has in progress. DKV's
+		// storage is not etcd's bolt schema, so it has no storage
+		// version to report.
+		DbSizeQuota:   st.GetQuotaBytes(),
+		DowngradeInfo: &etcdserverpb.DowngradeInfo{},
 	}
 	if ms.d.DBSizeInUse != nil && st.GetDbSize() != 0 {
 		// Status's sizes are root's (a filtered reply has none).

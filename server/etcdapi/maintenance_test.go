@@ -38,7 +38,7 @@ func TestMaintenance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(st.Version, "3.5.0+dkv.") {
+	if !strings.HasPrefix(st.Version, "3.7.0+dkv.") {
 		t.Fatalf("version %q", st.Version)
 	}
 	if st.Leader == 0 || st.Leader != st.Header.MemberId || st.RaftTerm == 0 || st.RaftIndex == 0 ||

@@ -162,11 +162,40 @@ func contentTypeRule(r *http.Request) string {
 		}
 		return ""
 	}
+	if ct == "" && etcdGatewayPath(r.URL.Path) && !fromBrowser(r) {
+		// etcd's gateway takes a body of any type, and etcd clients rely
+		// on it: etcd3gw posts its transactions without a Content-Type.
+		// A browser marks every request it sends (Origin on every POST,
+		// Sec-Fetch-* on every request), so one without any mark and
+		// without a type is a program's, not a page's.
+		return ""
+	}
 	if mt != "application/json" {
 		return fmt.Sprintf("dkv: %s %s needs Content-Type: application/json (got %q): a web page can send other types to any address, so they change nothing (docs/security.md)",
 			r.Method, r.URL.Path, ct)
 	}
 	return ""
+}
+
+// etcdGatewayPath reports etcd's grpc-gateway paths: /v3/ and etcd 3.4's
+// /v3beta/.
+func etcdGatewayPath(p string) bool {
+	return strings.HasPrefix(p, "/v3/") || strings.HasPrefix(p, "/v3beta/")
+}
+
+// fromBrowser reports whether r carries a header that browsers add
+// and programs do not: Origin (on every POST and cross-origin request) or
+// a Sec-Fetch-* fetch metadata header (on every request).
+func fromBrowser(r *http.Request) bool {
+	if r.Header.Get("Origin") != "" {
+		return true
+	}
+	for k := range r.Header {
+		if strings.HasPrefix(k, "Sec-Fetch-") {
+			return true
+		}
+	}
+	return false
 }
 
 // hostAllowed reports whether r's Host names this member.
