@@ -99,10 +99,14 @@ func TestMemberRestartKeepsDataDir(t *testing.T) {
 	m.Kill()
 	m.Start(t)
 	waitValue(t, c, m, "k", "before the restart")
-	b, err := os.ReadFile(m.Log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The member serves before its "listening" line reaches the log file:
+	// wait for the line, then count.
+	var b []byte
+	Eventually(t, 20*time.Second, "the restarted member logs that it listens", func() bool {
+		var err error
+		b, err = os.ReadFile(m.Log)
+		return err == nil && strings.Contains(string(b), "listening")
+	})
 	if n := strings.Count(string(b), "listening"); n != 1 {
 		t.Errorf("the log after a restart with FreshLogs says %d times that it listens, want once:\n%s", n, b)
 	}
