@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/client/recipe"
+	"github.com/dkv-io/dkv/examples/internal/proctest"
 	"github.com/dkv-io/dkv/internal/testutil"
 )
 
@@ -31,20 +31,10 @@ func TestCanaryProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts dkv and example processes; skipped with -short")
 	}
-	bin := testutil.ProgramBinary(t, "./examples/canary", false)
-	cl := testutil.NewCluster(t, testutil.ClusterOptions{Kill: true})
+	bin := proctest.Example(t, "canary")
+	_, c, endpoints := proctest.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: cl.ClientAddrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	testutil.EventuallyNoError(t, 60*time.Second, "the cluster to take a write", func(ctx context.Context) error {
-		_, err := c.Put(ctx, "ready", nil)
-		return err
-	})
-	endpoints := strings.Join(cl.ClientAddrs(), ",")
 	for _, tc := range []struct {
 		rollout string
 		inject  map[string]string // variant (or "dependency") → error rate

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -76,7 +75,7 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 
 	rep := &Report{}
 	step := func(method, path, what string) error {
-		cart, err := call(ctx, browser, method, base+path)
+		cart, err := doCart(ctx, browser, method, base+path)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -114,7 +113,7 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := call(ctx, browser, "POST", fmt.Sprintf("%s/cart/add?item=pen-%03d", base, i)); err != nil {
+			if _, err := doCart(ctx, browser, "POST", fmt.Sprintf("%s/cart/add?item=pen-%03d", base, i)); err != nil {
 				errs <- err
 			}
 		}()
@@ -124,7 +123,7 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 	if err := <-errs; err != nil {
 		return nil, fmt.Errorf("concurrent add: %w", err)
 	}
-	cart, err := call(ctx, browser, "GET", base+"/cart")
+	cart, err := doCart(ctx, browser, "GET", base+"/cart")
 	if err != nil {
 		return nil, err
 	}
@@ -135,27 +134,6 @@ func Run(ctx context.Context, env *exenv.Env, cfg Config) (*Report, error) {
 		log.Say("\nSessions: %ssession/ (read them with: dkv %s get %ssession/ --prefix)", cfg.Prefix, cfg.DKVFlags, cfg.Prefix)
 	}
 	return rep, nil
-}
-
-// call makes one request and decodes the cart it answers.
-func call(ctx context.Context, hc *http.Client, method, u string) (*Cart, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s %s: %s", method, u, resp.Status)
-	}
-	var cart Cart
-	if err := json.NewDecoder(resp.Body).Decode(&cart); err != nil {
-		return nil, err
-	}
-	return &cart, nil
 }
 
 func show(items []string) string {

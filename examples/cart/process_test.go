@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/examples/internal/proctest"
 	"github.com/dkv-io/dkv/internal/testutil"
 )
 
@@ -30,17 +30,7 @@ type cartProcs struct {
 func startCartProcs(t *testing.T) *cartProcs {
 	t.Helper()
 	bin := testutil.ProgramBinary(t, "./examples/cart", testutil.Race)
-	c := testutil.NewCluster(t, testutil.ClusterOptions{Kill: true})
-	eps := strings.Join(c.ClientAddrs(), ",")
-	testutil.EventuallyNoError(t, 60*time.Second, "the cluster to take a write", func(ctx context.Context) error {
-		cl, err := client.New(ctx, client.Config{Endpoints: c.ClientAddrs()})
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		_, err = cl.Put(ctx, "probe", []byte("x"))
-		return err
-	})
+	c, _, eps := proctest.Cluster(t)
 	dir := t.TempDir()
 	p := &cartProcs{cluster: c, instances: map[string]*testutil.Process{}, addrs: map[string]string{}}
 	var backends []string

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/examples/internal/proctest"
 	"github.com/dkv-io/dkv/internal/testutil"
 )
 
@@ -139,19 +140,10 @@ func TestReconcileProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts dkv and reconciler processes; skipped with -short")
 	}
-	bin := testutil.ProgramBinary(t, "./examples/reconcile", false)
-	cl := testutil.NewCluster(t, testutil.ClusterOptions{Kill: true})
+	bin := proctest.Example(t, "reconcile")
+	cl, c, endpoints := proctest.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: cl.ClientAddrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	testutil.EventuallyNoError(t, 60*time.Second, "the cluster to take a write", func(ctx context.Context) error {
-		_, err := c.Put(ctx, "ready", nil)
-		return err
-	})
 	s := &procScenario{t: t, c: c, prefix: "rp/"}
 	dir := t.TempDir()
 	procs := map[string]*testutil.Process{}
@@ -169,7 +161,7 @@ func TestReconcileProcesses(t *testing.T) {
 		}
 	})
 	start := func(name string, extra ...string) {
-		args := append([]string{"--instance", name, "--endpoints", strings.Join(cl.ClientAddrs(), ","),
+		args := append([]string{"--instance", name, "--endpoints", endpoints,
 			"--prefix", s.prefix, "--ttl", "1s"}, extra...)
 		procs[name] = testutil.StartProcess(t, filepath.Join(dir, name+".log"), bin, args...)
 		order = append(order, name)
