@@ -55,11 +55,13 @@ func (e *electionServer) Campaign(ctx context.Context, r *v3electionpb.CampaignR
 	}
 	pfx := append(append([]byte{}, r.Name...), '/')
 	key := keyFor(r.Name, lease)
-	t, err := e.c.kv.Txn(octx, &etcdserverpb.TxnRequest{
+	tctx, cancel := detached(octx)
+	t, err := e.c.kv.Txn(tctx, &etcdserverpb.TxnRequest{
 		Compare: []*etcdserverpb.Compare{createdAt(key, 0)},
 		Success: []*etcdserverpb.RequestOp{putOp(key, r.Value, lease)},
 		Failure: []*etcdserverpb.RequestOp{{Request: &etcdserverpb.RequestOp_RequestRange{RequestRange: &etcdserverpb.RangeRequest{Key: key}}}},
 	})
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +69,16 @@ func (e *electionServer) Campaign(ctx context.Context, r *v3electionpb.CampaignR
 	if !t.Succeeded {
 		kv := t.Responses[0].GetResponseRange().Kvs[0]
 		leader.Rev = kv.CreateRevision
+	}
+	if ctx.Err() != nil {
+		// The caller left while the candidacy was being created: it
+		// never learns the key, so withdraw it, as a cancel while
+		// waiting does.
+		e.resign(context.WithoutCancel(octx), leader)
+		return nil, ctxErr(ctx.Err())
+	}
+	if !t.Succeeded {
+		kv := t.Responses[0].GetResponseRange().Kvs[0]
 		if string(kv.Value) != string(r.Value) {
 			if _, err := e.proclaim(octx, leader, r.Value); err != nil {
 				e.resign(context.WithoutCancel(octx), leader)

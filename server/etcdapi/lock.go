@@ -42,7 +42,8 @@ func (l *lockServer) Lock(ctx context.Context, r *v3lockpb.LockRequest) (*v3lock
 	pfx := append(append([]byte{}, r.Name...), '/')
 	key := keyFor(r.Name, lease)
 	// Queue up: create the key unless this lease already has it.
-	t, err := l.c.kv.Txn(octx, &etcdserverpb.TxnRequest{
+	tctx, cancel := detached(octx)
+	t, err := l.c.kv.Txn(tctx, &etcdserverpb.TxnRequest{
 		Compare: []*etcdserverpb.Compare{{Key: key, Target: etcdserverpb.Compare_CREATE, Result: etcdserverpb.Compare_EQUAL,
 			TargetUnion: &etcdserverpb.Compare_CreateRevision{CreateRevision: 0}}},
 		Success: []*etcdserverpb.RequestOp{
@@ -54,8 +55,16 @@ func (l *lockServer) Lock(ctx context.Context, r *v3lockpb.LockRequest) (*v3lock
 			{Request: &etcdserverpb.RequestOp_RequestRange{RequestRange: firstCreate(pfx)}},
 		},
 	})
+	cancel()
 	if err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		// The caller left while its key was being created: it never
+		// learns the key, so take it out of the queue (or give the
+		// lock back) rather than leave it until the lease ends.
+		l.leave(octx, key)
+		return nil, ctxErr(ctx.Err())
 	}
 	myRev := t.Header.Revision
 	if !t.Succeeded {
@@ -67,10 +76,7 @@ func (l *lockServer) Lock(ctx context.Context, r *v3lockpb.LockRequest) (*v3lock
 	}
 	wh, err := l.c.waitDeletes(octx, pfx, myRev-1)
 	if err != nil {
-		// Leave the queue; the caller's context may be gone already.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(octx), 5*time.Second)
-		defer cancel()
-		l.c.kv.DeleteRange(dctx, &etcdserverpb.DeleteRangeRequest{Key: key})
+		l.leave(octx, key)
 		return nil, ctxErr(err)
 	}
 	// The lease may have ended while waiting: then the key is gone.
@@ -85,6 +91,14 @@ func (l *lockServer) Lock(ctx context.Context, r *v3lockpb.LockRequest) (*v3lock
 		hdr = wh
 	}
 	return &v3lockpb.LockResponse{Header: hdr, Key: key}, nil
+}
+
+// leave deletes a waiter's key, bounded, for a caller whose context may
+// be gone already.
+func (l *lockServer) leave(ctx context.Context, key []byte) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	l.c.kv.DeleteRange(dctx, &etcdserverpb.DeleteRangeRequest{Key: key})
 }
 
 // Unlock deletes the key Lock returned (any key: as etcd's, it does not

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -67,6 +68,20 @@ func (c *selfConn) ctx(ctx context.Context) (context.Context, error) {
 	}
 	return metadata.NewOutgoingContext(ctx, out), nil
 }
+
+// detached is ctx without its cancellation, bounded by createTimeout,
+// for the txn that creates a lock waiter's or a candidate's key: a
+// caller that cancels while that txn is in flight could otherwise see
+// it fail although it committed, and leave behind a key it never
+// learns of, holding its place until its lease ends. Run detached, the
+// txn's outcome is known, and the caller's cancellation is handled
+// after it.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+}
+
+// createTimeout bounds a detached create.
+const createTimeout = 10 * time.Second
 
 // sessionTTL is the TTL of the lease a lock or campaign without one is
 // given, etcd's session default.
