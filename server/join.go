@@ -13,26 +13,64 @@ import (
 
 // publishClientURL records this member's client URL and server version
 // in the member table if either is missing or changed, so clients can
-// discover every member and operators see which version each runs.
+// discover every member and operators see which version each runs. A
+// proposal that fails (no leader for a while, a busy cluster) is tried
+// again until the table shows them or the server stops: a member left
+// unpublished could not be forwarded to when it leads.
 func (s *Server) publishClientURL() {
-	url := s.advClient
-	ms, err := s.sm.Latest().Members()
-	if err != nil {
-		return
-	}
-	for _, m := range ms {
-		if m.GetId() == s.memberID && m.GetClientUrl() == url && m.GetVersion() == Version {
-			return
-		}
-	}
+	s.wg.Add(1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_MemberAttrs{MemberAttrs: &dkvpb.MemberAttrsRequest{Id: s.memberID, ClientUrl: url, Version: Version}}}
-		if _, err := s.proposeRequest(ctx, req); err != nil {
-			s.log.Warn("publish client url and version", "err", err)
+		defer s.wg.Done()
+		backoff := 100 * time.Millisecond
+		for !s.published() {
+			err := s.publishOnce()
+			if err == nil {
+				return
+			}
+			s.log.Warn("publish client url and version; retrying", "err", err, "in", backoff)
+			select {
+			case <-s.stopc:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
 		}
 	}()
+}
+
+// published reports whether the member table holds this member's
+// client URL and version.
+func (s *Server) published() bool {
+	ms, err := s.sm.Latest().Members()
+	if err != nil {
+		return false
+	}
+	for _, m := range ms {
+		if m.GetId() == s.memberID {
+			return m.GetClientUrl() == s.advClient && m.GetVersion() == Version
+		}
+	}
+	// Not in the table (removed): there is nothing to publish to.
+	return true
+}
+
+// publishAttempt bounds one proposal of publishClientURL: one lost on
+// the way to the leader is never answered.
+const publishAttempt = 5 * time.Second
+
+func (s *Server) publishOnce() error {
+	ctx, cancel := context.WithTimeout(context.Background(), publishAttempt)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_MemberAttrs{MemberAttrs: &dkvpb.MemberAttrsRequest{Id: s.memberID, ClientUrl: s.advClient, Version: Version}}}
+	_, err := s.proposeRequest(ctx, req)
+	return err
 }
 
 // joinTimeout bounds the attempt to join through one --join endpoint.

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // Faults injects network faults into a transport, for tests. The zero
@@ -13,6 +15,52 @@ type Faults struct {
 	cut      map[[2]uint64]bool
 	dropRate map[[2]uint64]float64
 	delays   map[[2]uint64]time.Duration
+	// types drops every message of a type a member sends; typeDrops
+	// counts what it dropped.
+	types     map[typeKey]bool
+	typeDrops map[typeKey]int
+}
+
+type typeKey struct {
+	from uint64
+	typ  raftpb.MessageType
+}
+
+// DropType drops every message of type typ that member from sends (to
+// anyone) until Heal, e.g. the proposals a follower forwards to its
+// leader, while its heartbeats and read requests still pass.
+func (f *Faults) DropType(from uint64, typ raftpb.MessageType) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.types == nil {
+		f.types = map[typeKey]bool{}
+	}
+	f.types[typeKey{from, typ}] = true
+}
+
+// TypeDropped is how many messages of type typ from has had dropped by
+// DropType (Heal does not reset it).
+func (f *Faults) TypeDropped(from uint64, typ raftpb.MessageType) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.typeDrops[typeKey{from, typ}]
+}
+
+func (f *Faults) dropType(from uint64, typ raftpb.MessageType) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := typeKey{from, typ}
+	if !f.types[k] {
+		return false
+	}
+	if f.typeDrops == nil {
+		f.typeDrops = map[typeKey]int{}
+	}
+	f.typeDrops[k]++
+	return true
 }
 
 // Cut drops every message from -> to until Heal.
@@ -49,7 +97,7 @@ func (f *Faults) SetDelay(from, to uint64, d time.Duration) {
 func (f *Faults) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cut, f.dropRate, f.delays = nil, nil, nil
+	f.cut, f.dropRate, f.delays, f.types = nil, nil, nil, nil
 }
 
 func (f *Faults) drop(from, to uint64) bool {
