@@ -72,9 +72,9 @@ func (s *Server) measureSpace() (why string, ballastRoom bool, err error) {
 	case reserve > 0 && free < reserve:
 		why = fmt.Sprintf("free disk space %s (%s once the write-ahead log is flushed) is below the reserve %s (--space-reserve-bytes)",
 			storage.FormatBytes(du.AvailBytes), storage.FormatBytes(free), storage.FormatBytes(reserve))
-	case s.cfg.QuotaBytes > 0 && du.DBBytes > uint64(s.cfg.QuotaBytes):
+	case s.cfg.QuotaBytes > 0 && du.LiveBytes > uint64(s.cfg.QuotaBytes):
 		why = fmt.Sprintf("database size %s is over the quota %s (--quota-bytes)",
-			storage.FormatBytes(du.DBBytes), storage.FormatBytes(uint64(s.cfg.QuotaBytes)))
+			storage.FormatBytes(du.LiveBytes), storage.FormatBytes(uint64(s.cfg.QuotaBytes)))
 	}
 	ballastRoom = free >= reserve+ballast
 	if why == "" && !ballastRoom && s.ballastOwed.Load() && ballast > 0 {

@@ -75,19 +75,5 @@ func (m *maintenanceService) Defragment(ctx context.Context, _ *dkvpb.Defragment
 	return &dkvpb.DefragmentResponse{Header: s.header(0), DbSizeBefore: before, DbSizeAfter: s.dbSize(), TookMs: took.Milliseconds()}, nil
 }
 
-// dbInUse is what the database's live files take: the write-ahead log
-// and the tables and blob files of the current version; db_size less the
-// obsolete and zombie files waiting to be deleted, manifests and
-// compactions in progress.
-func (s *Server) dbInUse() int64 {
-	m := s.store.DB().Metrics()
-	// The WAL's logical size: a fresh WAL's physical size can read 0
-	// while it already holds the writes not yet flushed to tables. The
-	// blob files' size comes from the current version: the local
-	// counter starts at 0 when the database is reopened.
-	inUse := int64(max(m.WAL.PhysicalSize, m.WAL.Size) + m.Table.Local.LiveSize + m.BlobFiles.LiveSize)
-	if size := s.dbSize(); size > 0 {
-		inUse = min(inUse, size)
-	}
-	return inUse
-}
+// dbInUse is what the database's live files take (storage.LiveBytes).
+func (s *Server) dbInUse() int64 { return int64(s.store.LiveBytes()) }

@@ -95,6 +95,8 @@ func newMetrics(s *Server) *metrics {
 	gauge("mvcc_revision", "Current store revision.", func() float64 { return float64(s.kv.Revision()) })
 	gauge("mvcc_compact_revision", "Revision below which history is compacted.", func() float64 { return float64(s.kv.CompactRevision()) })
 	gauge("db_size_bytes", "Pebble disk space used.", func() float64 { return float64(s.dbSize()) })
+	gauge("db_size_in_use_bytes", "What the database's live files take (the write-ahead log, the current tables and blob files; not a flush's or compaction's output under way nor files waiting for deletion); --quota-bytes is compared with it.",
+		func() float64 { return float64(s.dbInUse()) })
 	counter("disk_full_total", "Writes that met ENOSPC; each released the ballast file (if any) and was retried.", func() float64 { return float64(s.diskFulls.Load()) })
 	gauge("nospace_alarms", "Members whose NOSPACE alarm is raised; while above 0 the cluster refuses writes that add data.", func() float64 { return float64(s.sm.Alarms().Count()) })
 	gauge("corrupt_alarms", "Members whose CORRUPT alarm is raised: their state diverged from the others'; each refuses client requests (alert on > 0).", func() float64 { return float64(s.sm.Alarms().CorruptCount()) })

@@ -15,7 +15,7 @@ func registerOpsMetrics(s *Server, reg *prometheus.Registry) {
 	counter := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "dkv", Name: name, Help: help}, f))
 	}
-	gauge("quota_bytes", "The --quota-bytes this member enforces (0: no quota); compare with db_size_bytes.", func() float64 {
+	gauge("quota_bytes", "The --quota-bytes this member enforces (0: no quota); compare with db_size_in_use_bytes.", func() float64 {
 		return float64(max(s.cfg.QuotaBytes, 0))
 	})
 	// The storage engine's block cache (--cache-bytes): a key space that

@@ -59,8 +59,8 @@ func TestDBSizeCountsBlobFilesAfterReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if du.DBBytes < blobs {
+	if du.LiveBytes < blobs {
 		t.Errorf("after reopen the database's size is %s, less than its blob files alone (%s): the quota would not see them",
-			FormatBytes(du.DBBytes), FormatBytes(blobs))
+			FormatBytes(du.LiveBytes), FormatBytes(blobs))
 	}
 }

@@ -55,9 +55,13 @@ type DiskUsage struct {
 	AvailBytes uint64
 	// TotalBytes is the filesystem's size.
 	TotalBytes uint64
-	// DBBytes is Pebble's own disk use: WAL, tables, blob files,
-	// manifests, and obsolete files not yet deleted (DBSize).
-	DBBytes uint64
+	// LiveBytes is what the database holds on disk: its live
+	// write-ahead log, tables and blob files. The output of a flush or
+	// compaction still being written and the files waiting to be deleted
+	// are not counted, so it does not jump (by up to a memtable while a
+	// flush writes the table that replaces the log) and fall back as
+	// Pebble rewrites the same data. The quota (--quota-bytes) is on it.
+	LiveBytes uint64
 	// UnflushedBytes is the live data in the write-ahead log: flushing it
 	// (at the latest when the database is next opened) needs about that
 	// much free space again.
@@ -75,9 +79,28 @@ func (s *Storage) DiskUsage() (DiskUsage, error) {
 	return DiskUsage{
 		AvailBytes:     du.AvailBytes,
 		TotalBytes:     du.TotalBytes,
-		DBBytes:        s.DBSize(),
+		LiveBytes:      s.liveBytes(m),
 		UnflushedBytes: m.WAL.Size,
 	}, nil
+}
+
+// LiveBytes is what the database's live files take: the write-ahead
+// log and the tables and blob files of the current version; DBSize less
+// the obsolete and zombie files waiting to be deleted, manifests and
+// the output of flushes and compactions in progress. It is `db size in
+// use`, and what the quota is compared with.
+func (s *Storage) LiveBytes() uint64 { return s.liveBytes(s.db.Metrics()) }
+
+func (s *Storage) liveBytes(m *pebble.Metrics) uint64 {
+	// The WAL's logical size: a fresh WAL's physical size can read 0
+	// while it already holds the writes not yet flushed to tables. The
+	// blob files' size comes from the current version: the local
+	// counter starts at 0 when the database is reopened.
+	live := max(m.WAL.PhysicalSize, m.WAL.Size) + m.Table.Local.LiveSize + m.BlobFiles.LiveSize
+	if size := s.DBSize(); size > 0 {
+		live = min(live, size)
+	}
+	return live
 }
 
 // TruncateLogToApplied compacts the raft log up to the applied index: a
