@@ -309,11 +309,10 @@ func (s *Server) startGRPC() error {
 	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
 	watch := &watchService{s: s}
 	dkvpb.RegisterWatchServer(s.grpcSrv, watch)
-	dkvpb.RegisterRateLimitServer(s.grpcSrv, &rateLimitService{s: s})
-	dkvpb.RegisterQueueServer(s.grpcSrv, &queueService{s: s})
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
 	registerStore(s.grpcSrv, s) // stores.go
 	dkvpb.RegisterQueryServer(s.grpcSrv, &queryService{s: s})
+	s.grpcAPI().Register(s.grpcSrv) // package grpcapi's services
 	s.registerEtcd(s.grpcSrv, kv, watch, lease)
 
 	s.inproc = bufconn.Listen(1 << 20)
