@@ -240,7 +240,7 @@ func requirements(req any, st state.LocalState) ([]need, error) {
 	case *dkvpb.QueryRequest:
 		// A query reads (part of) the keys under its prefix. Its handler
 		// checks read on that prefix once mapped into the call's store
-		// (query.go); here, any authenticated user.
+		// (grpcapi/query.go); here, any authenticated user.
 		return nil, nil
 	}
 	return rootOnly, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/state"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	"github.com/dkv-io/dkv/server/grpcapi"
 )
 
@@ -16,5 +18,32 @@ func (n grpcNode) Propose(ctx context.Context, req *dkvpb.InternalRequest) (grpc
 	return n.s.proposeResponse(ctx, req)
 }
 
+func (n grpcNode) WaitLinearizable(ctx context.Context) error { return n.s.node.WaitLinearizable(ctx) }
+
+func (n grpcNode) Applied() state.Reader { return n.s.applied() }
+
+func (n grpcNode) Header(rev int64) *dkvpb.ResponseHeader { return n.s.header(rev) }
+
+func (n grpcNode) CompleteHeader(h *dkvpb.ResponseHeader) *dkvpb.ResponseHeader {
+	return n.s.completeHeader(h)
+}
+
+func (n grpcNode) Authorize(ctx context.Context, method string, req any) (context.Context, error) {
+	return n.s.checkCall(ctx, method, req)
+}
+
+func (n grpcNode) Recheck(ctx context.Context, req any) error {
+	_, err := n.s.recheck(ctx, req)
+	return err
+}
+
+func (n grpcNode) StoreOf(ctx context.Context) (storekeys.Mapper, error) { return n.s.storeOf(ctx) }
+
 // grpcAPI is the gRPC services of package grpcapi over this node.
-func (s *Server) grpcAPI() *grpcapi.API { return grpcapi.New(grpcNode{s}) }
+func (s *Server) grpcAPI() *grpcapi.API {
+	return grpcapi.New(grpcNode{s}, grpcapi.Options{
+		Limits:           s.limits,
+		UnsafeLocalReads: s.cfg.UnsafeLocalReads,
+		MaxReplyBytes:    maxSendMsgBytes,
+	})
+}

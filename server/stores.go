@@ -61,8 +61,8 @@ func (s *Server) storeOf(ctx context.Context) (storekeys.Mapper, error) {
 // same in every store.
 //
 // The Query service names keys, but inside its query text; its handlers
-// map the text's prefix into the call's store themselves (query.go), and
-// check permissions on the mapped keys.
+// map the text's prefix into the call's store themselves
+// (grpcapi/query.go), and check permissions on the mapped keys.
 var storeAgnostic = []string{"/dkv.v1.KV/SessionOpen", "/dkv.v1.Cluster/", "/dkv.v1.Maintenance/", "/dkv.v1.Auth/", "/dkv.v1.Store/", "/dkv.v1.Lease/", "/dkv.v1.Query/"}
 
 // storeRequest maps req into ctx's store; the returned Mapper strips the

@@ -5,6 +5,9 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/mvcc"
+	"github.com/dkv-io/dkv/internal/state"
+	"github.com/dkv-io/dkv/internal/storekeys"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -17,6 +20,41 @@ type Node interface {
 	// response with its header completed. A refusal by the state machine
 	// is returned as its error.
 	Propose(ctx context.Context, req *dkvpb.InternalRequest) (Response, error)
+
+	// WaitLinearizable returns once this member has applied every write
+	// acknowledged before the call.
+	WaitLinearizable(ctx context.Context) error
+	// Applied reads the applied state.
+	Applied() state.Reader
+	// Header is a response header at revision rev (0: the revision
+	// applied so far); CompleteHeader fills in h the same way, keeping
+	// the revision it carries, and returns it.
+	Header(rev int64) *dkvpb.ResponseHeader
+	CompleteHeader(h *dkvpb.ResponseHeader) *dkvpb.ResponseHeader
+
+	// Authorize checks that ctx's caller may make the DKV call method
+	// with req, as the gRPC interceptors would, and returns ctx carrying
+	// the caller. Recheck checks req again if the auth state changed
+	// since: after a linearizable wait, the view may have been behind
+	// the cluster.
+	Authorize(ctx context.Context, method string, req any) (context.Context, error)
+	Recheck(ctx context.Context, req any) error
+	// StoreOf is the key Mapper of the store ctx's call names (the
+	// dkv-store metadata); a named store must exist.
+	StoreOf(ctx context.Context) (storekeys.Mapper, error)
+}
+
+// Options are the node's settings the services follow.
+type Options struct {
+	// Limits are the request limits (key and value sizes, txn ops).
+	Limits mvcc.Limits
+	// UnsafeLocalReads serves linearizable reads without waiting, a
+	// deliberately broken mode (server.Config).
+	UnsafeLocalReads bool
+	// MaxReplyBytes is the largest gRPC message the server sends: a
+	// range or query reply over it is refused with a message that says
+	// how to page.
+	MaxReplyBytes int
 }
 
 // Response is a command's response: it has a header.
@@ -28,13 +66,20 @@ type Response interface {
 // API is the services over one Node.
 type API struct {
 	n Node
+	o Options
 }
 
 // New is the services over n.
-func New(n Node) *API { return &API{n: n} }
+func New(n Node, o Options) *API { return &API{n: n, o: o} }
+
+// KV is the KV service, for callers in the node's process (the HTTP
+// gateway's plain-value endpoint, etcd's KV, auto-compaction).
+func (a *API) KV() dkvpb.KVServer { return &kvService{a: a} }
 
 // Register registers the services on gs.
 func (a *API) Register(gs grpc.ServiceRegistrar) {
+	dkvpb.RegisterKVServer(gs, a.KV())
+	dkvpb.RegisterQueryServer(gs, &queryService{a: a})
 	dkvpb.RegisterRateLimitServer(gs, &rateLimitService{n: a.n})
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
 }
