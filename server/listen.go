@@ -310,7 +310,6 @@ func (s *Server) startGRPC() error {
 	watch := &watchService{s: s}
 	dkvpb.RegisterWatchServer(s.grpcSrv, watch)
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
-	registerStore(s.grpcSrv, s) // stores.go
 	s.registerEtcd(s.grpcSrv, api.KV(), watch, lease)
 
 	s.inproc = bufconn.Listen(1 << 20)

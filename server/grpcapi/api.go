@@ -80,6 +80,7 @@ func (a *API) KV() dkvpb.KVServer { return &kvService{a: a} }
 func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterKVServer(gs, a.KV())
 	dkvpb.RegisterQueryServer(gs, &queryService{a: a})
+	dkvpb.RegisterStoreServer(gs, &storeService{n: a.n})
 	dkvpb.RegisterRateLimitServer(gs, &rateLimitService{n: a.n})
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
 }
