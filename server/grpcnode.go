@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storekeys"
 	"github.com/dkv-io/dkv/server/grpcapi"
@@ -36,6 +38,21 @@ func (n grpcNode) Recheck(ctx context.Context, req any) error {
 	_, err := n.s.recheck(ctx, req)
 	return err
 }
+
+func (n grpcNode) RecheckCaller(ctx context.Context, req any) (*auth.View, *auth.User, error) {
+	return n.s.recheckCaller(ctx, req)
+}
+
+func (n grpcNode) Renew(ctx context.Context, ids []int64) ([]int64, error) {
+	return n.s.renewer.renew(ctx, ids)
+}
+
+func (n grpcNode) LeaseRemaining(id int64) (time.Duration, bool) {
+	_, rem, ok := n.s.lessor.Remaining(id)
+	return rem, ok
+}
+
+func (n grpcNode) Stopping() <-chan struct{} { return n.s.stopc }
 
 func (n grpcNode) StoreOf(ctx context.Context) (storekeys.Mapper, error) { return n.s.storeOf(ctx) }
 

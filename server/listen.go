@@ -304,13 +304,11 @@ func (s *Server) startGRPC() error {
 	api.Register(s.grpcSrv) // package grpcapi's services
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
 	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
-	lease := &leaseService{s: s}
-	dkvpb.RegisterLeaseServer(s.grpcSrv, lease)
 	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
 	watch := &watchService{s: s}
 	dkvpb.RegisterWatchServer(s.grpcSrv, watch)
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
-	s.registerEtcd(s.grpcSrv, api.KV(), watch, lease)
+	s.registerEtcd(s.grpcSrv, api.KV(), watch, api.Lease())
 
 	s.inproc = bufconn.Listen(1 << 20)
 	s.gwInproc = bufconn.Listen(1 << 20)

@@ -2,8 +2,10 @@ package grpcapi
 
 import (
 	"context"
+	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/state"
@@ -39,9 +41,23 @@ type Node interface {
 	// the cluster.
 	Authorize(ctx context.Context, method string, req any) (context.Context, error)
 	Recheck(ctx context.Context, req any) error
+	// RecheckCaller is Recheck that also returns the auth view and the
+	// caller it checked (nil with auth disabled).
+	RecheckCaller(ctx context.Context, req any) (*auth.View, *auth.User, error)
 	// StoreOf is the key Mapper of the store ctx's call names (the
 	// dkv-store metadata); a named store must exist.
 	StoreOf(ctx context.Context) (storekeys.Mapper, error)
+
+	// Renew renews lease ids for ctx's caller and returns each one's TTL
+	// in ms (0: not found) once the renewal is applied on this member;
+	// keep-alives waiting at the same moment share one proposal.
+	Renew(ctx context.Context, ids []int64) ([]int64, error)
+	// LeaseRemaining is how long lease id has left, if this member
+	// tracks it (the leader's lessor).
+	LeaseRemaining(id int64) (time.Duration, bool)
+	// Stopping is closed when the member starts shutting down: streams
+	// and waits end with Unavailable, so clients move to another member.
+	Stopping() <-chan struct{}
 }
 
 // Options are the node's settings the services follow.
@@ -72,6 +88,9 @@ type API struct {
 // New is the services over n.
 func New(n Node, o Options) *API { return &API{n: n, o: o} }
 
+// Lease is the Lease service, for etcd's Lease and tests.
+func (a *API) Lease() dkvpb.LeaseServer { return &leaseService{n: a.n} }
+
 // KV is the KV service, for callers in the node's process (the HTTP
 // gateway's plain-value endpoint, etcd's KV, auto-compaction).
 func (a *API) KV() dkvpb.KVServer { return &kvService{a: a} }
@@ -80,6 +99,7 @@ func (a *API) KV() dkvpb.KVServer { return &kvService{a: a} }
 func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterKVServer(gs, a.KV())
 	dkvpb.RegisterQueryServer(gs, &queryService{a: a})
+	dkvpb.RegisterLeaseServer(gs, a.Lease())
 	dkvpb.RegisterStoreServer(gs, &storeService{n: a.n})
 	dkvpb.RegisterRateLimitServer(gs, &rateLimitService{n: a.n})
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
