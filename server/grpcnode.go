@@ -52,6 +52,12 @@ func (n grpcNode) LeaseRemaining(id int64) (time.Duration, bool) {
 	return rem, ok
 }
 
+func (n grpcNode) WaitGrant(key []byte, owner string) (<-chan *dkvpb.LockHandle, func()) {
+	return n.s.lockWait.register(key, owner)
+}
+
+func (n grpcNode) CancelLockWait(key []byte, owner string) { n.s.cancelLockWait(key, owner) }
+
 func (n grpcNode) Stopping() <-chan struct{} { return n.s.stopc }
 
 func (n grpcNode) StoreOf(ctx context.Context) (storekeys.Mapper, error) { return n.s.storeOf(ctx) }
@@ -62,5 +68,6 @@ func (s *Server) grpcAPI() *grpcapi.API {
 		Limits:           s.limits,
 		UnsafeLocalReads: s.cfg.UnsafeLocalReads,
 		MaxReplyBytes:    maxSendMsgBytes,
+		RequestTimeout:   s.cfg.RequestTimeout,
 	})
 }

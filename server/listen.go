@@ -304,7 +304,6 @@ func (s *Server) startGRPC() error {
 	api.Register(s.grpcSrv) // package grpcapi's services
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
 	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
-	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
 	watch := &watchService{s: s}
 	dkvpb.RegisterWatchServer(s.grpcSrv, watch)
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})

@@ -55,6 +55,15 @@ type Node interface {
 	// LeaseRemaining is how long lease id has left, if this member
 	// tracks it (the leader's lessor).
 	LeaseRemaining(id int64) (time.Duration, bool)
+	// WaitGrant registers a wait for owner's grant of the lock on key,
+	// before the Acquire is proposed: the channel receives the handle
+	// once this member applies the grant. The func unregisters it.
+	WaitGrant(key []byte, owner string) (<-chan *dkvpb.LockHandle, func())
+	// CancelLockWait takes a waiter that gave up out of its queue (or
+	// releases the lock if it was granted meanwhile), in the background:
+	// the cancel outlives the call that gave up.
+	CancelLockWait(key []byte, owner string)
+
 	// Stopping is closed when the member starts shutting down: streams
 	// and waits end with Unavailable, so clients move to another member.
 	Stopping() <-chan struct{}
@@ -71,6 +80,10 @@ type Options struct {
 	// range or query reply over it is refused with a message that says
 	// how to page.
 	MaxReplyBytes int
+	// RequestTimeout bounds a waiting Acquire's enqueue, an ordinary
+	// proposal (the wait for the grant lasts as long as the caller's
+	// context).
+	RequestTimeout time.Duration
 }
 
 // Response is a command's response: it has a header.
@@ -100,6 +113,7 @@ func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterKVServer(gs, a.KV())
 	dkvpb.RegisterQueryServer(gs, &queryService{a: a})
 	dkvpb.RegisterLeaseServer(gs, a.Lease())
+	dkvpb.RegisterLockServer(gs, &lockService{a: a})
 	dkvpb.RegisterStoreServer(gs, &storeService{n: a.n})
 	dkvpb.RegisterRateLimitServer(gs, &rateLimitService{n: a.n})
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
