@@ -24,19 +24,10 @@ import (
 // response is a command's response: it has a header.
 type response = grpcapi.Response
 
-// propose is the one propose-and-respond path of the handlers
-// (proposeResponse), returning the response typed as the command answers.
+// propose is the one propose-and-respond path (proposeResponse),
+// returning the response typed as the command answers (grpcapi.Propose).
 func propose[T response](ctx context.Context, s *Server, req *dkvpb.InternalRequest) (T, error) {
-	var zero T
-	r, err := s.proposeResponse(ctx, req)
-	if err != nil {
-		return zero, err
-	}
-	resp, ok := r.(T)
-	if !ok {
-		return zero, dkverr.New(dkverr.Internal, "unexpected response %T", r)
-	}
-	return resp, nil
+	return grpcapi.Propose[T](ctx, grpcNode{s}, req)
 }
 
 // proposeResponse validates req and refuses it if the NOSPACE alarm

@@ -119,9 +119,10 @@ func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
 }
 
-// propose is Node.Propose with the response of the type the command
-// answers with.
-func propose[T Response](ctx context.Context, n Node, req *dkvpb.InternalRequest) (T, error) {
+// Propose is Node.Propose with the response of the type the command
+// answers with: the one typed propose-and-respond path, which the node's
+// own loops (lease expiry, keep-alives) use too.
+func Propose[T Response](ctx context.Context, n Node, req *dkvpb.InternalRequest) (T, error) {
 	var zero T
 	r, err := n.Propose(ctx, req)
 	if err != nil {

@@ -84,30 +84,30 @@ func (a *API) replyFits(resp *dkvpb.RangeResponse) error {
 }
 
 func (k *kvService) Put(ctx context.Context, req *dkvpb.PutRequest) (*dkvpb.PutResponse, error) {
-	return propose[*dkvpb.PutResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Put{Put: req}})
+	return Propose[*dkvpb.PutResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Put{Put: req}})
 }
 
 func (k *kvService) DeleteRange(ctx context.Context, req *dkvpb.DeleteRangeRequest) (*dkvpb.DeleteRangeResponse, error) {
-	return propose[*dkvpb.DeleteRangeResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_DeleteRange{DeleteRange: req}})
+	return Propose[*dkvpb.DeleteRangeResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_DeleteRange{DeleteRange: req}})
 }
 
 func (k *kvService) Txn(ctx context.Context, req *dkvpb.TxnRequest) (*dkvpb.TxnResponse, error) {
-	return propose[*dkvpb.TxnResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Txn{Txn: req}})
+	return Propose[*dkvpb.TxnResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Txn{Txn: req}})
 }
 
 func (k *kvService) Counter(ctx context.Context, req *dkvpb.CounterRequest) (*dkvpb.CounterResponse, error) {
-	return propose[*dkvpb.CounterResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Counter{Counter: req}})
+	return Propose[*dkvpb.CounterResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Counter{Counter: req}})
 }
 
 func (k *kvService) Compact(ctx context.Context, req *dkvpb.CompactRequest) (*dkvpb.CompactResponse, error) {
-	return propose[*dkvpb.CompactResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Compact{Compact: req}})
+	return Propose[*dkvpb.CompactResponse](ctx, k.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_Compact{Compact: req}})
 }
 
 // SessionOpen answers Unimplemented while sessions are unavailable (a
 // member older than 0.2 is in the cluster), as an older server does, so
 // the Go client writes without a session.
 func (k *kvService) SessionOpen(ctx context.Context, req *dkvpb.SessionOpenRequest) (*dkvpb.SessionOpenResponse, error) {
-	resp, err := propose[*dkvpb.SessionOpenResponse](ctx, k.a.n, &dkvpb.InternalRequest{
+	resp, err := Propose[*dkvpb.SessionOpenResponse](ctx, k.a.n, &dkvpb.InternalRequest{
 		TimeUnixNano: time.Now().UnixNano(),
 		Request:      &dkvpb.InternalRequest_SessionOpen{SessionOpen: req},
 	})

@@ -23,13 +23,13 @@ type leaseService struct {
 }
 
 func (l *leaseService) Grant(ctx context.Context, req *dkvpb.LeaseGrantRequest) (*dkvpb.LeaseGrantResponse, error) {
-	return propose[*dkvpb.LeaseGrantResponse](ctx, l.n, &dkvpb.InternalRequest{
+	return Propose[*dkvpb.LeaseGrantResponse](ctx, l.n, &dkvpb.InternalRequest{
 		Request: &dkvpb.InternalRequest_LeaseGrant{LeaseGrant: req},
 	})
 }
 
 func (l *leaseService) Revoke(ctx context.Context, req *dkvpb.LeaseRevokeRequest) (*dkvpb.LeaseRevokeResponse, error) {
-	return propose[*dkvpb.LeaseRevokeResponse](ctx, l.n, &dkvpb.InternalRequest{
+	return Propose[*dkvpb.LeaseRevokeResponse](ctx, l.n, &dkvpb.InternalRequest{
 		TimeUnixNano: time.Now().UnixNano(), // a lock handed to a waiter records it
 		Request:      &dkvpb.InternalRequest_LeaseRevoke{LeaseRevoke: req},
 	})

@@ -53,7 +53,7 @@ func (l *lockService) Acquire(ctx context.Context, req *dkvpb.LockAcquireRequest
 	pctx, pcancel := context.WithTimeout(ctx, l.a.o.RequestTimeout)
 	// The entry carries this member's clock: a grant records it as its
 	// time (GET /v1/locks' granted_unix_ms); apply never reads a clock.
-	resp, err := propose[*dkvpb.LockAcquireResponse](pctx, l.a.n, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
+	resp, err := Propose[*dkvpb.LockAcquireResponse](pctx, l.a.n, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockAcquire{LockAcquire: r}})
 	pcancel()
 	if err != nil {
 		if r.Wait && ctx.Err() != nil {
@@ -137,11 +137,11 @@ func lockState(st state.Reader, key []byte, owner string) (h lock.Holder, held, 
 func (l *lockService) Release(ctx context.Context, req *dkvpb.LockReleaseRequest) (*dkvpb.LockReleaseResponse, error) {
 	// Stamped: a release hands the lock to the next waiter, whose grant
 	// records the entry's time.
-	return propose[*dkvpb.LockReleaseResponse](ctx, l.a.n, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockRelease{LockRelease: req}})
+	return Propose[*dkvpb.LockReleaseResponse](ctx, l.a.n, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockRelease{LockRelease: req}})
 }
 
 func (l *lockService) Cancel(ctx context.Context, req *dkvpb.LockCancelRequest) (*dkvpb.LockCancelResponse, error) {
-	return propose[*dkvpb.LockCancelResponse](ctx, l.a.n, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockCancel{LockCancel: req}})
+	return Propose[*dkvpb.LockCancelResponse](ctx, l.a.n, &dkvpb.InternalRequest{TimeUnixNano: time.Now().UnixNano(), Request: &dkvpb.InternalRequest_LockCancel{LockCancel: req}})
 }
 
 func (l *lockService) Describe(ctx context.Context, req *dkvpb.LockDescribeRequest) (*dkvpb.LockDescribeResponse, error) {

@@ -40,7 +40,7 @@ func (qs *queryService) CreateIndex(ctx context.Context, req *dkvpb.IndexCreateR
 	}
 	req = proto.Clone(req).(*dkvpb.IndexCreateRequest)
 	req.Prefix = p
-	resp, err := propose[*dkvpb.IndexCreateResponse](ctx, qs.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexCreate{IndexCreate: req}})
+	resp, err := Propose[*dkvpb.IndexCreateResponse](ctx, qs.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexCreate{IndexCreate: req}})
 	if err != nil {
 		return nil, storeErr(m, err)
 	}
@@ -60,7 +60,7 @@ func (qs *queryService) DropIndex(ctx context.Context, req *dkvpb.IndexDropReque
 	}
 	req = proto.Clone(req).(*dkvpb.IndexDropRequest)
 	req.Prefix = p
-	resp, err := propose[*dkvpb.IndexDropResponse](ctx, qs.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexDrop{IndexDrop: req}})
+	resp, err := Propose[*dkvpb.IndexDropResponse](ctx, qs.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexDrop{IndexDrop: req}})
 	return resp, storeErr(m, err)
 }
 

@@ -18,7 +18,7 @@ type rateLimitService struct {
 // time (never earlier than an earlier decision on the key), so every
 // member computes the same decision.
 func (r *rateLimitService) Allow(ctx context.Context, req *dkvpb.RateLimitRequest) (*dkvpb.RateLimitResponse, error) {
-	return propose[*dkvpb.RateLimitResponse](ctx, r.n, &dkvpb.InternalRequest{
+	return Propose[*dkvpb.RateLimitResponse](ctx, r.n, &dkvpb.InternalRequest{
 		TimeUnixNano: time.Now().UnixNano(),
 		Request:      &dkvpb.InternalRequest_RateLimit{RateLimit: req},
 	})

@@ -19,16 +19,16 @@ type storeService struct {
 
 func (ss *storeService) Create(ctx context.Context, req *dkvpb.StoreCreateRequest) (*dkvpb.StoreCreateResponse, error) {
 	req.SetQuota = false
-	return propose[*dkvpb.StoreCreateResponse](ctx, ss.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreCreate{StoreCreate: req}})
+	return Propose[*dkvpb.StoreCreateResponse](ctx, ss.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreCreate{StoreCreate: req}})
 }
 
 func (ss *storeService) SetQuota(ctx context.Context, req *dkvpb.StoreCreateRequest) (*dkvpb.StoreCreateResponse, error) {
 	req.SetQuota = true
-	return propose[*dkvpb.StoreCreateResponse](ctx, ss.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreCreate{StoreCreate: req}})
+	return Propose[*dkvpb.StoreCreateResponse](ctx, ss.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreCreate{StoreCreate: req}})
 }
 
 func (ss *storeService) Delete(ctx context.Context, req *dkvpb.StoreDeleteRequest) (*dkvpb.StoreDeleteResponse, error) {
-	return propose[*dkvpb.StoreDeleteResponse](ctx, ss.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreDelete{StoreDelete: req}})
+	return Propose[*dkvpb.StoreDeleteResponse](ctx, ss.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreDelete{StoreDelete: req}})
 }
 
 func (ss *storeService) List(ctx context.Context, _ *dkvpb.StoreListRequest) (*dkvpb.StoreListResponse, error) {
