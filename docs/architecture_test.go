@@ -92,10 +92,9 @@ var layerRules = []struct {
 		why:       "the state machine knows nothing of raft's loop, the server or the HTTP gateway",
 	},
 	{
-		from: "./server/grpcapi",
-		forbidden: []string{module + "internal/raftnode", module + "internal/transport", module + "internal/watch",
-			"github.com/grpc-ecosystem/grpc-gateway"},
-		why: "the gRPC services see the node only through grpcapi.Node: not its raft loop, peers, watch hub or the HTTP gateway",
+		from:      "./server/grpcapi",
+		forbidden: []string{module + "internal/raftnode", module + "internal/transport", "github.com/grpc-ecosystem/grpc-gateway"},
+		why:       "the gRPC services see the node only through grpcapi.Node: not its raft loop, peers or the HTTP gateway",
 	},
 	{
 		from:      "./internal/mvcc",

@@ -8,6 +8,7 @@ import (
 	"github.com/dkv-io/dkv/internal/auth"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storekeys"
+	"github.com/dkv-io/dkv/internal/watch"
 	"github.com/dkv-io/dkv/server/grpcapi"
 )
 
@@ -58,6 +59,16 @@ func (n grpcNode) WaitGrant(key []byte, owner string) (<-chan *dkvpb.LockHandle,
 
 func (n grpcNode) CancelLockWait(key []byte, owner string) { n.s.cancelLockWait(key, owner) }
 
+func (n grpcNode) WatchStream() *watch.Stream { return n.s.watchHub.NewStream() }
+
+func (n grpcNode) WatchRecvStarted() func() { return n.s.watchRecvStarted() }
+
+func (n grpcNode) AuthView() *auth.View { return n.s.sm.Auth().View() }
+
+func (n grpcNode) HasLeader() bool { return n.s.node.Status().Lead != 0 }
+
+func (n grpcNode) CorruptRefusal() error { return n.s.corruptRefusal() }
+
 func (n grpcNode) Stopping() <-chan struct{} { return n.s.stopc }
 
 func (n grpcNode) StoreOf(ctx context.Context) (storekeys.Mapper, error) { return n.s.storeOf(ctx) }
@@ -69,5 +80,7 @@ func (s *Server) grpcAPI() *grpcapi.API {
 		UnsafeLocalReads: s.cfg.UnsafeLocalReads,
 		MaxReplyBytes:    maxSendMsgBytes,
 		RequestTimeout:   s.cfg.RequestTimeout,
+		MemberName:       s.cfg.Name,
+		LeaderGrace:      s.leaderGrace(),
 	})
 }

@@ -304,10 +304,8 @@ func (s *Server) startGRPC() error {
 	api.Register(s.grpcSrv) // package grpcapi's services
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
 	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
-	watch := &watchService{s: s}
-	dkvpb.RegisterWatchServer(s.grpcSrv, watch)
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
-	s.registerEtcd(s.grpcSrv, api.KV(), watch, api.Lease())
+	s.registerEtcd(s.grpcSrv, api.KV(), api.Watch(), api.Lease())
 
 	s.inproc = bufconn.Listen(1 << 20)
 	s.gwInproc = bufconn.Listen(1 << 20)

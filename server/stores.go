@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storekeys"
@@ -83,15 +82,4 @@ func (s *Server) storeRequest(ctx context.Context, method string, req any) (stor
 	// Nothing is reachable by omission: a keyed call this table does not
 	// know is refused rather than run in the default store.
 	return m, dkverr.New(dkverr.InvalidInput, "%s is not available in a named store (store %q)", method, m.Name())
-}
-
-// storeWatchStream strips the store's prefix from everything a watch
-// stream sends.
-type storeWatchStream struct {
-	dkvpb.Watch_WatchServer
-	m storekeys.Mapper
-}
-
-func (w storeWatchStream) Send(r *dkvpb.WatchResponse) error {
-	return w.Watch_WatchServer.Send(w.m.Watch(r))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storekeys"
+	"github.com/dkv-io/dkv/internal/watch"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -64,6 +65,24 @@ type Node interface {
 	// the cancel outlives the call that gave up.
 	CancelLockWait(key []byte, owner string)
 
+	// WatchStream opens a stream on the node's watch hub, which the
+	// apply path publishes every committed event to.
+	WatchStream() *watch.Stream
+	// WatchRecvStarted counts a Watch stream's receive goroutine, which
+	// creates watches (reading the store) and can outlive its handler:
+	// the node waits for it before closing the store. Call the returned
+	// func when the goroutine ends.
+	WatchRecvStarted() func()
+	// AuthView is the replicated auth state now: a stream checks its
+	// caller again when it changes.
+	AuthView() *auth.View
+	// HasLeader reports whether this member knows a leader.
+	HasLeader() bool
+	// CorruptRefusal is the Unavailable error naming the CORRUPT alarm
+	// when this member's state diverged, or nil: a stream then sends
+	// nothing more.
+	CorruptRefusal() error
+
 	// Stopping is closed when the member starts shutting down: streams
 	// and waits end with Unavailable, so clients move to another member.
 	Stopping() <-chan struct{}
@@ -84,6 +103,11 @@ type Options struct {
 	// proposal (the wait for the grant lasts as long as the caller's
 	// context).
 	RequestTimeout time.Duration
+	// MemberName names this member in a stream's Unavailable errors.
+	MemberName string
+	// LeaderGrace is how long a watch stream stays open on a member
+	// without a leader before it ends with Unavailable.
+	LeaderGrace time.Duration
 }
 
 // Response is a command's response: it has a header.
@@ -104,6 +128,9 @@ func New(n Node, o Options) *API { return &API{n: n, o: o} }
 // Lease is the Lease service, for etcd's Lease and tests.
 func (a *API) Lease() dkvpb.LeaseServer { return &leaseService{n: a.n} }
 
+// Watch is the Watch service, for etcd's Watch.
+func (a *API) Watch() dkvpb.WatchServer { return &watchService{a: a} }
+
 // KV is the KV service, for callers in the node's process (the HTTP
 // gateway's plain-value endpoint, etcd's KV, auto-compaction).
 func (a *API) KV() dkvpb.KVServer { return &kvService{a: a} }
@@ -114,6 +141,7 @@ func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterQueryServer(gs, &queryService{a: a})
 	dkvpb.RegisterLeaseServer(gs, a.Lease())
 	dkvpb.RegisterLockServer(gs, &lockService{a: a})
+	dkvpb.RegisterWatchServer(gs, a.Watch())
 	dkvpb.RegisterStoreServer(gs, &storeService{n: a.n})
 	dkvpb.RegisterRateLimitServer(gs, &rateLimitService{n: a.n})
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
