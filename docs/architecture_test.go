@@ -92,6 +92,11 @@ var layerRules = []struct {
 		why:       "the state machine knows nothing of raft's loop, the server or the HTTP gateway",
 	},
 	{
+		from:      "./server/grpcapi",
+		forbidden: []string{module + "internal/raftnode", module + "internal/transport", "github.com/grpc-ecosystem/grpc-gateway"},
+		why:       "the gRPC services see the node only through grpcapi.Node: not its raft loop, peers or the HTTP gateway",
+	},
+	{
 		from:      "./internal/mvcc",
 		forbidden: []string{module + "internal/queuekeys", module + "client", module + "internal/state"},
 		why:       "the MVCC engine knows no recipe's key layout",

@@ -240,7 +240,7 @@ func requirements(req any, st state.LocalState) ([]need, error) {
 	case *dkvpb.QueryRequest:
 		// A query reads (part of) the keys under its prefix. Its handler
 		// checks read on that prefix once mapped into the call's store
-		// (query.go); here, any authenticated user.
+		// (grpcapi/query.go); here, any authenticated user.
 		return nil, nil
 	}
 	return rootOnly, nil
@@ -381,8 +381,8 @@ func (s *Server) authUnary(ctx context.Context, req any, method string, handler 
 }
 
 // streamAuth checks a stream when it opens. A watch's ranges are checked
-// per create request (watchService.create); a snapshot download needs
-// root; lease keep-alives any authenticated user.
+// per create request (grpcapi's watchService.create); a snapshot download
+// needs root; lease keep-alives any authenticated user.
 func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if etcdapi.IsEtcdMethod(info.FullMethod) {
 		return handler(srv, ss) // checked as the DKV stream it opens (authStream)

@@ -66,7 +66,7 @@ func (s *Server) autoCompactLoop() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := (&kvService{s: s}).Compact(ctx, &dkvpb.CompactRequest{Revision: target})
+			_, err := s.grpcAPI().KV().Compact(ctx, &dkvpb.CompactRequest{Revision: target})
 			cancel()
 			if err != nil {
 				s.log.Warn("auto-compaction failed", "revision", target, "err", err)

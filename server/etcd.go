@@ -13,7 +13,7 @@ import (
 // registerEtcd serves etcd's v3 API (package etcdapi) on the client gRPC
 // server, over the same service implementations as DKV's own API: one
 // keyspace, one set of leases and watches, members, alarms and users.
-func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, kv *kvService, watch *watchService, lease *leaseService) {
+func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, kv dkvpb.KVServer, watch dkvpb.WatchServer, lease dkvpb.LeaseServer) {
 	d := etcdapi.Deps{
 		KV: kv, Watch: watch, Lease: lease,
 		Cluster:     &clusterService{s: s},

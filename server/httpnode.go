@@ -31,7 +31,7 @@ func (n httpNode) Authorize(ctx context.Context, method string, req any) (contex
 	return n.s.checkCall(ctx, method, req)
 }
 
-func (n httpNode) KV() dkvpb.KVServer { return &kvService{s: n.s} }
+func (n httpNode) KV() dkvpb.KVServer { return n.s.grpcAPI().KV() }
 
 func (n httpNode) AuthView() *auth.View { return n.s.sm.Auth().View() }
 

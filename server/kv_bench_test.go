@@ -25,7 +25,7 @@ func BenchmarkRangeHandler(b *testing.B) {
 	}
 	defer s.Stop()
 	<-s.Ready()
-	kv := &kvService{s: s}
+	kv := s.grpcAPI().KV()
 	for i := 0; i < 200; i++ {
 		if _, err := kv.Put(ctx, &dkvpb.PutRequest{Key: fmt.Appendf(nil, "key/%04d", i), Value: []byte("some value of moderate length")}); err != nil {
 			b.Fatal(err)

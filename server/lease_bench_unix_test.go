@@ -28,7 +28,7 @@ func BenchmarkKeepAliveOnceHandler(b *testing.B) {
 	}
 	defer s.Stop()
 	<-s.Ready()
-	ls := &leaseService{s: s}
+	ls := s.grpcAPI().Lease()
 	ids := make([]int64, 1000)
 	for i := range ids {
 		resp, err := ls.Grant(ctx, &dkvpb.LeaseGrantRequest{TtlMs: 60_000})

@@ -300,21 +300,12 @@ func (s *Server) startGRPC() error {
 		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, unaryWireErrors, unaryDecodeRefusals, s.unaryCorrupt, s.unaryAuth),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, streamWireErrors, streamDecodeRefusals, s.streamCorrupt, s.streamAuth),
 	)...)
-	kv := &kvService{s: s}
-	dkvpb.RegisterKVServer(s.grpcSrv, kv)
+	api := s.grpcAPI()
+	api.Register(s.grpcSrv) // package grpcapi's services
 	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
 	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
-	lease := &leaseService{s: s}
-	dkvpb.RegisterLeaseServer(s.grpcSrv, lease)
-	dkvpb.RegisterLockServer(s.grpcSrv, &lockService{s: s})
-	watch := &watchService{s: s}
-	dkvpb.RegisterWatchServer(s.grpcSrv, watch)
-	dkvpb.RegisterRateLimitServer(s.grpcSrv, &rateLimitService{s: s})
-	dkvpb.RegisterQueueServer(s.grpcSrv, &queueService{s: s})
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
-	registerStore(s.grpcSrv, s) // stores.go
-	dkvpb.RegisterQueryServer(s.grpcSrv, &queryService{s: s})
-	s.registerEtcd(s.grpcSrv, kv, watch, lease)
+	s.registerEtcd(s.grpcSrv, api.KV(), api.Watch(), api.Lease())
 
 	s.inproc = bufconn.Listen(1 << 20)
 	s.gwInproc = bufconn.Listen(1 << 20)

@@ -46,7 +46,7 @@ func BenchmarkPutHandler(b *testing.B) {
 			}
 			defer s.Stop()
 			<-s.Ready()
-			kv := &kvService{s: s}
+			kv := s.grpcAPI().KV()
 			// Random letters and digits, as bench/compare writes: Snappy
 			// finds next to nothing to compress in them.
 			const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -8,6 +8,7 @@ import (
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/raftnode"
 	"github.com/dkv-io/dkv/internal/state"
+	"github.com/dkv-io/dkv/server/grpcapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,42 +22,43 @@ import (
 // gateway and the embedded client, which all reach grpcSrv.
 
 // response is a command's response: it has a header.
-type response interface {
-	proto.Message
-	GetHeader() *dkvpb.ResponseHeader
+type response = grpcapi.Response
+
+// propose is the one propose-and-respond path (proposeResponse),
+// returning the response typed as the command answers (grpcapi.Propose).
+func propose[T response](ctx context.Context, s *Server, req *dkvpb.InternalRequest) (T, error) {
+	return grpcapi.Propose[T](ctx, grpcNode{s}, req)
 }
 
-// propose is the one propose-and-respond path of the handlers: it
-// validates req and refuses it if the NOSPACE alarm would, both as its
-// command's row in the registry (package state) says, replicates it,
-// waits for it to be applied here, and returns the typed response with
-// its header completed. A refusal by the state machine is returned as
-// its error.
-func propose[T response](ctx context.Context, s *Server, req *dkvpb.InternalRequest) (T, error) {
-	var zero T
+// proposeResponse validates req and refuses it if the NOSPACE alarm
+// would, both as its command's row in the registry (package state) says,
+// replicates it, waits for it to be applied here, and returns the
+// response with its header completed. A refusal by the state machine is
+// returned as its error.
+func (s *Server) proposeResponse(ctx context.Context, req *dkvpb.InternalRequest) (response, error) {
 	cmd, _ := state.Lookup(req)
 	if err := cmd.Validate(req, s.limits); err != nil {
-		return zero, err
+		return nil, err
 	}
 	if err := s.checkSpace(cmd, req); err != nil {
-		return zero, err
+		return nil, err
 	}
 	if err := s.stampAuth(ctx, req); err != nil {
-		return zero, err
+		return nil, err
 	}
 	if err := s.stampSession(ctx, req); err != nil { // session.go
-		return zero, err
+		return nil, err
 	}
 	res, err := s.proposeRequest(ctx, req)
 	if err != nil {
-		return zero, err
+		return nil, err
 	}
 	if res.Err != nil {
-		return zero, res.Err
+		return nil, res.Err
 	}
-	resp, ok := res.Resp.(T)
+	resp, ok := res.Resp.(response)
 	if !ok || resp.GetHeader() == nil {
-		return zero, dkverr.New(dkverr.Internal, "unexpected response %T", res.Resp)
+		return nil, dkverr.New(dkverr.Internal, "unexpected response %T", res.Resp)
 	}
 	// In place: a txn's op responses share the header (mvcc.StampRevision).
 	s.completeHeader(resp.GetHeader())

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -10,9 +9,7 @@ import (
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/state"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 )
 
 // Client sessions (internal/state/session.go): a client's write carries
@@ -94,18 +91,6 @@ func (s *Server) stampSession(ctx context.Context, req *dkvpb.InternalRequest) e
 		req.TimeUnixNano = time.Now().UnixNano()
 	}
 	return nil
-}
-
-func (k *kvService) SessionOpen(ctx context.Context, req *dkvpb.SessionOpenRequest) (*dkvpb.SessionOpenResponse, error) {
-	resp, err := propose[*dkvpb.SessionOpenResponse](ctx, k.s, &dkvpb.InternalRequest{
-		TimeUnixNano: time.Now().UnixNano(),
-		Request:      &dkvpb.InternalRequest_SessionOpen{SessionOpen: req},
-	})
-	var de *dkverr.Error
-	if state.SessionsUnavailable(err) && errors.As(err, &de) {
-		return nil, status.Error(codes.Unimplemented, de.Msg)
-	}
-	return resp, err
 }
 
 // sessionLoop, on the leader, drops the sessions that have expired.

@@ -4,21 +4,19 @@ import (
 	"context"
 	"strings"
 
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/state"
 	"github.com/dkv-io/dkv/internal/storekeys"
 	"github.com/dkv-io/dkv/server/etcdapi"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
 
-// Named stores (docs/data-model.md). A call names its store in the gRPC
-// metadata storeHeader; the server maps every key of the request into
-// that store's part of the keyspace (internal/storekeys) before auth
-// checks it, and strips it from the reply after, so a client can name no
-// key outside its store. The HTTP gateway takes ?store= or a Dkv-Store
-// header.
+// Named stores (docs/data-model.md; the Store service is in
+// grpcapi/stores.go). A call names its store in the gRPC metadata
+// storeHeader; the server maps every key of the request into that store's
+// part of the keyspace (internal/storekeys) before auth checks it, and
+// strips it from the reply after, so a client can name no key outside its
+// store. The HTTP gateway takes ?store= or a Dkv-Store header.
 
 // storeHeader is the gRPC metadata key naming a call's store; the etcd
 // lock and election services pass it on to their calls back into this
@@ -61,8 +59,8 @@ func (s *Server) storeOf(ctx context.Context) (storekeys.Mapper, error) {
 // same in every store.
 //
 // The Query service names keys, but inside its query text; its handlers
-// map the text's prefix into the call's store themselves (query.go), and
-// check permissions on the mapped keys.
+// map the text's prefix into the call's store themselves
+// (grpcapi/query.go), and check permissions on the mapped keys.
 var storeAgnostic = []string{"/dkv.v1.KV/SessionOpen", "/dkv.v1.Cluster/", "/dkv.v1.Maintenance/", "/dkv.v1.Auth/", "/dkv.v1.Store/", "/dkv.v1.Lease/", "/dkv.v1.Query/"}
 
 // storeRequest maps req into ctx's store; the returned Mapper strips the
@@ -84,67 +82,4 @@ func (s *Server) storeRequest(ctx context.Context, method string, req any) (stor
 	// Nothing is reachable by omission: a keyed call this table does not
 	// know is refused rather than run in the default store.
 	return m, dkverr.New(dkverr.InvalidInput, "%s is not available in a named store (store %q)", method, m.Name())
-}
-
-// storeWatchStream strips the store's prefix from everything a watch
-// stream sends.
-type storeWatchStream struct {
-	dkvpb.Watch_WatchServer
-	m storekeys.Mapper
-}
-
-func (w storeWatchStream) Send(r *dkvpb.WatchResponse) error {
-	return w.Watch_WatchServer.Send(w.m.Watch(r))
-}
-
-// storeService implements dkvpb.StoreServer.
-type storeService struct {
-	dkvpb.UnimplementedStoreServer
-	s *Server
-}
-
-func (ss *storeService) Create(ctx context.Context, req *dkvpb.StoreCreateRequest) (*dkvpb.StoreCreateResponse, error) {
-	req.SetQuota = false
-	return propose[*dkvpb.StoreCreateResponse](ctx, ss.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreCreate{StoreCreate: req}})
-}
-
-func (ss *storeService) SetQuota(ctx context.Context, req *dkvpb.StoreCreateRequest) (*dkvpb.StoreCreateResponse, error) {
-	req.SetQuota = true
-	return propose[*dkvpb.StoreCreateResponse](ctx, ss.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreCreate{StoreCreate: req}})
-}
-
-func (ss *storeService) Delete(ctx context.Context, req *dkvpb.StoreDeleteRequest) (*dkvpb.StoreDeleteResponse, error) {
-	return propose[*dkvpb.StoreDeleteResponse](ctx, ss.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_StoreDelete{StoreDelete: req}})
-}
-
-func (ss *storeService) List(ctx context.Context, _ *dkvpb.StoreListRequest) (*dkvpb.StoreListResponse, error) {
-	if err := ss.s.node.WaitLinearizable(ctx); err != nil {
-		return nil, err
-	}
-	stores, err := ss.s.applied().Latest().Stores()
-	if err != nil {
-		return nil, dkverr.New(dkverr.Internal, "listing stores: %v", err)
-	}
-	return &dkvpb.StoreListResponse{Header: ss.s.header(0), Stores: stores}, nil
-}
-
-func (ss *storeService) Stats(ctx context.Context, req *dkvpb.StoreStatsRequest) (*dkvpb.StoreStatsResponse, error) {
-	if err := storekeys.ValidName(req.GetName()); err != nil {
-		return nil, err
-	}
-	if err := ss.s.node.WaitLinearizable(ctx); err != nil {
-		return nil, err
-	}
-	info, ok, err := ss.s.applied().Latest().Store(req.GetName())
-	if err != nil {
-		return nil, dkverr.New(dkverr.Internal, "reading store %q: %v", req.GetName(), err)
-	}
-	if !ok {
-		return nil, state.NotExistError(req.GetName())
-	}
-	return &dkvpb.StoreStatsResponse{Header: ss.s.header(0), Store: info}, nil
-}
-
-func registerStore(gs grpc.ServiceRegistrar, s *Server) {
-	dkvpb.RegisterStoreServer(gs, &storeService{s: s})
 }

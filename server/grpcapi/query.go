@@ -1,4 +1,4 @@
-package server
+package grpcapi
 
 import (
 	"context"
@@ -19,13 +19,13 @@ import (
 // served from one Pebble snapshot so index entries and keys agree.
 type queryService struct {
 	dkvpb.UnimplementedQueryServer
-	s *Server
+	a *API
 }
 
 // storePrefix maps prefix, a key prefix of the caller's store (the
 // dkv-store metadata), to the physical keys it covers.
 func (qs *queryService) storePrefix(ctx context.Context, prefix []byte) (storekeys.Mapper, []byte, error) {
-	m, err := qs.s.storeOf(ctx)
+	m, err := qs.a.n.StoreOf(ctx)
 	if err != nil {
 		return m, nil, err
 	}
@@ -40,7 +40,7 @@ func (qs *queryService) CreateIndex(ctx context.Context, req *dkvpb.IndexCreateR
 	}
 	req = proto.Clone(req).(*dkvpb.IndexCreateRequest)
 	req.Prefix = p
-	resp, err := propose[*dkvpb.IndexCreateResponse](ctx, qs.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexCreate{IndexCreate: req}})
+	resp, err := Propose[*dkvpb.IndexCreateResponse](ctx, qs.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexCreate{IndexCreate: req}})
 	if err != nil {
 		return nil, storeErr(m, err)
 	}
@@ -60,25 +60,25 @@ func (qs *queryService) DropIndex(ctx context.Context, req *dkvpb.IndexDropReque
 	}
 	req = proto.Clone(req).(*dkvpb.IndexDropRequest)
 	req.Prefix = p
-	resp, err := propose[*dkvpb.IndexDropResponse](ctx, qs.s, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexDrop{IndexDrop: req}})
+	resp, err := Propose[*dkvpb.IndexDropResponse](ctx, qs.a.n, &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_IndexDrop{IndexDrop: req}})
 	return resp, storeErr(m, err)
 }
 
 func (qs *queryService) ListIndexes(ctx context.Context, _ *dkvpb.ListIndexesRequest) (*dkvpb.ListIndexesResponse, error) {
-	if err := qs.s.node.WaitLinearizable(ctx); err != nil {
+	if err := qs.a.n.WaitLinearizable(ctx); err != nil {
 		return nil, err
 	}
-	snap := qs.s.applied().Snapshot()
+	snap := qs.a.n.Applied().Snapshot()
 	defer snap.Close()
 	ds, err := snap.Indexes()
 	if err != nil {
 		return nil, err
 	}
-	m, err := qs.s.storeOf(ctx)
+	m, err := qs.a.n.StoreOf(ctx)
 	if err != nil {
 		return nil, err
 	}
-	resp := &dkvpb.ListIndexesResponse{Header: qs.s.completeHeader(&dkvpb.ResponseHeader{Revision: qs.s.kv.Revision()})}
+	resp := &dkvpb.ListIndexesResponse{Header: qs.a.n.Header(0)}
 	for _, d := range ds {
 		info := d.Info()
 		own, ok := m.Strip(info.GetPrefix())
@@ -109,19 +109,19 @@ func (qs *queryService) Query(ctx context.Context, req *dkvpb.QueryRequest) (*dk
 		return nil, err
 	}
 	need := &dkvpb.RangeRequest{Key: nk, RangeEnd: ne, Prefix: np}
-	if ctx, err = qs.s.checkCall(ctx, dkvpb.Query_Query_FullMethodName, need); err != nil {
+	if ctx, err = qs.a.n.Authorize(ctx, dkvpb.Query_Query_FullMethodName, need); err != nil {
 		return nil, err
 	}
 	// Reads wait like Range does (UnsafeLocalReads included).
-	if !req.GetSerializable() && !qs.s.cfg.UnsafeLocalReads {
-		if err := qs.s.node.WaitLinearizable(ctx); err != nil {
+	if !req.GetSerializable() && !qs.a.o.UnsafeLocalReads {
+		if err := qs.a.n.WaitLinearizable(ctx); err != nil {
 			return nil, err
 		}
-		if _, err := qs.s.recheck(ctx, need); err != nil {
+		if err := qs.a.n.Recheck(ctx, need); err != nil {
 			return nil, err
 		}
 	}
-	snap := qs.s.applied().Snapshot()
+	snap := qs.a.n.Applied().Snapshot()
 	defer snap.Close()
 	res, err := snap.Query(ctx, q, mvcc.QueryOptions{
 		Revision: req.GetRevision(), Limit: req.GetLimit(), OrderBy: req.GetOrderBy(),
@@ -131,12 +131,12 @@ func (qs *queryService) Query(ctx context.Context, req *dkvpb.QueryRequest) (*dk
 		return nil, storeErr(store, err)
 	}
 	resp := &dkvpb.QueryResponse{
-		Header: qs.s.completeHeader(&dkvpb.ResponseHeader{Revision: res.Revision}),
+		Header: qs.a.n.CompleteHeader(&dkvpb.ResponseHeader{Revision: res.Revision}),
 		// The default store's query of every key reaches named stores'
 		// keys too: KVs drops them (a page may then hold fewer keys).
 		Kvs: store.KVs(res.KVs), Continuation: res.Continuation, More: res.More, Plan: storePlan(store, res.Plan),
 	}
-	if err := replyFits(&dkvpb.RangeResponse{Kvs: resp.Kvs}); err != nil {
+	if err := qs.a.replyFits(&dkvpb.RangeResponse{Kvs: resp.Kvs}); err != nil {
 		return nil, err
 	}
 	return resp, nil

@@ -1,4 +1,4 @@
-package server
+package grpcapi
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 // raft command (internal/ratelimit), so it is exact across the cluster.
 type rateLimitService struct {
 	dkvpb.UnimplementedRateLimitServer
-	s *Server
+	n Node
 }
 
 // Allow stamps this member's clock into the command: apply decides at that
 // time (never earlier than an earlier decision on the key), so every
 // member computes the same decision.
 func (r *rateLimitService) Allow(ctx context.Context, req *dkvpb.RateLimitRequest) (*dkvpb.RateLimitResponse, error) {
-	return propose[*dkvpb.RateLimitResponse](ctx, r.s, &dkvpb.InternalRequest{
+	return Propose[*dkvpb.RateLimitResponse](ctx, r.n, &dkvpb.InternalRequest{
 		TimeUnixNano: time.Now().UnixNano(),
 		Request:      &dkvpb.InternalRequest_RateLimit{RateLimit: req},
 	})

@@ -1,4 +1,4 @@
-package server
+package grpcapi_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/server/grpcapi"
+	"github.com/dkv-io/dkv/server/servertest"
 )
 
 // A waiter granted the lock between the wait loop's two reads (holder,
@@ -14,7 +16,7 @@ import (
 // although it then held the lock until its lease ended. The hook releases
 // the holder at exactly that point; the waiter must get the lock.
 func TestWaiterGrantedDuringRecheckGetsTheLock(t *testing.T) {
-	_, _, conn := startHTTPTestServer(t, Config{})
+	conn := servertest.Start(t).Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	leases, locks := dkvpb.NewLeaseClient(conn), dkvpb.NewLockClient(conn)
@@ -32,13 +34,13 @@ func TestWaiterGrantedDuringRecheckGetsTheLock(t *testing.T) {
 	}
 	var once sync.Once
 	released := make(chan error, 1)
-	lockRecheckHook = func() {
+	grpcapi.SetLockRecheckHook(func() {
 		once.Do(func() {
 			_, err := locks.Release(ctx, &dkvpb.LockReleaseRequest{Handle: first.GetHandle()})
 			released <- err
 		})
-	}
-	t.Cleanup(func() { lockRecheckHook = nil })
+	})
+	t.Cleanup(func() { grpcapi.SetLockRecheckHook(nil) })
 	second, err := locks.Acquire(ctx, &dkvpb.LockAcquireRequest{Key: key, Lease: grant(), Owner: "b", Wait: true})
 	if err := <-released; err != nil {
 		t.Fatalf("release in the recheck: %v", err)

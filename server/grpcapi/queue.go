@@ -1,4 +1,4 @@
-package server
+package grpcapi
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 // lock.
 type queueService struct {
 	dkvpb.UnimplementedQueueServer
-	s *Server
+	n Node
 }
 
 // Claim stamps this member's clock into the command: apply compares the
 // jobs' run-at with that time, so every member claims the same job.
 func (q *queueService) Claim(ctx context.Context, req *dkvpb.QueueClaimRequest) (*dkvpb.QueueClaimResponse, error) {
-	return propose[*dkvpb.QueueClaimResponse](ctx, q.s, &dkvpb.InternalRequest{
+	return Propose[*dkvpb.QueueClaimResponse](ctx, q.n, &dkvpb.InternalRequest{
 		TimeUnixNano: time.Now().UnixNano(),
 		Request:      &dkvpb.InternalRequest_QueueClaim{QueueClaim: req},
 	})
@@ -26,7 +26,7 @@ func (q *queueService) Claim(ctx context.Context, req *dkvpb.QueueClaimRequest) 
 
 // Ack ends a claim in one raft command (mvcc.Writer.QueueAck).
 func (q *queueService) Ack(ctx context.Context, req *dkvpb.QueueAckRequest) (*dkvpb.QueueAckResponse, error) {
-	return propose[*dkvpb.QueueAckResponse](ctx, q.s, &dkvpb.InternalRequest{
+	return Propose[*dkvpb.QueueAckResponse](ctx, q.n, &dkvpb.InternalRequest{
 		TimeUnixNano: time.Now().UnixNano(), // a claim lock handed to a waiter records it
 		Request:      &dkvpb.InternalRequest_QueueAck{QueueAck: req},
 	})
@@ -35,7 +35,7 @@ func (q *queueService) Ack(ctx context.Context, req *dkvpb.QueueAckRequest) (*dk
 // AckBatch ends several claims in one raft command
 // (mvcc.Writer.QueueAckBatch).
 func (q *queueService) AckBatch(ctx context.Context, req *dkvpb.QueueAckBatchRequest) (*dkvpb.QueueAckBatchResponse, error) {
-	return propose[*dkvpb.QueueAckBatchResponse](ctx, q.s, &dkvpb.InternalRequest{
+	return Propose[*dkvpb.QueueAckBatchResponse](ctx, q.n, &dkvpb.InternalRequest{
 		TimeUnixNano: time.Now().UnixNano(), // a claim lock handed to a waiter records it
 		Request:      &dkvpb.InternalRequest_QueueAckBatch{QueueAckBatch: req},
 	})

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/auth"
+	"github.com/dkv-io/dkv/internal/state"
+	"github.com/dkv-io/dkv/internal/storekeys"
+	"github.com/dkv-io/dkv/internal/watch"
+	"github.com/dkv-io/dkv/server/grpcapi"
+)
+
+// grpcNode is the node as the gRPC services of package grpcapi see it.
+type grpcNode struct{ s *Server }
+
+var _ grpcapi.Node = grpcNode{}
+
+func (n grpcNode) Propose(ctx context.Context, req *dkvpb.InternalRequest) (grpcapi.Response, error) {
+	return n.s.proposeResponse(ctx, req)
+}
+
+func (n grpcNode) WaitLinearizable(ctx context.Context) error { return n.s.node.WaitLinearizable(ctx) }
+
+func (n grpcNode) Applied() state.Reader { return n.s.applied() }
+
+func (n grpcNode) Header(rev int64) *dkvpb.ResponseHeader { return n.s.header(rev) }
+
+func (n grpcNode) CompleteHeader(h *dkvpb.ResponseHeader) *dkvpb.ResponseHeader {
+	return n.s.completeHeader(h)
+}
+
+func (n grpcNode) Authorize(ctx context.Context, method string, req any) (context.Context, error) {
+	return n.s.checkCall(ctx, method, req)
+}
+
+func (n grpcNode) Recheck(ctx context.Context, req any) error {
+	_, err := n.s.recheck(ctx, req)
+	return err
+}
+
+func (n grpcNode) RecheckCaller(ctx context.Context, req any) (*auth.View, *auth.User, error) {
+	return n.s.recheckCaller(ctx, req)
+}
+
+func (n grpcNode) Renew(ctx context.Context, ids []int64) ([]int64, error) {
+	return n.s.renewer.renew(ctx, ids)
+}
+
+func (n grpcNode) LeaseRemaining(id int64) (time.Duration, bool) {
+	_, rem, ok := n.s.lessor.Remaining(id)
+	return rem, ok
+}
+
+func (n grpcNode) WaitGrant(key []byte, owner string) (<-chan *dkvpb.LockHandle, func()) {
+	return n.s.lockWait.register(key, owner)
+}
+
+func (n grpcNode) CancelLockWait(key []byte, owner string) { n.s.cancelLockWait(key, owner) }
+
+func (n grpcNode) WatchStream() *watch.Stream { return n.s.watchHub.NewStream() }
+
+func (n grpcNode) WatchRecvStarted() func() { return n.s.watchRecvStarted() }
+
+func (n grpcNode) AuthView() *auth.View { return n.s.sm.Auth().View() }
+
+func (n grpcNode) HasLeader() bool { return n.s.node.Status().Lead != 0 }
+
+func (n grpcNode) CorruptRefusal() error { return n.s.corruptRefusal() }
+
+func (n grpcNode) Stopping() <-chan struct{} { return n.s.stopc }
+
+func (n grpcNode) StoreOf(ctx context.Context) (storekeys.Mapper, error) { return n.s.storeOf(ctx) }
+
+// grpcAPI is the gRPC services of package grpcapi over this node.
+func (s *Server) grpcAPI() *grpcapi.API {
+	return grpcapi.New(grpcNode{s}, grpcapi.Options{
+		Limits:           s.limits,
+		UnsafeLocalReads: s.cfg.UnsafeLocalReads,
+		MaxReplyBytes:    maxSendMsgBytes,
+		RequestTimeout:   s.cfg.RequestTimeout,
+		MemberName:       s.cfg.Name,
+		LeaderGrace:      s.leaderGrace(),
+	})
+}
