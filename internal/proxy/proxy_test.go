@@ -1,0 +1,416 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/client"
+	"github.com/dkv-io/dkv/internal/proxy"
+	"github.com/dkv-io/dkv/internal/testutil"
+	"github.com/dkv-io/dkv/server"
+	"github.com/dkv-io/dkv/server/servertest"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+const waitLong = 60 * time.Second
+
+func startProxy(t *testing.T, listen string, nodes ...*servertest.Node) *proxy.Proxy {
+	t.Helper()
+	var eps []string
+	for _, nd := range nodes {
+		eps = append(eps, nd.Srv.ClientAddr())
+	}
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	p, err := proxy.Start(proxy.Config{Endpoints: eps, ListenAddr: listen, HTTPAddr: "127.0.0.1:0", Logger: testutil.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// dial is a DKV client of the proxy alone: no discovery, or it would
+// find the members behind it.
+func dial(t *testing.T, p *proxy.Proxy, user, pw string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Endpoints: []string{p.Addr()}, AutoSyncInterval: -1, Username: user, Password: pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// clusterWatchers is how many watches the running members hold.
+func clusterWatchers(c *servertest.Cluster) int64 {
+	var n int64
+	for _, nd := range c.Nodes {
+		if nd.Running() {
+			n += nd.Srv.WatchHub().Stats().Watchers
+		}
+	}
+	return n
+}
+
+// expect reads w until it has delivered the values from..to-1 of key
+// prefix+"seq", as written by putSeq, failing on any gap, duplicate or
+// reordering.
+func expect(w *client.Watch, from, to int) error {
+	timer := time.NewTimer(waitLong)
+	defer timer.Stop()
+	next := from
+	for next < to {
+		select {
+		case b, ok := <-w.Events():
+			if !ok {
+				return fmt.Errorf("watch closed at %d: %v", next, w.Err())
+			}
+			for _, ev := range b.Events {
+				got, err := strconv.Atoi(string(ev.KV.Value))
+				if err != nil || got != next {
+					return fmt.Errorf("event %q at revision %d, want %d", ev.KV.Value, ev.Revision, next)
+				}
+				next++
+			}
+		case <-timer.C:
+			return fmt.Errorf("timed out waiting for event %d", next)
+		}
+	}
+	return nil
+}
+
+func putSeq(t *testing.T, c *client.Client, key string, from, to int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	for i := from; i < to; i++ {
+		if _, err := c.Put(ctx, key, []byte(strconv.Itoa(i))); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+}
+
+// expectAll runs expect on every watch at once.
+func expectAll(t *testing.T, ws []*client.Watch, from, to int) {
+	t.Helper()
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = expect(w, from, to)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCoalescedWatches: 200 watches over 10 client connections share one
+// upstream watch, every one of them sees every event in order, also
+// across the failure of the member that upstream watch is on, and the
+// last one cancelled takes the upstream watch with it.
+func TestCoalescedWatches(t *testing.T) {
+	c := servertest.NewCluster(t, 3, server.Config{})
+	p := startProxy(t, "", c.Nodes...)
+	base := clusterWatchers(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var ws []*client.Watch
+	for range 10 {
+		cl := dial(t, p, "", "")
+		for range 20 {
+			w, err := cl.WatchPrefix(ctx, "cfg/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, w)
+		}
+	}
+	if got := p.LocalWatchers(); got != 200 {
+		t.Fatalf("proxy holds %d local watchers, want 200", got)
+	}
+	// The regression check for coalescing itself: one upstream watch,
+	// as the proxy counts it and as the members do.
+	if got := p.UpstreamWatches(); got != 1 {
+		t.Fatalf("proxy holds %d upstream watches for 200 watchers of one prefix, want 1", got)
+	}
+	if got := clusterWatchers(c) - base; got != 1 {
+		t.Fatalf("the cluster holds %d watches for the proxy, want 1", got)
+	}
+	metrics := httpGet(t, "http://"+p.HTTPAddr()+"/metrics")
+	for _, want := range []string{"dkv_proxy_local_watchers 200", "dkv_proxy_upstream_watches 1"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	writer := servertest.Client(t, c.Nodes...)
+	putSeq(t, writer, "cfg/seq", 0, 50)
+	expectAll(t, ws, 0, 50)
+
+	// Kill the member holding the upstream watch: nothing is lost.
+	var on *servertest.Node
+	for _, nd := range c.Nodes {
+		if nd.Srv.WatchHub().Stats().Watchers > 0 {
+			on = nd
+		}
+	}
+	if on == nil {
+		t.Fatal("no member holds the upstream watch")
+	}
+	c.Stop(on)
+	var rest []*servertest.Node
+	for _, nd := range c.Nodes {
+		if nd.Running() {
+			rest = append(rest, nd)
+		}
+	}
+	writer2 := servertest.Client(t, rest...)
+	putSeq(t, writer2, "cfg/seq", 50, 100)
+	expectAll(t, ws, 50, 100)
+	if m := httpGet(t, "http://"+p.HTTPAddr()+"/metrics"); strings.Contains(m, "dkv_proxy_upstream_watch_resumes_total 0\n") {
+		t.Error("the upstream watch never resumed: the member stopped was not the one it was on")
+	}
+	testutil.Eventually(t, waitLong, "the upstream watch resumed on a live member", func() bool {
+		return clusterWatchers(c) == 1 && p.UpstreamWatches() == 1
+	})
+
+	for _, w := range ws {
+		w.Stop()
+	}
+	testutil.Eventually(t, waitLong, "the last cancel ends the upstream watch", func() bool {
+		return p.LocalWatchers() == 0 && p.UpstreamWatches() == 0 && clusterWatchers(c) == 0
+	})
+}
+
+// TestWatchFromOlderRevision: a watch that starts before what the shared
+// watch has delivered catches up on an upstream watch of its own, which
+// then hands it to the shared one; one that starts later joins at once.
+func TestWatchFromOlderRevision(t *testing.T) {
+	nd := servertest.Start(t, servertest.WithClientPort())
+	p := startProxy(t, "", nd)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cl := dial(t, p, "", "")
+	first, err := cl.WatchPrefix(ctx, "k/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	putSeq(t, cl, "k/seq", 0, 10)
+	expectAll(t, []*client.Watch{first}, 0, 10)
+	kv, err := cl.Get(ctx, "k/seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Value i was written at revision kv.ModRevision-9+i.
+	old, err := cl.WatchPrefix(ctx, "k/", client.WithStartRevision(kv.ModRevision-4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectAll(t, []*client.Watch{old}, 5, 10)
+	testutil.Eventually(t, waitLong, "the catching-up watch merged into the shared one", func() bool {
+		return p.UpstreamWatches() == 1
+	})
+	newer, err := cl.WatchPrefix(ctx, "k/", client.WithStartRevision(kv.ModRevision+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := cl.WatchPrefix(ctx, "k/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.UpstreamWatches(); got != 1 {
+		t.Errorf("watches from the shared watch's revision on: %d upstream watches, want 1", got)
+	}
+	putSeq(t, cl, "k/seq", 10, 20)
+	expectAll(t, []*client.Watch{first, old, newer, now}, 10, 20)
+}
+
+// TestProxyRestart: watchers resume from their revision on a new proxy at
+// the same address and miss nothing written while it was down.
+func TestProxyRestart(t *testing.T) {
+	nd := servertest.Start(t, servertest.WithClientPort())
+	p := startProxy(t, "", nd)
+	addr := p.Addr()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ws []*client.Watch
+	for range 3 {
+		cl := dial(t, p, "", "")
+		for range 5 {
+			w, err := cl.WatchPrefix(ctx, "r/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, w)
+		}
+	}
+	writer := servertest.Client(t, nd)
+	putSeq(t, writer, "r/seq", 0, 10)
+	expectAll(t, ws, 0, 10)
+	p.Close()
+	putSeq(t, writer, "r/seq", 10, 20)
+	p2 := startProxy(t, addr, nd)
+	expectAll(t, ws, 10, 20)
+	putSeq(t, writer, "r/seq", 20, 30)
+	expectAll(t, ws, 20, 30)
+	// Those that resumed after the first one caught up and merged.
+	testutil.Eventually(t, waitLong, "one upstream watch after the restart", func() bool {
+		return p2.UpstreamWatches() == 1
+	})
+}
+
+// TestAuthIsolation: a shared upstream watch serves only callers with the
+// same credentials. Root watches app/ through the proxy; alice, who may
+// read only app/alice/, cannot watch app/ through it, and her own watch
+// sees only her keys.
+func TestAuthIsolation(t *testing.T) {
+	nd := servertest.Start(t, servertest.WithClientPort())
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	setup := servertest.Client(t, nd)
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("user root", setup.UserAdd(ctx, "root", "pw"))
+	must("root role", setup.UserGrantRole(ctx, "root", "root"))
+	must("role alice", setup.RoleAdd(ctx, "alice"))
+	must("grant alice", setup.RoleGrantPermission(ctx, "alice", dkvpb.Permission_READWRITE, "app/alice/", "", true))
+	must("user alice", setup.UserAdd(ctx, "alice", "pw"))
+	must("alice role", setup.UserGrantRole(ctx, "alice", "alice"))
+	must("auth enable", setup.AuthEnable(ctx))
+
+	p := startProxy(t, "", nd)
+	root, alice := dial(t, p, "root", "pw"), dial(t, p, "alice", "pw")
+	rootW, err := root.WatchPrefix(ctx, "app/")
+	must("root watches app/", err)
+	if _, err := alice.WatchPrefix(ctx, "app/"); !errors.Is(err, client.ErrPermissionDenied) {
+		t.Fatalf("alice watches app/ through the proxy beside root: %v, want ErrPermissionDenied", err)
+	}
+	aliceW, err := alice.WatchPrefix(ctx, "app/alice/")
+	must("alice watches app/alice/", err)
+	if got := p.UpstreamWatches(); got != 2 {
+		t.Errorf("%d upstream watches for root's and alice's, want 2", got)
+	}
+	for i, k := range []string{"app/alice/a", "app/bob/b", "app/alice/c"} {
+		_, err := root.Put(ctx, k, []byte(strconv.Itoa(i)))
+		must("put "+k, err)
+	}
+	if err := expect(rootW, 0, 3); err != nil {
+		t.Errorf("root: %v", err)
+	}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case b := <-aliceW.Events():
+			for _, ev := range b.Events {
+				got = append(got, ev.KV.Key)
+			}
+		case <-ctx.Done():
+			t.Fatalf("alice got %v, then nothing", got)
+		}
+	}
+	if strings.Join(got, " ") != "app/alice/a app/alice/c" {
+		t.Errorf("alice got %v, want only her two keys", got)
+	}
+}
+
+// TestForwarding: calls the proxy does not handle itself reach the
+// cluster with their metadata, from the DKV client and the etcd API.
+func TestForwarding(t *testing.T) {
+	c := servertest.NewCluster(t, 3, server.Config{})
+	p := startProxy(t, "", c.Nodes...)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cl := dial(t, p, "", "")
+	if _, err := cl.Put(ctx, "f/a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := cl.Get(ctx, "f/a")
+	if err != nil || string(kv.Value) != "1" {
+		t.Fatalf("get f/a: %v %v", kv, err)
+	}
+	if _, err := cl.Get(ctx, "f/none"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("get of a missing key: %v, want ErrNotFound (the member's status detail, passed through)", err)
+	}
+	tr, err := cl.Txn(ctx).If(client.Value("f/a").Equal([]byte("1"))).Then(client.OpPut("f/b", []byte("2"))).Commit()
+	if err != nil || !tr.Succeeded {
+		t.Fatalf("txn: %+v %v", tr, err)
+	}
+	g, err := cl.Grant(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Put(ctx, "f/leased", []byte("x"), client.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.KeepAliveOnce(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Revoke(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Get(ctx, "f/leased"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("a key of a revoked lease: %v, want ErrNotFound", err)
+	}
+
+	// The etcd v3 API, as an etcd client would call it.
+	conn, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ekv := etcdserverpb.NewKVClient(conn)
+	if _, err := ekv.Put(ctx, &etcdserverpb.PutRequest{Key: []byte("f/etcd"), Value: []byte("e")}); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := ekv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte("f/"), RangeEnd: []byte("f0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rr.Kvs) != 3 {
+		t.Errorf("etcd range f/ through the proxy: %d keys, want 3 (f/a, f/b, f/etcd)", len(rr.Kvs))
+	}
+	if body := httpGet(t, "http://"+p.HTTPAddr()+"/readyz"); !strings.Contains(body, "ok") {
+		t.Errorf("/readyz: %q", body)
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
+	}
+	return string(b)
+}
