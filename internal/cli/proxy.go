@@ -26,7 +26,9 @@ to --listen-addr and speak DKV's gRPC API or the etcd v3 API to it; the
 proxy forwards every call to the cluster at --endpoints (connecting with
 --cacert, --cert and --key), with the caller's credentials. Watches of
 DKV's Watch API on the same keys, with the same options and the same
-credentials share one upstream watch.
+credentials share one upstream watch. Member lists name the proxy
+(--advertise-addr) as every member's client address, so clients that
+discover endpoints stay on it.
 
 --cert-file and --key-file serve TLS on --listen-addr and --http-addr;
 --client-cert-auth also requires a client certificate signed by
@@ -61,6 +63,7 @@ once a member is reachable); "" disables it.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.ListenAddr, "listen-addr", "127.0.0.1:7871", "gRPC listen address for local clients")
+	f.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "address member lists give as every member's client address, so discovering clients stay on the proxy (default: the bound --listen-addr)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7873", "HTTP listen address: /metrics, /livez, /readyz")
 	f.StringVar(&certFile, "cert-file", "", "TLS certificate (PEM) of --listen-addr and --http-addr; turns TLS on there")
 	f.StringVar(&keyFile, "key-file", "", "key (PEM) of --cert-file")

@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strings"
 
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // passMD is the metadata of an incoming call that goes upstream: all of
@@ -102,8 +104,34 @@ func (p *Proxy) forward(_ any, ss grpc.ServerStream) error {
 			}
 			return err
 		}
+		if method == dkvpb.Cluster_MemberList_FullMethodName {
+			if f, err = p.advertiseSelf(f); err != nil {
+				return err
+			}
+		}
 		if err := ss.SendMsg(f); err != nil {
 			return err
 		}
 	}
+}
+
+// advertiseSelf rewrites a member list's client URLs to the proxy's
+// address: DKV's client adds the client URLs it learns to its endpoints,
+// and a client of the proxy should stay one rather than drift to the
+// members.
+func (p *Proxy) advertiseSelf(f *frame) (*frame, error) {
+	var resp dkvpb.MemberListResponse
+	if err := proto.Unmarshal(f.b, &resp); err != nil {
+		return nil, status.Errorf(codes.Internal, "proxy: decoding a member list: %v", err)
+	}
+	for _, m := range resp.Members {
+		if m.ClientUrl != "" {
+			m.ClientUrl = p.advertise
+		}
+	}
+	b, err := proto.Marshal(&resp)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "proxy: encoding a member list: %v", err)
+	}
+	return &frame{b: b}, nil
 }

@@ -34,6 +34,10 @@ type Config struct {
 	UpstreamTLS *tls.Config
 	// ListenAddr is the gRPC address local clients connect to.
 	ListenAddr string
+	// AdvertiseAddr is the address member lists name as every member's
+	// client address, so DKV clients that discover endpoints keep using
+	// the proxy (default: the bound ListenAddr).
+	AdvertiseAddr string
 	// HTTPAddr, when set, serves /metrics, /livez and /readyz.
 	HTTPAddr string
 	// ServerTLS, when set, serves both addresses over TLS.
@@ -86,6 +90,8 @@ type Proxy struct {
 	httpSrv *http.Server
 	metrics *metrics
 	watches *watchHub
+	// advertise is what member lists say each member's client URL is.
+	advertise string
 
 	ctx    context.Context // ends with Close: every upstream watch
 	cancel context.CancelFunc
@@ -163,6 +169,10 @@ func Start(cfg Config) (*Proxy, error) {
 	if p.lis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
 		conn.Close()
 		return nil, err
+	}
+	p.advertise = cfg.AdvertiseAddr
+	if p.advertise == "" {
+		p.advertise = p.lis.Addr().String()
 	}
 	if cfg.HTTPAddr != "" {
 		if p.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {

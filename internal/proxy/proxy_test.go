@@ -376,6 +376,14 @@ func TestForwarding(t *testing.T) {
 		t.Errorf("a key of a revoked lease: %v, want ErrNotFound", err)
 	}
 
+	// A client that discovers endpoints learns only the proxy's.
+	if err := cl.SyncEndpoints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if eps := cl.Endpoints(); len(eps) != 1 || eps[0] != p.Addr() {
+		t.Errorf("endpoints discovered through the proxy: %v, want only %s", eps, p.Addr())
+	}
+
 	// The etcd v3 API, as an etcd client would call it.
 	conn, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
