@@ -10,6 +10,7 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/dkverr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -361,6 +362,12 @@ func (g *group) join(m *member, start int64) bool {
 	return ok
 }
 
+func (g *group) isCreated() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.created
+}
+
 func (g *group) isDone() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -579,6 +586,11 @@ func (g *group) stream() (bool, error) {
 		resp, err := up.Recv()
 		if err != nil {
 			return created, err
+		}
+		if resp.Canceled && resp.CancelStatus == dkverr.Unavailable.Reason() && g.isCreated() {
+			// A member without a leader refused to resume the watch:
+			// try another rather than cancel every local watch.
+			return created, status.Error(codes.Unavailable, resp.CancelReason)
 		}
 		created = created || resp.Created
 		if !g.handle(resp) {
