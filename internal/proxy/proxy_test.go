@@ -20,21 +20,29 @@ import (
 	"github.com/dkv-io/dkv/server/servertest"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 const waitLong = 60 * time.Second
 
 func startProxy(t *testing.T, listen string, nodes ...*servertest.Node) *proxy.Proxy {
 	t.Helper()
+	return startProxyWith(t, proxy.Config{ListenAddr: listen}, nodes...)
+}
+
+func startProxyWith(t *testing.T, cfg proxy.Config, nodes ...*servertest.Node) *proxy.Proxy {
+	t.Helper()
 	var eps []string
 	for _, nd := range nodes {
 		eps = append(eps, nd.Srv.ClientAddr())
 	}
-	if listen == "" {
-		listen = "127.0.0.1:0"
+	if cfg.ListenAddr == "" {
+		cfg.ListenAddr = "127.0.0.1:0"
 	}
-	p, err := proxy.Start(proxy.Config{Endpoints: eps, ListenAddr: listen, HTTPAddr: "127.0.0.1:0", Logger: testutil.Quiet})
+	cfg.Endpoints, cfg.HTTPAddr, cfg.Logger = eps, "127.0.0.1:0", testutil.Quiet
+	p, err := proxy.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,4 +429,127 @@ func httpGet(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
 	}
 	return string(b)
+}
+
+// TestWatchSnapshotAndCompaction: a watch with an initial snapshot gets
+// its snapshot and then every event, and merges into the shared watch
+// once caught up; a watch from a compacted revision fails as it would on
+// a member.
+func TestWatchSnapshotAndCompaction(t *testing.T) {
+	nd := servertest.Start(t, servertest.WithClientPort())
+	p := startProxy(t, "", nd)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cl := dial(t, p, "", "")
+	shared, err := cl.WatchPrefix(ctx, "s/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	putSeq(t, cl, "s/seq", 0, 5)
+	expectAll(t, []*client.Watch{shared}, 0, 5)
+	snap, err := cl.WatchPrefix(ctx, "s/", client.WithInitialSnapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if init := snap.Initial(); init == nil || len(init.KVs) != 1 || string(init.KVs[0].Value) != "4" {
+		t.Fatalf("initial snapshot through the proxy: %+v, want s/seq=4", init)
+	}
+	putSeq(t, cl, "s/seq", 5, 10)
+	expectAll(t, []*client.Watch{shared, snap}, 5, 10)
+	testutil.Eventually(t, waitLong, "the snapshot watch merged into the shared one", func() bool {
+		return p.UpstreamWatches() == 1
+	})
+	putSeq(t, cl, "s/seq", 10, 15)
+	expectAll(t, []*client.Watch{shared, snap}, 10, 15)
+
+	kv, err := cl.Get(ctx, "s/seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Compact(ctx, kv.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.WatchPrefix(ctx, "s/", client.WithStartRevision(kv.ModRevision-3)); !errors.Is(err, client.ErrCompacted) {
+		t.Errorf("a watch from a compacted revision through the proxy: %v, want ErrCompacted", err)
+	}
+	testutil.Eventually(t, waitLong, "the refused watch's upstream watch gone", func() bool {
+		return p.UpstreamWatches() == 1 && p.LocalWatchers() == 2
+	})
+}
+
+// TestSlowLocalStream: a local stream that stops reading does not hold up
+// the shared watch; it is ended with Unavailable once its queue is full,
+// after a gapless prefix of the events, so its client can resume.
+func TestSlowLocalStream(t *testing.T) {
+	nd := servertest.Start(t, servertest.WithClientPort())
+	p := startProxyWith(t, proxy.Config{MaxLocalQueue: 4}, nd)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cl := dial(t, p, "", "")
+	fast, err := cl.WatchPrefix(ctx, "slow/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fixed windows (which turns gRPC's window growth off) keep what the
+	// slow stream can absorb unread far below what is written.
+	conn, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	slow, err := dkvpb.NewWatchClient(conn).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_CreateRequest{CreateRequest: &dkvpb.WatchCreateRequest{Key: []byte("slow/"), Prefix: true, WatchId: 7}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := slow.Recv(); err != nil || !r.Created {
+		t.Fatalf("slow stream's first response: %v %v", r, err)
+	}
+	// Large values fill the slow stream's flow-control window, so the
+	// proxy's queue for it grows while the fast watch gets everything.
+	pad := strings.Repeat("x", 100<<10)
+	const n = 40
+	for i := range n {
+		if _, err := cl.Put(ctx, "slow/seq", []byte(strconv.Itoa(i)+" "+pad)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for next := 0; next < n; {
+		select {
+		case b, ok := <-fast.Events():
+			if !ok {
+				t.Fatalf("fast watch closed: %v", fast.Err())
+			}
+			for _, ev := range b.Events {
+				if v, _, _ := strings.Cut(string(ev.KV.Value), " "); v != strconv.Itoa(next) {
+					t.Fatalf("fast watch: event %s, want %d", v, next)
+				}
+				next++
+			}
+		case <-ctx.Done():
+			t.Fatalf("fast watch stuck at %d behind a slow stream", next)
+		}
+	}
+	next := 0
+	for {
+		r, err := slow.Recv()
+		if err != nil {
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("slow stream ended with %v, want Unavailable", err)
+			}
+			break
+		}
+		for _, ev := range r.Events {
+			if v, _, _ := strings.Cut(string(ev.Kv.Value), " "); v != strconv.Itoa(next) {
+				t.Fatalf("slow stream: event %s, want %d", v, next)
+			}
+			next++
+		}
+	}
+	if next >= n {
+		t.Errorf("the slow stream got all %d events; it was never behind", n)
+	}
 }
