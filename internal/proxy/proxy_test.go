@@ -185,6 +185,14 @@ func TestCoalescedWatches(t *testing.T) {
 	if on == nil {
 		t.Fatal("no member holds the upstream watch")
 	}
+	// The hardest case: that member is also the leader, so the watch
+	// resumes while the others may have none yet.
+	tctx, tcancel := context.WithTimeout(ctx, waitLong)
+	defer tcancel()
+	if _, err := c.Leader().Cluster.LeaderTransfer(tctx, &dkvpb.LeaderTransferRequest{Name: on.Name}); err != nil {
+		t.Fatalf("leader transfer to %s: %v", on.Name, err)
+	}
+	testutil.Eventually(t, waitLong, on.Name+" leads", func() bool { return on.Srv.IsLeader() })
 	c.Stop(on)
 	var rest []*servertest.Node
 	for _, nd := range c.Nodes {
@@ -409,6 +417,23 @@ func TestForwarding(t *testing.T) {
 	if len(rr.Kvs) != 3 {
 		t.Errorf("etcd range f/ through the proxy: %d keys, want 3 (f/a, f/b, f/etcd)", len(rr.Kvs))
 	}
+	// etcd's Watch, a bidirectional stream, is relayed as it is.
+	ew, err := etcdserverpb.NewWatchClient(conn).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ew.Send(&etcdserverpb.WatchRequest{RequestUnion: &etcdserverpb.WatchRequest_CreateRequest{CreateRequest: &etcdserverpb.WatchCreateRequest{Key: []byte("f/w")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ew.Recv(); err != nil || !r.Created {
+		t.Fatalf("etcd watch through the proxy: %v %v", r, err)
+	}
+	if _, err := ekv.Put(ctx, &etcdserverpb.PutRequest{Key: []byte("f/w"), Value: []byte("w")}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ew.Recv(); err != nil || len(r.Events) != 1 || string(r.Events[0].Kv.Value) != "w" {
+		t.Fatalf("etcd watch event through the proxy: %v %v", r, err)
+	}
 	if body := httpGet(t, "http://"+p.HTTPAddr()+"/readyz"); !strings.Contains(body, "ok") {
 		t.Errorf("/readyz: %q", body)
 	}
@@ -552,4 +577,27 @@ func TestSlowLocalStream(t *testing.T) {
 	if next >= n {
 		t.Errorf("the slow stream got all %d events; it was never behind", n)
 	}
+}
+
+// TestReadyz: /readyz is 503 until a member is reachable, then 200.
+func TestReadyz(t *testing.T) {
+	addr := testutil.FreeAddr(t)
+	p, err := proxy.Start(proxy.Config{Endpoints: []string{addr}, ListenAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: testutil.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ready := func() int {
+		resp, err := http.Get("http://" + p.HTTPAddr() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := ready(); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz with no member up: %d, want 503", code)
+	}
+	servertest.Start(t, servertest.WithConfig(func(c *server.Config) { c.ClientAddr = addr }))
+	testutil.Eventually(t, waitLong, "/readyz 200 once the member is up", func() bool { return ready() == http.StatusOK })
 }
