@@ -1,8 +1,6 @@
 package cli_test
 
 import (
-	"bufio"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,31 +16,15 @@ func TestCLIProxy(t *testing.T) {
 	n.Fails(2, "Error: usage: --cert-file and --key-file go together", "proxy", "--cert-file", "x.pem")
 	n.Fails(2, "Error: usage: --client-cert-auth needs --trusted-ca-file", "proxy", "--cert-file", "x.pem", "--key-file", "x.key", "--client-cert-auth")
 
-	cmd := exec.Command(clitest.Bin, "--endpoints", n.Addr, "proxy", "--listen-addr", "127.0.0.1:0", "--http-addr", "")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "proxy listening on "); ok {
-				addrc <- strings.TrimSuffix(strings.Fields(a)[0], ";")
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() { cmd.Process.Kill() })
+	cmd, lines := startDKV(t, n, "proxy", "--listen-addr", "127.0.0.1:0", "--http-addr", "")
 	var addr string
 	select {
-	case addr = <-addrc:
-	case err := <-exited:
-		t.Fatalf("dkv proxy exited before listening: %v", err)
+	case l, ok := <-lines:
+		a, found := strings.CutPrefix(l, "proxy listening on ")
+		if !ok || !found {
+			t.Fatalf("dkv proxy printed %q (open %v), want its address", l, ok)
+		}
+		addr = strings.TrimSuffix(strings.Fields(a)[0], ";")
 	case <-time.After(30 * time.Second):
 		t.Fatal("dkv proxy printed no address within 30s")
 	}
@@ -55,12 +37,15 @@ func TestCLIProxy(t *testing.T) {
 		t.Errorf("get through the proxy: %q", got)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("dkv proxy after SIGTERM: %v, want exit 0", err)
+	timeout := time.After(30 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-lines:
+		case <-timeout:
+			t.Fatal("dkv proxy did not stop within 30s of SIGTERM")
 		}
-	case <-time.After(30 * time.Second):
-		t.Error("dkv proxy did not stop within 30s of SIGTERM")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("dkv proxy after SIGTERM: %v, want exit 0", err)
 	}
 }

@@ -601,3 +601,55 @@ func TestReadyz(t *testing.T) {
 	servertest.Start(t, servertest.WithConfig(func(c *server.Config) { c.ClientAddr = addr }))
 	testutil.Eventually(t, waitLong, "/readyz 200 once the member is up", func() bool { return ready() == http.StatusOK })
 }
+
+// TestProgressRequest: a progress request on a local stream is answered
+// for each of its watches, from the cluster, at a revision no older than
+// the last write.
+func TestProgressRequest(t *testing.T) {
+	nd := servertest.Start(t, servertest.WithClientPort())
+	p := startProxy(t, "", nd)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	conn, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := dkvpb.NewWatchClient(conn).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{1, 2} {
+		if err := st.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_CreateRequest{CreateRequest: &dkvpb.WatchCreateRequest{Key: []byte("p/"), Prefix: true, WatchId: id}}}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := st.Recv(); err != nil || !r.Created || r.WatchId != id {
+			t.Fatalf("create %d: %v %v", id, r, err)
+		}
+	}
+	if got := p.UpstreamWatches(); got != 1 {
+		t.Fatalf("%d upstream watches for two watches of one prefix on one stream, want 1", got)
+	}
+	cl := servertest.Client(t, nd)
+	pr, err := cl.Put(ctx, "other", []byte("x")) // outside the prefix: no event
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_ProgressRequest{ProgressRequest: &dkvpb.WatchProgressRequest{}}}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for len(seen) < 2 {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Events) > 0 || r.Created || r.Canceled || seen[r.WatchId] {
+			t.Fatalf("unexpected response %v", r)
+		}
+		if r.Header.GetRevision() < pr.Revision {
+			t.Errorf("progress of watch %d at revision %d, older than the write at %d", r.WatchId, r.Header.GetRevision(), pr.Revision)
+		}
+		seen[r.WatchId] = true
+	}
+}

@@ -194,8 +194,8 @@ func (ls *localStream) close() {
 	ls.mu.Unlock()
 	for _, m := range ms {
 		ls.forget(m)
-		if g := m.g.Load(); g != nil {
-			g.leave(m)
+		if m.g.Load() != nil {
+			m.leave()
 		}
 	}
 }
@@ -207,9 +207,8 @@ func (ls *localStream) cancel(id int64) {
 	if m == nil || !ls.forget(m) {
 		return // like a member: cancelling an unknown watch is a no-op
 	}
-	g := m.g.Load()
-	g.leave(m)
-	ls.enqueue(&dkvpb.WatchResponse{Header: g.headerAt(-1), WatchId: id, Canceled: true, CancelStatus: "OK", CancelReason: "cancelled by the client"})
+	m.leave()
+	ls.enqueue(&dkvpb.WatchResponse{Header: m.g.Load().headerAt(-1), WatchId: id, Canceled: true, CancelStatus: "OK", CancelReason: "cancelled by the client"})
 }
 
 func (ls *localStream) requestProgress() {
@@ -220,8 +219,8 @@ func (ls *localStream) requestProgress() {
 	}
 	ls.mu.Unlock()
 	for _, m := range ms {
-		if g := m.g.Load(); g != nil {
-			g.requestProgress(m)
+		if m.g.Load() != nil {
+			m.requestProgress()
 		}
 	}
 }
@@ -273,7 +272,7 @@ func (h *watchHub) create(ls *localStream, req *dkvpb.WatchCreateRequest) {
 	}
 	if ls.isClosed() {
 		// The stream ended while m was placed; its close may have missed m.
-		m.g.Load().leave(m)
+		m.leave()
 	}
 }
 
@@ -415,15 +414,24 @@ func (g *group) sendCreatedLocked(m *member) {
 	m.ls.enqueue(&dkvpb.WatchResponse{Header: g.headerAtLocked(rev), WatchId: m.id, Created: true})
 }
 
-// leave takes m out of the group; the last one out cancels the upstream
-// watch.
-func (g *group) leave(m *member) {
-	g.mu.Lock()
-	if cur := m.g.Load(); cur != g {
+// lockGroup locks and returns the group m is in. A merge may move m
+// between reading m.g and locking, so it checks again under the lock;
+// merges only move members forward to a shared group, so it settles.
+func (m *member) lockGroup() *group {
+	for {
+		g := m.g.Load()
+		g.mu.Lock()
+		if m.g.Load() == g {
+			return g
+		}
 		g.mu.Unlock()
-		cur.leave(m) // merged meanwhile
-		return
 	}
+}
+
+// leave takes m out of its group; the last one out cancels the upstream
+// watch.
+func (m *member) leave() {
+	g := m.lockGroup()
 	if m.gone {
 		g.mu.Unlock()
 		return
@@ -476,13 +484,10 @@ func (g *group) end(tell func(m *member)) {
 	}
 }
 
-func (g *group) requestProgress(m *member) {
-	g.mu.Lock()
-	if cur := m.g.Load(); cur != g {
-		g.mu.Unlock()
-		cur.requestProgress(m) // merged meanwhile
-		return
-	}
+// requestProgress asks the upstream watch of m's group for a progress
+// response, which goes to m.
+func (m *member) requestProgress() {
+	g := m.lockGroup()
 	if m.gone || !m.created {
 		g.mu.Unlock()
 		return
