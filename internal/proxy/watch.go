@@ -208,7 +208,7 @@ func (ls *localStream) cancel(id int64) {
 		return // like a member: cancelling an unknown watch is a no-op
 	}
 	m.leave()
-	ls.enqueue(&dkvpb.WatchResponse{Header: m.g.Load().headerAt(-1), WatchId: id, Canceled: true, CancelStatus: "OK", CancelReason: "cancelled by the client"})
+	ls.enqueue(&dkvpb.WatchResponse{Header: m.g.Load().currentHeader(), WatchId: id, Canceled: true, CancelStatus: "OK", CancelReason: "cancelled by the client"})
 }
 
 func (ls *localStream) requestProgress() {
@@ -251,7 +251,7 @@ func (h *watchHub) create(ls *localStream, req *dkvpb.WatchCreateRequest) {
 	case req.IncludeInitialSnapshot:
 		// The snapshot is this watch's own read; afterwards it may join
 		// the group of the same watch without one.
-		greq.StartRevision = 0 // ignored with a snapshot
+		greq.StartRevision, m.start = 0, 0 // ignored with a snapshot
 		plain := proto.Clone(greq).(*dkvpb.WatchCreateRequest)
 		plain.IncludeInitialSnapshot = false
 		h.startGroup("", groupKey(ls.ident, plain), ls.md, greq, m)
@@ -381,15 +381,11 @@ func (g *group) addLocked(m *member) {
 	}
 }
 
-// headerAt is the latest upstream header with revision rev (-1: the
-// group's revision).
-func (g *group) headerAt(rev int64) *dkvpb.ResponseHeader {
+// currentHeader is the latest upstream header at the group's revision.
+func (g *group) currentHeader() *dkvpb.ResponseHeader {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if rev < 0 {
-		rev = g.rev
-	}
-	return g.headerAtLocked(rev)
+	return g.headerAtLocked(g.rev)
 }
 
 func (g *group) headerAtLocked(rev int64) *dkvpb.ResponseHeader {
@@ -644,11 +640,9 @@ func (g *group) merge() bool {
 	clear(g.members)
 	g.done = true
 	g.cancel()
-	h.metrics().merges.Inc()
+	h.p.metrics.merges.Inc()
 	return true
 }
-
-func (h *watchHub) metrics() *metrics { return h.p.metrics }
 
 // handle broadcasts one upstream response; false ends the group.
 func (g *group) handle(resp *dkvpb.WatchResponse) bool {
