@@ -437,6 +437,18 @@ func TestForwarding(t *testing.T) {
 	if body := httpGet(t, "http://"+p.HTTPAddr()+"/readyz"); !strings.Contains(body, "ok") {
 		t.Errorf("/readyz: %q", body)
 	}
+
+	// With a member gone, calls go to the others.
+	c.Stop(c.Followers()[0])
+	for i := range 20 {
+		k := "f/after/" + strconv.Itoa(i)
+		if _, err := cl.Put(ctx, k, []byte("v")); err != nil {
+			t.Fatalf("put %s with a member down: %v", k, err)
+		}
+		if _, err := cl.Get(ctx, k); err != nil {
+			t.Fatalf("get %s with a member down: %v", k, err)
+		}
+	}
 }
 
 func httpGet(t *testing.T, url string) string {
