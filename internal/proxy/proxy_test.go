@@ -189,7 +189,7 @@ func TestCoalescedWatches(t *testing.T) {
 	// resumes while the others may have none yet.
 	tctx, tcancel := context.WithTimeout(ctx, waitLong)
 	defer tcancel()
-	if _, err := c.Leader().Cluster.LeaderTransfer(tctx, &dkvpb.LeaderTransferRequest{Name: on.Name}); err != nil {
+	if _, err := c.WaitLeader().Cluster.LeaderTransfer(tctx, &dkvpb.LeaderTransferRequest{Name: on.Name}); err != nil {
 		t.Fatalf("leader transfer to %s: %v", on.Name, err)
 	}
 	testutil.Eventually(t, waitLong, on.Name+" leads", func() bool { return on.Srv.IsLeader() })
