@@ -87,6 +87,12 @@ var layerRules = []struct {
 		why: "internal/cli holds the client commands, like etcdctl, and links no server, Pebble or raft; commands that run a node or open a data dir go in internal/cli/servercmd, which cmd/dkv hands to cli.Main",
 	},
 	{
+		from: "./internal/proxy",
+		forbidden: []string{module + "server", module + "client", "github.com/cockroachdb/pebble", "go.etcd.io/raft",
+			module + "internal/raftnode", module + "internal/storage", module + "internal/state", module + "internal/mvcc"},
+		why: "dkv proxy runs on application hosts: it relays gRPC and links neither the server nor the client's retry logic, whose behaviour would then be layered on its callers'",
+	},
+	{
 		from:      "./internal/state",
 		forbidden: []string{module + "internal/raftnode", module + "server", "github.com/grpc-ecosystem/grpc-gateway"},
 		why:       "the state machine knows nothing of raft's loop, the server or the HTTP gateway",

@@ -174,6 +174,7 @@ JSON object per command with -o json.
 		a.snapshotCmd(),
 		a.alarmCmd(),
 		a.defragCmd(),
+		a.proxyCmd(),
 	)
 	if s.AddCommands != nil {
 		s.AddCommands(a, root)
