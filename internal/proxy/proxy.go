@@ -13,6 +13,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
@@ -122,7 +123,7 @@ func newMetrics(h *watchHub) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "dkv_proxy_upstream_watches", Help: "Watches the proxy holds on the cluster for its local watches."},
 			func() float64 { return float64(h.upstream.Load()) }),
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
