@@ -21,9 +21,19 @@ func (s *Server) publishClientURL() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		// Stopping the server ends an attempt under way.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.stopc:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		backoff := 100 * time.Millisecond
 		for !s.published() {
-			err := s.publishOnce()
+			err := s.publishOnce(ctx)
 			if err == nil {
 				return
 			}
@@ -58,16 +68,9 @@ func (s *Server) published() bool {
 // the way to the leader is never answered.
 const publishAttempt = 5 * time.Second
 
-func (s *Server) publishOnce() error {
-	ctx, cancel := context.WithTimeout(context.Background(), publishAttempt)
+func (s *Server) publishOnce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, publishAttempt)
 	defer cancel()
-	go func() {
-		select {
-		case <-s.stopc:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	req := &dkvpb.InternalRequest{Request: &dkvpb.InternalRequest_MemberAttrs{MemberAttrs: &dkvpb.MemberAttrsRequest{Id: s.memberID, ClientUrl: s.advClient, Version: Version}}}
 	_, err := s.proposeRequest(ctx, req)
 	return err

@@ -46,21 +46,24 @@ func (f *Faults) TypeDropped(from uint64, typ raftpb.MessageType) int {
 	return f.typeDrops[typeKey{from, typ}]
 }
 
-func (f *Faults) dropType(from uint64, typ raftpb.MessageType) bool {
+// dropSend reports whether a message of type typ from -> to is lost on
+// sending: its type is dropped (DropType), or, unless it is a snapshot
+// (which sendSnapshot checks on its own), its link is (drop). One lock,
+// for each message sent.
+func (f *Faults) dropSend(from, to uint64, typ raftpb.MessageType) bool {
 	if f == nil {
 		return false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := typeKey{from, typ}
-	if !f.types[k] {
-		return false
+	if k := (typeKey{from, typ}); f.types[k] {
+		if f.typeDrops == nil {
+			f.typeDrops = map[typeKey]int{}
+		}
+		f.typeDrops[k]++
+		return true
 	}
-	if f.typeDrops == nil {
-		f.typeDrops = map[typeKey]int{}
-	}
-	f.typeDrops[k]++
-	return true
+	return typ != raftpb.MsgSnap && f.dropLocked(from, to)
 }
 
 // Cut drops every message from -> to until Heal.
@@ -106,6 +109,10 @@ func (f *Faults) drop(from, to uint64) bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.dropLocked(from, to)
+}
+
+func (f *Faults) dropLocked(from, to uint64) bool {
 	k := [2]uint64{from, to}
 	if f.cut[k] {
 		return true

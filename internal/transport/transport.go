@@ -193,7 +193,7 @@ func (t *GRPC) Send(msgs []*raftpb.Message) {
 		}
 		// Faults apply when a message is sent (and again when its frame
 		// leaves, for what was queued before a cut).
-		if m.GetType() != raftpb.MsgSnap && t.cfg.Faults.drop(t.cfg.ID, to) || t.cfg.Faults.dropType(t.cfg.ID, m.GetType()) {
+		if t.cfg.Faults.dropSend(t.cfg.ID, to, m.GetType()) {
 			continue
 		}
 		if m.GetType() == raftpb.MsgSnap {
