@@ -104,6 +104,9 @@ type Hub struct {
 	ranges   map[*Watcher]struct{}
 	unsynced map[*Watcher]struct{}
 	touched  []*Watcher // fan-out scratch
+	// progressWait holds watchers with a progress request not answered
+	// yet, because the fan-out had not reached their start.
+	progressWait map[*Watcher]struct{}
 
 	catchKick chan struct{}
 	stop      chan struct{}
@@ -119,15 +122,16 @@ type Hub struct {
 func New(db Snapshotter, rev int64, cfg Config) *Hub {
 	cfg.EnsureDefaults()
 	h := &Hub{
-		cfg:       cfg,
-		db:        db,
-		inKick:    make(chan struct{}, 1),
-		rev:       rev,
-		byKey:     map[string]map[*Watcher]struct{}{},
-		ranges:    map[*Watcher]struct{}{},
-		unsynced:  map[*Watcher]struct{}{},
-		catchKick: make(chan struct{}, 1),
-		stop:      make(chan struct{}),
+		cfg:          cfg,
+		db:           db,
+		inKick:       make(chan struct{}, 1),
+		rev:          rev,
+		byKey:        map[string]map[*Watcher]struct{}{},
+		ranges:       map[*Watcher]struct{}{},
+		unsynced:     map[*Watcher]struct{}{},
+		progressWait: map[*Watcher]struct{}{},
+		catchKick:    make(chan struct{}, 1),
+		stop:         make(chan struct{}),
 	}
 	h.wg.Add(2)
 	go h.fanoutLoop()
@@ -253,6 +257,7 @@ func (h *Hub) apply(b batch) {
 			}
 		}
 		h.rev = max(h.rev, b.rev)
+		h.answerProgressLocked()
 		return
 	}
 	for i := range b.revs {
@@ -263,6 +268,9 @@ func (h *Hub) apply(b batch) {
 		h.fanoutRevLocked(r)
 	}
 	h.rev = max(h.rev, b.rev)
+	if len(h.progressWait) > 0 {
+		h.answerProgressLocked()
+	}
 }
 
 func (h *Hub) fanoutRevLocked(r *Revision) {
@@ -343,6 +351,7 @@ func (h *Hub) unsyncLocked(w *Watcher, next int64) {
 
 // removeLocked takes w out of the hub for good.
 func (h *Hub) removeLocked(w *Watcher) {
+	delete(h.progressWait, w)
 	switch w.state {
 	case stateSynced:
 		h.removeSyncedLocked(w)

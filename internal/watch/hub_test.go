@@ -580,3 +580,35 @@ func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
 }
+
+// TestProgressBeforeFanOutReachesStart: a progress request on a watch
+// whose start the fan-out has not reached yet (it trails the applied
+// revision after writes) is answered once it does, not dropped.
+func TestProgressBeforeFanOutReachesStart(t *testing.T) {
+	e := newEnv(t, Config{})
+	st := e.h.NewStream()
+	defer st.Close()
+	rd := startReader(t, st)
+	// The store is at revision 1; the watch starts at 4, as if created
+	// right after writes the fan-out has not handed over yet.
+	if _, err := st.Add(Spec{ID: 7, Key: []byte("x")}, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.RequestProgress()
+	e.apply(put("y", "1"))
+	rev := e.apply(put("y", "2"))
+	if rev != 3 {
+		t.Fatalf("store at %d, want 3", rev)
+	}
+	testutil.Eventually(t, 10*time.Second, "progress once the fan-out reaches the start", func() bool { return len(rd.snapshot()) == 1 })
+	p := rd.snapshot()[0]
+	if p.WatchId != 7 || p.Header.Revision != 3 || len(p.Events) != 0 {
+		t.Fatalf("progress %v, want watch 7 at revision 3", p)
+	}
+	// Answered once: a later write to another key sends nothing more.
+	e.apply(put("x", "1"))
+	testutil.Eventually(t, 10*time.Second, "the event", func() bool { return len(rd.snapshot()) == 2 })
+	if ev := rd.snapshot()[1]; len(ev.Events) != 1 || ev.Header.Revision != 4 {
+		t.Fatalf("got %v, want the put of x at 4", ev)
+	}
+}

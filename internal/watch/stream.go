@@ -310,6 +310,13 @@ func (s *Stream) RequestProgress() {
 	for _, w := range s.watchers {
 		if rev, ok := h.progressRevLocked(w); ok {
 			w.enqueueLocked(&item{kind: itemProgress, rev: rev, size: 16})
+		} else if w.state != stateDone {
+			// The fan-out has not reached the watch's start yet (it
+			// trails the applied revision briefly after writes): answer
+			// when it does, as etcd defers a progress request until its
+			// watchers are synced. Dropping it would leave the client
+			// waiting for an answer that never comes.
+			h.progressWait[w] = struct{}{}
 		}
 	}
 }
@@ -350,9 +357,23 @@ func (h *Hub) progressRevLocked(w *Watcher) (int64, bool) {
 		}
 		return h.rev, true
 	case stateUnsynced:
+		if w.nextRev-1 > h.rev {
+			return 0, false // likewise
+		}
 		return w.nextRev - 1, true
 	}
 	return 0, false
+}
+
+// answerProgressLocked queues the deferred progress responses whose
+// watchers the fan-out has now reached.
+func (h *Hub) answerProgressLocked() {
+	for w := range h.progressWait {
+		if rev, ok := h.progressRevLocked(w); ok {
+			w.enqueueLocked(&item{kind: itemProgress, rev: rev, size: 16})
+			delete(h.progressWait, w)
+		}
+	}
 }
 
 // Pop takes the queued responses of one watch (round-robin over the
