@@ -135,8 +135,8 @@ type StatusResponse struct {
 	DbSizeInUse int64 `protobuf:"varint,30,opt,name=db_size_in_use,json=dbSizeInUse,proto3" json:"db_size_in_use,omitempty"`
 	// alarms are the raised alarms (NOSPACE, CORRUPT) of every member.
 	Alarms []*AlarmMember `protobuf:"bytes,31,rep,name=alarms,proto3" json:"alarms,omitempty"`
-	// quota_bytes is the --quota-bytes this member enforces on db_size (0:
-	// none). Each member has its own.
+	// quota_bytes is the --quota-bytes this member enforces on
+	// db_size_in_use (0: none). Each member has its own.
 	QuotaBytes    int64 `protobuf:"varint,32,opt,name=quota_bytes,json=quotaBytes,proto3" json:"quota_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -273,7 +273,7 @@ async function clusterPage(ctx) {
       // Each member enforces its own --quota-bytes: its status says which.
       const mq = self ? quota : num(ms_ && ms_.quota_bytes);
       const size = ms_ ? h('div', {}, `${fmtBytes(ms_.db_size)} (in use ${fmtBytes(ms_.db_size_in_use)})`, mq ? ' of ' + fmtBytes(mq) : ', no quota',
-        mq ? h('div', { class: 'bar', title: 'db size vs quota' }, h('div', { style: `width:${Math.min(100, (100 * num(ms_.db_size)) / mq).toFixed(1)}%` })) : null) : h('span', { class: 'muted', title: why || '' }, why ? 'no answer' : '—');
+        mq ? h('div', { class: 'bar', title: 'db size in use vs quota (the quota is enforced on what is in use)' }, h('div', { style: `width:${Math.min(100, (100 * num(ms_.db_size_in_use)) / mq).toFixed(1)}%` })) : null) : h('span', { class: 'muted', title: why || '' }, why ? 'no answer' : '—');
       // Lag: the leader's view of the member's replication when this is
       // the leader; else the leader's commit index minus the member's
       // applied index, from their own statuses.
