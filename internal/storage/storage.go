@@ -280,6 +280,9 @@ func Open(dir string, opts Options) (*Storage, error) {
 		}
 		return nil, err
 	}
+	if err := s.checkFormat(); err != nil {
+		return fail(err)
+	}
 	if err := s.finishInstall(); err != nil {
 		return fail(err)
 	}
@@ -719,12 +722,16 @@ func SetConfState(b *pebble.Batch, cs *raftpb.ConfState) error {
 
 // Meta reads a node-identity value (not replicated).
 func (s *Storage) Meta(name string) ([]byte, bool, error) {
-	return get(s.db, append(append([]byte{}, metaPrefix...), name...))
+	return get(s.db, metaKey(name))
 }
 
 // SetMeta writes a node-identity value, synced.
 func (s *Storage) SetMeta(name string, value []byte) error {
-	return s.db.Set(append(append([]byte{}, metaPrefix...), name...), value, pebble.Sync)
+	return s.db.Set(metaKey(name), value, pebble.Sync)
+}
+
+func metaKey(name string) []byte {
+	return append(append([]byte{}, metaPrefix...), name...)
 }
 
 // Sync makes every write so far durable.
