@@ -77,3 +77,8 @@ func (m *maintenanceService) Defragment(ctx context.Context, _ *dkvpb.Defragment
 
 // dbInUse is what the database's live files take (storage.LiveBytes).
 func (s *Server) dbInUse() int64 { return int64(s.store.LiveBytes()) }
+
+// dbSize is what the quota compares and status reports (storage.DBSize).
+func (s *Server) dbSize() int64 {
+	return int64(s.store.DBSize())
+}

@@ -108,6 +108,11 @@ type Options struct {
 	// LeaderGrace is how long a watch stream stays open on a member
 	// without a leader before it ends with Unavailable.
 	LeaderGrace time.Duration
+	// Version is the server's version, which Status reports.
+	Version string
+	// QuotaBytes is the database quota (server.Config.QuotaBytes),
+	// which Status reports, 0 if not positive.
+	QuotaBytes int64
 }
 
 // Response is a command's response: it has a header.
@@ -119,11 +124,12 @@ type Response interface {
 // API is the services over one Node.
 type API struct {
 	n Node
+	m Admin
 	o Options
 }
 
-// New is the services over n.
-func New(n Node, o Options) *API { return &API{n: n, o: o} }
+// New is the services over n, the node's operations on itself being m.
+func New(n Node, m Admin, o Options) *API { return &API{n: n, m: m, o: o} }
 
 // Lease is the Lease service, for etcd's Lease and tests.
 func (a *API) Lease() dkvpb.LeaseServer { return &leaseService{n: a.n} }
@@ -135,6 +141,10 @@ func (a *API) Watch() dkvpb.WatchServer { return &watchService{a: a} }
 // gateway's plain-value endpoint, etcd's KV, auto-compaction).
 func (a *API) KV() dkvpb.KVServer { return &kvService{a: a} }
 
+// Cluster is the Cluster service, for etcd's Cluster and the HTTP
+// cluster status.
+func (a *API) Cluster() dkvpb.ClusterServer { return &clusterService{a: a} }
+
 // Register registers the services on gs.
 func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterKVServer(gs, a.KV())
@@ -145,6 +155,7 @@ func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterStoreServer(gs, &storeService{n: a.n})
 	dkvpb.RegisterRateLimitServer(gs, &rateLimitService{n: a.n})
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
+	dkvpb.RegisterClusterServer(gs, a.Cluster())
 }
 
 // Propose is Node.Propose with the response of the type the command

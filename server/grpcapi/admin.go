@@ -1,0 +1,64 @@
+package grpcapi
+
+import (
+	"context"
+
+	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+)
+
+// Admin is what the Cluster service needs of the node beyond Node:
+// operations on the member itself, which only the node can carry out
+// (raft membership and leadership, its database, alarms). The services
+// validate, map and answer; the work is the node's.
+type Admin interface {
+	// Status is this member's identity and raft status now.
+	Status() MemberStatus
+	// Storage is what this member's database holds and takes now.
+	Storage() StorageStatus
+	// HashKV is this member's HashKV at rev (0: the latest), with the
+	// state hash and applied index of the same point in time.
+	HashKV(rev int64) (*dkvpb.HashKVResponse, error)
+	// WithReachability returns copies of ms with each member's
+	// reachability as this member sees it.
+	WithReachability(ms []*dkvpb.Member) []*dkvpb.Member
+
+	// LeaderCluster is a Cluster client on the leader's client URL that
+	// passes the caller's credentials on, and the func that closes it:
+	// membership calls need leader-only knowledge (progress, who is
+	// active), so a follower forwards them.
+	LeaderCluster(ctx context.Context) (dkvpb.ClusterClient, func(), error)
+	// AddMember proposes adding a member (a learner if learner) and
+	// returns its record once the change is applied.
+	AddMember(ctx context.Context, name, peerURL string, learner bool) (*dkvpb.Member, error)
+	// PromoteMember proposes making learner m a voter, refusing with
+	// Conflict a learner that has not caught up with the leader.
+	PromoteMember(ctx context.Context, m *dkvpb.Member) error
+	// RemoveMember proposes removing m, refusing with Conflict a voter
+	// whose removal would leave no reachable quorum. self reports that
+	// this leader removed itself and raft stepped it down.
+	RemoveMember(ctx context.Context, m *dkvpb.Member) (self bool, err error)
+	// TransferLeader hands the leadership to member id.
+	TransferLeader(ctx context.Context, id uint64) error
+
+	// Alarms lists the raised alarms.
+	Alarms() []*dkvpb.AlarmMember
+}
+
+// MemberStatus is a member's identity and raft status.
+type MemberStatus struct {
+	MemberID, ClusterID uint64
+	// Lead is the leader's id (0: none known).
+	Lead                  uint64
+	Term, Commit, Applied uint64
+	IsLeader, IsLearner   bool
+}
+
+// StorageStatus is what a member's database holds and takes on disk.
+type StorageStatus struct {
+	// Revision and CompactRevision are the applied ones, as response
+	// headers report them.
+	Revision, CompactRevision int64
+	// DBSize is what the quota compares; DBInUse what the live files
+	// take.
+	DBSize, DBInUse int64
+}
