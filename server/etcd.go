@@ -15,10 +15,11 @@ import (
 // server, over the same service implementations as DKV's own API: one
 // keyspace, one set of leases and watches, members, alarms and users.
 func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, api *grpcapi.API) {
+	maintenance := api.Maintenance()
 	d := etcdapi.Deps{
 		KV: api.KV(), Watch: api.Watch(), Lease: api.Lease(),
 		Cluster:     api.Cluster(),
-		Maintenance: &maintenanceService{s: s},
+		Maintenance: maintenance,
 		Auth:        &authService{s: s},
 		Header:      func() *dkvpb.ResponseHeader { return s.header(0) },
 		Unary: func(ctx context.Context, method string, req any, h grpc.UnaryHandler) (any, error) {
@@ -33,7 +34,7 @@ func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, api *grpcapi.API) {
 		Alarms:     s.etcdAlarms,
 		SetAlarm:   s.setAlarm,
 		Defragment: func(ctx context.Context) error {
-			_, err := (&maintenanceService{s: s}).Defragment(ctx, &dkvpb.DefragmentRequest{})
+			_, err := maintenance.Defragment(ctx, &dkvpb.DefragmentRequest{})
 			return err
 		},
 		DBSizeInUse:  s.dbInUse,

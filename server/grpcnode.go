@@ -13,7 +13,8 @@ import (
 )
 
 // grpcNode is the node as the gRPC services of package grpcapi see it:
-// grpcapi.Node, and grpcapi.Admin for the Cluster service.
+// grpcapi.Node, and grpcapi.Admin for the Cluster and Maintenance
+// services.
 type grpcNode struct{ s *Server }
 
 var _ grpcapi.Node = grpcNode{}
@@ -148,4 +149,14 @@ func (n grpcNode) TransferLeader(ctx context.Context, id uint64) error {
 	return n.s.node.TransferLeadership(ctx, id)
 }
 
+func (n grpcNode) Snapshot() (*grpcapi.Archive, error) { return n.s.snapshot() }
+
 func (n grpcNode) Alarms() []*dkvpb.AlarmMember { return n.s.sm.Alarms().List() }
+
+func (n grpcNode) DisarmAlarm(ctx context.Context, a *dkvpb.AlarmMember) error {
+	return n.s.disarmAlarm(ctx, a)
+}
+
+func (n grpcNode) Defragment(ctx context.Context) (grpcapi.Defragmented, error) {
+	return n.s.defragment(ctx)
+}

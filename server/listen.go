@@ -302,7 +302,6 @@ func (s *Server) startGRPC() error {
 	)...)
 	api := s.grpcAPI()
 	api.Register(s.grpcSrv) // package grpcapi's services
-	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
 	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
 	s.registerEtcd(s.grpcSrv, api)
 

@@ -2,14 +2,16 @@ package grpcapi
 
 import (
 	"context"
+	"io"
+	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 )
 
-// Admin is what the Cluster service needs of the node beyond Node:
-// operations on the member itself, which only the node can carry out
-// (raft membership and leadership, its database, alarms). The services
-// validate, map and answer; the work is the node's.
+// Admin is what the Cluster and Maintenance services need of the node
+// beyond Node: operations on the member itself, which only the node can
+// carry out (raft membership and leadership, its database, alarms). The services validate, map and answer;
+// the work is the node's.
 type Admin interface {
 	// Status is this member's identity and raft status now.
 	Status() MemberStatus
@@ -40,8 +42,16 @@ type Admin interface {
 	// TransferLeader hands the leadership to member id.
 	TransferLeader(ctx context.Context, id uint64) error
 
+	// Snapshot takes a consistent copy of this member's database and
+	// opens it as a tar archive.
+	Snapshot() (*Archive, error)
 	// Alarms lists the raised alarms.
 	Alarms() []*dkvpb.AlarmMember
+	// DisarmAlarm clears alarm a through raft, on an operator's request.
+	DisarmAlarm(ctx context.Context, a *dkvpb.AlarmMember) error
+	// Defragment gives back the space of deleted and compacted-away
+	// data, one run at a time per process.
+	Defragment(ctx context.Context) (Defragmented, error)
 }
 
 // MemberStatus is a member's identity and raft status.
@@ -61,4 +71,21 @@ type StorageStatus struct {
 	// DBSize is what the quota compares; DBInUse what the live files
 	// take.
 	DBSize, DBInUse int64
+}
+
+// Archive is a consistent copy of a member's database as a tar stream,
+// and what it holds. Close ends the stream and removes the copy.
+type Archive struct {
+	io.ReadCloser
+	// Size is the tar's size, roughly.
+	Size                      int64
+	Revision, CompactRevision int64
+	AppliedIndex              uint64
+	KeyCount                  int64
+}
+
+// Defragmented is what a defragmentation did.
+type Defragmented struct {
+	Before, After int64
+	Took          time.Duration
 }

@@ -108,7 +108,8 @@ type Options struct {
 	// LeaderGrace is how long a watch stream stays open on a member
 	// without a leader before it ends with Unavailable.
 	LeaderGrace time.Duration
-	// Version is the server's version, which Status reports.
+	// Version is the server's version, which Status and snapshots
+	// report.
 	Version string
 	// QuotaBytes is the database quota (server.Config.QuotaBytes),
 	// which Status reports, 0 if not positive.
@@ -145,6 +146,9 @@ func (a *API) KV() dkvpb.KVServer { return &kvService{a: a} }
 // cluster status.
 func (a *API) Cluster() dkvpb.ClusterServer { return &clusterService{a: a} }
 
+// Maintenance is the Maintenance service, for etcd's Maintenance.
+func (a *API) Maintenance() dkvpb.MaintenanceServer { return &maintenanceService{a: a} }
+
 // Register registers the services on gs.
 func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterKVServer(gs, a.KV())
@@ -156,6 +160,7 @@ func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterRateLimitServer(gs, &rateLimitService{n: a.n})
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
 	dkvpb.RegisterClusterServer(gs, a.Cluster())
+	dkvpb.RegisterMaintenanceServer(gs, a.Maintenance())
 }
 
 // Propose is Node.Propose with the response of the type the command
