@@ -20,7 +20,7 @@ func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, api *grpcapi.API) {
 		KV: api.KV(), Watch: api.Watch(), Lease: api.Lease(),
 		Cluster:     api.Cluster(),
 		Maintenance: maintenance,
-		Auth:        &authService{s: s},
+		Auth:        api.Auth(),
 		Header:      func() *dkvpb.ResponseHeader { return s.header(0) },
 		Unary: func(ctx context.Context, method string, req any, h grpc.UnaryHandler) (any, error) {
 			return s.authUnary(ctx, req, method, h)

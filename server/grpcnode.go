@@ -13,8 +13,8 @@ import (
 )
 
 // grpcNode is the node as the gRPC services of package grpcapi see it:
-// grpcapi.Node, and grpcapi.Admin for the Cluster and Maintenance
-// services.
+// grpcapi.Node, and grpcapi.Admin for the services about the member
+// itself.
 type grpcNode struct{ s *Server }
 
 var _ grpcapi.Node = grpcNode{}
@@ -86,6 +86,8 @@ func (s *Server) grpcAPI() *grpcapi.API {
 		LeaderGrace:      s.leaderGrace(),
 		Version:          Version,
 		QuotaBytes:       s.cfg.QuotaBytes,
+		AuthBcryptCost:   s.cfg.AuthBcryptCost,
+		AuthTokenTTL:     s.cfg.AuthTokenTTL,
 	})
 }
 
@@ -159,4 +161,12 @@ func (n grpcNode) DisarmAlarm(ctx context.Context, a *dkvpb.AlarmMember) error {
 
 func (n grpcNode) Defragment(ctx context.Context) (grpcapi.Defragmented, error) {
 	return n.s.defragment(ctx)
+}
+
+func (n grpcNode) Login(ctx context.Context, v *auth.View, name, password string) (*auth.User, error) {
+	return n.s.login(ctx, v, name, password)
+}
+
+func (n grpcNode) ChangeAuth(ctx context.Context, what string, ch *dkvpb.AuthChange) (*dkvpb.AuthResponse, error) {
+	return n.s.changeAuth(ctx, what, ch)
 }

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/lograte"
 	"github.com/dkv-io/dkv/internal/transport"
 
@@ -302,7 +301,6 @@ func (s *Server) startGRPC() error {
 	)...)
 	api := s.grpcAPI()
 	api.Register(s.grpcSrv) // package grpcapi's services
-	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
 	s.registerEtcd(s.grpcSrv, api)
 
 	s.inproc = bufconn.Listen(1 << 20)

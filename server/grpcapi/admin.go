@@ -6,11 +6,13 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/auth"
 )
 
-// Admin is what the Cluster and Maintenance services need of the node
-// beyond Node: operations on the member itself, which only the node can
-// carry out (raft membership and leadership, its database, alarms). The services validate, map and answer;
+// Admin is what the Cluster, Maintenance and Auth services need of the
+// node beyond Node: operations on the member itself, which only the node
+// can carry out (raft membership and leadership, its database, alarms,
+// the login guard, auth changes). The services validate, map and answer;
 // the work is the node's.
 type Admin interface {
 	// Status is this member's identity and raft status now.
@@ -52,6 +54,13 @@ type Admin interface {
 	// Defragment gives back the space of deleted and compacted-away
 	// data, one run at a time per process.
 	Defragment(ctx context.Context) (Defragmented, error)
+
+	// Login checks name's password against v under the guard that
+	// throttles failed logins, and returns the user.
+	Login(ctx context.Context, v *auth.View, name, password string) (*auth.User, error)
+	// ChangeAuth replicates an auth change (what names the call, for
+	// the audit log) and returns its response with the header complete.
+	ChangeAuth(ctx context.Context, what string, ch *dkvpb.AuthChange) (*dkvpb.AuthResponse, error)
 }
 
 // MemberStatus is a member's identity and raft status.

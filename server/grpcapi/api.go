@@ -114,6 +114,11 @@ type Options struct {
 	// QuotaBytes is the database quota (server.Config.QuotaBytes),
 	// which Status reports, 0 if not positive.
 	QuotaBytes int64
+	// AuthBcryptCost is the bcrypt cost of the password hashes the Auth
+	// service makes.
+	AuthBcryptCost int
+	// AuthTokenTTL is how long a token Authenticate issues lasts.
+	AuthTokenTTL time.Duration
 }
 
 // Response is a command's response: it has a header.
@@ -149,6 +154,9 @@ func (a *API) Cluster() dkvpb.ClusterServer { return &clusterService{a: a} }
 // Maintenance is the Maintenance service, for etcd's Maintenance.
 func (a *API) Maintenance() dkvpb.MaintenanceServer { return &maintenanceService{a: a} }
 
+// Auth is the Auth service, for etcd's Auth.
+func (a *API) Auth() dkvpb.AuthServer { return &authService{a: a} }
+
 // Register registers the services on gs.
 func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterKVServer(gs, a.KV())
@@ -161,6 +169,7 @@ func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
 	dkvpb.RegisterClusterServer(gs, a.Cluster())
 	dkvpb.RegisterMaintenanceServer(gs, a.Maintenance())
+	dkvpb.RegisterAuthServer(gs, a.Auth())
 }
 
 // Propose is Node.Propose with the response of the type the command
