@@ -99,8 +99,8 @@ var layerRules = []struct {
 	},
 	{
 		from:      "./server/grpcapi",
-		forbidden: []string{module + "internal/raftnode", module + "internal/transport", "github.com/grpc-ecosystem/grpc-gateway"},
-		why:       "the gRPC services see the node only through grpcapi.Node: not its raft loop, peers or the HTTP gateway",
+		forbidden: []string{module + "internal/raftnode", module + "internal/transport", module + "internal/backup", "github.com/grpc-ecosystem/grpc-gateway"},
+		why:       "the gRPC services see the node only through grpcapi.Node and grpcapi.Admin: not its raft loop, peers, checkpoints and backups, or the HTTP gateway",
 	},
 	{
 		from:      "./internal/mvcc",

@@ -6,6 +6,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/server/etcdapi"
+	"github.com/dkv-io/dkv/server/grpcapi"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 )
@@ -13,12 +14,13 @@ import (
 // registerEtcd serves etcd's v3 API (package etcdapi) on the client gRPC
 // server, over the same service implementations as DKV's own API: one
 // keyspace, one set of leases and watches, members, alarms and users.
-func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, kv dkvpb.KVServer, watch dkvpb.WatchServer, lease dkvpb.LeaseServer) {
+func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, api *grpcapi.API) {
+	maintenance := api.Maintenance()
 	d := etcdapi.Deps{
-		KV: kv, Watch: watch, Lease: lease,
-		Cluster:     &clusterService{s: s},
-		Maintenance: &maintenanceService{s: s},
-		Auth:        &authService{s: s},
+		KV: api.KV(), Watch: api.Watch(), Lease: api.Lease(),
+		Cluster:     api.Cluster(),
+		Maintenance: maintenance,
+		Auth:        api.Auth(),
 		Header:      func() *dkvpb.ResponseHeader { return s.header(0) },
 		Unary: func(ctx context.Context, method string, req any, h grpc.UnaryHandler) (any, error) {
 			return s.authUnary(ctx, req, method, h)
@@ -32,7 +34,7 @@ func (s *Server) registerEtcd(gs grpc.ServiceRegistrar, kv dkvpb.KVServer, watch
 		Alarms:     s.etcdAlarms,
 		SetAlarm:   s.setAlarm,
 		Defragment: func(ctx context.Context) error {
-			_, err := (&maintenanceService{s: s}).Defragment(ctx, &dkvpb.DefragmentRequest{})
+			_, err := maintenance.Defragment(ctx, &dkvpb.DefragmentRequest{})
 			return err
 		},
 		DBSizeInUse:  s.dbInUse,

@@ -12,7 +12,9 @@ import (
 	"github.com/dkv-io/dkv/server/grpcapi"
 )
 
-// grpcNode is the node as the gRPC services of package grpcapi see it.
+// grpcNode is the node as the gRPC services of package grpcapi see it:
+// grpcapi.Node, and grpcapi.Admin for the services about the member
+// itself.
 type grpcNode struct{ s *Server }
 
 var _ grpcapi.Node = grpcNode{}
@@ -75,12 +77,96 @@ func (n grpcNode) StoreOf(ctx context.Context) (storekeys.Mapper, error) { retur
 
 // grpcAPI is the gRPC services of package grpcapi over this node.
 func (s *Server) grpcAPI() *grpcapi.API {
-	return grpcapi.New(grpcNode{s}, grpcapi.Options{
+	return grpcapi.New(grpcNode{s}, grpcNode{s}, grpcapi.Options{
 		Limits:           s.limits,
 		UnsafeLocalReads: s.cfg.UnsafeLocalReads,
 		MaxReplyBytes:    maxSendMsgBytes,
 		RequestTimeout:   s.cfg.RequestTimeout,
 		MemberName:       s.cfg.Name,
 		LeaderGrace:      s.leaderGrace(),
+		Version:          Version,
+		QuotaBytes:       s.cfg.QuotaBytes,
+		AuthBcryptCost:   s.cfg.AuthBcryptCost,
+		AuthTokenTTL:     s.cfg.AuthTokenTTL,
 	})
+}
+
+var _ grpcapi.Admin = grpcNode{}
+
+func (n grpcNode) Status() grpcapi.MemberStatus {
+	s := n.s
+	st := s.node.Status()
+	isLearner := false
+	if cs := st.ConfState; cs != nil {
+		for _, id := range cs.GetLearners() {
+			if id == s.memberID {
+				isLearner = true
+			}
+		}
+	}
+	return grpcapi.MemberStatus{
+		MemberID: s.memberID, ClusterID: s.clusterID,
+		Lead: st.Lead, Term: st.Term, Commit: st.Commit, Applied: st.Applied,
+		IsLeader: st.IsLeader, IsLearner: isLearner,
+	}
+}
+
+// Storage reads the MVCC store's counters, as headers do, rather than
+// the state's records: they are the revisions the header carries.
+func (n grpcNode) Storage() grpcapi.StorageStatus {
+	s := n.s
+	return grpcapi.StorageStatus{
+		Revision: s.kv.Revision(), CompactRevision: s.kv.CompactRevision(),
+		DBSize: s.dbSize(), DBInUse: s.dbInUse(),
+	}
+}
+
+func (n grpcNode) HashKV(rev int64) (*dkvpb.HashKVResponse, error) { return n.s.hashKV(rev) }
+
+func (n grpcNode) WithReachability(ms []*dkvpb.Member) []*dkvpb.Member {
+	return n.s.withReachability(ms)
+}
+
+func (n grpcNode) LeaderCluster(ctx context.Context) (dkvpb.ClusterClient, func(), error) {
+	conn, err := n.s.leaderConn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dkvpb.NewClusterClient(conn), func() { conn.Close() }, nil
+}
+
+func (n grpcNode) AddMember(ctx context.Context, name, peerURL string, learner bool) (*dkvpb.Member, error) {
+	return n.s.addMember(ctx, name, peerURL, learner)
+}
+
+func (n grpcNode) PromoteMember(ctx context.Context, m *dkvpb.Member) error {
+	return n.s.promoteMember(ctx, m)
+}
+
+func (n grpcNode) RemoveMember(ctx context.Context, m *dkvpb.Member) (bool, error) {
+	return n.s.removeMember(ctx, m)
+}
+
+func (n grpcNode) TransferLeader(ctx context.Context, id uint64) error {
+	return n.s.node.TransferLeadership(ctx, id)
+}
+
+func (n grpcNode) Snapshot() (*grpcapi.Archive, error) { return n.s.snapshot() }
+
+func (n grpcNode) Alarms() []*dkvpb.AlarmMember { return n.s.sm.Alarms().List() }
+
+func (n grpcNode) DisarmAlarm(ctx context.Context, a *dkvpb.AlarmMember) error {
+	return n.s.disarmAlarm(ctx, a)
+}
+
+func (n grpcNode) Defragment(ctx context.Context) (grpcapi.Defragmented, error) {
+	return n.s.defragment(ctx)
+}
+
+func (n grpcNode) Login(ctx context.Context, v *auth.View, name, password string) (*auth.User, error) {
+	return n.s.login(ctx, v, name, password)
+}
+
+func (n grpcNode) ChangeAuth(ctx context.Context, what string, ch *dkvpb.AuthChange) (*dkvpb.AuthResponse, error) {
+	return n.s.changeAuth(ctx, what, ch)
 }

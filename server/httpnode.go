@@ -82,9 +82,8 @@ const memberStatusTimeout = 2 * time.Second
 // another is called on its client URL with this member's proof (as the
 // corruption check does).
 func (n httpNode) MemberStatus(ctx context.Context, m *dkvpb.Member) (*dkvpb.StatusResponse, error) {
-	cs := &clusterService{s: n.s}
 	if m.GetId() == n.s.memberID {
-		return cs.Status(ctx, &dkvpb.StatusRequest{})
+		return n.s.grpcAPI().Cluster().Status(ctx, &dkvpb.StatusRequest{})
 	}
 	if m.GetClientUrl() == "" {
 		return nil, dkverr.New(dkverr.Unavailable, "member %s has not published its client URL yet", m.GetName())

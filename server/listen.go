@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/lograte"
 	"github.com/dkv-io/dkv/internal/transport"
 
@@ -302,10 +301,7 @@ func (s *Server) startGRPC() error {
 	)...)
 	api := s.grpcAPI()
 	api.Register(s.grpcSrv) // package grpcapi's services
-	dkvpb.RegisterClusterServer(s.grpcSrv, &clusterService{s: s})
-	dkvpb.RegisterMaintenanceServer(s.grpcSrv, &maintenanceService{s: s})
-	dkvpb.RegisterAuthServer(s.grpcSrv, &authService{s: s})
-	s.registerEtcd(s.grpcSrv, api.KV(), api.Watch(), api.Lease())
+	s.registerEtcd(s.grpcSrv, api)
 
 	s.inproc = bufconn.Listen(1 << 20)
 	s.gwInproc = bufconn.Listen(1 << 20)

@@ -3,7 +3,6 @@ package server
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,19 +10,12 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/backup/etcdsnap"
 	"github.com/dkv-io/dkv/internal/backup/restore"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"github.com/dkv-io/dkv/internal/storage"
-	"google.golang.org/grpc"
+	"github.com/dkv-io/dkv/server/grpcapi"
 )
-
-// maintenanceService implements dkvpb.MaintenanceServer.
-type maintenanceService struct {
-	dkvpb.UnimplementedMaintenanceServer
-	s *Server
-}
 
 // checkpoint is a Pebble checkpoint of this node's database taken into
 // the data dir (so it hard-links rather than copies table files), and
@@ -74,64 +66,33 @@ func (cp *checkpoint) writeTar(w io.Writer) error {
 	return tw.Close()
 }
 
-// Snapshot streams a Pebble checkpoint of this node's database as a tar
-// archive. The checkpoint is consistent (one point in time). The first
-// message says what it holds, the last carries the SHA-256 of the blob.
-func (m *maintenanceService) Snapshot(_ *dkvpb.SnapshotRequest, stream grpc.ServerStreamingServer[dkvpb.SnapshotResponse]) error {
-	s := m.s
+// snapshot takes a checkpoint and opens it as a tar stream, written as
+// it is read; closing the stream removes the checkpoint.
+func (s *Server) snapshot() (*grpcapi.Archive, error) {
 	cp, err := s.takeCheckpoint()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer cp.remove()
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(cp.writeTar(pw)) }()
-	defer pr.Close()
-	buf := make([]byte, 1<<20)
-	var sent int64
-	hdr := s.header(0)
-	sum := sha256.New()
-	first := true
-	for {
-		n, err := io.ReadFull(pr, buf)
-		if n > 0 {
-			sent += int64(n)
-			remaining := uint64(0)
-			if cp.total > sent {
-				remaining = uint64(cp.total - sent)
-			}
-			sum.Write(buf[:n])
-			resp := &dkvpb.SnapshotResponse{Header: hdr, Blob: buf[:n], RemainingBytes: max(remaining, 1)}
-			if first {
-				m.describe(resp, cp)
-				first = false
-			}
-			if serr := stream.Send(resp); serr != nil {
-				return serr
-			}
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			last := &dkvpb.SnapshotResponse{Header: hdr, RemainingBytes: 0, Sha256: sum.Sum(nil)}
-			if first {
-				m.describe(last, cp)
-			}
-			return stream.Send(last)
-		}
-		if err != nil {
-			return dkverr.New(dkverr.Internal, "snapshot stream: %v", err)
-		}
-	}
+	c := cp.contents
+	return &grpcapi.Archive{
+		ReadCloser: archiveStream{pr, cp},
+		Size:       cp.total,
+		Revision:   c.Revision, CompactRevision: c.CompactRevision, AppliedIndex: c.AppliedIndex, KeyCount: c.KeyCount,
+	}, nil
 }
 
-func (m *maintenanceService) describe(resp *dkvpb.SnapshotResponse, cp *checkpoint) {
-	resp.Revision = cp.contents.Revision
-	resp.CompactRevision = cp.contents.CompactRevision
-	resp.AppliedIndex = cp.contents.AppliedIndex
-	resp.KeyCount = cp.contents.KeyCount
-	resp.MemberId = m.s.memberID
-	resp.MemberName = m.s.cfg.Name
-	resp.ClusterId = m.s.clusterID
-	resp.Version = Version
+// archiveStream is a checkpoint's tar stream.
+type archiveStream struct {
+	*io.PipeReader
+	cp *checkpoint
+}
+
+func (a archiveStream) Close() error {
+	err := a.PipeReader.Close()
+	a.cp.remove()
+	return err
 }
 
 func addFile(tw *tar.Writer, root, p string) error {

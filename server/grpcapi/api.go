@@ -108,6 +108,17 @@ type Options struct {
 	// LeaderGrace is how long a watch stream stays open on a member
 	// without a leader before it ends with Unavailable.
 	LeaderGrace time.Duration
+	// Version is the server's version, which Status and snapshots
+	// report.
+	Version string
+	// QuotaBytes is the database quota (server.Config.QuotaBytes),
+	// which Status reports, 0 if not positive.
+	QuotaBytes int64
+	// AuthBcryptCost is the bcrypt cost of the password hashes the Auth
+	// service makes.
+	AuthBcryptCost int
+	// AuthTokenTTL is how long a token Authenticate issues lasts.
+	AuthTokenTTL time.Duration
 }
 
 // Response is a command's response: it has a header.
@@ -119,11 +130,12 @@ type Response interface {
 // API is the services over one Node.
 type API struct {
 	n Node
+	m Admin
 	o Options
 }
 
-// New is the services over n.
-func New(n Node, o Options) *API { return &API{n: n, o: o} }
+// New is the services over n, the node's operations on itself being m.
+func New(n Node, m Admin, o Options) *API { return &API{n: n, m: m, o: o} }
 
 // Lease is the Lease service, for etcd's Lease and tests.
 func (a *API) Lease() dkvpb.LeaseServer { return &leaseService{n: a.n} }
@@ -135,6 +147,16 @@ func (a *API) Watch() dkvpb.WatchServer { return &watchService{a: a} }
 // gateway's plain-value endpoint, etcd's KV, auto-compaction).
 func (a *API) KV() dkvpb.KVServer { return &kvService{a: a} }
 
+// Cluster is the Cluster service, for etcd's Cluster and the HTTP
+// cluster status.
+func (a *API) Cluster() dkvpb.ClusterServer { return &clusterService{a: a} }
+
+// Maintenance is the Maintenance service, for etcd's Maintenance.
+func (a *API) Maintenance() dkvpb.MaintenanceServer { return &maintenanceService{a: a} }
+
+// Auth is the Auth service, for etcd's Auth.
+func (a *API) Auth() dkvpb.AuthServer { return &authService{a: a} }
+
 // Register registers the services on gs.
 func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterKVServer(gs, a.KV())
@@ -145,6 +167,9 @@ func (a *API) Register(gs grpc.ServiceRegistrar) {
 	dkvpb.RegisterStoreServer(gs, &storeService{n: a.n})
 	dkvpb.RegisterRateLimitServer(gs, &rateLimitService{n: a.n})
 	dkvpb.RegisterQueueServer(gs, &queueService{n: a.n})
+	dkvpb.RegisterClusterServer(gs, a.Cluster())
+	dkvpb.RegisterMaintenanceServer(gs, a.Maintenance())
+	dkvpb.RegisterAuthServer(gs, a.Auth())
 }
 
 // Propose is Node.Propose with the response of the type the command
