@@ -64,6 +64,9 @@ func (p *Proxy) forward(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return status.Error(codes.Internal, "proxy: no method name")
 	}
+	if method == dkvpb.Lease_KeepAlive_FullMethodName && !p.cfg.NoKeepAliveSharing {
+		return p.keepAlives.keepAlive(ss)
+	}
 	if p.cache != nil && (method == dkvRange || method == etcdRange) {
 		return p.rangeCall(ss, method)
 	}

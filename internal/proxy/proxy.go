@@ -51,6 +51,10 @@ type Config struct {
 	// keys, responses and bookkeeping together. 0 is the default, 64
 	// MiB; negative turns the cache off.
 	ReadCacheBytes int64
+	// NoKeepAliveSharing relays every local lease KeepAlive stream as it
+	// is, instead of sharing one upstream stream per identity
+	// (keepalive.go).
+	NoKeepAliveSharing bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -99,6 +103,8 @@ type Proxy struct {
 	metrics *metrics
 	watches *watchHub
 	cache   *readCache // nil when off
+	// keepAlives shares DKV lease KeepAlive streams.
+	keepAlives *kaHub
 	// advertise is what member lists say each member's client URL is.
 	advertise string
 
@@ -116,7 +122,7 @@ type metrics struct {
 	cacheHits, cacheMisses prometheus.Counter
 }
 
-func newMetrics(h *watchHub, c *readCache) *metrics {
+func newMetrics(h *watchHub, c *readCache, ka *kaHub) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
@@ -140,6 +146,12 @@ func newMetrics(h *watchHub, c *readCache) *metrics {
 				return float64(c.size())
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dkv_proxy_local_keepalive_streams", Help: "Lease KeepAlive streams local clients hold on the proxy (shared ones)."},
+			func() float64 { return float64(ka.local.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dkv_proxy_upstream_keepalive_streams", Help: "Lease KeepAlive streams the proxy holds on the cluster for its local ones."},
+			func() float64 { return float64(ka.upstream.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "dkv_proxy_local_watchers", Help: "Watches local clients hold on the proxy."},
 			func() float64 { return float64(h.local.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -160,10 +172,11 @@ func Start(cfg Config) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, log: cfg.Logger}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.watches = &watchHub{p: p, groups: map[string]*group{}}
+	p.keepAlives = &kaHub{p: p, up: map[string]*kaUpstream{}}
 	if cfg.ReadCacheBytes > 0 {
 		p.cache = newReadCache(p, cfg.ReadCacheBytes)
 	}
-	p.metrics = newMetrics(p.watches, p.cache)
+	p.metrics = newMetrics(p.watches, p.cache, p.keepAlives)
 
 	r := manual.NewBuilderWithScheme("dkvproxy")
 	var addrs []resolver.Address
@@ -239,6 +252,12 @@ func (p *Proxy) HTTPAddr() string {
 // same names.
 func (p *Proxy) LocalWatchers() int64   { return p.watches.local.Load() }
 func (p *Proxy) UpstreamWatches() int64 { return p.watches.upstream.Load() }
+
+// LocalKeepAlives and UpstreamKeepAlives are the values of
+// dkv_proxy_local_keepalive_streams and
+// dkv_proxy_upstream_keepalive_streams.
+func (p *Proxy) LocalKeepAlives() int64    { return p.keepAlives.local.Load() }
+func (p *Proxy) UpstreamKeepAlives() int64 { return p.keepAlives.upstream.Load() }
 
 // ReadCacheBytes is the value of dkv_proxy_read_cache_bytes.
 func (p *Proxy) ReadCacheBytes() int64 {
