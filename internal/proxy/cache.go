@@ -483,8 +483,7 @@ var errRefused = errors.New("the upstream refused the cache's watch")
 func (s *identCache) run(ctx context.Context) {
 	c := s.c
 	defer c.p.wg.Done()
-	const firstBackoff = 25 * time.Millisecond
-	backoff := firstBackoff
+	var b backoff
 	for {
 		created, err := s.stream(ctx)
 		c.mu.Lock()
@@ -502,16 +501,11 @@ func (s *identCache) run(ctx context.Context) {
 			return
 		}
 		if created {
-			backoff = firstBackoff
+			b.reset()
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, b.next()) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/proxy"
 	"github.com/dkv-io/dkv/internal/testutil"
@@ -189,22 +188,16 @@ func TestReadCacheIdentityIsolation(t *testing.T) {
 	nd := servertest.Start(t, servertest.WithClientPort())
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	setup := servertest.Client(t, nd)
 	must := func(what string, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	must("user root", setup.UserAdd(ctx, "root", "pw"))
-	must("root role", setup.UserGrantRole(ctx, "root", "root"))
-	must("role alice", setup.RoleAdd(ctx, "alice"))
-	must("grant alice", setup.RoleGrantPermission(ctx, "alice", dkvpb.Permission_READWRITE, "app/alice/", "", true))
-	must("user alice", setup.UserAdd(ctx, "alice", "pw"))
-	must("alice role", setup.UserGrantRole(ctx, "alice", "alice"))
-	_, err := setup.Put(ctx, "app/bob/secret", []byte("s"))
-	must("put app/bob/secret", err)
-	must("auth enable", setup.AuthEnable(ctx))
+	withAlice(t, nd, func(ctx context.Context, c *client.Client) {
+		_, err := c.Put(ctx, "app/bob/secret", []byte("s"))
+		must("put app/bob/secret", err)
+	})
 
 	p := startProxy(t, "", nd)
 	root, alice := dial(t, p, "root", "pw"), dial(t, p, "alice", "pw")
@@ -215,7 +208,7 @@ func TestReadCacheIdentityIsolation(t *testing.T) {
 		}
 	}
 	// Her own keys work (without the cache: she may not watch them all).
-	_, err = alice.Put(ctx, "app/alice/x", []byte("a"))
+	_, err := alice.Put(ctx, "app/alice/x", []byte("a"))
 	must("alice puts", err)
 	if got, err := getSer(ctx, alice, "app/alice/x"); err != nil || got != "a" {
 		t.Errorf("alice reads her key: %q %v", got, err)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
@@ -294,8 +293,7 @@ func (u *kaUpstream) answer(resp *dkvpb.LeaseKeepAliveResponse) {
 func (u *kaUpstream) run() {
 	defer u.h.p.wg.Done()
 	defer u.h.upstream.Add(-1)
-	const firstBackoff = 25 * time.Millisecond
-	backoff := firstBackoff
+	var b backoff
 	for {
 		answered, err := u.stream()
 		if u.ctx.Err() != nil {
@@ -306,16 +304,11 @@ func (u *kaUpstream) run() {
 			return
 		}
 		if answered {
-			backoff = firstBackoff
+			b.reset()
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-u.ctx.Done():
-			t.Stop()
+		if !sleep(u.ctx, b.next()) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
