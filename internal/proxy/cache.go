@@ -135,87 +135,82 @@ func parseRange(method string, b []byte) (rangeRead, bool) {
 	return rangeRead{}, false
 }
 
-// headerRevision is the revision in a response's header (field 1, its
-// field 3), 0 if it has none.
-func headerRevision(b []byte) int64 {
+// fields calls f with each field of message b (the whole field and its
+// value) until f returns false. It reports whether b is well formed up
+// to there.
+func fields(b []byte, f func(num protowire.Number, typ protowire.Type, field, value []byte) bool) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return 0
-		}
-		b = b[n:]
-		if num == 1 && typ == protowire.BytesType {
-			h, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return 0
-			}
-			var rev int64
-			for len(h) > 0 {
-				num, typ, n := protowire.ConsumeTag(h)
-				if n < 0 {
-					return 0
-				}
-				h = h[n:]
-				if num == 3 && typ == protowire.VarintType {
-					v, n := protowire.ConsumeVarint(h)
-					if n < 0 {
-						return 0
-					}
-					rev = int64(v)
-				}
-				if n = protowire.ConsumeFieldValue(num, typ, h); n < 0 {
-					return 0
-				}
-				h = h[n:]
-			}
-			return rev
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return 0
-		}
-		b = b[n:]
-	}
-	return 0
-}
-
-// withHeaderRevision is response b with its header's revision set to rev.
-func withHeaderRevision(b []byte, rev int64) []byte {
-	out := make([]byte, 0, len(b)+12)
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil
+			return false
 		}
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if m < 0 {
-			return nil
+			return false
 		}
-		if num != 1 || typ != protowire.BytesType {
-			out = append(out, b[:n+m]...)
-			b = b[n+m:]
-			continue
+		if !f(num, typ, b[:n+m], b[n:n+m]) {
+			return true
 		}
-		h, _ := protowire.ConsumeBytes(b[n:])
+		b = b[n+m:]
+	}
+	return true
+}
+
+// header is the header (field 1) of response b, and whether b has one.
+func header(num protowire.Number, typ protowire.Type, value []byte) ([]byte, bool) {
+	if num != 1 || typ != protowire.BytesType {
+		return nil, false
+	}
+	h, _ := protowire.ConsumeBytes(value) // well formed: fields checked it
+	return h, true
+}
+
+// headerRevision is the revision in a response's header (field 1, its
+// field 3), 0 if it has none.
+func headerRevision(b []byte) int64 {
+	var rev int64
+	fields(b, func(num protowire.Number, typ protowire.Type, _, value []byte) bool {
+		h, ok := header(num, typ, value)
+		if !ok {
+			return true
+		}
+		fields(h, func(num protowire.Number, typ protowire.Type, _, value []byte) bool {
+			if num == 3 && typ == protowire.VarintType {
+				v, _ := protowire.ConsumeVarint(value)
+				rev = int64(v)
+			}
+			return true
+		})
+		return false
+	})
+	return rev
+}
+
+// withHeaderRevision is response b with its header's revision set to
+// rev; nil if b is malformed.
+func withHeaderRevision(b []byte, rev int64) []byte {
+	out := make([]byte, 0, len(b)+12)
+	ok := fields(b, func(num protowire.Number, typ protowire.Type, field, value []byte) bool {
+		h, isHeader := header(num, typ, value)
+		if !isHeader {
+			out = append(out, field...)
+			return true
+		}
 		var nh []byte
-		for len(h) > 0 {
-			hn, ht, k := protowire.ConsumeTag(h)
-			if k < 0 {
-				return nil
+		hok := fields(h, func(num protowire.Number, _ protowire.Type, field, _ []byte) bool {
+			if num != 3 {
+				nh = append(nh, field...)
 			}
-			l := protowire.ConsumeFieldValue(hn, ht, h[k:])
-			if l < 0 {
-				return nil
-			}
-			if hn != 3 {
-				nh = append(nh, h[:k+l]...)
-			}
-			h = h[k+l:]
-		}
+			return true
+		})
 		nh = protowire.AppendTag(nh, 3, protowire.VarintType)
 		nh = protowire.AppendVarint(nh, uint64(rev))
 		out = protowire.AppendTag(out, 1, protowire.BytesType)
 		out = protowire.AppendBytes(out, nh)
-		b = b[n+m:]
+		return hok
+	})
+	if !ok {
+		return nil
 	}
 	return out
 }
