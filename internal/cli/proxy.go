@@ -18,6 +18,8 @@ func (a *App) proxyCmd() *cobra.Command {
 	var cfg proxy.Config
 	var certFile, keyFile, trustedCA string
 	var clientCertAuth bool
+	var readCacheBytes int64
+	var shareKeepAlives bool
 	cmd := &cobra.Command{
 		Use:   "proxy",
 		Short: "Run a local proxy to the cluster that shares watches, until SIGINT or SIGTERM",
@@ -26,7 +28,11 @@ to --listen-addr and speak DKV's gRPC API or the etcd v3 API to it; the
 proxy forwards every call to the cluster at --endpoints (connecting with
 --cacert, --cert and --key), with the caller's credentials. Watches of
 DKV's Watch API on the same keys, with the same options and the same
-credentials share one upstream watch. Member lists name the proxy
+credentials share one upstream watch. Serializable reads of the current
+revision are answered from a cache of up to --read-cache-bytes (0 turns
+it off), kept current by a watch per caller identity. Lease keep-alive
+streams with the same credentials share one upstream stream
+(--share-keepalives). Member lists name the proxy
 (--advertise-addr) as every member's client address, so clients that
 discover endpoints stay on it.
 
@@ -41,6 +47,15 @@ once a member is reachable); "" disables it.`,
 				return err
 			}
 			cfg.Endpoints, cfg.UpstreamTLS = eps, a.tls.cfg
+			cfg.NoKeepAliveSharing = !shareKeepAlives
+			switch {
+			case readCacheBytes < 0:
+				return Usagef("--read-cache-bytes %d must not be negative", readCacheBytes)
+			case readCacheBytes == 0:
+				cfg.ReadCacheBytes = -1 // off
+			default:
+				cfg.ReadCacheBytes = readCacheBytes
+			}
 			if cfg.ServerTLS, err = proxyServerTLS(certFile, keyFile, trustedCA, clientCertAuth); err != nil {
 				return err
 			}
@@ -70,6 +85,8 @@ once a member is reachable); "" disables it.`,
 	f.StringVar(&trustedCA, "trusted-ca-file", "", "CA certificates (PEM) that sign local clients' certificates")
 	f.BoolVar(&clientCertAuth, "client-cert-auth", false, "refuse local clients without a certificate signed by --trusted-ca-file")
 	f.IntVar(&cfg.MaxLocalQueue, "max-local-queue", 4096, "responses a local watch stream may have waiting before the proxy ends it (its client resumes from its revision)")
+	f.Int64Var(&readCacheBytes, "read-cache-bytes", 64<<20, "bytes of serializable read responses the proxy caches (0: no cache)")
+	f.BoolVar(&shareKeepAlives, "share-keepalives", true, "local lease keep-alive streams with the same credentials share one upstream stream")
 	return cmd
 }
 

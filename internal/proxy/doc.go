@@ -25,6 +25,11 @@
 //     that falls too far behind is ended with Unavailable, and its client
 //     resumes from its revision, as after any disconnect.
 //
+// Serializable reads of the current revision (DKV's and etcd's Range)
+// are answered from a cache bounded by bytes (cache.go), per caller
+// identity, kept current by one upstream watch per identity over its
+// keyspace; its invariants are in cache.go.
+//
 // The proxy links neither the server nor the client package: it is gRPC
 // in both directions plus the generated API.
 package proxy

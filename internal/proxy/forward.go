@@ -64,7 +64,19 @@ func (p *Proxy) forward(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return status.Error(codes.Internal, "proxy: no method name")
 	}
+	if method == dkvpb.Lease_KeepAlive_FullMethodName && !p.cfg.NoKeepAliveSharing {
+		return p.keepAlives.keepAlive(ss)
+	}
+	if p.cache != nil && (method == dkvRange || method == etcdRange) {
+		return p.rangeCall(ss, method)
+	}
 	p.metrics.forwarded.Inc()
+	// The revisions of the writes the caller sees keep the read cache
+	// from answering it with anything older.
+	ident, track := "", p.cache != nil && revisioned[method]
+	if track {
+		ident = cacheIdentity(passMD(ss.Context()))
+	}
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 	ctx = metadata.NewOutgoingContext(ctx, passMD(ss.Context()))
@@ -103,6 +115,9 @@ func (p *Proxy) forward(_ any, ss grpc.ServerStream) error {
 				return nil
 			}
 			return err
+		}
+		if track {
+			p.cache.saw(ident, headerRevision(f.b))
 		}
 		if method == dkvpb.Cluster_MemberList_FullMethodName {
 			if f, err = p.advertiseSelf(f); err != nil {

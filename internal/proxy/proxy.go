@@ -47,6 +47,14 @@ type Config struct {
 	// waiting to be sent before the proxy ends it with Unavailable (its
 	// client resumes from its revision). Default 4096.
 	MaxLocalQueue int
+	// ReadCacheBytes bounds the cache of serializable reads (cache.go):
+	// keys, responses and bookkeeping together. 0 is the default, 64
+	// MiB; negative turns the cache off.
+	ReadCacheBytes int64
+	// NoKeepAliveSharing relays every local lease KeepAlive stream as it
+	// is, instead of sharing one upstream stream per identity
+	// (keepalive.go).
+	NoKeepAliveSharing bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -55,6 +63,9 @@ type Config struct {
 func (c *Config) EnsureDefaults() {
 	if c.MaxLocalQueue == 0 {
 		c.MaxLocalQueue = 4096
+	}
+	if c.ReadCacheBytes == 0 {
+		c.ReadCacheBytes = 64 << 20
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -91,6 +102,9 @@ type Proxy struct {
 	httpSrv *http.Server
 	metrics *metrics
 	watches *watchHub
+	cache   *readCache // nil when off
+	// keepAlives shares DKV lease KeepAlive streams.
+	keepAlives *kaHub
 	// advertise is what member lists say each member's client URL is.
 	advertise string
 
@@ -104,9 +118,11 @@ type metrics struct {
 	forwarded prometheus.Counter
 	resumes   prometheus.Counter
 	merges    prometheus.Counter
+
+	cacheHits, cacheMisses prometheus.Counter
 }
 
-func newMetrics(h *watchHub) *metrics {
+func newMetrics(h *watchHub, c *readCache, ka *kaHub) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
@@ -115,8 +131,26 @@ func newMetrics(h *watchHub) *metrics {
 			Name: "dkv_proxy_upstream_watch_resumes_total", Help: "Upstream watches resumed after their stream failed."}),
 		merges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dkv_proxy_upstream_watch_merges_total", Help: "Upstream watches that caught up and handed their local watches to a shared one."}),
+		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dkv_proxy_read_cache_hits_total", Help: "Serializable reads answered from the proxy's cache."}),
+		cacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dkv_proxy_read_cache_misses_total", Help: "Serializable reads of the current revision that went to the cluster."}),
 	}
-	m.reg.MustRegister(m.forwarded, m.resumes, m.merges,
+	m.reg.MustRegister(m.forwarded, m.resumes, m.merges, m.cacheHits, m.cacheMisses,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dkv_proxy_read_cache_bytes", Help: "Bytes the read cache holds (keys, responses and bookkeeping)."},
+			func() float64 {
+				if c == nil {
+					return 0
+				}
+				return float64(c.size())
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dkv_proxy_local_keepalive_streams", Help: "Lease KeepAlive streams local clients hold on the proxy (shared ones)."},
+			func() float64 { return float64(ka.local.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dkv_proxy_upstream_keepalive_streams", Help: "Lease KeepAlive streams the proxy holds on the cluster for its local ones."},
+			func() float64 { return float64(ka.upstream.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "dkv_proxy_local_watchers", Help: "Watches local clients hold on the proxy."},
 			func() float64 { return float64(h.local.Load()) }),
@@ -138,7 +172,11 @@ func Start(cfg Config) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, log: cfg.Logger}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.watches = &watchHub{p: p, groups: map[string]*group{}}
-	p.metrics = newMetrics(p.watches)
+	p.keepAlives = &kaHub{p: p, up: map[string]*kaUpstream{}}
+	if cfg.ReadCacheBytes > 0 {
+		p.cache = newReadCache(p, cfg.ReadCacheBytes)
+	}
+	p.metrics = newMetrics(p.watches, p.cache, p.keepAlives)
 
 	r := manual.NewBuilderWithScheme("dkvproxy")
 	var addrs []resolver.Address
@@ -214,6 +252,20 @@ func (p *Proxy) HTTPAddr() string {
 // same names.
 func (p *Proxy) LocalWatchers() int64   { return p.watches.local.Load() }
 func (p *Proxy) UpstreamWatches() int64 { return p.watches.upstream.Load() }
+
+// LocalKeepAlives and UpstreamKeepAlives are the values of
+// dkv_proxy_local_keepalive_streams and
+// dkv_proxy_upstream_keepalive_streams.
+func (p *Proxy) LocalKeepAlives() int64    { return p.keepAlives.local.Load() }
+func (p *Proxy) UpstreamKeepAlives() int64 { return p.keepAlives.upstream.Load() }
+
+// ReadCacheBytes is the value of dkv_proxy_read_cache_bytes.
+func (p *Proxy) ReadCacheBytes() int64 {
+	if p.cache == nil {
+		return 0
+	}
+	return p.cache.size()
+}
 
 // Ready reports whether the proxy has a connection to a member.
 func (p *Proxy) Ready() bool {

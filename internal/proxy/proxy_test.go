@@ -303,20 +303,13 @@ func TestAuthIsolation(t *testing.T) {
 	nd := servertest.Start(t, servertest.WithClientPort())
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	setup := servertest.Client(t, nd)
 	must := func(what string, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	must("user root", setup.UserAdd(ctx, "root", "pw"))
-	must("root role", setup.UserGrantRole(ctx, "root", "root"))
-	must("role alice", setup.RoleAdd(ctx, "alice"))
-	must("grant alice", setup.RoleGrantPermission(ctx, "alice", dkvpb.Permission_READWRITE, "app/alice/", "", true))
-	must("user alice", setup.UserAdd(ctx, "alice", "pw"))
-	must("alice role", setup.UserGrantRole(ctx, "alice", "alice"))
-	must("auth enable", setup.AuthEnable(ctx))
+	withAlice(t, nd, nil)
 
 	p := startProxy(t, "", nd)
 	root, alice := dial(t, p, "root", "pw"), dial(t, p, "alice", "pw")
@@ -351,6 +344,32 @@ func TestAuthIsolation(t *testing.T) {
 	if strings.Join(got, " ") != "app/alice/a app/alice/c" {
 		t.Errorf("alice got %v, want only her two keys", got)
 	}
+}
+
+// withAlice turns auth on at nd with two users: root (password pw), and
+// alice (pw), who may read and write app/alice/ alone. before runs just
+// before auth is turned on.
+func withAlice(t *testing.T, nd *servertest.Node, before func(ctx context.Context, c *client.Client)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	setup := servertest.Client(t, nd)
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("user root", setup.UserAdd(ctx, "root", "pw"))
+	must("root role", setup.UserGrantRole(ctx, "root", "root"))
+	must("role alice", setup.RoleAdd(ctx, "alice"))
+	must("grant alice", setup.RoleGrantPermission(ctx, "alice", dkvpb.Permission_READWRITE, "app/alice/", "", true))
+	must("user alice", setup.UserAdd(ctx, "alice", "pw"))
+	must("alice role", setup.UserGrantRole(ctx, "alice", "alice"))
+	if before != nil {
+		before(ctx, setup)
+	}
+	must("auth enable", setup.AuthEnable(ctx))
 }
 
 // TestForwarding: calls the proxy does not handle itself reach the

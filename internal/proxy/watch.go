@@ -516,15 +516,14 @@ func (g *group) run() {
 	defer g.h.p.wg.Done()
 	defer g.h.upstream.Add(-1)
 	defer g.cancel()
-	const firstBackoff = 25 * time.Millisecond
-	backoff := firstBackoff
+	var b backoff
 	for {
 		healthy, err := g.stream()
 		if g.ctx.Err() != nil {
 			return
 		}
 		if healthy {
-			backoff = firstBackoff
+			b.reset()
 		}
 		g.mu.Lock()
 		midSnapshot := g.req.IncludeInitialSnapshot && !g.snapDone
@@ -536,15 +535,35 @@ func (g *group) run() {
 			return
 		}
 		g.h.p.metrics.resumes.Inc()
-		g.h.p.log.Info("upstream watch failed; resuming", "err", err, "after", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-g.ctx.Done():
-			t.Stop()
+		d := b.next()
+		g.h.p.log.Info("upstream watch failed; resuming", "err", err, "after", d)
+		if !sleep(g.ctx, d) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// backoff is the wait before the next attempt at an upstream stream: it
+// doubles from 25ms up to a second, and starts over after an attempt
+// that worked.
+type backoff struct{ d time.Duration }
+
+func (b *backoff) reset() { b.d = 0 }
+
+func (b *backoff) next() time.Duration {
+	b.d = min(max(2*b.d, 25*time.Millisecond), time.Second)
+	return b.d
+}
+
+// sleep waits d; false if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
