@@ -65,6 +65,15 @@ wait_for() {
 metric() { curl -sf --max-time 5 "http://$1/metrics" | awk -v n="$2" '$1 == n { printf "%d\n", $2; found = 1 } END { if (!found) print "?" }'; }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
+# Another run (or anyone) on these ports would mix its members and values
+# into this one: refuse to start.
+for port in $(seq "$BASE" $((BASE + 60))); do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "port $port is in use: is another run going? (BASE_PORT=... picks others)" >&2
+		exit 1
+	fi
+done
+
 CLUSTER=""
 for i in 1 2 3; do CLUSTER+="${CLUSTER:+,}n$i=$(member_peer $i)"; done
 MEMBERS=""

@@ -62,6 +62,7 @@ type fanoutWorkload struct {
 	// acknowledged. A failed put may or may not have applied, so its
 	// number is neither expected nor missing.
 	seq   atomic.Int64
+	run   uint64 // this run's id in every value, so another writer's values are foreign
 	mu    sync.Mutex
 	acked []bool // index: sequence number
 }
@@ -80,6 +81,7 @@ func (w *fanoutWorkload) Setup(ctx context.Context, env *Env) error {
 	prefix := []byte(FanoutPrefix(o))
 	w.checks = make([]seqCheck, n)
 	w.acked = []bool{false}
+	w.run = o.Seed
 	begin := time.Now()
 	wopts := *o
 	wopts.Conns = streams
@@ -171,7 +173,7 @@ func (w *fanoutWorkload) receive(st dkvpb.Watch_WatchClient, stats *runner.Event
 				continue
 			}
 			v := ev.GetKv().GetValue()
-			s, ok := parseFanoutSeq(v)
+			s, ok := parseFanoutSeq(v, w.run)
 			if !ok || id < 0 || id >= int64(len(w.checks)) {
 				w.foreign.Add(1)
 				continue
@@ -201,7 +203,7 @@ func (w *fanoutWorkload) NewWorker(i int, env *Env) (Worker, error) {
 	key := []byte(FanoutPrefix(env.Opts) + "seq")
 	return WorkerFunc(func(ctx context.Context) error {
 		s := w.seq.Add(1)
-		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: key, Value: fanoutValue(filler, s, time.Now())})
+		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: key, Value: fanoutValue(filler, w.run, s, time.Now())})
 		w.mu.Lock()
 		for int64(len(w.acked)) <= s {
 			w.acked = append(w.acked, false)
@@ -247,20 +249,32 @@ func (w *fanoutWorkload) Finish(ctx context.Context, env *Env, res *Result) erro
 }
 
 // fanoutValue is a stamped value (runner.StampValue: send time first)
-// followed by the sequence number and '|', then filler.
-func fanoutValue(filler []byte, seq int64, t time.Time) []byte {
+// followed by the run id in hex, ':', the sequence number and '|', then
+// filler.
+func fanoutValue(filler []byte, run uint64, seq int64, t time.Time) []byte {
 	v := runner.StampValue(nil, t)
+	v = strconv.AppendUint(v, run, 16)
+	v = append(v, ':')
 	v = strconv.AppendInt(v, seq, 10)
 	v = append(v, '|')
 	return append(v, filler...)
 }
 
-// parseFanoutSeq reads the sequence number fanoutValue put in v.
-func parseFanoutSeq(v []byte) (int64, bool) {
+// parseFanoutSeq reads the sequence number fanoutValue put in v, if v
+// is from run.
+func parseFanoutSeq(v []byte, run uint64) (int64, bool) {
 	if _, ok := runner.ParseStamp(v); !ok {
 		return 0, false
 	}
 	rest := v[runner.StampLen:]
+	colon := bytes.IndexByte(rest, ':')
+	if colon <= 0 {
+		return 0, false
+	}
+	if r, err := strconv.ParseUint(string(rest[:colon]), 16, 64); err != nil || r != run {
+		return 0, false
+	}
+	rest = rest[colon+1:]
 	end := bytes.IndexByte(rest, '|')
 	if end <= 0 {
 		return 0, false
@@ -355,7 +369,8 @@ func checkAll(checks []seqCheck, acked []bool) checkResult {
 }
 
 // errFanoutAnomalies is returned by the CLI when a watch-fanout run saw
-// missing, duplicate, out-of-order or foreign events.
+// missing, duplicate, out-of-order or foreign events (values not from
+// this run's writer: another run writing under the same prefix).
 var errFanoutAnomalies = errors.New("watch-fanout: anomalies seen")
 
 // FanoutAnomalies returns an error if res is a watch-fanout result with

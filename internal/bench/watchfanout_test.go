@@ -11,13 +11,17 @@ import (
 )
 
 func TestFanoutValueRoundTrip(t *testing.T) {
-	v := fanoutValue([]byte("filler|with|bars"), 4711, time.Unix(0, 42))
-	s, ok := parseFanoutSeq(v)
+	v := fanoutValue([]byte("filler|with:bars"), 0xbeef, 4711, time.Unix(0, 42))
+	s, ok := parseFanoutSeq(v, 0xbeef)
 	if !ok || s != 4711 {
 		t.Fatalf("parseFanoutSeq(%q) = %d, %v; want 4711", v, s, ok)
 	}
-	for _, bad := range []string{"", "short", strings.Repeat("x", 40), string(v[:20]) + "|", string(v[:20]) + "0|x", string(v[:20]) + "12"} {
-		if s, ok := parseFanoutSeq([]byte(bad)); ok {
+	if s, ok := parseFanoutSeq(v, 0xbeee); ok {
+		t.Fatalf("another run's value %q parsed as sequence number %d", v, s)
+	}
+	stamp := string(v[:20])
+	for _, bad := range []string{"", "short", strings.Repeat("x", 40), stamp + "|", stamp + "beef:0|x", stamp + "beef:12", stamp + "4711|", stamp + ":1|"} {
+		if s, ok := parseFanoutSeq([]byte(bad), 0xbeef); ok {
 			t.Errorf("parseFanoutSeq(%q) = %d, want no sequence number", bad, s)
 		}
 	}
