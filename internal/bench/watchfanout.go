@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	Register("watch-fanout", "--watchers watches on one prefix spread over --watch-conns connections (one Watch stream each, round-robin over the endpoints, e.g. proxies); one writer (--clients 1) puts sequence-numbered values at --rate; checks every watcher got every acknowledged sequence number once and in order (extra: missing, duplicate, out_of_order, anomalies; the command fails when anomalies > 0)", func() Workload { return &fanoutWorkload{} })
+	Register("watch-fanout", "--watchers watches on one prefix spread over --watch-conns connections (one Watch stream each, round-robin over the endpoints, e.g. proxies); --clients writers (default 4 here) put values numbered per writer at --rate in all; checks every watcher got every acknowledged put once and in order (each writer's numbers ascending, revisions ascending) (extra: missing, duplicate, out_of_order, anomalies; the command fails when anomalies > 0)", func() Workload { return &fanoutWorkload{} })
 }
 
 // FanoutPrefix is the prefix the watch-fanout workload watches and writes
@@ -48,7 +48,11 @@ type fanoutWorkload struct {
 	wg     sync.WaitGroup
 	conns  []*grpc.ClientConn
 	stats  []*runner.EventStats // one per stream
-	checks []seqCheck           // one per watcher: watch id - 1
+	// checks[k][i] follows writer k's numbers at watcher i (watch id
+	// i+1); lastRev[i] the last revision watcher i received.
+	checks  [][]seqCheck
+	lastRev []int64
+	revBack atomic.Int64 // events whose revision was not above the watcher's last
 	// Counted by the receivers; read after they stopped.
 	foreign    atomic.Int64 // events whose value carries no sequence number
 	canceled   atomic.Int64 // watches the server cancelled
@@ -58,13 +62,13 @@ type fanoutWorkload struct {
 	start   time.Time
 	created time.Duration
 
-	// The writer's sequence numbers, from 1; acked[s] says put s was
-	// acknowledged. A failed put may or may not have applied, so its
-	// number is neither expected nor missing.
-	seq   atomic.Int64
-	run   uint64 // this run's id in every value, so another writer's values are foreign
+	// Each writer numbers its puts from 1; acked[k][s] says writer k's
+	// put s was acknowledged. A failed put may or may not have applied,
+	// so its number is neither expected nor missing. A writer waits for
+	// each put before the next, so its numbers are in revision order.
+	run   uint64 // this run's id in every value, so another run's values are foreign
 	mu    sync.Mutex
-	acked []bool // index: sequence number
+	acked [][]bool
 }
 
 // Setup dials --watch-conns connections round-robin over the endpoints,
@@ -73,14 +77,16 @@ type fanoutWorkload struct {
 // is seen by all.
 func (w *fanoutWorkload) Setup(ctx context.Context, env *Env) error {
 	o := env.Opts
-	if o.Clients != 1 {
-		return fmt.Errorf("watch-fanout has one writer, whose sequence numbers order the events: --clients must be 1, got %d", o.Clients)
-	}
 	n := o.Watchers
 	streams := min(max(o.WatchConns, 1), max(n, 1))
 	prefix := []byte(FanoutPrefix(o))
-	w.checks = make([]seqCheck, n)
-	w.acked = []bool{false}
+	w.checks = make([][]seqCheck, o.Clients)
+	w.acked = make([][]bool, o.Clients)
+	for k := range w.checks {
+		w.checks[k] = make([]seqCheck, n)
+		w.acked[k] = []bool{false}
+	}
+	w.lastRev = make([]int64, n)
 	w.run = o.Seed
 	begin := time.Now()
 	wopts := *o
@@ -173,12 +179,17 @@ func (w *fanoutWorkload) receive(st dkvpb.Watch_WatchClient, stats *runner.Event
 				continue
 			}
 			v := ev.GetKv().GetValue()
-			s, ok := parseFanoutSeq(v, w.run)
-			if !ok || id < 0 || id >= int64(len(w.checks)) {
+			k, s, ok := parseFanoutSeq(v, w.run)
+			if !ok || k >= len(w.checks) || id < 0 || id >= int64(len(w.lastRev)) {
 				w.foreign.Add(1)
 				continue
 			}
-			w.checks[id].see(s)
+			w.checks[k][id].see(s)
+			if rev := ev.GetKv().GetModRevision(); rev <= w.lastRev[id] {
+				w.revBack.Add(1)
+			} else {
+				w.lastRev[id] = rev
+			}
 			stats.Record(v, now)
 		}
 	}
@@ -195,20 +206,18 @@ func (w *fanoutWorkload) stop() {
 	}
 }
 
-// NewWorker is the one writer: each op puts the next sequence number,
-// with its send time, to one key under the prefix.
+// NewWorker is writer i: each op puts its next number, with its send
+// time, to its own key under the prefix.
 func (w *fanoutWorkload) NewWorker(i int, env *Env) (Worker, error) {
 	kv := env.WriteKV(i)
 	filler := env.Value(env.Rand(i))
-	key := []byte(FanoutPrefix(env.Opts) + "seq")
+	key := appendKey(nil, FanoutPrefix(env.Opts), i)
+	var seq int64
 	return WorkerFunc(func(ctx context.Context) error {
-		s := w.seq.Add(1)
-		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: key, Value: fanoutValue(filler, w.run, s, time.Now())})
+		seq++
+		_, err := kv.Put(ctx, &dkvpb.PutRequest{Key: key, Value: fanoutValue(filler, w.run, i, seq, time.Now())})
 		w.mu.Lock()
-		for int64(len(w.acked)) <= s {
-			w.acked = append(w.acked, false)
-		}
-		w.acked[s] = err == nil
+		w.acked[i] = append(w.acked[i], err == nil)
 		w.mu.Unlock()
 		return err
 	}), nil
@@ -220,70 +229,86 @@ func (w *fanoutWorkload) NewWorker(i int, env *Env) (Worker, error) {
 // in anomalies.
 func (w *fanoutWorkload) Finish(ctx context.Context, env *Env, res *Result) error {
 	w.mu.Lock()
-	acked := slices.Clone(w.acked)
+	acked := make([][]bool, len(w.acked))
+	for k := range acked {
+		acked[k] = slices.Clone(w.acked[k])
+	}
 	w.mu.Unlock()
-	var nAcked int64
+	var nAcked, nPuts int64
 	for _, a := range acked {
-		if a {
-			nAcked++
+		nPuts += int64(len(a) - 1)
+		for _, ok := range a {
+			if ok {
+				nAcked++
+			}
 		}
 	}
-	expected := nAcked * int64(len(w.checks))
+	expected := nAcked * int64(len(w.lastRev))
 	runner.WaitEvents(ctx, w.stats, expected, fanoutDrainIdle, fanoutDrainMax)
 	w.stop()
-	runner.FillEventExtra(res, w.stats, w.start, len(w.checks), expected)
-	r := checkAll(w.checks, acked)
+	runner.FillEventExtra(res, w.stats, w.start, len(w.lastRev), expected)
+	var r checkResult
+	for k := range w.checks {
+		r.add(checkAll(w.checks[k], acked[k]))
+	}
 	e := res.Extra
 	e["watch_conns"] = float64(len(w.conns))
 	e["create_seconds"] = w.created.Seconds()
 	e["puts_acked"] = float64(nAcked)
-	e["puts_unknown"] = float64(int64(len(acked)-1) - nAcked)
+	e["puts_unknown"] = float64(nPuts - nAcked)
 	e["missing"] = float64(r.missing)
 	e["duplicate"] = float64(r.dups)
 	e["out_of_order"] = float64(r.reorders)
 	e["foreign_events"] = float64(w.foreign.Load())
 	e["watches_canceled"] = float64(w.canceled.Load())
 	e["stream_errors"] = float64(w.streamErrs.Load())
-	e["anomalies"] = float64(r.missing + r.dups + r.reorders + w.foreign.Load() + w.canceled.Load())
+	e["revision_not_increasing"] = float64(w.revBack.Load())
+	e["anomalies"] = float64(r.missing + r.dups + r.reorders + w.foreign.Load() + w.canceled.Load() + w.revBack.Load())
 	return nil
 }
 
 // fanoutValue is a stamped value (runner.StampValue: send time first)
-// followed by the run id in hex, ':', the sequence number and '|', then
-// filler.
-func fanoutValue(filler []byte, run uint64, seq int64, t time.Time) []byte {
+// followed by "run:writer:seq|" (run in hex), then filler.
+func fanoutValue(filler []byte, run uint64, writer int, seq int64, t time.Time) []byte {
 	v := runner.StampValue(nil, t)
 	v = strconv.AppendUint(v, run, 16)
+	v = append(v, ':')
+	v = strconv.AppendInt(v, int64(writer), 10)
 	v = append(v, ':')
 	v = strconv.AppendInt(v, seq, 10)
 	v = append(v, '|')
 	return append(v, filler...)
 }
 
-// parseFanoutSeq reads the sequence number fanoutValue put in v, if v
-// is from run.
-func parseFanoutSeq(v []byte, run uint64) (int64, bool) {
+// parseFanoutSeq reads the writer and sequence number fanoutValue put in
+// v, if v is from run.
+func parseFanoutSeq(v []byte, run uint64) (writer int, seq int64, ok bool) {
 	if _, ok := runner.ParseStamp(v); !ok {
-		return 0, false
+		return 0, 0, false
 	}
 	rest := v[runner.StampLen:]
-	colon := bytes.IndexByte(rest, ':')
-	if colon <= 0 {
-		return 0, false
+	field := func(sep byte) (string, bool) {
+		i := bytes.IndexByte(rest, sep)
+		if i <= 0 {
+			return "", false
+		}
+		f := string(rest[:i])
+		rest = rest[i+1:]
+		return f, true
 	}
-	if r, err := strconv.ParseUint(string(rest[:colon]), 16, 64); err != nil || r != run {
-		return 0, false
+	rs, ok1 := field(':')
+	ws, ok2 := field(':')
+	ss, ok3 := field('|')
+	if !ok1 || !ok2 || !ok3 {
+		return 0, 0, false
 	}
-	rest = rest[colon+1:]
-	end := bytes.IndexByte(rest, '|')
-	if end <= 0 {
-		return 0, false
+	r, err1 := strconv.ParseUint(rs, 16, 64)
+	k, err2 := strconv.Atoi(ws)
+	s, err3 := strconv.ParseInt(ss, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || r != run || k < 0 || s < 1 {
+		return 0, 0, false
 	}
-	s, err := strconv.ParseInt(string(rest[:end]), 10, 64)
-	if err != nil || s < 1 {
-		return 0, false
-	}
-	return s, true
+	return k, s, true
 }
 
 // seqRange is the sequence numbers lo..hi, both included.
@@ -333,6 +358,12 @@ func (c *seqCheck) see(s int64) {
 
 // checkResult sums the watchers' checks.
 type checkResult struct{ missing, dups, reorders int64 }
+
+func (r *checkResult) add(o checkResult) {
+	r.missing += o.missing
+	r.dups += o.dups
+	r.reorders += o.reorders
+}
 
 // checkAll sums the checks; missing counts, per watcher, the acknowledged
 // numbers (acked[s]; acked[0] unused) that are in a gap or above the last

@@ -59,11 +59,13 @@ delivered events, events/s and put→event latency (extra: event_*_ms).
 watch-fanout measures many watchers of one prefix, e.g. behind dkv proxy:
 it spreads --watchers watches over --watch-conns connections (one stream
 each, round-robin over --endpoints), waits until all are created
-(extra: create_seconds), then one writer (--clients defaults to 1 here)
-puts values carrying a sequence number and send time at --rate. It checks
-that every watcher received every acknowledged sequence number exactly
-once and in order (extra: missing, duplicate, out_of_order, anomalies) and
-exits non-zero when anomalies > 0.`,
+(extra: create_seconds), then --clients writers (default 4 here), each
+waiting for its put before the next, put values carrying the writer's
+sequence number and the send time, at --rate in all. It checks that every
+watcher received every acknowledged put exactly once, each writer's
+numbers in order and revisions ascending (extra: missing, duplicate,
+out_of_order, revision_not_increasing, anomalies) and exits non-zero when
+anomalies > 0.`,
 		Example: `  dkv bench put --clients 64 --value-size 256 --duration 15s
   dkv bench get --serializable -o json
   dkv bench mixed --read-ratio 0.9 --total 100000
@@ -106,7 +108,7 @@ exits non-zero when anomalies > 0.`,
 				o.Workload = name
 				o.Duration = duration
 				if name == "watch-fanout" && !c.Flags().Changed("clients") {
-					o.Clients = 1 // its one writer's sequence numbers order the events
+					o.Clients = 4 // writers: a few reach --rate 10 at 100 ms a put, and each keeps order with its own numbers
 				}
 				if o.Total > 0 && !c.Flags().Changed("duration") {
 					o.Duration = 0
