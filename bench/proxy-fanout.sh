@@ -102,24 +102,19 @@ echo "# $(date -u '+%F %H:%M UTC') $(git rev-parse --short HEAD), $(nproc) cores
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $WATCHERS watchers over $CONNS connections, $RATE puts/s for $DURATION"
 
-members_watchers() {
-	local i s=0 v
-	for i in 1 2 3; do
-		v=$(metric "$(member_http $i)" dkv_watchers)
+# metric_sum NAME ADDR...: NAME summed over the HTTP addresses (an absent one as 0).
+metric_sum() {
+	local name=$1 addr s=0 v
+	shift
+	for addr in "$@"; do
+		v=$(metric "$addr" "$name")
 		[ "$v" = "?" ] && v=0
 		s=$((s + v))
 	done
 	echo "$s"
 }
-proxies_local() {
-	local i s=0 v
-	for i in 1 2; do
-		v=$(metric "$(proxy_http $i)" dkv_proxy_local_watchers)
-		[ "$v" = "?" ] && v=0
-		s=$((s + v))
-	done
-	echo "$s"
-}
+members_watchers() { metric_sum dkv_watchers "$(member_http 1)" "$(member_http 2)" "$(member_http 3)"; }
+proxies_local() { metric_sum dkv_proxy_local_watchers "$(proxy_http 1)" "$(proxy_http 2)"; }
 all_created() { [ "$("$1")" -ge "$WATCHERS" ]; }
 no_member_watches() { [ "$(members_watchers)" -eq 0 ]; }
 
