@@ -125,26 +125,17 @@ func (w *fanoutWorkload) Setup(ctx context.Context, env *Env) error {
 		w.stop()
 		return err
 	}
-	limit := fanoutCreateTimeout(o, n)
-	timeout := time.NewTimer(limit)
-	defer timeout.Stop()
-	for i := range n {
-		select {
-		case err := <-created:
-			if err != nil {
-				w.stop()
-				return err
+	var progress func(int)
+	if o.Progress != nil {
+		progress = func(done int) {
+			if done%max(n/10, 1) == 0 {
+				fmt.Fprintf(o.Progress, "watch-fanout: %d/%d watches created (%.1fs)\n", done, n, time.Since(begin).Seconds())
 			}
-		case <-timeout.C:
-			w.stop()
-			return fmt.Errorf("%d of %d watches created within %v", i, n, limit)
-		case <-ctx.Done():
-			w.stop()
-			return ctx.Err()
 		}
-		if o.Progress != nil && (i+1)%max(n/10, 1) == 0 {
-			fmt.Fprintf(o.Progress, "watch-fanout: %d/%d watches created (%.1fs)\n", i+1, n, time.Since(begin).Seconds())
-		}
+	}
+	if err := awaitCreated(ctx, created, n, fanoutCreateTimeout(o, n), progress); err != nil {
+		w.stop()
+		return err
 	}
 	w.start = time.Now()
 	w.created = w.start.Sub(begin)
@@ -166,12 +157,8 @@ func (w *fanoutWorkload) receive(st dkvpb.Watch_WatchClient, stats *runner.Event
 			return
 		}
 		now := time.Now()
-		switch {
-		case resp.GetCanceled():
+		if ackCreate(resp, created) {
 			w.canceled.Add(1)
-			created <- fmt.Errorf("watch %d cancelled: %s %s", resp.GetWatchId(), resp.GetCancelStatus(), resp.GetCancelReason())
-		case resp.GetCreated():
-			created <- nil
 		}
 		id := resp.GetWatchId() - 1
 		for _, ev := range resp.GetEvents() {
