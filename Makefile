@@ -53,6 +53,8 @@ check-generated: generate
 # between a 3-node in-process cluster and 3 `dkv serve` processes behind
 # fault proxies. The seed is printed; SEED=... replays the schedule.
 # Fails on any anomaly; evidence goes to ./artifacts ($DKV_ARTIFACTS).
+# CHAOSFLAGS=-chaos.watch-proxy puts the process phase's watchers behind a
+# `dkv proxy` process that the nemesis also kills (kill9-proxy).
 SEED ?= 0
 DURATION ?= 60s
 chaos:

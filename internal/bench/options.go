@@ -70,6 +70,11 @@ type Options struct {
 	// Watchers is the number of watches on the watch workload's prefix
 	// (default 100), multiplexed over one Watch stream per connection.
 	Watchers int
+	// WatchConns is the number of connections the watch-fanout
+	// workload's watchers are spread over, one Watch stream each,
+	// round-robin over the endpoints (default 8). Its writer uses the
+	// usual connections.
+	WatchConns int
 	// RateLimit and RateBurst are the ratelimit workload's bucket: tokens
 	// per second (default 1e6) and capacity (default 1000).
 	RateLimit int64
@@ -123,6 +128,9 @@ func (o *Options) EnsureDefaults() {
 	if o.Watchers == 0 {
 		o.Watchers = 100
 	}
+	if o.WatchConns == 0 {
+		o.WatchConns = 8
+	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = "bench/"
 	}
@@ -158,6 +166,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("queue batch must be 0 to 64, got %d", o.QueueBatch)
 	case o.Watchers < 0:
 		return fmt.Errorf("watchers must not be negative, got %d", o.Watchers)
+	case o.WatchConns < 0:
+		return fmt.Errorf("watch conns must not be negative, got %d", o.WatchConns)
 	case o.ReadRatio < 0 || o.ReadRatio > 1:
 		return fmt.Errorf("read ratio must be in [0, 1], got %g", o.ReadRatio)
 	}
@@ -356,8 +366,11 @@ func Bench(ctx context.Context, o Options) (*Result, error) {
 			"endpoints":  o.Endpoints,
 			"seed":       o.Seed,
 		}
-		if o.Workload == "watch" {
+		if o.Workload == "watch" || o.Workload == "watch-fanout" {
 			res.Params["watchers"] = o.Watchers
+		}
+		if o.Workload == "watch-fanout" {
+			res.Params["watch_conns"] = o.WatchConns
 		}
 		if o.Workload == "mixed" {
 			res.Params["read_ratio"] = o.ReadRatio

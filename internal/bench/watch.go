@@ -74,12 +74,8 @@ func (w *watchWorkload) Setup(ctx context.Context, env *Env) error {
 					return
 				}
 				now := time.Now()
-				switch {
-				case resp.GetCanceled():
+				if ackCreate(resp, created) {
 					w.canceled.Add(1)
-					created <- fmt.Errorf("watch %d cancelled: %s %s", resp.GetWatchId(), resp.GetCancelStatus(), resp.GetCancelReason())
-				case resp.GetCreated():
-					created <- nil
 				}
 				for _, ev := range resp.GetEvents() {
 					if ev.GetType() == dkvpb.Event_PUT {
@@ -89,24 +85,48 @@ func (w *watchWorkload) Setup(ctx context.Context, env *Env) error {
 			}
 		}()
 	}
-	timeout := time.NewTimer(max(env.Opts.OpTimeout, 10*time.Second))
+	if err := awaitCreated(ctx, created, n, max(env.Opts.OpTimeout, 10*time.Second), nil); err != nil {
+		cancel()
+		return err
+	}
+	w.start = time.Now()
+	return nil
+}
+
+// ackCreate passes a watch's created or cancelled response on to created,
+// where Setup waits for one per watch, and says whether it was a cancel.
+func ackCreate(resp *dkvpb.WatchResponse, created chan<- error) (canceled bool) {
+	switch {
+	case resp.GetCanceled():
+		created <- fmt.Errorf("watch %d cancelled: %s %s", resp.GetWatchId(), resp.GetCancelStatus(), resp.GetCancelReason())
+		return true
+	case resp.GetCreated():
+		created <- nil
+	}
+	return false
+}
+
+// awaitCreated waits for n answers on created, failing on the first error,
+// after limit, or when ctx ends; progress (if not nil) is told how many
+// arrived after each.
+func awaitCreated(ctx context.Context, created <-chan error, n int, limit time.Duration, progress func(done int)) error {
+	timeout := time.NewTimer(limit)
 	defer timeout.Stop()
-	for range n {
+	for i := range n {
 		select {
 		case err := <-created:
 			if err != nil {
-				cancel()
 				return err
 			}
 		case <-timeout.C:
-			cancel()
-			return fmt.Errorf("watches not created within %v", max(env.Opts.OpTimeout, 10*time.Second))
+			return fmt.Errorf("%d of %d watches created within %v", i, n, limit)
 		case <-ctx.Done():
-			cancel()
 			return ctx.Err()
 		}
+		if progress != nil {
+			progress(i + 1)
+		}
 	}
-	w.start = time.Now()
 	return nil
 }
 

@@ -54,12 +54,24 @@ lease-keepalive grants --keys leases, renews each client's share over one
 KeepAlive stream per client (an op = one acknowledged keep-alive), then
 revokes them. watch creates --watchers watches on <prefix>watch/ and runs
 --clients writers putting there; besides the put latency it reports
-delivered events, events/s and put→event latency (extra: event_*_ms).`,
+delivered events, events/s and put→event latency (extra: event_*_ms).
+
+watch-fanout measures many watchers of one prefix, e.g. behind dkv proxy:
+it spreads --watchers watches over --watch-conns connections (one stream
+each, round-robin over --endpoints), waits until all are created
+(extra: create_seconds), then --clients writers (default 4 here), each
+waiting for its put before the next, put values carrying the writer's
+sequence number and the send time, at --rate in all. It checks that every
+watcher received every acknowledged put exactly once, each writer's
+numbers in order and revisions ascending (extra: missing, duplicate,
+out_of_order, revision_not_increasing, anomalies) and exits non-zero when
+anomalies > 0.`,
 		Example: `  dkv bench put --clients 64 --value-size 256 --duration 15s
   dkv bench get --serializable -o json
   dkv bench mixed --read-ratio 0.9 --total 100000
   dkv bench lease-keepalive --keys 1000 --clients 64
   dkv bench watch --watchers 100 --clients 8
+  dkv bench watch-fanout --watchers 100000 --watch-conns 1000 --rate 10 --duration 60s
   dkv bench ratelimit --keys 1 --clients 16`,
 	}
 	pf := cmd.PersistentFlags()
@@ -76,6 +88,7 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 	pf.BoolVar(&o.Sessions, "sessions", false, "put and counter: send each worker's writes in a client session, as the Go client does (exactly-once writes), to measure what sessions cost")
 	pf.StringVar(&o.KeyPrefix, "key-prefix", "bench/", "prefix of every key the benchmark touches")
 	pf.IntVar(&o.Watchers, "watchers", 100, "watch: number of watches on the prefix (multiplexed over one stream per connection)")
+	pf.IntVar(&o.WatchConns, "watch-conns", 100, "watch-fanout: connections the watchers are spread over (one Watch stream each, round-robin over the endpoints)")
 	pf.Int64Var(&o.RateLimit, "rate-limit", 1_000_000, "ratelimit: the bucket's tokens per second")
 	pf.Int64Var(&o.RateBurst, "rate-burst", 1000, "ratelimit: the bucket's capacity")
 	pf.BoolVar(&o.QueueAckClaim, "queue-ack-claim", false, "queue, with --queue-batch: consumers call AckClaimBatch (the last batch's acks and the next claim in one call)")
@@ -94,6 +107,9 @@ delivered events, events/s and put→event latency (extra: event_*_ms).`,
 				o := o // the flags stay untouched for a second Execute
 				o.Workload = name
 				o.Duration = duration
+				if name == "watch-fanout" && !c.Flags().Changed("clients") {
+					o.Clients = 4 // writers: a few reach --rate 10 at 100 ms a put, and each keeps order with its own numbers
+				}
 				if o.Total > 0 && !c.Flags().Changed("duration") {
 					o.Duration = 0
 				}
@@ -155,7 +171,7 @@ func (a *App) runBench(o bench.Options) error {
 	if interrupted {
 		return err
 	}
-	return nil
+	return bench.FanoutAnomalies(res)
 }
 
 func splitEndpoints(s string) []string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,6 +40,8 @@ type procCluster struct {
 	ids   faultproxy.ProcessIdentifier
 	nodes []*procNode
 	down  map[*procNode]bool
+	// wproxy, with -chaos.watch-proxy, is the proxy the watchers use.
+	wproxy *watchProxy
 }
 
 func newProcCluster(t testing.TB, n int) *procCluster {
@@ -136,7 +139,12 @@ func (pc *procCluster) waitLeader(ctx context.Context, timeout time.Duration) (*
 	return nil, fmt.Errorf("no agreed leader within %v (logs in %s)", timeout, filepath.Dir(pc.nodes[0].Log))
 }
 
-func (pc *procCluster) Kinds() []string { return kindsOr(procKinds) }
+func (pc *procCluster) Kinds() []string {
+	if pc.wproxy != nil {
+		return kindsOr(append(slices.Clone(procKinds), "kill9-proxy"))
+	}
+	return kindsOr(procKinds)
+}
 
 func (pc *procCluster) pick(l *procNode, follower bool, target int) *procNode {
 	if !follower {
@@ -165,6 +173,13 @@ func (pc *procCluster) Inject(ctx context.Context, f Fault) (func() error, error
 	l, err := pc.waitLeader(ctx, 5*time.Second)
 	if err != nil {
 		return nil, err
+	}
+	if f.Kind == "kill9-proxy" {
+		if pc.wproxy == nil {
+			return nil, errors.New("kill9-proxy without -chaos.watch-proxy")
+		}
+		pc.wproxy.kill()
+		return func() error { pc.wproxy.start(); return nil }, nil
 	}
 	nd := pc.pick(l, strings.Contains(f.Kind, "follower") || f.Kind == "proxy-oneway-from-leader", f.Target)
 	if nd == nil {
@@ -211,6 +226,9 @@ func (pc *procCluster) Recover(ctx context.Context) error {
 	for nd := range pc.down {
 		pc.start(nd)
 	}
+	if pc.wproxy != nil && pc.wproxy.down {
+		pc.wproxy.start()
+	}
 	_, err := pc.waitLeader(ctx, 30*time.Second)
 	return err
 }
@@ -226,9 +244,20 @@ func runProcesses(t *testing.T, seed int64, d time.Duration) Result {
 		t.Fatal(err)
 	}
 	defer closeAll()
+	coord := CoordWorkloads(asClients(kvs), seed, d, 2*time.Second)
+	if *flagWatchProxy {
+		pc.wproxy = newWatchProxy(t, pc.Endpoints())
+		cls, closeProxied, err := pc.wproxy.clients(ctx, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeProxied()
+		watchThroughProxy(coord, cls)
+		t.Logf("watchers through dkv proxy on %s (log %s)", pc.wproxy.addr, pc.wproxy.log)
+	}
 	suite := &Suite{
 		Seed: seed, Duration: d, Nemesis: pc,
-		Workloads: append([]Workload{&KVWorkload{Clients: kvs, Seed: seed, OpTimeout: 2 * time.Second}}, CoordWorkloads(asClients(kvs), seed, d, 2*time.Second)...),
+		Workloads: append([]Workload{&KVWorkload{Clients: kvs, Seed: seed, OpTimeout: 2 * time.Second}}, coord...),
 		Checkers:  append(DefaultCheckers(), CoordCheckers()...),
 		Logf:      t.Logf,
 	}
