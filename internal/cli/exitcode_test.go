@@ -58,6 +58,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"compact", "x"},
 		{"get", "k", "-o", "yaml"},
 		{"counter"},
+		{"proxy", "--read-cache-bytes", "-1"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Run(args, strings.NewReader(""), &out, &errb); code != exitUsage {
