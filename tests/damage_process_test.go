@@ -232,20 +232,25 @@ func damageTest(t *testing.T, damage func(n *damageNode) string) {
 	n.wantRefused(ctx, acked, file)
 }
 
-// After kill -9, the newest WAL cut to half its length: the node must
-// refuse to start (it used to come up ready with acknowledged keys gone).
+// raftLogGlob matches the raft log's segment files (storage format 2).
+const raftLogGlob = "raftlog/*.rlog"
+
+// After kill -9, the newest raft log segment cut to half its length: the
+// node must refuse to start (it used to come up ready with acknowledged
+// keys gone).
 func TestProcessTruncatedWALRefused(t *testing.T) {
 	damageTest(t, func(n *damageNode) string {
-		wal := n.newest("*.log")
+		wal := n.newest(raftLogGlob)
 		truncateHalf(t, wal)
 		return filepath.Base(wal)
 	})
 }
 
-// After kill -9, eight bytes flipped in the middle of the newest WAL.
+// After kill -9, eight bytes flipped in the middle of the newest raft log
+// segment.
 func TestProcessFlippedWALRefused(t *testing.T) {
 	damageTest(t, func(n *damageNode) string {
-		wal := n.newest("*.log")
+		wal := n.newest(raftLogGlob)
 		flip8Middle(t, wal)
 		return filepath.Base(wal)
 	})
@@ -333,9 +338,9 @@ func TestProcessMemberWithLostLogRefused(t *testing.T) {
 		}
 	}
 	victim.Kill()
-	logs, _ := filepath.Glob(filepath.Join(victim.Dir, "*.log"))
+	logs, _ := filepath.Glob(filepath.Join(victim.Dir, raftLogGlob))
 	if len(logs) == 0 {
-		t.Fatal("no WAL")
+		t.Fatal("no raft log segment")
 	}
 	for _, f := range logs {
 		if err := os.Truncate(f, 0); err != nil {

@@ -23,6 +23,8 @@ func crash(t *testing.T, s *Storage) {
 	close(s.witnessStop)
 	<-s.witnessDone
 	s.closeOnce.Do(func() {})
+	// The raft log's writer is left as it is (its synced records are on
+	// disk; nothing more is flushed).
 	if err := s.db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +47,12 @@ func writeAcked(t *testing.T, s *Storage, from, to uint64) {
 	}
 }
 
+// newestWALFile is the raft log's newest segment.
 func newestWALFile(t *testing.T, dir string) string {
 	t.Helper()
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	logs, _ := filepath.Glob(filepath.Join(dir, raftLogDir, "*"+segmentExt))
 	if len(logs) == 0 {
-		t.Fatal("no WAL in", dir)
+		t.Fatal("no raft log segment in", dir)
 	}
 	sort.Strings(logs)
 	return logs[len(logs)-1]

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -12,18 +14,18 @@ import (
 func TestFormatGate(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
-	if v, ok, err := s.Meta(formatMeta); err != nil || !ok || string(v) != "1" {
-		t.Fatalf("format record of a new data dir: %q %v %v, want \"1\"", v, ok, err)
+	if v, ok, err := s.Meta(formatMeta); err != nil || !ok || string(v) != strconv.Itoa(Format) {
+		t.Fatalf("format record of a new data dir: %q %v %v, want %d", v, ok, err, Format)
 	}
-	if err := s.SetMeta(formatMeta, []byte("2")); err != nil {
+	if err := s.SetMeta(formatMeta, []byte(strconv.Itoa(Format+1))); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Open(dir, Options{})
-	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), "storage format 2") || !strings.Contains(err.Error(), "format 1 at most") {
-		t.Fatalf("opening a format-2 data dir: %v, want ErrNewerFormat naming formats 2 and 1", err)
+	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("storage format %d", Format+1)) || !strings.Contains(err.Error(), fmt.Sprintf("format %d at most", Format)) {
+		t.Fatalf("opening a data dir of a newer format: %v, want ErrNewerFormat naming formats %d and %d", err, Format+1, Format)
 	}
 
 	dir = t.TempDir()

@@ -1,31 +1,57 @@
 package storage
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
-// A raft log that lost its first entries (what a MANIFEST cut short left:
-// Pebble opened an older version, the WAL still held the tail) used to
-// panic in raft's MemoryStorage.Append ("missing log entry [last: 0,
-// append at: 21]"); Open must refuse it as damage, saying where the log
-// is good up to. A hole in the middle, and a commit index past the log's
-// end, likewise.
+// A raft log with a hole used to panic in raft's MemoryStorage.Append
+// ("missing log entry [last: 0, append at: 21]"); Open must refuse it as
+// damage, saying where the log is good up to. The raft log's segments are
+// cut small here so that losing one is a hole: the first segment (the
+// state has no snapshot covering it), one in the middle, the newest
+// (entries below the commit index), and the state going back to before
+// the log's start after a compaction (what a MANIFEST cut short leaves:
+// Pebble opens an older version of the state).
 func TestLogHoleRefusedNotPanic(t *testing.T) {
+	defer func(old int64) { SegmentBytes = old }(SegmentBytes)
+	SegmentBytes = 2 << 10 // about 9 entries of writeAcked's
 	for _, tc := range []struct {
-		name     string
-		lo, hi   uint64 // entries [lo, hi) are deleted
-		lastGood uint64
-		problem  string
+		name string
+		// damage breaks the data dir, given its segments (oldest first),
+		// and returns the last good index and the problem wanted.
+		damage func(t *testing.T, s *Storage, segs []segment) (uint64, string)
 	}{
-		{"first entries lost", 1, 21, 0, "entries 1 to 20 are missing"},
-		{"hole in the middle", 10, 21, 9, "entries 10 to 20 are missing"},
-		// Already refused before (the witness check), with the same index.
-		{"tail lost below the commit", 31, 51, 30, "missing"},
+		{"first entries lost", func(t *testing.T, s *Storage, segs []segment) (uint64, string) {
+			removeSegment(t, s, segs[0])
+			return 0, fmt.Sprintf("entries 1 to %d are missing", segs[1].first-1)
+		}},
+		{"hole in the middle", func(t *testing.T, s *Storage, segs []segment) (uint64, string) {
+			removeSegment(t, s, segs[2])
+			return segs[2].first - 1, fmt.Sprintf("entries %d to %d are missing", segs[2].first, segs[3].first-1)
+		}},
+		// Refused by the witness check: the newest HardState went with
+		// the segment.
+		{"tail lost below the commit", func(t *testing.T, s *Storage, segs []segment) (uint64, string) {
+			last := segs[len(segs)-1]
+			removeSegment(t, s, last)
+			return last.first - 1, "the commit index went back from 49"
+		}},
+		{"state gone back past the log's start", func(t *testing.T, s *Storage, segs []segment) (uint64, string) {
+			if err := s.CompactLog(segs[2].first, segs[2].first, &raftpb.ConfState{Voters: []uint64{1}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.db.Delete(keySnapMeta, pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+			return 0, fmt.Sprintf("entries 1 to %d are missing", segs[2].first-1)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -34,9 +60,11 @@ func TestLogHoleRefusedNotPanic(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeAcked(t, s, 1, 50)
-			if err := s.db.DeleteRange(entryKey(tc.lo), entryKey(tc.hi), pebble.Sync); err != nil {
-				t.Fatal(err)
+			segs, err := listSegments(s.fs, s.logDir())
+			if err != nil || len(segs) < 4 {
+				t.Fatalf("%d segments (%v), want at least 4", len(segs), err)
 			}
+			lastGood, problem := tc.damage(t, s, segs)
 			crash(t, s)
 			var de *DamageError
 			func() {
@@ -48,13 +76,20 @@ func TestLogHoleRefusedNotPanic(t *testing.T) {
 				_, err = openNoWitnessLoop(t, dir)
 				de = wantDamage(t, err, "", 0)
 			}()
-			if de.LastGood != tc.lastGood || !strings.Contains(de.Problem, tc.problem) {
-				t.Fatalf("damage %q with last good index %d; want %q and %d", de.Problem, de.LastGood, tc.problem, tc.lastGood)
+			if de.LastGood != lastGood || !strings.Contains(de.Problem, problem) {
+				t.Fatalf("damage %q with last good index %d; want %q and %d", de.Problem, de.LastGood, problem, lastGood)
 			}
 			if de.Witness == nil || de.Witness.LastIndex != 50 {
 				t.Errorf("damage %+v does not say what the witness recorded as durable (last index 50)", de)
 			}
 		})
+	}
+}
+
+func removeSegment(t *testing.T, s *Storage, g segment) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(s.logDir(), g.name())); err != nil {
+		t.Fatal(err)
 	}
 }
 

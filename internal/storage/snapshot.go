@@ -158,6 +158,11 @@ func (s *Storage) InstallSnapshot(snap *raftpb.Snapshot) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The state is durable: the log now starts after the snapshot (a
+	// crash before this keeps the older entries, which load drops).
+	if err := s.rlog.reset(snap.GetMetadata(), s.hardState); err != nil {
+		return err
+	}
 	if err := s.MemoryStorage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 		return err
 	}
@@ -177,9 +182,6 @@ func (s *Storage) loadStaged(path string, snapMeta []byte) error {
 	r := bufio.NewReaderSize(f, 1<<20)
 	b := s.db.NewBatch()
 	if err := b.DeleteRange(StateStart, StateEnd, nil); err != nil {
-		return err
-	}
-	if err := b.DeleteRange(entryKey(0), entryKey(^uint64(0)), nil); err != nil {
 		return err
 	}
 	for {
@@ -229,21 +231,25 @@ func (s *Storage) cleanStaged() {
 }
 
 // finishInstall completes an InstallSnapshot interrupted by a crash; the
-// installing marker holds the snapshot's raft metadata.
-func (s *Storage) finishInstall() error {
+// installing marker holds the snapshot's raft metadata, returned so that
+// the raft log is reset to it too.
+func (s *Storage) finishInstall() (*raftpb.SnapshotMetadata, error) {
 	meta, ok, err := get(s.db, keyInstalling)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
 		s.cleanStaged()
-		return nil
+		return nil, nil
 	}
 	snap := &raftpb.Snapshot{}
 	if err := proto.Unmarshal(meta, snap); err != nil {
-		return fmt.Errorf("decode interrupted snapshot install: %w", err)
+		return nil, fmt.Errorf("decode interrupted snapshot install: %w", err)
 	}
-	return s.loadStaged(s.stagedPath(snap.GetMetadata().GetIndex()), meta)
+	if err := s.loadStaged(s.stagedPath(snap.GetMetadata().GetIndex()), meta); err != nil {
+		return nil, err
+	}
+	return snap.GetMetadata(), nil
 }
 
 func readChunk(r *bufio.Reader) ([]byte, error) {

@@ -122,15 +122,12 @@ func (s *Storage) TruncateLogToApplied() error {
 
 // Reclaim makes space that deletes and a history purge freed count on
 // disk: it flushes the memtable (so the WAL holding the deleted data can
-// go) and compacts the state and the raft log, which drops their
-// tombstones and deleted versions. It needs some free space to write the
+// go) and compacts the state, which drops its tombstones and deleted
+// versions. (The raft log frees space by deleting whole segments.) It needs some free space to write the
 // compacted tables; the reserve is kept for that.
 func (s *Storage) Reclaim() error {
 	if err := s.db.Flush(); err != nil {
 		return fmt.Errorf("flush: %w", err)
-	}
-	if err := s.db.Compact(context.Background(), entryPrefix, entryKey(^uint64(0)), true); err != nil {
-		return fmt.Errorf("compact raft log: %w", err)
 	}
 	if err := s.db.Compact(context.Background(), StateStart, StateEnd, true); err != nil {
 		return fmt.Errorf("compact state: %w", err)

@@ -98,8 +98,14 @@ type Storage struct {
 	ballastReleasedAtOpen bool
 	pl                    *pebbleLogger
 
+	// rlog is the raft log (raftlog.go); nil until Open has read it.
+	rlog *raftLog
+	// migrated: this Open migrated a format-1 data dir, whose backup is
+	// dropped at the first log compaction (format.go).
+	migrated bool
+
 	mu        sync.Mutex
-	lastIndex uint64            // last log index persisted to Pebble
+	lastIndex uint64            // last log index persisted to the raft log
 	hardState *raftpb.HardState // last HardState persisted (MemoryStorage.InitialState is not safe to call concurrently)
 	// synced is the raft state as of the last synced write (durable), for
 	// the witness loop, which then need not sync the WAL itself; gen
@@ -283,13 +289,26 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if err := s.checkFormat(); err != nil {
 		return fail(err)
 	}
-	if err := s.finishInstall(); err != nil {
+	installed, err := s.finishInstall()
+	if err != nil {
 		return fail(err)
 	}
-	if err := s.load(); err != nil {
+	contents, err := s.openLog(installed)
+	if err != nil {
 		return fail(err)
 	}
-	if err := s.checkWitness(newestWAL); err != nil {
+	fail = func(err error) (*Storage, error) {
+		s.rlog.close()
+		db.Close()
+		if d := s.damage.Load(); d != nil {
+			return nil, d
+		}
+		return nil, err
+	}
+	if err := s.load(contents); err != nil {
+		return fail(err)
+	}
+	if err := s.checkWitness(s.newestSegment()); err != nil {
 		return fail(err)
 	}
 	if d := s.damage.Load(); d != nil {
@@ -400,21 +419,16 @@ func (s *Storage) Close() error {
 		s.cacheMu.Lock()
 		s.cache = nil
 		s.cacheMu.Unlock()
-		err = s.db.Close()
+		err = errors.Join(s.rlog.close(), s.db.Close())
 	})
 	return err
 }
 
-func (s *Storage) writeOpts() *pebble.WriteOptions {
-	if s.sync {
-		return pebble.Sync
-	}
-	return pebble.NoSync
-}
-
-// load fills the MemoryStorage from Pebble: compaction snapshot, HardState,
-// then the entries after the snapshot.
-func (s *Storage) load() error {
+// load fills the MemoryStorage: the compaction snapshot (kept in Pebble,
+// beside the state it describes), then the HardState and the entries
+// after the snapshot from the raft log.
+func (s *Storage) load(c *logContents) error {
+	var snapIndex uint64
 	if b, ok, err := get(s.db, keySnapMeta); err != nil {
 		return err
 	} else if ok {
@@ -425,54 +439,45 @@ func (s *Storage) load() error {
 		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
 			return err
 		}
-		s.lastIndex = snap.GetMetadata().GetIndex()
+		snapIndex = snap.GetMetadata().GetIndex()
+		s.lastIndex = snapIndex
 	}
-	if b, ok, err := get(s.db, keyHardState); err != nil {
-		return err
-	} else if ok {
-		hs := &raftpb.HardState{}
-		if err := proto.Unmarshal(b, hs); err != nil {
-			return fmt.Errorf("decode hard state: %w", err)
-		}
+	if r := c.reset; r != nil && r.GetIndex() > snapIndex {
+		// The log is reset only after the snapshot's state is durable.
+		return s.logDamage(snapIndex, fmt.Sprintf("the raft log was reset to an installed snapshot at index %d, but the state holds only the snapshot at %d: the installed state is lost", r.GetIndex(), snapIndex))
+	}
+	if hs := c.hs; hs != nil {
 		if err := s.MemoryStorage.SetHardState(hs); err != nil {
 			return err
 		}
 		s.hardState = hs
 	}
-	first, _ := s.MemoryStorage.FirstIndex()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(first), UpperBound: entryKey(^uint64(0))})
-	if err != nil {
-		return err
+	ents := c.ents
+	for len(ents) > 0 && ents[0].GetIndex() <= snapIndex {
+		ents = ents[1:]
 	}
-	defer it.Close()
-	var ents []*raftpb.Entry
-	next := first // the index the next entry must have
-	for it.First(); it.Valid(); it.Next() {
-		e := &raftpb.Entry{}
-		if err := proto.Unmarshal(it.Value(), e); err != nil {
-			return fmt.Errorf("decode entry %x: %w", it.Key(), err)
-		}
-		if e.GetIndex() != next {
-			// Raft's MemoryStorage.Append panics on a hole ("missing log
-			// entry"): what a MANIFEST cut short, or a lost table file,
-			// leaves behind.
-			return s.logDamage(next-1, fmt.Sprintf("the raft log has a hole: entries %d to %d are missing", next, e.GetIndex()-1))
-		}
-		next++
-		ents = append(ents, e)
+	if len(ents) > 0 && ents[0].GetIndex() != snapIndex+1 {
+		// Raft's MemoryStorage.Append panics on a hole ("missing log
+		// entry"): a deleted segment, or a state that went back (a
+		// MANIFEST cut short) to before the log's start.
+		return s.logDamage(snapIndex, fmt.Sprintf("the raft log has a hole: entries %d to %d are missing", snapIndex+1, ents[0].GetIndex()-1))
 	}
-	if err := it.Error(); err != nil {
-		return err
+	last := snapIndex
+	if len(ents) > 0 {
+		last = ents[len(ents)-1].GetIndex()
 	}
-	if c := s.hardState.GetCommit(); c > next-1 {
+	if cm := s.hardState.GetCommit(); cm > last {
 		// Raft panics at start on a commit index past the log's end.
-		return s.logDamage(next-1, fmt.Sprintf("the raft log ends at %d but its commit index is %d: committed entries are missing", next-1, c))
+		return s.logDamage(last, fmt.Sprintf("the raft log ends at %d but its commit index is %d: committed entries are missing", last, cm))
 	}
 	if len(ents) > 0 {
 		if err := s.MemoryStorage.Append(ents); err != nil {
 			return fmt.Errorf("reload log: %w", err)
 		}
-		s.lastIndex = ents[len(ents)-1].GetIndex()
+		s.lastIndex = last
+	}
+	if c.torn != "" {
+		s.logf("raft log segment %s ends in a torn tail: its last %d bytes hold no complete record and are dropped (a write the crash cut short, never acknowledged unless the durability witness says so); the log is recovered to index %d", c.torn, c.tornBytes, s.lastIndex)
 	}
 	return nil
 }
@@ -525,31 +530,14 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.db.NewBatch()
-	defer b.Close()
+	next, cur := s.lastIndex+1, s.hardState
 	if len(ents) > 0 {
-		first := ents[0].GetIndex()
-		if first <= s.lastIndex {
-			if err := b.DeleteRange(entryKey(first), entryKey(s.lastIndex+1), nil); err != nil {
-				return err
-			}
-		}
-		for _, e := range ents {
-			if err := setProto(b, entryKey(e.GetIndex()), e); err != nil {
-				return err
-			}
-		}
+		next = ents[len(ents)-1].GetIndex() + 1
 	}
 	if !raft.IsEmptyHardState(hs) {
-		if err := setProto(b, keyHardState, hs); err != nil {
-			return err
-		}
+		cur = hs
 	}
-	wo := pebble.NoSync
-	if mustSync {
-		wo = s.writeOpts()
-	}
-	if err := b.Commit(wo); err != nil {
+	if err := s.rlog.save(hs, ents, mustSync && s.sync, next, cur); err != nil {
 		return fmt.Errorf("persist raft log: %w", err)
 	}
 	if len(ents) > 0 {
@@ -566,7 +554,7 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 	}
 	s.kickWitness()
 	if mustSync && s.sync {
-		// Everything Pebble held is durable now.
+		// Everything the raft log held is durable now.
 		s.gen++
 		s.synced, s.syncedGen = s.captureLocked(), s.gen
 	}
@@ -590,23 +578,6 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 		}
 	}
 	return nil
-}
-
-// setProto sets key to m's encoding, marshalled straight into the batch:
-// no intermediate buffer per entry, no second copy.
-func setProto(b *pebble.Batch, key []byte, m proto.Message) error {
-	size := proto.Size(m)
-	op := b.SetDeferred(len(key), size)
-	copy(op.Key, key)
-	// Size has cached each message's size; the marshal reuses it.
-	out, err := (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(op.Value[:0], m)
-	if err != nil {
-		return err
-	}
-	if len(out) != size || (size > 0 && &out[0] != &op.Value[0]) {
-		return fmt.Errorf("raft log: %T encoded to %d bytes, sized %d", m, len(out), size)
-	}
-	return op.Finish()
 }
 
 // Snapshot is raft.Storage's: what the leader sends a member that needs
@@ -667,17 +638,15 @@ func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) 
 	if err != nil {
 		return err
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := b.DeleteRange(entryKey(0), entryKey(compactTo+1), nil); err != nil {
+	// Synced: the state up to snapIndex (written unsynced by apply) is
+	// durable before the log entries that could rebuild it go.
+	if err := s.db.Set(keySnapMeta, data, pebble.Sync); err != nil {
 		return err
 	}
-	if err := b.Set(keySnapMeta, data, nil); err != nil {
+	if err := s.rlog.releaseTo(compactTo); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return err
-	}
+	s.dropMigrationBackup()
 	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
 		return err
 	}
@@ -734,8 +703,13 @@ func metaKey(name string) []byte {
 	return append(append([]byte{}, metaPrefix...), name...)
 }
 
-// Sync makes every write so far durable.
-func (s *Storage) Sync() error { return s.db.LogData(nil, pebble.Sync) }
+// Sync makes every write so far durable: the raft log's and the state's.
+func (s *Storage) Sync() error {
+	if err := s.rlog.sync(); err != nil {
+		return err
+	}
+	return s.db.LogData(nil, pebble.Sync)
+}
 
 func entryKey(index uint64) []byte {
 	k := make([]byte, len(entryPrefix)+8)
