@@ -291,22 +291,8 @@ writes:
 	// The failed database cannot be closed in this process (its goroutine
 	// is parked); open a copy of its files, as a restart would.
 	cp := t.TempDir()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.IsDir() || e.Name() == "LOCK" {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(cp, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyFiles(t, dir, cp)
+	copyFiles(t, filepath.Join(dir, "raftlog"), filepath.Join(cp, "raftlog"))
 	fs2 := storage.NewFaultFS(nil)
 	fs2.Avail.Store(1 << 40)
 	// Let the abandoned database's background work succeed and go quiet
@@ -353,4 +339,29 @@ func TestStartsReadOnlyOnNearlyFullDisk(t *testing.T) {
 		_, err := c.Put(ctx, "k2", []byte("v2"))
 		return err
 	})
+}
+
+// copyFiles copies the files (not the directories, nor Pebble's LOCK) of
+// dir into to.
+func copyFiles(t *testing.T, dir, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() || e.Name() == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/dkv-io/dkv/internal/transport"
 	"github.com/dkv-io/dkv/server/httpapi"
@@ -216,6 +217,10 @@ type Config struct {
 	// writes.
 	SnapshotCount  uint64
 	CatchUpEntries uint64
+	// RaftLogSegmentBytes is the size at which the raft log moves to a
+	// new segment file (0: storage.DefaultSegmentBytes, 4 MiB; 64 KiB to
+	// 1 GiB).
+	RaftLogSegmentBytes int64
 	Logger         *slog.Logger
 }
 
@@ -327,6 +332,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QuotaBytes > 0 && c.QuotaBytes < 16<<20 {
 		return fmt.Errorf("quota bytes %d is below the 16 MiB minimum (an empty database already takes several MiB)", c.QuotaBytes)
+	}
+	if b := c.RaftLogSegmentBytes; b != 0 && (b < 64<<10 || b > 1<<30) {
+		return fmt.Errorf("--raft-log-segment-bytes %d is outside [64 KiB, 1 GiB] (0: the default, %d)", b, storage.DefaultSegmentBytes)
 	}
 	if c.CacheBytes < 1<<20 {
 		return fmt.Errorf("cache bytes %d is below the 1 MiB minimum (0: the default, %d)", c.CacheBytes, DefaultCacheBytes)

@@ -180,7 +180,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	st, err := storage.Open(s.cfg.DataDir, storage.Options{
 		NoSync: s.cfg.NoSync, FS: s.cfg.FS, Logger: s.log, OnDamage: s.damaged,
 		Fatal: s.onStorageFatal, BallastBytes: s.cfg.BallastBytes, OnDiskFull: s.onDiskFull,
-		CacheBytes: s.cfg.CacheBytes,
+		CacheBytes:   s.cfg.CacheBytes,
+		SegmentBytes: s.cfg.RaftLogSegmentBytes,
 	})
 	if err != nil {
 		return err // a *storage.DamageError says what is damaged and what to do

@@ -144,7 +144,7 @@ func (s *Storage) migrate1to2() error {
 	if err != nil {
 		return err
 	}
-	l, err := openLogForAppend(fs, tmp, nil, first, hs, !s.sync)
+	l, err := openLogForAppend(fs, tmp, nil, first, hs, !s.sync, s.segBytes)
 	if err != nil {
 		it.Close()
 		return fmt.Errorf("migrate: %w", err)
@@ -246,7 +246,7 @@ func (s *Storage) openLog(installed *raftpb.SnapshotMetadata) (*logContents, err
 	} else if c.reset != nil {
 		next = c.reset.GetIndex() + 1
 	}
-	if s.rlog, err = openLogForAppend(s.fs, dir, segs, next, c.hs, !s.sync); err != nil {
+	if s.rlog, err = openLogForAppend(s.fs, dir, segs, next, c.hs, !s.sync, s.segBytes); err != nil {
 		return nil, fmt.Errorf("open the raft log: %w", err)
 	}
 	if installed != nil {

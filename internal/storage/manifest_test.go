@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3/raftpb"
@@ -20,8 +21,6 @@ import (
 // the log's start after a compaction (what a MANIFEST cut short leaves:
 // Pebble opens an older version of the state).
 func TestLogHoleRefusedNotPanic(t *testing.T) {
-	defer func(old int64) { SegmentBytes = old }(SegmentBytes)
-	SegmentBytes = 2 << 10 // about 9 entries of writeAcked's
 	for _, tc := range []struct {
 		name string
 		// damage breaks the data dir, given its segments (oldest first),
@@ -55,7 +54,8 @@ func TestLogHoleRefusedNotPanic(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := openNoWitnessLoop(t, dir)
+			// Segments of about 9 entries of writeAcked's.
+			s, err := Open(dir, Options{WitnessInterval: time.Hour, SegmentBytes: 2 << 10})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,10 +38,11 @@ import (
 // cut, so it stands alone once the segments before it are deleted. A
 // reset record (an installed raft snapshot) drops every entry before it.
 
-// SegmentBytes is the size at which the raft log moves to a new segment.
-// Small enough that an idle member stays small; large enough that cutting
-// (a file create and a directory sync) is rare.
-var SegmentBytes int64 = 4 << 20
+// DefaultSegmentBytes is the size at which the raft log moves to a new
+// segment (Options.SegmentBytes). Small enough that an idle member stays
+// small; large enough that cutting (a file create and a directory sync)
+// is rare.
+const DefaultSegmentBytes = 4 << 20
 
 const (
 	raftLogDir   = "raftlog"
@@ -76,9 +77,10 @@ func parseSegment(name string) (segment, bool) {
 // raftLog appends records to the newest segment. Its methods are
 // serialized by mu.
 type raftLog struct {
-	fs     vfs.FS
-	dir    string
-	noSync bool
+	fs       vfs.FS
+	dir      string
+	noSync   bool
+	segBytes int64
 
 	mu   sync.Mutex
 	segs []segment // oldest first; the last is being written
@@ -268,8 +270,8 @@ func chunk(b []byte) ([]byte, []byte, error) {
 // openLogForAppend starts a new segment after segs, whose entries begin
 // at next, beginning with hs. A log is never appended to after a restart:
 // the last segment may end in a torn record.
-func openLogForAppend(fs vfs.FS, dir string, segs []segment, next uint64, hs *raftpb.HardState, noSync bool) (*raftLog, error) {
-	l := &raftLog{fs: fs, dir: dir, noSync: noSync, segs: segs, sem: make(chan struct{}, 1)}
+func openLogForAppend(fs vfs.FS, dir string, segs []segment, next uint64, hs *raftpb.HardState, noSync bool, segBytes int64) (*raftLog, error) {
+	l := &raftLog{fs: fs, dir: dir, noSync: noSync, segBytes: segBytes, segs: segs, sem: make(chan struct{}, 1)}
 	if err := l.cut(next, hs, nil); err != nil {
 		return nil, err
 	}
@@ -379,7 +381,7 @@ func (l *raftLog) save(hs *raftpb.HardState, ents []*raftpb.Entry, wait bool, ne
 	if err := l.write(l.encode(hs, ents), wait); err != nil {
 		return err
 	}
-	if l.w.Size() >= SegmentBytes {
+	if l.w.Size() >= l.segBytes {
 		return l.cut(next, curHS, nil)
 	}
 	return nil
@@ -428,6 +430,17 @@ func (l *raftLog) removeLocked(n int) error {
 	}
 	l.segs = append(l.segs[:0], l.segs[n:]...)
 	return syncDir(l.fs, l.dir)
+}
+
+// logFailed handles a raft log write or sync that failed (at ENOSPC once
+// the ballast is gone, say). As with a failed write of Pebble's own WAL,
+// the node cannot go on: whether the failed records reached the disk is
+// unknown, and a sync must not be retried ("fsyncgate"). It is reported
+// once through Options.Fatal and the calling goroutine (the raft loop) is
+// parked for good, so nothing carries on as if the write had succeeded;
+// the owner stops the process. What was acknowledged was synced before.
+func (s *Storage) logFailed(err error) {
+	s.pl.fatal(&FatalError{Msg: "raft log: " + err.Error()})
 }
 
 // LogBytes is what the raft log's segment files take on disk.

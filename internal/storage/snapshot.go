@@ -161,7 +161,8 @@ func (s *Storage) InstallSnapshot(snap *raftpb.Snapshot) error {
 	// The state is durable: the log now starts after the snapshot (a
 	// crash before this keeps the older entries, which load drops).
 	if err := s.rlog.reset(snap.GetMetadata(), s.hardState); err != nil {
-		return err
+		s.mu.Unlock()
+		s.logFailed(err) // never returns
 	}
 	if err := s.MemoryStorage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 		return err

@@ -187,7 +187,11 @@ func (l *pebbleLogger) Errorf(format string, args ...any) {
 }
 
 func (l *pebbleLogger) Fatalf(format string, args ...any) {
-	err := &FatalError{Msg: fmt.Sprintf(format, args...)}
+	l.fatal(&FatalError{Msg: fmt.Sprintf(format, args...)})
+}
+
+// fatal reports err once and parks the calling goroutine for good.
+func (l *pebbleLogger) fatal(err *FatalError) {
 	l.noteDiskFull(err)
 	l.fatalOnce.Do(func() {
 		hint := "the node stops; see the log above for the cause"

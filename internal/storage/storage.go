@@ -67,6 +67,9 @@ type Options struct {
 	// OnDiskFull is called (inside the write path: keep it quick) when a
 	// write met ENOSPC and the ballast was released.
 	OnDiskFull func()
+	// SegmentBytes is the size at which the raft log moves to a new
+	// segment file (0: DefaultSegmentBytes).
+	SegmentBytes int64
 
 	// memTableSize, if set, replaces the size memTableSizeFor picks:
 	// this package's tests fill full-size memtables with a few MiB of
@@ -103,6 +106,7 @@ type Storage struct {
 	// migrated: this Open migrated a format-1 data dir, whose backup is
 	// dropped at the first log compaction (format.go).
 	migrated bool
+	segBytes int64 // Options.SegmentBytes
 
 	mu        sync.Mutex
 	lastIndex uint64            // last log index persisted to the raft log
@@ -159,7 +163,10 @@ func Open(dir string, opts Options) (*Storage, error) {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), dir: dir, sync: !opts.NoSync, log: log, onDamage: opts.OnDamage,
-		rawFS: defaultFS(opts.FS)}
+		rawFS: defaultFS(opts.FS), segBytes: opts.SegmentBytes}
+	if s.segBytes <= 0 {
+		s.segBytes = DefaultSegmentBytes
+	}
 	s.pl = newPebbleLogger(log, opts.Fatal, 0)
 	s.fs = s.wrapFS(walFS{s.rawFS}, opts.OnDiskFull)
 	newestWAL := s.newestWAL() // before Open, which starts a new one
@@ -538,7 +545,8 @@ func (s *Storage) Save(hs *raftpb.HardState, ents []*raftpb.Entry, mustSync bool
 		cur = hs
 	}
 	if err := s.rlog.save(hs, ents, mustSync && s.sync, next, cur); err != nil {
-		return fmt.Errorf("persist raft log: %w", err)
+		s.mu.Unlock()
+		s.logFailed(err) // never returns
 	}
 	if len(ents) > 0 {
 		s.lastIndex = ents[len(ents)-1].GetIndex()

@@ -131,6 +131,9 @@ be used, saying where each value came from, and exits.`,
 	f.DurationVar(&cfg.BackupInterval, "backup-interval", time.Hour, "how often the leader writes a scheduled backup (with --backup-dir)")
 	f.IntVar(&cfg.BackupKeep, "backup-keep", 24, "how many scheduled backups to keep in --backup-dir; older ones are deleted")
 	f.Var(newByteSize(&cfg.CacheBytes, server.DefaultCacheBytes), "cache-bytes", "storage engine block cache for table blocks, in bytes (at least 1 MiB; the memtables' share comes on top): matters at millions of keys, where every put reads the key's previous record")
+	f.Uint64Var(&cfg.SnapshotCount, "snapshot-count", 0, "compact the raft log once it holds this many applied entries beyond --snapshot-catchup-entries (0: 10000)")
+	f.Uint64Var(&cfg.CatchUpEntries, "snapshot-catchup-entries", 0, "applied entries a raft log compaction keeps for followers slightly behind; one further behind is sent a snapshot (0: 5000)")
+	f.Var(newByteSize(&cfg.RaftLogSegmentBytes, 0), "raft-log-segment-bytes", "size at which the raft log (raftlog/ in the data dir) moves to a new segment file; whole segments are deleted at log compaction (default: 4MiB; 64KiB to 1GiB)")
 	f.Var(newByteSize(&cfg.BallastBytes, 0), "ballast-bytes", "size of the ballast file kept in the data dir and released if the disk fills up anyway (default: the memtable's size, which is sized to the store: 16MiB to 64MiB; negative: none)")
 	serverOnly(cmd)
 	return cmd

@@ -100,3 +100,15 @@ func TestServeHTTPGuardFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// A raft log segment size outside its range is a usage error naming the
+// flag and the range, before anything is written to the data dir.
+func TestServeRaftLogSegmentBytesRange(t *testing.T) {
+	for _, arg := range []string{"1KiB", "2GiB"} {
+		var stdout, stderr bytes.Buffer
+		code := Server.Run([]string{"serve", "--data-dir", t.TempDir(), "--raft-log-segment-bytes", arg}, nil, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), "--raft-log-segment-bytes") || !strings.Contains(stderr.String(), "[64 KiB, 1 GiB]") {
+			t.Errorf("--raft-log-segment-bytes %s: exit %d, stderr %q; want a usage error naming the flag and its range", arg, code, stderr.String())
+		}
+	}
+}
