@@ -221,7 +221,7 @@ type Config struct {
 	// new segment file (0: storage.DefaultSegmentBytes, 4 MiB; 64 KiB to
 	// 1 GiB).
 	RaftLogSegmentBytes int64
-	Logger         *slog.Logger
+	Logger              *slog.Logger
 }
 
 // Defaults of the disk-space settings.
