@@ -432,3 +432,27 @@ func TestWitnessOnMemFS(t *testing.T) {
 	}
 	s.Close()
 }
+
+// A database whose files are gone (or opened at a version from before its
+// first records) while the raft log survives is damage, not a new store:
+// it would start with no identity over a log that has one.
+func TestLostDatabaseWithRaftLogIsRefused(t *testing.T) {
+	dir := crashedWith(t, 20)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() || e.Name() == witnessFile {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = openNoWitnessLoop(t, dir)
+	de := wantDamage(t, err, "", 0)
+	if !strings.Contains(de.Problem, "the database has lost its records") {
+		t.Fatalf("damage %q does not say the database lost its records", de.Problem)
+	}
+}

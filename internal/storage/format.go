@@ -56,6 +56,13 @@ func (s *Storage) checkFormat() error {
 	} else if fresh, err := s.freshDB(); err != nil {
 		return err
 	} else if fresh {
+		if segs, err := listSegments(s.fs, s.logDir()); err == nil && len(segs) > 0 {
+			// Records the database wrote at its first open are gone
+			// while the raft log they came with is not: its files were
+			// lost, or Pebble opened an older version of them (a
+			// MANIFEST cut short, which logDamage names).
+			return s.logDamage(0, "the database has lost its records (its storage format, raft snapshot marker and identity) while the raft log in "+raftLogDir+"/ holds raft state")
+		}
 		v = Format
 	}
 	switch {
