@@ -165,7 +165,7 @@ func TestProcessKill9UnderWrites(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("HashKV at revision %d: %x", rev, hashes)
+	t.Logf("HashKV at revision %d: %s", rev, fmt.Sprint(hashes))
 
 	// Every acknowledged put is there, on every member, once.
 	have := map[string]bool{}

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3"
+	"google.golang.org/protobuf/proto"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -454,5 +457,44 @@ func TestLostDatabaseWithRaftLogIsRefused(t *testing.T) {
 	de := wantDamage(t, err, "", 0)
 	if !strings.Contains(de.Problem, "the database has lost its records") {
 		t.Fatalf("damage %q does not say the database lost its records", de.Problem)
+	}
+}
+
+// A commit index saved without a sync (raft asks for none when only the
+// commit moves) may be lost in a crash while a compaction marker above it
+// was synced. Raft refuses to start with a commit index below its
+// snapshot ("state.commit 3125 is out of range [3334, 3334]", found by
+// TestProcessKill9UnderWrites); Open gives it at least the snapshot's.
+func TestCommitBelowSnapshotAfterCrashStarts(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAcked(t, s, 1, 20) // commit 19, synced
+	// The marker at 20 reaches the disk; the HardState with commit 20
+	// never did.
+	snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(20)), Term: new(uint64(2)),
+		ConfState: &raftpb.ConfState{Voters: []uint64{1}}}}
+	b, err := proto.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Set(keySnapMeta, b, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, s)
+	s, err = openNoWitnessLoop(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	hs, _, _ := s.InitialState()
+	if first, _ := s.FirstIndex(); hs.GetCommit() < first-1 {
+		t.Fatalf("commit %d below the snapshot at %d: raft would refuse to start", hs.GetCommit(), first-1)
+	}
+	rn, err := raft.NewRawNode(&raft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: s, MaxInflightMsgs: 16, Applied: 20})
+	if err != nil || rn == nil {
+		t.Fatalf("raft on the reopened store: %v", err)
 	}
 }

@@ -454,6 +454,15 @@ func (s *Storage) load(c *logContents) error {
 		return s.logDamage(snapIndex, fmt.Sprintf("the raft log was reset to an installed snapshot at index %d, but the state holds only the snapshot at %d: the installed state is lost", r.GetIndex(), snapIndex))
 	}
 	if hs := c.hs; hs != nil {
+		if hs.GetCommit() < snapIndex {
+			// A commit index that moved without a sync (raft does not
+			// ask for one) can be lost in a crash while a snapshot
+			// marker above it was synced; raft refuses to start with
+			// a commit index below its snapshot ("out of range"). The
+			// snapshot is of applied, hence committed, entries.
+			hs = proto.CloneOf(hs)
+			hs.Commit = new(snapIndex)
+		}
 		if err := s.MemoryStorage.SetHardState(hs); err != nil {
 			return err
 		}
@@ -646,8 +655,14 @@ func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) 
 	if err != nil {
 		return err
 	}
-	// Synced: the state up to snapIndex (written unsynced by apply) is
+	// The raft log first: its HardState with a commit index at or above
+	// snapIndex may have been appended without a sync. Then the marker,
+	// synced: the state up to snapIndex (written unsynced by apply) is
 	// durable before the log entries that could rebuild it go.
+	if err := s.rlog.sync(); err != nil {
+		s.mu.Unlock()
+		s.logFailed(err) // never returns
+	}
 	if err := s.db.Set(keySnapMeta, data, pebble.Sync); err != nil {
 		return err
 	}
