@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/dkv-io/dkv/internal/backup/etcdsnap"
 	"github.com/dkv-io/dkv/internal/backup/restore"
 	"github.com/dkv-io/dkv/internal/dkverr"
@@ -31,7 +30,12 @@ type checkpoint struct {
 
 func (s *Server) takeCheckpoint() (*checkpoint, error) {
 	dir := filepath.Join(s.cfg.DataDir, "snapshot-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	if err := s.store.DB().Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+	// The state has no write-ahead log: what is only in the memtables
+	// would be missing from the checkpoint.
+	if err := s.store.DB().Flush(); err != nil {
+		return nil, dkverr.New(dkverr.Internal, "flush before the checkpoint: %v", err)
+	}
+	if err := s.store.DB().Checkpoint(dir); err != nil {
 		return nil, dkverr.New(dkverr.Internal, "checkpoint: %v", err)
 	}
 	cp := &checkpoint{dir: dir}

@@ -45,7 +45,7 @@ func TestRestartWithStateAheadOfCommit(t *testing.T) {
 	if err := storage.SetAppliedIndex(b, ahead); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()

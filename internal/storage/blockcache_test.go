@@ -3,6 +3,8 @@ package storage
 import (
 	"fmt"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // The block cache has the configured size (64 MiB unset), and once the
@@ -42,14 +44,14 @@ func TestBlockCacheHoldsBlocksBesideMemtables(t *testing.T) {
 	// Pebble's memtables start at 256 KiB and double each time one fills,
 	// up to their full size, which a long-running member's always are.
 	for i := range 64 {
-		if err := db.Set(fmt.Appendf(nil, "s/mh/fill%03d", i), make([]byte, 256<<10), nil); err != nil {
+		if err := db.Set(fmt.Appendf(nil, "s/mh/fill%03d", i), make([]byte, 256<<10), pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 	}
 	key := func(i int) []byte { return fmt.Appendf(nil, "s/mk/k%06d", i) }
 	const n = 5000
 	for i := range n {
-		if err := db.Set(key(i), make([]byte, 200), nil); err != nil {
+		if err := db.Set(key(i), make([]byte, 200), pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,7 +14,12 @@ import "strings"
 // room for the next logs, not data, and no delete or compaction can
 // shrink them, so counted against a quota they kept it exceeded after
 // everything was deleted.
-func (s *Storage) DBSize() uint64 {
+//
+// The raft log's segments (raftlog/) are counted too.
+func (s *Storage) DBSize() uint64 { return s.pebbleSize() + s.LogBytes() }
+
+// pebbleSize is DBSize without the raft log.
+func (s *Storage) pebbleSize() uint64 {
 	names, err := s.rawFS.List(s.dir)
 	if err != nil {
 		return s.db.Metrics().DiskSpaceUsage()

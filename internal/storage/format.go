@@ -113,7 +113,10 @@ func (s *Storage) migrate1to2() error {
 	if err := fs.RemoveAll(backup); err != nil {
 		return fmt.Errorf("migrate: remove an earlier backup: %w", err)
 	}
-	if err := s.db.Checkpoint(backup, pebble.WithFlushedWAL()); err != nil {
+	if err := s.db.Flush(); err != nil {
+		return fmt.Errorf("migrate: flush before the backup: %w", err)
+	}
+	if err := s.db.Checkpoint(backup); err != nil {
 		return fmt.Errorf("migrate: back up the format-1 database to %s: %w", backup, err)
 	}
 	if err := crashAt("after the backup"); err != nil {
@@ -215,7 +218,10 @@ func (s *Storage) migrate1to2() error {
 		b.Set(metaKey(formatMeta), []byte(strconv.Itoa(Format)), nil),
 	)
 	if err == nil {
-		err = b.Commit(pebble.Sync)
+		err = b.Commit(pebble.NoSync)
+	}
+	if err == nil {
+		err = s.db.Flush()
 	}
 	if err != nil {
 		return fmt.Errorf("migrate: drop the old raft log from the database: %w", err)

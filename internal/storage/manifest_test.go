@@ -46,7 +46,10 @@ func TestLogHoleRefusedNotPanic(t *testing.T) {
 			if err := s.CompactLog(segs[2].first, segs[2].first, &raftpb.ConfState{Voters: []uint64{1}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.db.Delete(keySnapMeta, pebble.Sync); err != nil {
+			if err := s.db.Delete(keySnapMeta, pebble.NoSync); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.db.Flush(); err != nil {
 				t.Fatal(err)
 			}
 			return 0, fmt.Sprintf("entries 1 to %d are missing", segs[2].first-1)
@@ -105,7 +108,7 @@ func TestDamagedManifestRefusedBeforePebbleOpens(t *testing.T) {
 	}
 	writeAcked(t, s, 1, 50)
 	for i := range 5 { // a few version edits
-		if err := s.db.Set([]byte{'x', byte(i)}, []byte("v"), pebble.Sync); err != nil {
+		if err := s.db.Set([]byte{'x', byte(i)}, []byte("v"), pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.db.Flush(); err != nil {

@@ -46,7 +46,7 @@ func writeFormat1(t *testing.T, dir string, snap, last uint64) {
 	if err := b.Set(append(append([]byte{}, StateStart...), "k"...), []byte("state"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

@@ -444,7 +444,12 @@ func (s *Storage) logFailed(err error) {
 }
 
 // LogBytes is what the raft log's segment files take on disk.
-func (s *Storage) LogBytes() uint64 { return s.rlog.bytes() }
+func (s *Storage) LogBytes() uint64 {
+	if s.rlog == nil {
+		return 0
+	}
+	return s.rlog.bytes()
+}
 
 // bytes is what the log's segments take on disk.
 func (l *raftLog) bytes() uint64 {

@@ -150,7 +150,10 @@ func (s *Storage) InstallSnapshot(snap *raftpb.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	if err := s.db.Set(keyInstalling, meta, pebble.Sync); err != nil {
+	if err := s.db.Set(keyInstalling, meta, pebble.NoSync); err != nil {
+		return err
+	}
+	if err := s.db.Flush(); err != nil {
 		return err
 	}
 	if err := s.loadStaged(path, meta); err != nil {
@@ -216,10 +219,13 @@ func (s *Storage) loadStaged(path string, snapMeta []byte) error {
 	if err := b.Delete(keyInstalling, nil); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
 	b.Close()
+	if err := s.db.Flush(); err != nil {
+		return err
+	}
 	s.cleanStaged()
 	return nil
 }

@@ -62,9 +62,8 @@ type DiskUsage struct {
 	// flush writes the table that replaces the log) and fall back as
 	// Pebble rewrites the same data. The quota (--quota-bytes) is on it.
 	LiveBytes uint64
-	// UnflushedBytes is the live data in the write-ahead log: flushing it
-	// (at the latest when the database is next opened) needs about that
-	// much free space again.
+	// UnflushedBytes is the data in the memtables: flushing it needs
+	// about that much free space again.
 	UnflushedBytes uint64
 }
 
@@ -80,7 +79,7 @@ func (s *Storage) DiskUsage() (DiskUsage, error) {
 		AvailBytes:     du.AvailBytes,
 		TotalBytes:     du.TotalBytes,
 		LiveBytes:      s.liveBytes(m),
-		UnflushedBytes: m.WAL.Size,
+		UnflushedBytes: m.MemTable.Size,
 	}, nil
 }
 
@@ -97,10 +96,15 @@ func (s *Storage) liveBytes(m *pebble.Metrics) uint64 {
 	// blob files' size comes from the current version: the local
 	// counter starts at 0 when the database is reopened.
 	live := max(m.WAL.PhysicalSize, m.WAL.Size) + m.Table.Local.LiveSize + m.BlobFiles.LiveSize
-	if size := s.DBSize(); size > 0 {
+	if size := s.pebbleSize(); size > 0 {
 		live = min(live, size)
 	}
-	return live
+	// The raft log holds every change since its last compaction, among
+	// them those the state keeps only in its memtables until they are
+	// flushed: counted, a burst of writes reaches the quota as it lands
+	// on disk, and the log's truncation under an alarm (Reclaim) gives
+	// it back.
+	return live + s.LogBytes()
 }
 
 // TruncateLogToApplied compacts the raft log up to the applied index: a

@@ -206,6 +206,15 @@ func Open(dir string, opts Options) (*Storage, error) {
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		Logger:                      s.pl,
+		// The raft log is the durability of record (raftlog.go): the
+		// state is written to the memtables only, flushed to tables in
+		// the background, and at every raft log compaction before the
+		// segments that could rebuild it are deleted (CompactLog). After
+		// a crash the state is what was last flushed, its applied index
+		// with it, and raft applies the entries above that again. So a
+		// put's state is not written a second time into a log of its
+		// own (docs/design/storage-v2.md, step 2).
+		DisableWAL: true,
 		// FormatWALSyncChunks and later record, in each WAL chunk, how far
 		// the log was synced: a damaged record followed by proof of a
 		// later sync is reported as corruption instead of being taken for
@@ -421,6 +430,13 @@ func (s *Storage) Close() error {
 		if s.damage.Load() == nil {
 			if werr := s.refreshWitness(true); werr != nil {
 				s.logf("cannot record the durability witness at close: %v", werr)
+			}
+		}
+		if s.damage.Load() == nil {
+			// A clean stop leaves the state in tables: the next start
+			// need not apply the raft log again.
+			if ferr := s.db.Flush(); ferr != nil {
+				s.logf("cannot flush the state at close (the next start applies the raft log since the last flush): %v", ferr)
 			}
 		}
 		s.cacheMu.Lock()
@@ -657,14 +673,18 @@ func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) 
 	}
 	// The raft log first: its HardState with a commit index at or above
 	// snapIndex may have been appended without a sync. Then the marker,
-	// synced: the state up to snapIndex (written unsynced by apply) is
-	// durable before the log entries that could rebuild it go.
+	// and a flush: the state up to the applied index (at least snapIndex,
+	// held only in the memtables until now) is in tables before the log
+	// entries that could rebuild it go.
 	if err := s.rlog.sync(); err != nil {
 		s.mu.Unlock()
 		s.logFailed(err) // never returns
 	}
-	if err := s.db.Set(keySnapMeta, data, pebble.Sync); err != nil {
+	if err := s.db.Set(keySnapMeta, data, pebble.NoSync); err != nil {
 		return err
+	}
+	if err := s.db.Flush(); err != nil {
+		return fmt.Errorf("flush the state before compacting the raft log: %w", err)
 	}
 	if err := s.rlog.releaseTo(compactTo); err != nil {
 		return err
@@ -717,22 +737,22 @@ func (s *Storage) Meta(name string) ([]byte, bool, error) {
 	return get(s.db, metaKey(name))
 }
 
-// SetMeta writes a node-identity value, synced.
+// SetMeta writes a node-identity value, durably (flushed: the state has
+// no write-ahead log).
 func (s *Storage) SetMeta(name string, value []byte) error {
-	return s.db.Set(metaKey(name), value, pebble.Sync)
+	if err := s.db.Set(metaKey(name), value, pebble.NoSync); err != nil {
+		return err
+	}
+	return s.db.Flush()
 }
 
 func metaKey(name string) []byte {
 	return append(append([]byte{}, metaPrefix...), name...)
 }
 
-// Sync makes every write so far durable: the raft log's and the state's.
-func (s *Storage) Sync() error {
-	if err := s.rlog.sync(); err != nil {
-		return err
-	}
-	return s.db.LogData(nil, pebble.Sync)
-}
+// Sync makes every raft log write so far durable. (The state is made
+// durable by flushes: CompactLog, SetMeta, Close.)
+func (s *Storage) Sync() error { return s.rlog.sync() }
 
 func entryKey(index uint64) []byte {
 	k := make([]byte, len(entryPrefix)+8)

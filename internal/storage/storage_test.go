@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -82,7 +83,7 @@ func TestCompactLogAndAppliedConfState(t *testing.T) {
 	if err := SetConfState(b, cs); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Commit(nil); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
@@ -131,7 +132,7 @@ func TestSnapshotCarriesConfigurationAppliedSinceCompaction(t *testing.T) {
 		if err := SetConfState(b, cs); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Commit(nil); err != nil {
+		if err := b.Commit(pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,11 +170,11 @@ func TestStreamStageInstallSnapshot(t *testing.T) {
 	dst := open(t, t.TempDir())
 	defer dst.Close()
 	for k, v := range map[string]string{"s/m/a": "1", "s/m/b": "2", "s/raft/x": "3"} {
-		if err := src.DB().Set([]byte(k), []byte(v), nil); err != nil {
+		if err := src.DB().Set([]byte(k), []byte(v), pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := dst.DB().Set([]byte("s/m/stale"), []byte("old"), nil); err != nil {
+	if err := dst.DB().Set([]byte("s/m/stale"), []byte("old"), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
 	st, err := dst.StageSnapshot()
@@ -211,7 +212,7 @@ func TestFSHoldsEverythingInTheDataDir(t *testing.T) {
 	src := open(t, t.TempDir())
 	defer src.Close()
 	for k, v := range map[string]string{"s/m/a": "1", "s/m/b": "2"} {
-		if err := src.DB().Set([]byte(k), []byte(v), nil); err != nil {
+		if err := src.DB().Set([]byte(k), []byte(v), pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 	}
