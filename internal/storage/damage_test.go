@@ -15,8 +15,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
-	"google.golang.org/protobuf/proto"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // crash stops s the way kill -9 would leave it: Pebble's files as they are,
