@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/dkv-io/dkv/internal/httpguard"
 	"github.com/dkv-io/dkv/internal/proxy"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/spf13/cobra"
@@ -39,7 +40,10 @@ discover endpoints stay on it.
 --cert-file and --key-file serve TLS on --listen-addr and --http-addr;
 --client-cert-auth also requires a client certificate signed by
 --trusted-ca-file. --http-addr serves /metrics, /livez and /readyz (ready
-once a member is reachable); "" disables it.`,
+once a member is reachable); "" disables it. Like a member's HTTP port it
+answers /metrics only to requests whose Host header names one of the
+proxy's addresses, localhost, a loopback IP or a name in
+--http-allowed-hosts (421 otherwise), against DNS rebinding.`,
 		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			eps, err := a.endpointList()
@@ -48,6 +52,11 @@ once a member is reachable); "" disables it.`,
 			}
 			cfg.Endpoints, cfg.UpstreamTLS = eps, a.tls.cfg
 			cfg.NoKeepAliveSharing = !shareKeepAlives
+			for _, h := range cfg.HTTPAllowedHosts {
+				if err := httpguard.CheckAllowedHost(h); err != nil {
+					return Usagef("%v", err)
+				}
+			}
 			switch {
 			case readCacheBytes < 0:
 				return Usagef("--read-cache-bytes %d must not be negative", readCacheBytes)
@@ -80,6 +89,7 @@ once a member is reachable); "" disables it.`,
 	f.StringVar(&cfg.ListenAddr, "listen-addr", "127.0.0.1:7871", "gRPC listen address for local clients")
 	f.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "address member lists give as every member's client address, so discovering clients stay on the proxy (default: the bound --listen-addr)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7873", "HTTP listen address: /metrics, /livez, /readyz")
+	f.StringSliceVar(&cfg.HTTPAllowedHosts, "http-allowed-hosts", nil, "host names the HTTP port answers to besides the proxy's own addresses (--http-addr, --listen-addr, --advertise-addr), localhost and loopback IPs; other Host headers get 421, against DNS rebinding (comma separated; * for any)")
 	f.StringVar(&certFile, "cert-file", "", "TLS certificate (PEM) of --listen-addr and --http-addr; turns TLS on there")
 	f.StringVar(&keyFile, "key-file", "", "key (PEM) of --cert-file")
 	f.StringVar(&trustedCA, "trusted-ca-file", "", "CA certificates (PEM) that sign local clients' certificates")
