@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keepalive"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -31,9 +31,6 @@ import (
 //     a direct stream with for good (not Unavailable and the like), every
 //     local stream on it ends with that error; otherwise the proxy opens a
 //     new upstream stream and asks again for every lease still waiting.
-
-// maxRenewBatch is the most leases a member takes in one request.
-const maxRenewBatch = 10000
 
 // maxLocalKeepAliveQueue is how many responses a local keep-alive stream
 // may have waiting before it is ended (its client reconnects).
@@ -118,7 +115,9 @@ func (h *kaHub) keepAlive(ss grpc.ServerStream) error {
 				l.fail(err)
 				return
 			}
-			if err := validIDs(req.Ids); err != nil {
+			// Refused here, as a member would, before it can end a
+			// stream other clients share.
+			if err := keepalive.ValidIDs(req.Ids); err != nil {
 				l.fail(err)
 				return
 			}
@@ -147,23 +146,6 @@ func (h *kaHub) keepAlive(ss grpc.ServerStream) error {
 			return status.Error(codes.Unavailable, "the proxy is stopping")
 		}
 	}
-}
-
-// validIDs refuses what a member would refuse, before it can end a
-// stream other clients share.
-func validIDs(ids []int64) error {
-	if len(ids) == 0 {
-		return dkverr.New(dkverr.InvalidInput, "keep-alive names no lease")
-	}
-	if len(ids) > maxRenewBatch {
-		return dkverr.New(dkverr.InvalidInput, "keep-alive names %d leases; the limit per request is %d", len(ids), maxRenewBatch)
-	}
-	for _, id := range ids {
-		if id <= 0 {
-			return dkverr.New(dkverr.InvalidInput, "lease id is %d; it must be positive", id)
-		}
-	}
-	return nil
 }
 
 // join adds l to the upstream stream of ident, starting one if needed.
@@ -241,7 +223,7 @@ func (u *kaUpstream) ask(l *kaLocal, ids []int64) {
 // the next stream sends every lease waiting.
 func (u *kaUpstream) sendLocked(ids []int64) {
 	for len(ids) > 0 && u.st != nil {
-		n := min(len(ids), maxRenewBatch)
+		n := min(len(ids), keepalive.MaxIDs)
 		// A failed send shows on the stream's Recv, and the next stream
 		// asks again.
 		u.st.Send(&dkvpb.LeaseKeepAliveRequest{Ids: ids[:n]})

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +112,82 @@ func TestKeepAliveSharing(t *testing.T) {
 		st.CloseSend()
 		if _, err := st.Recv(); err == nil {
 			t.Error("a half-closed keep-alive stream got another answer")
+		}
+	}
+}
+
+// TestKeepAliveBatchLimitIsTheMembers: the proxy refuses exactly the
+// keep-alive requests a member refuses. A request naming more leases
+// than the proxy once allowed, but no more than a member takes, is
+// answered through the proxy as by the member (every lease, found or
+// not); one over the member's limit is refused with InvalidArgument on
+// its own stream, as by the member.
+func TestKeepAliveBatchLimitIsTheMembers(t *testing.T) {
+	nd := servertest.Start(t, servertest.WithClientPort())
+	p := startProxy(t, "", nd)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	conn, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	lc := dkvpb.NewLeaseClient(conn)
+	g, err := lc.Grant(ctx, &dkvpb.LeaseGrantRequest{TtlMs: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 15000 // above 10,000, the proxy's limit before it shared the member's
+	ids := []int64{g.Id}
+	for id := int64(1); len(ids) < n; id++ {
+		if id != g.Id {
+			ids = append(ids, id)
+		}
+	}
+	st, err := lc.KeepAlive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&dkvpb.LeaseKeepAliveRequest{Ids: ids}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]*dkvpb.LeaseKeepAliveResult{}
+	for len(got) < n {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatalf("keep-alive of %d leases through the proxy, after %d answers: %v; a member answers it", n, len(got), err)
+		}
+		for _, res := range r.Results {
+			got[res.Id] = res
+		}
+	}
+	if r := got[g.Id]; r.NotFound || r.TtlMs != 9000 {
+		t.Errorf("the granted lease in a batch of %d: ttl %d ms, not found %v; want 9000", n, r.TtlMs, r.NotFound)
+	}
+	if r := got[ids[1]]; !r.NotFound {
+		t.Errorf("lease %d, never granted, in a batch: not found %v", ids[1], r.NotFound)
+	}
+
+	// One over the member's limit: refused by both, the same way.
+	tooMany := make([]int64, 20001)
+	for i := range tooMany {
+		tooMany[i] = int64(i + 1)
+	}
+	mconn, err := grpc.NewClient("passthrough:///"+nd.Srv.ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mconn.Close()
+	for name, c := range map[string]dkvpb.LeaseClient{"proxy": lc, "member": dkvpb.NewLeaseClient(mconn)} {
+		st, err := c.KeepAlive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&dkvpb.LeaseKeepAliveRequest{Ids: tooMany}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "limit per request is 20000") {
+			t.Errorf("keep-alive of %d leases through the %s: %v, want InvalidArgument naming the limit", len(tooMany), name, err)
 		}
 	}
 }
