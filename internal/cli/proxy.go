@@ -32,8 +32,8 @@ DKV's Watch API on the same keys, with the same options and the same
 credentials share one upstream watch. Serializable reads of the current
 revision are answered from a cache of up to --read-cache-bytes (0 turns
 it off), kept current by a watch per caller identity. Lease keep-alive
-streams with the same credentials share one upstream stream
-(--share-keepalives). Member lists name the proxy
+streams (DKV's and etcd's) with the same credentials share one upstream
+stream (--share-keepalives). Member lists name the proxy
 (--advertise-addr) as every member's client address, so clients that
 discover endpoints stay on it.
 
@@ -96,7 +96,7 @@ proxy's addresses, localhost, a loopback IP or a name in
 	f.BoolVar(&clientCertAuth, "client-cert-auth", false, "refuse local clients without a certificate signed by --trusted-ca-file")
 	f.IntVar(&cfg.MaxLocalQueue, "max-local-queue", 4096, "responses a local watch stream may have waiting before the proxy ends it (its client resumes from its revision)")
 	f.Int64Var(&readCacheBytes, "read-cache-bytes", 64<<20, "bytes of serializable read responses the proxy caches (0: no cache)")
-	f.BoolVar(&shareKeepAlives, "share-keepalives", true, "local lease keep-alive streams with the same credentials share one upstream stream")
+	f.BoolVar(&shareKeepAlives, "share-keepalives", true, "local lease keep-alive streams (DKV's and etcd's) with the same credentials share one upstream stream")
 	return cmd
 }
 

@@ -30,6 +30,10 @@
 // identity, kept current by one upstream watch per identity over its
 // keyspace; its invariants are in cache.go.
 //
+// Lease keep-alive streams (DKV's Lease.KeepAlive and etcd's
+// Lease.LeaseKeepAlive) with the same caller metadata share one upstream
+// stream of their kind (keepalive.go); its invariants are there.
+//
 // The proxy links neither the server nor the client package: it is gRPC
 // in both directions plus the generated API.
 package proxy
