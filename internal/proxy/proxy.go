@@ -160,6 +160,14 @@ func newMetrics(h *watchHub, c *readCache, ka *kaHub) *metrics {
 				return float64(c.size())
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dkv_proxy_read_cache_range_watches", Help: "Watches of single cached ranges, for identities that may not watch the whole keyspace."},
+			func() float64 {
+				if c == nil {
+					return 0
+				}
+				return float64(c.rangeWatchCount())
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "dkv_proxy_local_keepalive_streams", Help: "Lease KeepAlive streams local clients hold on the proxy (shared ones)."},
 			func() float64 { return float64(ka.local.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
