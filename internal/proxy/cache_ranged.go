@@ -209,6 +209,11 @@ func (s *identCache) rangedStream(ctx context.Context) (bool, error) {
 		rev := resp.GetHeader().GetRevision()
 		c.mu.Lock()
 		w := s.rw.byID[resp.WatchId]
+		if resp.Canceled || resp.Created {
+			// The set of watches changed: a progress request may have
+			// found none to answer for, so let the next one go out.
+			s.asking = false
+		}
 		switch {
 		case resp.Canceled:
 			// Refused or ended by the member (compaction, auth): its
