@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/dkv-io/dkv/internal/httpguard"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/dkv-io/dkv/internal/transport"
@@ -392,11 +393,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, h := range c.HTTPAllowedHosts {
-		if h = strings.TrimSpace(h); h == "*" {
-			continue
-		}
-		if httpapi.HostOnly(h) == "" || strings.ContainsAny(h, "/@?#* ") {
-			return fmt.Errorf("--http-allowed-hosts: %q is not a host name (write a name such as dkv.example.com, optionally with :port, or * for any)", h)
+		if err := httpguard.CheckAllowedHost(h); err != nil {
+			return err
 		}
 	}
 	if c.RequestTimeout < 0 {

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/dkv-io/dkv/internal/httpguard"
 	"github.com/dkv-io/dkv/internal/proxy"
 	"github.com/dkv-io/dkv/internal/tlsutil"
 	"github.com/spf13/cobra"
@@ -31,15 +32,18 @@ DKV's Watch API on the same keys, with the same options and the same
 credentials share one upstream watch. Serializable reads of the current
 revision are answered from a cache of up to --read-cache-bytes (0 turns
 it off), kept current by a watch per caller identity. Lease keep-alive
-streams with the same credentials share one upstream stream
-(--share-keepalives). Member lists name the proxy
+streams (DKV's and etcd's) with the same credentials share one upstream
+stream (--share-keepalives). Member lists name the proxy
 (--advertise-addr) as every member's client address, so clients that
 discover endpoints stay on it.
 
 --cert-file and --key-file serve TLS on --listen-addr and --http-addr;
 --client-cert-auth also requires a client certificate signed by
 --trusted-ca-file. --http-addr serves /metrics, /livez and /readyz (ready
-once a member is reachable); "" disables it.`,
+once a member is reachable); "" disables it. Like a member's HTTP port it
+answers /metrics only to requests whose Host header names one of the
+proxy's addresses, localhost, a loopback IP or a name in
+--http-allowed-hosts (421 otherwise), against DNS rebinding.`,
 		Args: Args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			eps, err := a.endpointList()
@@ -48,6 +52,11 @@ once a member is reachable); "" disables it.`,
 			}
 			cfg.Endpoints, cfg.UpstreamTLS = eps, a.tls.cfg
 			cfg.NoKeepAliveSharing = !shareKeepAlives
+			for _, h := range cfg.HTTPAllowedHosts {
+				if err := httpguard.CheckAllowedHost(h); err != nil {
+					return Usagef("%v", err)
+				}
+			}
 			switch {
 			case readCacheBytes < 0:
 				return Usagef("--read-cache-bytes %d must not be negative", readCacheBytes)
@@ -80,13 +89,14 @@ once a member is reachable); "" disables it.`,
 	f.StringVar(&cfg.ListenAddr, "listen-addr", "127.0.0.1:7871", "gRPC listen address for local clients")
 	f.StringVar(&cfg.AdvertiseAddr, "advertise-addr", "", "address member lists give as every member's client address, so discovering clients stay on the proxy (default: the bound --listen-addr)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7873", "HTTP listen address: /metrics, /livez, /readyz")
+	f.StringSliceVar(&cfg.HTTPAllowedHosts, "http-allowed-hosts", nil, "host names the HTTP port answers to besides the proxy's own addresses (--http-addr, --listen-addr, --advertise-addr), localhost and loopback IPs; other Host headers get 421, against DNS rebinding (comma separated; * for any)")
 	f.StringVar(&certFile, "cert-file", "", "TLS certificate (PEM) of --listen-addr and --http-addr; turns TLS on there")
 	f.StringVar(&keyFile, "key-file", "", "key (PEM) of --cert-file")
 	f.StringVar(&trustedCA, "trusted-ca-file", "", "CA certificates (PEM) that sign local clients' certificates")
 	f.BoolVar(&clientCertAuth, "client-cert-auth", false, "refuse local clients without a certificate signed by --trusted-ca-file")
 	f.IntVar(&cfg.MaxLocalQueue, "max-local-queue", 4096, "responses a local watch stream may have waiting before the proxy ends it (its client resumes from its revision)")
 	f.Int64Var(&readCacheBytes, "read-cache-bytes", 64<<20, "bytes of serializable read responses the proxy caches (0: no cache)")
-	f.BoolVar(&shareKeepAlives, "share-keepalives", true, "local lease keep-alive streams with the same credentials share one upstream stream")
+	f.BoolVar(&shareKeepAlives, "share-keepalives", true, "local lease keep-alive streams (DKV's and etcd's) with the same credentials share one upstream stream")
 	return cmd
 }
 

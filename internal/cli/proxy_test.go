@@ -15,6 +15,7 @@ func TestCLIProxy(t *testing.T) {
 	n := clitest.StartServe(t, t.TempDir())
 	n.Fails(2, "Error: usage: --cert-file and --key-file go together", "proxy", "--cert-file", "x.pem")
 	n.Fails(2, "Error: usage: --client-cert-auth needs --trusted-ca-file", "proxy", "--cert-file", "x.pem", "--key-file", "x.key", "--client-cert-auth")
+	n.Fails(2, `Error: usage: --http-allowed-hosts: "http://x.example" is not a host name`, "proxy", "--http-allowed-hosts", "http://x.example")
 
 	cmd, lines := startDKV(t, n, "proxy", "--listen-addr", "127.0.0.1:0", "--http-addr", "")
 	var addr string

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -34,6 +35,14 @@ import (
 //     revision, the watch's revision), and is answered with that revision.
 //   - When the watch fails (or is refused) every entry of the identity
 //     is dropped, and nothing is stored until a new watch is created.
+//   - An identity whose keyspace watch is refused with PermissionDenied
+//     (it may read only some ranges) is cached range by range instead
+//     (cache_ranged.go): each entry is kept current by an upstream watch
+//     of its own range, with the identity's metadata, from just after
+//     the revision it was read at; it is answered only once the member
+//     has created that watch, at max(its revision, what that watch has
+//     delivered), and the watch is cancelled with the range's last
+//     entry. The rules above hold with "the watch" read as the entry's.
 //   - Revisions never go backwards for an identity: the proxy remembers
 //     the highest revision any KV response it relayed to that identity
 //     carried (a write's, a read's), and answers from the cache only at a
@@ -45,8 +54,9 @@ const (
 	entryOverhead = 256
 	// idleAfter is how long an identity with no entries keeps its watch.
 	idleAfter = time.Minute
-	// refusedFor is how long an identity whose watch was refused (it may
-	// not read the whole keyspace) is served without the cache.
+	// refusedFor is how long an identity whose watch was refused (for
+	// another reason than PermissionDenied, or its range watches' stream
+	// was) is served without the cache.
 	refusedFor = 30 * time.Second
 )
 
@@ -246,6 +256,10 @@ type identCache struct {
 	single  map[string]map[*entry]struct{}
 	ranges  map[*entry]struct{}
 	n       int // entries
+	// ranged: the keyspace watch was refused with PermissionDenied; the
+	// identity's entries are kept current by range watches.
+	ranged bool
+	rw     rangeWatches // when ranged
 
 	sendMu sync.Mutex
 	up     dkvpb.Watch_WatchClient
@@ -259,6 +273,9 @@ type entry struct {
 	resp  []byte
 	size  int64
 	elem  *list.Element
+	// w is the watch that keeps the entry current when its owner is
+	// ranged; nil when the owner's keyspace watch does.
+	w *rangeWatch
 	// The response last answered, at servedRev.
 	servedRev int64
 	served    []byte
@@ -296,10 +313,18 @@ func (c *readCache) get(ident, method string, req []byte) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[cacheKey(ident, method, req)]
-	if e == nil || !e.owner.synced {
+	if e == nil {
 		return nil
 	}
-	rev := max(e.rev, e.owner.rev)
+	var rev int64
+	switch {
+	case e.w != nil && e.w.synced:
+		rev = max(e.rev, e.w.rev)
+	case e.w == nil && e.owner.synced:
+		rev = max(e.rev, e.owner.rev)
+	default:
+		return nil
+	}
 	if s := c.idents[ident]; s != nil && rev < s.floor {
 		// The identity has seen a newer revision than the watch has
 		// reached: an answer from here could be older than what it saw.
@@ -383,13 +408,25 @@ func (c *readCache) put(ident, method string, req []byte, r keyRange, rev int64,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.idents[ident]
-	if s == nil || !s.synced || rev < s.rev || size > c.max {
+	if s == nil || size > c.max {
 		return
+	}
+	var w *rangeWatch
+	if s.ranged {
+		if w = s.rw.watchLocked(r, rev); w == nil {
+			return
+		}
+	} else if !s.synced || rev < s.rev {
+		return
+	}
+	e := &entry{key: key, owner: s, r: r, rev: rev, resp: resp, size: size, w: w, servedRev: rev, served: resp}
+	if w != nil {
+		// Before the old entry goes: the range's watch stays.
+		w.entries[e] = struct{}{}
 	}
 	if old := c.entries[key]; old != nil {
 		c.removeLocked(old)
 	}
-	e := &entry{key: key, owner: s, r: r, rev: rev, resp: resp, size: size, servedRev: rev, served: resp}
 	e.elem = c.lru.PushFront(e)
 	c.entries[key] = e
 	c.bytes += size
@@ -428,6 +465,9 @@ func (c *readCache) removeLocked(e *entry) {
 	} else {
 		delete(s.ranges, e)
 	}
+	if e.w != nil {
+		s.rw.releaseLocked(e)
+	}
 }
 
 // dropLocked removes every entry of s.
@@ -458,6 +498,11 @@ func (s *identCache) invalidateLocked(key string) {
 // a revision the identity saw even when no event in the keyspace follows
 // it.
 func (s *identCache) askProgressLocked() {
+	if s.ranged && !s.asking {
+		s.asking = true
+		s.rw.queueLocked(&dkvpb.WatchRequest{RequestUnion: &dkvpb.WatchRequest_ProgressRequest{ProgressRequest: &dkvpb.WatchProgressRequest{}}})
+		return
+	}
 	if s.asking || !s.synced {
 		return
 	}
@@ -471,7 +516,12 @@ func (s *identCache) askProgressLocked() {
 	}()
 }
 
-var errRefused = errors.New("the upstream refused the cache's watch")
+var (
+	errRefused = errors.New("the upstream refused the cache's watch")
+	// errDenied: refused with PermissionDenied, the caller may not read
+	// the whole keyspace.
+	errDenied = fmt.Errorf("%w: permission denied", errRefused)
+)
 
 // run keeps the identity's watch open until its state is dropped. Each
 // failure drops every entry; the next watch starts from the present.
@@ -484,6 +534,15 @@ func (s *identCache) run(ctx context.Context) {
 		c.mu.Lock()
 		s.synced, s.asking = false, false
 		c.dropLocked(s)
+		if ctx.Err() == nil && !created && (errors.Is(err, errDenied) || status.Code(err) == codes.PermissionDenied) {
+			// It may read some ranges: watch those it reads.
+			s.ranged = true
+			s.rw.init()
+			c.mu.Unlock()
+			c.p.log.Info("read cache watches ranges for an identity that may not watch the whole keyspace", "err", err)
+			s.runRanged(ctx)
+			return
+		}
 		refused := ctx.Err() == nil && (errors.Is(err, errRefused) || !retryable(err))
 		if refused {
 			s.refused = time.Now().Add(refusedFor)
@@ -534,6 +593,9 @@ func (s *identCache) stream(ctx context.Context) (bool, error) {
 		if resp.Canceled {
 			if created || resp.CancelStatus == dkverr.Unavailable.Reason() {
 				return created, status.Error(codes.Unavailable, resp.CancelReason)
+			}
+			if resp.CancelStatus == dkverr.PermissionDenied.Reason() {
+				return false, fmt.Errorf("%w: %s", errDenied, resp.CancelReason)
 			}
 			return false, errRefused
 		}

@@ -207,7 +207,8 @@ func TestReadCacheIdentityIsolation(t *testing.T) {
 			t.Fatalf("alice's serializable read of root's cached key: %q %v, want ErrPermissionDenied", got, err)
 		}
 	}
-	// Her own keys work (without the cache: she may not watch them all).
+	// Her own keys work (TestReadCacheRangeWatches: cached range by
+	// range, as she may not watch them all).
 	_, err := alice.Put(ctx, "app/alice/x", []byte("a"))
 	must("alice puts", err)
 	if got, err := getSer(ctx, alice, "app/alice/x"); err != nil || got != "a" {
@@ -280,5 +281,106 @@ func TestReadCacheUpstreamFailure(t *testing.T) {
 	}
 	if metric(t, p, hits) != h {
 		t.Error("a read was answered from the cache while its watch was down")
+	}
+}
+
+// TestReadCacheRangeWatches: a user who may read only some prefixes,
+// whose keyspace watch the cluster refuses, still gets cache hits: the
+// proxy watches each cached range alone. She never sees through the
+// cache what she may not read; a write straight to the member reaches
+// her; her own writes read back at once; a range's watch goes with its
+// last entry; and an identity holds a bounded number of them.
+func TestReadCacheRangeWatches(t *testing.T) {
+	nd := servertest.Start(t, servertest.WithClientPort())
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	withAlice(t, nd, func(ctx context.Context, c *client.Client) {
+		_, err := c.Put(ctx, "app/bob/secret", []byte("s"))
+		must("put app/bob/secret", err)
+		_, err = c.Put(ctx, "app/alice/x", []byte("a"))
+		must("put app/alice/x", err)
+	})
+	p := startProxy(t, "", nd)
+	root, alice := dial(t, p, "root", "pw"), dial(t, p, "alice", "pw")
+	// Root at the member: writes that do not pass through the proxy.
+	direct, err := client.New(ctx, client.Config{Endpoints: []string{nd.Srv.ClientAddr()}, AutoSyncInterval: -1, Username: "root", Password: "pw"})
+	must("root at the member", err)
+	defer direct.Close()
+	const watches = "dkv_proxy_read_cache_range_watches"
+
+	cached(t, p, alice, "app/alice/x", "a")
+	if n := metric(t, p, watches); n != 1 {
+		t.Errorf("%s %v with one range cached, want 1", watches, n)
+	}
+
+	// Nothing she may not read, cached for root or not.
+	cached(t, p, root, "app/bob/secret", "s")
+	for range 3 {
+		if got, err := getSer(ctx, alice, "app/bob/secret"); !errors.Is(err, client.ErrPermissionDenied) {
+			t.Fatalf("alice's serializable read of app/bob/secret: %q %v, want ErrPermissionDenied", got, err)
+		}
+		if r, err := alice.List(ctx, "app/", client.WithSerializable()); !errors.Is(err, client.ErrPermissionDenied) {
+			t.Fatalf("alice's serializable read of app/: %v %v, want ErrPermissionDenied", r, err)
+		}
+	}
+
+	// A write that does not pass through the proxy drops her entry, and
+	// its watch with it.
+	_, err = direct.Put(ctx, "app/alice/x", []byte("b"))
+	must("direct put", err)
+	testutil.Eventually(t, waitLong, "the range watch gone with its entry", func() bool {
+		return metric(t, p, watches) == 0
+	})
+	cached(t, p, alice, "app/alice/x", "b")
+
+	// Her own writes read back at once, cached or not.
+	for i := range 50 {
+		v := "w" + strconv.Itoa(i)
+		_, err := alice.Put(ctx, "app/alice/x", []byte(v))
+		must("alice puts", err)
+		for range 2 {
+			if got, err := getSer(ctx, alice, "app/alice/x"); err != nil || got != v {
+				t.Fatalf("alice's serializable read after her write of %q: %q %v", v, got, err)
+			}
+		}
+	}
+
+	// A prefix she may read is cached too, and holds only her keys.
+	_, err = direct.Put(ctx, "app/alice/y", []byte("y"))
+	must("direct put", err)
+	prefix := func() string {
+		r, err := alice.List(ctx, "app/alice/", client.WithSerializable())
+		must("alice reads app/alice/", err)
+		var ks []string
+		for _, kv := range r.KVs {
+			ks = append(ks, kv.Key)
+		}
+		return strings.Join(ks, " ")
+	}
+	testutil.Eventually(t, waitLong, "app/alice/ answered from the cache", func() bool {
+		before := metric(t, p, hits)
+		if got := prefix(); got != "app/alice/x app/alice/y" {
+			t.Fatalf("alice's app/alice/: %s", got)
+		}
+		return metric(t, p, hits) > before
+	})
+
+	// Many ranges: never more watches than the bound.
+	for i := range 300 {
+		k := "app/alice/k" + strconv.Itoa(i)
+		for range 2 {
+			if _, err := alice.Get(ctx, k, client.WithSerializable()); err != nil && !errors.Is(err, client.ErrNotFound) {
+				t.Fatalf("get %s: %v", k, err)
+			}
+		}
+	}
+	if n := metric(t, p, watches); n > 256 || n < 100 {
+		t.Errorf("%s %v after 300 ranges read, want at most the bound 256 (and many)", watches, n)
 	}
 }

@@ -28,7 +28,13 @@
 // Serializable reads of the current revision (DKV's and etcd's Range)
 // are answered from a cache bounded by bytes (cache.go), per caller
 // identity, kept current by one upstream watch per identity over its
-// keyspace; its invariants are in cache.go.
+// keyspace (or, for an identity that may not watch it all, one upstream
+// watch per cached range, cache_ranged.go); its invariants are in
+// cache.go.
+//
+// Lease keep-alive streams (DKV's Lease.KeepAlive and etcd's
+// Lease.LeaseKeepAlive) with the same caller metadata share one upstream
+// stream of their kind (keepalive.go); its invariants are there.
 //
 // The proxy links neither the server nor the client package: it is gRPC
 // in both directions plus the generated API.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -64,8 +65,13 @@ func (p *Proxy) forward(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return status.Error(codes.Internal, "proxy: no method name")
 	}
-	if method == dkvpb.Lease_KeepAlive_FullMethodName && !p.cfg.NoKeepAliveSharing {
-		return p.keepAlives.keepAlive(ss)
+	if !p.cfg.NoKeepAliveSharing {
+		switch method {
+		case dkvpb.Lease_KeepAlive_FullMethodName:
+			return p.keepAlives.keepAlive(ss, kaDKV)
+		case etcdserverpb.Lease_LeaseKeepAlive_FullMethodName:
+			return p.keepAlives.keepAlive(ss, kaEtcd)
+		}
 	}
 	if p.cache != nil && (method == dkvRange || method == etcdRange) {
 		return p.rangeCall(ss, method)

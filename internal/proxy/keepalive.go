@@ -2,38 +2,42 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
-	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keepalive"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Lease keep-alives: the local KeepAlive streams of DKV's Lease service
 // whose callers present the same metadata share one upstream KeepAlive
-// stream.
+// stream; so do etcd's Lease.LeaseKeepAlive streams, on an upstream
+// LeaseKeepAlive stream of their own (kaKind: DKV's request names many
+// leases and its response answers many, etcd's one each).
 //
 // Invariants:
 //
 //   - A local request to renew a lease is answered with the cluster's
 //     result for that lease, to an upstream request sent after the local
 //     one arrived: the TTL a client gets is one the cluster granted after
-//     it asked, never an earlier answer or a made-up one. Local requests
-//     for a lease that arrive while one is in flight wait for the next.
+//     it asked, never an earlier answer or a made-up one (etcd's answer,
+//     TTL 0 for a lease not found included, is passed on as the member
+//     sent it). Local requests for a lease that arrive while one is in
+//     flight wait for the next.
 //   - Only callers with identical metadata share a stream, so the member
 //     checks every renewal with the token that asked for it.
 //   - When the upstream stream fails with an error a member would end
 //     a direct stream with for good (not Unavailable and the like), every
 //     local stream on it ends with that error; otherwise the proxy opens a
 //     new upstream stream and asks again for every lease still waiting.
-
-// maxRenewBatch is the most leases a member takes in one request.
-const maxRenewBatch = 10000
 
 // maxLocalKeepAliveQueue is how many responses a local keep-alive stream
 // may have waiting before it is ended (its client reconnects).
@@ -42,7 +46,7 @@ const maxLocalKeepAliveQueue = 1024
 type kaHub struct {
 	p  *Proxy
 	mu sync.Mutex
-	up map[string]*kaUpstream // by identity
+	up map[string]*kaUpstream // by kind and identity
 
 	local, upstream atomic.Int64 // the metrics
 }
@@ -51,7 +55,8 @@ type kaHub struct {
 // that share it.
 type kaUpstream struct {
 	h      *kaHub
-	ident  string
+	kind   kaKind
+	ident  string // the hub's key: kind and identity
 	md     metadata.MD
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -59,7 +64,120 @@ type kaUpstream struct {
 	mu     sync.Mutex
 	locals map[*kaLocal]struct{}
 	leases map[int64]*kaLease
-	st     dkvpb.Lease_KeepAliveClient // nil while reconnecting
+	st     kaStream // nil while reconnecting
+}
+
+// kaKind is the keep-alive protocol of a stream.
+type kaKind int
+
+const (
+	kaDKV  kaKind = iota // DKV's Lease.KeepAlive
+	kaEtcd               // etcd's Lease.LeaseKeepAlive
+)
+
+// kaResult is the cluster's answer for one lease: a result of DKV's
+// response, or etcd's whole response (it answers one lease).
+type kaResult struct {
+	id   int64
+	dkv  *dkvpb.LeaseKeepAliveResult
+	etcd *etcdserverpb.LeaseKeepAliveResponse
+}
+
+// kaStream is an upstream keep-alive stream of either kind.
+type kaStream interface {
+	// send asks for renewals of ids; a failure shows on recv.
+	send(ids []int64)
+	// recv is the next upstream response: its header (DKV's) and its
+	// results.
+	recv() (*dkvpb.ResponseHeader, []kaResult, error)
+}
+
+type dkvKAStream struct{ st dkvpb.Lease_KeepAliveClient }
+
+func (s dkvKAStream) send(ids []int64) {
+	for len(ids) > 0 {
+		n := min(len(ids), keepalive.MaxIDs)
+		s.st.Send(&dkvpb.LeaseKeepAliveRequest{Ids: ids[:n]})
+		ids = ids[n:]
+	}
+}
+
+func (s dkvKAStream) recv() (*dkvpb.ResponseHeader, []kaResult, error) {
+	resp, err := s.st.Recv()
+	if err != nil {
+		return nil, nil, err
+	}
+	rs := make([]kaResult, len(resp.Results))
+	for i, r := range resp.Results {
+		rs[i] = kaResult{id: r.Id, dkv: r}
+	}
+	return resp.Header, rs, nil
+}
+
+type etcdKAStream struct {
+	st etcdserverpb.Lease_LeaseKeepAliveClient
+}
+
+func (s etcdKAStream) send(ids []int64) {
+	for _, id := range ids {
+		s.st.Send(&etcdserverpb.LeaseKeepAliveRequest{ID: id})
+	}
+}
+
+func (s etcdKAStream) recv() (*dkvpb.ResponseHeader, []kaResult, error) {
+	resp, err := s.st.Recv()
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, []kaResult{{id: resp.ID, etcd: resp}}, nil
+}
+
+// open opens an upstream keep-alive stream of kind k.
+func (k kaKind) open(ctx context.Context, conn grpc.ClientConnInterface) (kaStream, error) {
+	if k == kaEtcd {
+		st, err := etcdserverpb.NewLeaseClient(conn).LeaseKeepAlive(ctx)
+		return etcdKAStream{st}, err
+	}
+	st, err := dkvpb.NewLeaseClient(conn).KeepAlive(ctx)
+	return dkvKAStream{st}, err
+}
+
+// recvLocal reads a local stream's next request: the leases it asks to
+// renew. DKV's are checked as a member checks them, before they can end
+// a stream other clients share; etcd's need no check (a member answers
+// an id that names no lease with TTL 0, whatever the id).
+func (k kaKind) recvLocal(ss grpc.ServerStream) ([]int64, error) {
+	if k == kaEtcd {
+		req := new(etcdserverpb.LeaseKeepAliveRequest)
+		if err := ss.RecvMsg(req); err != nil {
+			return nil, err
+		}
+		return []int64{req.ID}, nil
+	}
+	req := new(dkvpb.LeaseKeepAliveRequest)
+	if err := ss.RecvMsg(req); err != nil {
+		return nil, err
+	}
+	if err := keepalive.ValidIDs(req.Ids); err != nil {
+		return nil, err
+	}
+	return req.Ids, nil
+}
+
+// deliverTo sends l the results rs of one upstream response with
+// header: DKV's in one response, etcd's each as the member sent it.
+func (k kaKind) deliverTo(l *kaLocal, header *dkvpb.ResponseHeader, rs []kaResult) {
+	if k == kaEtcd {
+		for _, r := range rs {
+			l.deliver(r.etcd)
+		}
+		return
+	}
+	out := &dkvpb.LeaseKeepAliveResponse{Header: header, Results: make([]*dkvpb.LeaseKeepAliveResult, len(rs))}
+	for i, r := range rs {
+		out.Results[i] = r.dkv
+	}
+	l.deliver(out)
 }
 
 // kaLease is a lease with a renewal in flight upstream.
@@ -69,7 +187,7 @@ type kaLease struct {
 }
 
 type kaLocal struct {
-	out chan *dkvpb.LeaseKeepAliveResponse
+	out chan proto.Message
 	mu  sync.Mutex
 	err error
 	end chan struct{} // closed with err set
@@ -88,7 +206,7 @@ func (l *kaLocal) fail(err error) {
 	}
 }
 
-func (l *kaLocal) deliver(r *dkvpb.LeaseKeepAliveResponse) {
+func (l *kaLocal) deliver(r proto.Message) {
 	select {
 	case l.out <- r:
 	default:
@@ -96,19 +214,19 @@ func (l *kaLocal) deliver(r *dkvpb.LeaseKeepAliveResponse) {
 	}
 }
 
-// keepAlive serves one local KeepAlive stream.
-func (h *kaHub) keepAlive(ss grpc.ServerStream) error {
+// keepAlive serves one local keep-alive stream of kind k.
+func (h *kaHub) keepAlive(ss grpc.ServerStream, k kaKind) error {
 	md := passMD(ss.Context())
-	ident := identity(md)
-	l := &kaLocal{out: make(chan *dkvpb.LeaseKeepAliveResponse, maxLocalKeepAliveQueue), end: make(chan struct{})}
-	u := h.join(ident, md, l)
+	ident := fmt.Sprint(int(k)) + "\x00" + identity(md)
+	l := &kaLocal{out: make(chan proto.Message, maxLocalKeepAliveQueue), end: make(chan struct{})}
+	u := h.join(k, ident, md, l)
 	defer u.leave(l)
 	h.local.Add(1)
 	defer h.local.Add(-1)
 	go func() {
 		for {
-			req := new(dkvpb.LeaseKeepAliveRequest)
-			if err := ss.RecvMsg(req); err != nil {
+			ids, err := k.recvLocal(ss)
+			if err != nil {
 				if err == io.EOF {
 					// As on a member: the answers in flight are sent,
 					// then the stream ends.
@@ -118,11 +236,7 @@ func (h *kaHub) keepAlive(ss grpc.ServerStream) error {
 				l.fail(err)
 				return
 			}
-			if err := validIDs(req.Ids); err != nil {
-				l.fail(err)
-				return
-			}
-			u.ask(l, req.Ids)
+			u.ask(l, ids)
 		}
 	}()
 	for {
@@ -149,30 +263,13 @@ func (h *kaHub) keepAlive(ss grpc.ServerStream) error {
 	}
 }
 
-// validIDs refuses what a member would refuse, before it can end a
-// stream other clients share.
-func validIDs(ids []int64) error {
-	if len(ids) == 0 {
-		return dkverr.New(dkverr.InvalidInput, "keep-alive names no lease")
-	}
-	if len(ids) > maxRenewBatch {
-		return dkverr.New(dkverr.InvalidInput, "keep-alive names %d leases; the limit per request is %d", len(ids), maxRenewBatch)
-	}
-	for _, id := range ids {
-		if id <= 0 {
-			return dkverr.New(dkverr.InvalidInput, "lease id is %d; it must be positive", id)
-		}
-	}
-	return nil
-}
-
 // join adds l to the upstream stream of ident, starting one if needed.
-func (h *kaHub) join(ident string, md metadata.MD, l *kaLocal) *kaUpstream {
+func (h *kaHub) join(k kaKind, ident string, md metadata.MD, l *kaLocal) *kaUpstream {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	u := h.up[ident]
 	if u == nil {
-		u = &kaUpstream{h: h, ident: ident, md: md, locals: map[*kaLocal]struct{}{}, leases: map[int64]*kaLease{}}
+		u = &kaUpstream{h: h, kind: k, ident: ident, md: md, locals: map[*kaLocal]struct{}{}, leases: map[int64]*kaLease{}}
 		u.ctx, u.cancel = context.WithCancel(h.p.ctx)
 		h.up[ident] = u
 		h.upstream.Add(1)
@@ -240,25 +337,23 @@ func (u *kaUpstream) ask(l *kaLocal, ids []int64) {
 // sendLocked sends a renewal of ids on the current stream; without one,
 // the next stream sends every lease waiting.
 func (u *kaUpstream) sendLocked(ids []int64) {
-	for len(ids) > 0 && u.st != nil {
-		n := min(len(ids), maxRenewBatch)
-		// A failed send shows on the stream's Recv, and the next stream
+	if len(ids) > 0 && u.st != nil {
+		// A failed send shows on the stream's recv, and the next stream
 		// asks again.
-		u.st.Send(&dkvpb.LeaseKeepAliveRequest{Ids: ids[:n]})
-		ids = ids[n:]
+		u.st.send(ids)
 	}
 }
 
 // answer hands the results of one upstream response to the local
 // streams that were waiting for them, and asks again for the leases that
 // local streams asked for since.
-func (u *kaUpstream) answer(resp *dkvpb.LeaseKeepAliveResponse) {
+func (u *kaUpstream) answer(header *dkvpb.ResponseHeader, results []kaResult) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	per := map[*kaLocal][]*dkvpb.LeaseKeepAliveResult{}
+	per := map[*kaLocal][]kaResult{}
 	var again []int64
-	for _, r := range resp.Results {
-		le := u.leases[r.Id]
+	for _, r := range results {
+		le := u.leases[r.id]
 		if le == nil {
 			continue
 		}
@@ -271,15 +366,15 @@ func (u *kaUpstream) answer(resp *dkvpb.LeaseKeepAliveResponse) {
 			}
 		}
 		if len(le.next) == 0 {
-			delete(u.leases, r.Id)
+			delete(u.leases, r.id)
 			continue
 		}
 		le.waiting, le.next = le.next, map[*kaLocal]struct{}{}
-		again = append(again, r.Id)
+		again = append(again, r.id)
 	}
 	for l, rs := range per {
 		if _, ok := u.locals[l]; ok {
-			l.deliver(&dkvpb.LeaseKeepAliveResponse{Header: resp.Header, Results: rs})
+			u.kind.deliverTo(l, header, rs)
 			l.pending -= len(rs)
 			if l.halfClosed && l.pending == 0 {
 				l.fail(io.EOF)
@@ -334,7 +429,7 @@ func (u *kaUpstream) endAll(err error) {
 func (u *kaUpstream) stream() (bool, error) {
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(u.ctx, u.md))
 	defer cancel()
-	st, err := dkvpb.NewLeaseClient(u.h.p.conn).KeepAlive(ctx)
+	st, err := u.kind.open(ctx, u.h.p.conn)
 	if err != nil {
 		return false, err
 	}
@@ -360,11 +455,11 @@ func (u *kaUpstream) stream() (bool, error) {
 	}()
 	answered := false
 	for {
-		resp, err := st.Recv()
+		header, results, err := st.recv()
 		if err != nil {
 			return answered, err
 		}
 		answered = true
-		u.answer(resp)
+		u.answer(header, results)
 	}
 }

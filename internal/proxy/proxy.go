@@ -12,6 +12,7 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/httpguard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -41,6 +42,14 @@ type Config struct {
 	AdvertiseAddr string
 	// HTTPAddr, when set, serves /metrics, /livez and /readyz.
 	HTTPAddr string
+	// HTTPAllowedHosts are the host names, besides the proxy's own
+	// addresses (listen, advertised and HTTP), localhost and loopback
+	// IPs, that the HTTP port answers to ("host" or "host:port"; the
+	// port is ignored); "*" allows any. Another Host header gets 421
+	// on every path but /livez and /readyz, so a page whose DNS name an
+	// attacker rebinds to the proxy reads nothing (internal/httpguard,
+	// as on a member's HTTP port).
+	HTTPAllowedHosts []string
 	// ServerTLS, when set, serves both addresses over TLS.
 	ServerTLS *tls.Config
 	// MaxLocalQueue is how many responses a local watch stream may have
@@ -84,6 +93,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ListenAddr == "" {
 		return errors.New("proxy: no listen address")
+	}
+	for _, h := range c.HTTPAllowedHosts {
+		if err := httpguard.CheckAllowedHost(h); err != nil {
+			return fmt.Errorf("proxy: %v", err)
+		}
 	}
 	if c.MaxLocalQueue < 1 {
 		return fmt.Errorf("proxy: max local queue %d must be positive", c.MaxLocalQueue)
@@ -144,6 +158,14 @@ func newMetrics(h *watchHub, c *readCache, ka *kaHub) *metrics {
 					return 0
 				}
 				return float64(c.size())
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "dkv_proxy_read_cache_range_watches", Help: "Watches of single cached ranges, for identities that may not watch the whole keyspace."},
+			func() float64 {
+				if c == nil {
+					return 0
+				}
+				return float64(c.rangeWatchCount())
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "dkv_proxy_local_keepalive_streams", Help: "Lease KeepAlive streams local clients hold on the proxy (shared ones)."},
@@ -222,7 +244,14 @@ func Start(cfg Config) (*Proxy, error) {
 		if cfg.ServerTLS != nil {
 			p.httpLis = tls.NewListener(p.httpLis, cfg.ServerTLS)
 		}
-		p.httpSrv = &http.Server{Handler: p.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		// Outermost, as on a member: a web page that may not use this
+		// port is refused before it reaches anything else.
+		h := httpguard.New(httpguard.Config{
+			Own:          []string{cfg.HTTPAddr, p.httpLis.Addr().String(), cfg.ListenAddr, p.lis.Addr().String(), p.advertise},
+			AllowedHosts: cfg.HTTPAllowedHosts,
+			Self:         "this proxy",
+		}, p.httpHandler())
+		p.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()

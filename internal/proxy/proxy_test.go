@@ -684,3 +684,60 @@ func TestProgressRequest(t *testing.T) {
 		seen[r.WatchId] = true
 	}
 }
+
+// TestHTTPHostGuard: a web page whose DNS name an attacker rebinds to
+// the proxy's HTTP port reads none of its metrics (421), as on a
+// member's HTTP port; the probes answer any name, the proxy's own
+// addresses and --http-allowed-hosts names get the metrics, and a page
+// of another site fetching them is refused.
+func TestHTTPHostGuard(t *testing.T) {
+	p, err := proxy.Start(proxy.Config{Endpoints: []string{testutil.FreeAddr(t)}, ListenAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		HTTPAllowedHosts: []string{"metrics.example:9000"}, Logger: testutil.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, port, _ := strings.Cut(p.HTTPAddr(), ":")
+	get := func(host, path string, hdr ...string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+p.HTTPAddr()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		name, host, path string
+		hdr              []string
+		want             int
+	}{
+		{"rebound name", "evil.example:" + port, "/metrics", nil, http.StatusMisdirectedRequest},
+		{"rebound name, no port", "evil.example", "/metrics", nil, http.StatusMisdirectedRequest},
+		{"own address", p.HTTPAddr(), "/metrics", nil, http.StatusOK},
+		{"localhost", "localhost:" + port, "/metrics", nil, http.StatusOK},
+		{"allowed host, any port", "metrics.example:" + port, "/metrics", nil, http.StatusOK},
+		{"probe by any name", "evil.example", "/livez", nil, http.StatusOK},
+		{"another site's page", p.HTTPAddr(), "/metrics", []string{"Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors"}, http.StatusForbidden},
+		{"another origin", p.HTTPAddr(), "/metrics", []string{"Origin", "http://evil.example"}, http.StatusForbidden},
+	} {
+		code, body := get(tc.host, tc.path, tc.hdr...)
+		if code != tc.want {
+			t.Errorf("%s: GET %s with Host %q: %d, want %d (%.100s)", tc.name, tc.path, tc.host, code, tc.want, strings.TrimSpace(body))
+		}
+		if code != http.StatusOK && strings.Contains(body, "dkv_proxy_") {
+			t.Errorf("%s: refused, yet the body holds metrics", tc.name)
+		}
+	}
+	if _, err := proxy.Start(proxy.Config{Endpoints: []string{"127.0.0.1:1"}, ListenAddr: "127.0.0.1:0", HTTPAllowedHosts: []string{"http://x.example/"}}); err == nil {
+		t.Error("Start with a URL as an allowed host: no error")
+	}
+}

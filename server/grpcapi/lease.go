@@ -7,11 +7,9 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keepalive"
 	"github.com/dkv-io/dkv/internal/lease"
 )
-
-// maxRenewBatch bounds the leases one keep-alive request may name.
-const maxRenewBatch = 20000
 
 // leaseService implements dkvpb.LeaseServer (docs/leases.md). Grant and
 // Revoke are ordinary proposals; a keep-alive is renewed through the
@@ -35,23 +33,8 @@ func (l *leaseService) Revoke(ctx context.Context, req *dkvpb.LeaseRevokeRequest
 	})
 }
 
-func validIDs(ids []int64) error {
-	if len(ids) == 0 {
-		return dkverr.New(dkverr.InvalidInput, "keep-alive names no lease")
-	}
-	if len(ids) > maxRenewBatch {
-		return dkverr.New(dkverr.InvalidInput, "keep-alive names %d leases; the limit per request is %d", len(ids), maxRenewBatch)
-	}
-	for _, id := range ids {
-		if id <= 0 {
-			return dkverr.New(dkverr.InvalidInput, "lease id is %d; it must be positive", id)
-		}
-	}
-	return nil
-}
-
 func (l *leaseService) KeepAliveOnce(ctx context.Context, req *dkvpb.LeaseKeepAliveOnceRequest) (*dkvpb.LeaseKeepAliveOnceResponse, error) {
-	if err := validIDs([]int64{req.GetId()}); err != nil {
+	if err := keepalive.ValidIDs([]int64{req.GetId()}); err != nil {
 		return nil, err
 	}
 	ttls, err := l.n.Renew(ctx, []int64{req.GetId()})
@@ -112,7 +95,7 @@ func (l *leaseService) KeepAlive(stream dkvpb.Lease_KeepAliveServer) error {
 		case <-l.n.Stopping():
 			return dkverr.New(dkverr.Unavailable, "member is shutting down")
 		case req := <-reqs:
-			if err := validIDs(req.GetIds()); err != nil {
+			if err := keepalive.ValidIDs(req.GetIds()); err != nil {
 				return err
 			}
 			wg.Add(1)
