@@ -501,3 +501,32 @@ func TestCommitBelowSnapshotAfterCrashStarts(t *testing.T) {
 		t.Fatalf("raft on the reopened store: %v", err)
 	}
 }
+
+// A refused open writes nothing: the damaged data dir is left as it was
+// found for whoever examines or restores it (it used to gain a raft log
+// segment at each failed start).
+func TestRefusedOpenLeavesTheRaftLogAlone(t *testing.T) {
+	dir := crashedWith(t, 100)
+	wal := newestWALFile(t, dir)
+	truncateHalfFile(t, wal)
+	before, _ := filepath.Glob(filepath.Join(dir, raftLogDir, "*"))
+	for range 3 {
+		_, err := openNoWitnessLoop(t, dir)
+		wantDamage(t, err, "", 0)
+	}
+	after, _ := filepath.Glob(filepath.Join(dir, raftLogDir, "*"))
+	if len(after) != len(before) {
+		t.Fatalf("refused opens changed the raft log: %v, then %v", before, after)
+	}
+}
+
+func truncateHalfFile(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}

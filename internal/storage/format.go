@@ -232,51 +232,54 @@ func (s *Storage) migrate1to2() error {
 	return nil
 }
 
-// openLog reads the raft log and opens it for appending; installed is the
-// snapshot an interrupted install just finished, whose reset the log may
-// lack.
-func (s *Storage) openLog(installed *raftpb.SnapshotMetadata) (*logContents, error) {
+// readLog reads the raft log; installed is the snapshot an interrupted
+// install just finished, whose reset the log may lack.
+func (s *Storage) readLog(installed *raftpb.SnapshotMetadata) (*logContents, []segment, error) {
 	dir := s.logDir()
 	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create the raft log dir: %w", err)
+		return nil, nil, fmt.Errorf("create the raft log dir: %w", err)
 	}
 	segs, c, err := readLog(s.fs, dir)
 	var sd *segmentDamage
 	if errors.As(err, &sd) {
 		de := &DamageError{Dir: s.dir, File: sd.file, Problem: sd.problem, LastGood: sd.lastGood}
 		s.attachWitness(de)
-		return nil, de
+		return nil, nil, de
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the raft log: %w", err)
+		return nil, nil, fmt.Errorf("read the raft log: %w", err)
 	}
 	if installed != nil {
 		c.reset, c.ents = installed, nil
 	}
-	next := uint64(1)
-	if n := len(c.ents); n > 0 {
-		next = c.ents[n-1].GetIndex() + 1
-	} else if c.reset != nil {
-		next = c.reset.GetIndex() + 1
-	}
-	if s.rlog, err = openLogForAppend(s.fs, dir, segs, next, c.hs, !s.sync, s.segBytes); err != nil {
-		return nil, fmt.Errorf("open the raft log: %w", err)
-	}
-	if installed != nil {
-		if err := s.rlog.reset(installed, c.hs); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
+	return c, segs, nil
 }
 
-// newestSegment is the path of the raft log's newest segment with
-// records before this start's (for damage reports), "" if none.
-func (s *Storage) newestSegment() string {
-	s.rlog.mu.Lock()
-	defer s.rlog.mu.Unlock()
-	if n := len(s.rlog.segs); n >= 2 {
-		return s.fs.PathJoin(s.logDir(), s.rlog.segs[n-2].name())
+// startLog opens the raft log for appending, in a new segment after
+// segs, once what it holds was loaded and checked.
+func (s *Storage) startLog(segs []segment, installed *raftpb.SnapshotMetadata) error {
+	s.mu.Lock()
+	hs, next := s.hardState, s.lastIndex+1
+	s.mu.Unlock()
+	l, err := openLogForAppend(s.fs, s.logDir(), segs, next, hs, !s.sync, s.segBytes)
+	if err != nil {
+		return fmt.Errorf("open the raft log: %w", err)
+	}
+	s.rlog = l
+	if installed != nil {
+		if err := s.rlog.reset(installed, hs); err != nil {
+			s.rlog.close()
+			return err
+		}
+	}
+	return nil
+}
+
+// newestSegment is the path of the raft log's newest segment (for damage
+// reports), "" if none.
+func (s *Storage) newestSegment(segs []segment) string {
+	if n := len(segs); n > 0 {
+		return s.fs.PathJoin(s.logDir(), segs[n-1].name())
 	}
 	return ""
 }

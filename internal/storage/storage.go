@@ -309,26 +309,23 @@ func Open(dir string, opts Options) (*Storage, error) {
 	if err != nil {
 		return fail(err)
 	}
-	contents, err := s.openLog(installed)
+	contents, segs, err := s.readLog(installed)
 	if err != nil {
 		return fail(err)
-	}
-	fail = func(err error) (*Storage, error) {
-		s.rlog.close()
-		db.Close()
-		if d := s.damage.Load(); d != nil {
-			return nil, d
-		}
-		return nil, err
 	}
 	if err := s.load(contents); err != nil {
 		return fail(err)
 	}
-	if err := s.checkWitness(s.newestSegment()); err != nil {
+	if err := s.checkWitness(s.newestSegment(segs)); err != nil {
 		return fail(err)
 	}
 	if d := s.damage.Load(); d != nil {
 		return fail(d)
+	}
+	// Only now is anything written to the raft log: a data dir refused
+	// above is left as it was found.
+	if err := s.startLog(segs, installed); err != nil {
+		return fail(err)
 	}
 	every := opts.WitnessInterval
 	if every <= 0 {
