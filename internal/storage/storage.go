@@ -655,9 +655,13 @@ func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
 // makes every earlier unsynced state write durable (Pebble has one WAL), so
 // the log never loses entries that durable state does not cover.
 func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) error {
+	// s.mu is held only around the in-memory steps: the flush below
+	// takes as long as writing a memtable, and must not hold up Save
+	// (the raft loop, its heartbeats) meanwhile. MemoryStorage has a lock
+	// of its own.
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	snap, err := s.MemoryStorage.CreateSnapshot(snapIndex, cs, nil)
+	s.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {
 			return nil
@@ -674,7 +678,6 @@ func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) 
 	// held only in the memtables until now) is in tables before the log
 	// entries that could rebuild it go.
 	if err := s.rlog.sync(); err != nil {
-		s.mu.Unlock()
 		s.logFailed(err) // never returns
 	}
 	if err := s.db.Set(keySnapMeta, data, pebble.NoSync); err != nil {
@@ -687,6 +690,8 @@ func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) 
 		return err
 	}
 	s.dropMigrationBackup()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
 		return err
 	}
