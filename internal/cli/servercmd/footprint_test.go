@@ -1,8 +1,10 @@
 package servercmd_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/internal/cli/clitest"
 	"github.com/dkv-io/dkv/internal/testutil"
 )
@@ -96,21 +99,36 @@ func TestNoSpaceOnASmallFilesystemIsData(t *testing.T) {
 	if addr == "" {
 		t.Fatalf("serve exited at start:\n%s", stderr)
 	}
+	// Filled through one client: a dkv process per put took most of the
+	// time (with the race detector, more than the deadline allowed once
+	// the store took more data before NoSpace).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Endpoints: []string{addr}, DialTimeout: 10 * time.Second, AutoSyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	raw := make([]byte, 675_000)
 	var acked int
-	var code int
-	var out string
 	deadline := time.Now().Add(3 * time.Minute)
 	for i := 0; time.Now().Before(deadline) && i < 1000; i++ {
 		rand.Read(raw) // incompressible: the engine compresses tables
 		val := base64.StdEncoding.EncodeToString(raw)
-		if code, out = runDKVAtIn(addr, val, "put", fmt.Sprintf("k%04d", i), "-"); code != 0 {
+		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err = c.Put(pctx, fmt.Sprintf("k%04d", i), []byte(val))
+		pcancel()
+		if err != nil {
 			break
 		}
 		acked += len(val)
 	}
-	if code != 10 || !strings.HasPrefix(out, "Error: NoSpace:") {
-		t.Fatalf("filling the disk: last put exit %d %q, want exit 10 Error: NoSpace (stderr:\n%s)", code, out, clitest.Tail(stderr.String(), 2000))
+	if !errors.Is(err, client.ErrNoSpace) {
+		t.Fatalf("filling the disk: after %.1f MiB of values the last put returned %v, want NoSpace (stderr:\n%s)", float64(acked)/(1<<20), err, clitest.Tail(stderr.String(), 2000))
+	}
+	// The CLI says so too.
+	if code, out := runDKVAtIn(addr, "v", "put", "one-more", "-"); code != 10 || !strings.HasPrefix(out, "Error: NoSpace:") {
+		t.Fatalf("dkv put on the full disk: exit %d %q, want exit 10 Error: NoSpace", code, out)
 	}
 	// Each value is in the raft log, the latest record and the history
 	// until compaction (docs/architecture.md): a third of what is left
