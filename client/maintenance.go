@@ -48,8 +48,8 @@ func (c *Client) alarm(ctx context.Context, req *dkvpb.AlarmActionRequest) ([]*d
 }
 
 // Defragment has the member that serves the call compact its database
-// (Pebble manual compaction of the state and the raft log); reads and
-// writes go on meanwhile.
+// (a Pebble manual compaction of the state, and a truncation of the raft
+// log to the applied index); reads and writes go on meanwhile.
 func (c *Client) Defragment(ctx context.Context) (*dkvpb.DefragmentResponse, error) {
 	var resp *dkvpb.DefragmentResponse
 	err := c.call(ctx, false, func(ctx context.Context, o ...grpc.CallOption) (err error) {

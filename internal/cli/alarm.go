@@ -127,8 +127,9 @@ func (a *App) defragCmd() *cobra.Command {
 		Use:   "defrag",
 		Short: "Compact each member at --endpoints' database in turn, giving back the space of deleted data",
 		Long: `Have each member at --endpoints, one after the other, compact its
-database (Pebble manual compaction of the state and the raft log), which
-drops deleted and compacted-away data and gives the space back. Reads
+database (a Pebble manual compaction of the state, and a truncation of
+the raft log to the applied index), which drops deleted and
+compacted-away data and gives the space back. Reads
 and writes go on meanwhile; they only share the disk with it. Run
 'dkv compact REV' first to let it drop old history too.`,
 		Args: Args(cobra.NoArgs),
