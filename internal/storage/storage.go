@@ -129,6 +129,11 @@ type Storage struct {
 	// while nothing changes.
 	witnessKick chan struct{}
 	closeOnce   sync.Once
+	// closing is set by Close before its flush; bgFailed then gets the
+	// first background error (a failed flush, retried by Pebble for as
+	// long as the disk stays full), so Close stops waiting for it.
+	closing  atomic.Bool
+	bgFailed chan error
 
 	damage   atomic.Pointer[DamageError]
 	onDamage func(error)
@@ -254,10 +259,17 @@ func Open(dir string, opts Options) (*Storage, error) {
 	el.DataCorruption = func(info pebble.DataCorruptionInfo) {
 		s.reportDamage(&DamageError{Dir: dir, File: info.Path, Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", info.Details)})
 	}
+	s.bgFailed = make(chan error, 1)
 	el.BackgroundError = func(err error) {
 		if pebble.IsCorruptionError(err) {
 			s.reportDamage(&DamageError{Dir: dir, File: corruptFile(s.fs, dir, err), Problem: fmt.Sprintf("Pebble found on-disk corruption: %v", err)})
 			return
+		}
+		if s.closing.Load() {
+			select {
+			case s.bgFailed <- err:
+			default:
+			}
 		}
 		logBackground(err)
 	}
@@ -432,8 +444,18 @@ func (s *Storage) Close() error {
 		if s.damage.Load() == nil {
 			// A clean stop leaves the state in tables: the next start
 			// need not apply the raft log again.
-			if ferr := s.db.Flush(); ferr != nil {
+			// A flush that fails (a full disk) is retried by Pebble
+			// without end; Close gives it up at the first failure, as
+			// nothing is lost without it.
+			s.closing.Store(true)
+			if done, ferr := s.db.AsyncFlush(); ferr != nil {
 				s.logf("cannot flush the state at close (the next start applies the raft log since the last flush): %v", ferr)
+			} else {
+				select {
+				case <-done:
+				case ferr := <-s.bgFailed:
+					s.logf("cannot flush the state at close (the next start applies the raft log since the last flush): %v", ferr)
+				}
 			}
 		}
 		s.cacheMu.Lock()
