@@ -95,6 +95,7 @@ func newMetrics(s *Server) *metrics {
 	gauge("mvcc_revision", "Current store revision.", func() float64 { return float64(s.kv.Revision()) })
 	gauge("mvcc_compact_revision", "Revision below which history is compacted.", func() float64 { return float64(s.kv.CompactRevision()) })
 	gauge("db_size_bytes", "Pebble disk space used.", func() float64 { return float64(s.dbSize()) })
+	gauge("storage_layout", "Layout of the replicated keyspace on this member: 2 writes each value twice (latest and history records), 3 once. A cluster moves to 3 once every member runs dkv 0.3 or later (docs/operations.md#upgrades).", func() float64 { return float64(s.kv.Layout()) })
 	gauge("raft_log_bytes", "Disk space the raft log's segment files take (raftlog/ in the data dir; part of db_size_bytes and db_size_in_use_bytes, which --quota-bytes is compared with).", func() float64 { return float64(s.store.LogBytes()) })
 	gauge("db_size_in_use_bytes", "What the database's live files take (the write-ahead log, the current tables and blob files; not a flush's or compaction's output under way nor files waiting for deletion); --quota-bytes is compared with it.",
 		func() float64 { return float64(s.dbInUse()) })

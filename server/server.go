@@ -28,9 +28,9 @@ import (
 // Version is the server's version, major.minor.patch. A member publishes
 // it in the member table; members whose versions are more than one minor
 // apart refuse to run together (version.go). A var so that a build can set
-// it (-ldflags "-X github.com/dkv-io/dkv/server.Version=0.2.0"), as the
+// it (-ldflags "-X github.com/dkv-io/dkv/server.Version=0.3.0"), as the
 // upgrade tests do.
-var Version = "0.2.0"
+var Version = "0.3.0"
 
 // Server is one DKV node.
 type Server struct {
@@ -216,7 +216,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	go s.waitReady()
 	go s.autoCompactLoop()
 	go s.purgeLoop()
-	s.wg.Add(4)
+	s.wg.Add(5)
+	go s.layoutLoop()
 	go s.leaseLoop()
 	go s.renewer.loop()
 	go s.spaceLoop()

@@ -411,8 +411,9 @@ func TestScheduledBackupsOnTheLeaderOnly(t *testing.T) {
 	}
 }
 
-// corruptBehindRaft stops victim, gives its key "a" the latest record of
-// key "b" directly in Pebble, and starts it again.
+// corruptBehindRaft stops victim, gives the newest version of its key
+// "a" the record of key "b"'s newest version directly in Pebble, and
+// starts it again.
 func corruptBehindRaft(t *testing.T, c *servertest.Cluster, victim *servertest.Node) time.Time {
 	t.Helper()
 	c.Stop(victim)
@@ -420,14 +421,23 @@ func corruptBehindRaft(t *testing.T, c *servertest.Cluster, victim *servertest.N
 	if err != nil {
 		t.Fatal(err)
 	}
-	latest := func(k string) []byte { return append(append([]byte(nil), keys.MVCCLatestPrefix...), k...) }
-	v, closer, err := db.Get(latest("b"))
-	if err != nil {
-		t.Fatal(err)
+	// History records: s/mh/<key>\x00\x01<^rev>, the newest first.
+	newest := func(k string) (key, val []byte) {
+		group := append(append([]byte(nil), keys.MVCCHistoryPrefix...), k+"\x00\x01"...)
+		end := append(group[:len(group)-1:len(group)-1], 0x02) // past the group's versions
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: group, UpperBound: end})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		if !it.First() {
+			t.Fatalf("no history record of %q on %s", k, victim.Name)
+		}
+		return append([]byte(nil), it.Key()...), append([]byte(nil), it.Value()...)
 	}
-	rec := append([]byte(nil), v...)
-	closer.Close()
-	if err := db.Set(latest("a"), rec, pebble.Sync); err != nil { // a's record now says b's value
+	ka, _ := newest("a")
+	_, vb := newest("b")
+	if err := db.Set(ka, vb, pebble.Sync); err != nil { // a's record now says b's value
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

@@ -402,8 +402,8 @@ func TestProcessVersionRule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level test; skipped with -short")
 	}
-	bin := testutil.DKVBinary(t) // server.Version as committed: 0.2.x
-	v03, v04 := buildVersioned(t, "0.3.0"), buildVersioned(t, "0.4.0")
+	bin := testutil.DKVBinary(t) // server.Version as committed: 0.3.x
+	v04, v05 := buildVersioned(t, "0.4.0"), buildVersioned(t, "0.5.0")
 	ms := startProcCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -416,14 +416,14 @@ func TestProcessVersionRule(t *testing.T) {
 
 	// Two minor versions away: refused before it is added.
 	jctx, jcancel := context.WithTimeout(ctx, 60*time.Second)
-	out, err := exec.CommandContext(jctx, v04, joinArgs("far")...).CombinedOutput()
+	out, err := exec.CommandContext(jctx, v05, joinArgs("far")...).CombinedOutput()
 	jcancel()
 	if err == nil || !strings.Contains(string(out), "2 minor versions apart") {
-		t.Fatalf("joining with dkv 0.4.0 beside 0.2: err %v, want a refusal naming the rule; output:\n%s", err, out)
+		t.Fatalf("joining with dkv 0.5.0 beside 0.3: err %v, want a refusal naming the rule; output:\n%s", err, out)
 	}
 
 	// One minor version away: joins.
-	near := &testutil.Member{Name: "near", Dir: filepath.Join(dir, "near"), Bin: v03, Args: joinArgs("near")}
+	near := &testutil.Member{Name: "near", Dir: filepath.Join(dir, "near"), Bin: v04, Args: joinArgs("near")}
 	near.Start(t)
 	t.Cleanup(func() {
 		if near.Running() {
@@ -436,7 +436,7 @@ func TestProcessVersionRule(t *testing.T) {
 		defer lcancel()
 		b, _ := exec.CommandContext(lctx, bin, "--endpoints", ms[0].ClientAddr, "member", "list").CombinedOutput()
 		list = string(b)
-		return strings.Contains(list, " 0.2.") && strings.Contains(list, " 0.3.0 ")
+		return strings.Contains(list, " 0.3.") && strings.Contains(list, " 0.4.0 ")
 	})
 	t.Logf("dkv member list:\n%s", list)
 	if !strings.Contains(list, "VERSION") {
@@ -444,12 +444,12 @@ func TestProcessVersionRule(t *testing.T) {
 	}
 
 	// The member's data dir, started with a binary two minor versions
-	// from the recorded 0.2: refused at start.
+	// from the recorded 0.3: refused at start.
 	sigterm(t, near)
 	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
-	out, err = exec.CommandContext(sctx, v04, near.Args...).CombinedOutput()
+	out, err = exec.CommandContext(sctx, v05, near.Args...).CombinedOutput()
 	scancel()
 	if err == nil || !strings.Contains(string(out), "refusing to start") || !strings.Contains(string(out), "2 minor versions apart") {
-		t.Fatalf("restarting a member with dkv 0.4.0 beside 0.2: err %v, want a refusal naming the rule; output:\n%s", err, out)
+		t.Fatalf("restarting a member with dkv 0.5.0 beside 0.3: err %v, want a refusal naming the rule; output:\n%s", err, out)
 	}
 }

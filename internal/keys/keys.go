@@ -88,6 +88,9 @@ var (
 	MVCCRevision = []byte("s/mm/rev")
 	// MVCCCompact is the compact revision.
 	MVCCCompact = []byte("s/mm/compact")
+	// MVCCLayout is the layout of the MVCC keyspace (mvcc.Layout), 8
+	// bytes BE; absent: layout 2, with the latest records under s/mk.
+	MVCCLayout = []byte("s/mm/layout")
 )
 
 // Label indexes (package mvcc), inside the MVCC keyspace so

@@ -20,7 +20,7 @@ func TestLayoutIsStable(t *testing.T) {
 		{MemberPrefix, "s/raft/members/"}, {MemberEnd, "s/raft/members0"},
 		{AlarmPrefix, "s/alarm/"}, {AlarmEnd, "s/alarm0"}, {AuthState, "s/auth/state"},
 		{MVCCLatestPrefix, "s/mk/"}, {MVCCHistoryPrefix, "s/mh/"}, {MVCCChangesPrefix, "s/mr/"},
-		{MVCCRevision, "s/mm/rev"}, {MVCCCompact, "s/mm/compact"},
+		{MVCCRevision, "s/mm/rev"}, {MVCCCompact, "s/mm/compact"}, {MVCCLayout, "s/mm/layout"},
 		{LeaseRecordPrefix, "s/ll/"}, {LeaseKeysPrefix, "s/lk/"}, {LeaseSeq, "s/lm/seq"},
 		{LockHolderPrefix, "s/kh/"}, {LockTokenPrefix, "s/kt/"}, {LockQueuePrefix, "s/kq/"},
 		{LockOwnerPrefix, "s/ko/"}, {LockLeasePrefix, "s/kl/"}, {LockSeq, "s/km/seq"},
@@ -39,7 +39,7 @@ func TestLayoutIsStable(t *testing.T) {
 func TestReplicatedKeysInStateSpan(t *testing.T) {
 	in := func(k []byte) bool { return bytes.Compare(k, StateStart) >= 0 && bytes.Compare(k, StateEnd) < 0 }
 	for _, k := range [][]byte{AppliedIndex, ConfState, MemberPrefix, AlarmPrefix, MVCCLatestPrefix, MVCCHistoryPrefix,
-		MVCCChangesPrefix, MVCCRevision, MVCCCompact, LeaseRecordPrefix, LeaseKeysPrefix, LeaseSeq,
+		MVCCChangesPrefix, MVCCRevision, MVCCCompact, MVCCLayout, LeaseRecordPrefix, LeaseKeysPrefix, LeaseSeq,
 		LockHolderPrefix, LockTokenPrefix, LockQueuePrefix, LockOwnerPrefix, LockLeasePrefix, LockSeq,
 		LockGrantPrefix, RateLimitPrefix} {
 		if !in(k) {

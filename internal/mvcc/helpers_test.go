@@ -27,7 +27,31 @@ type harness struct {
 	s  *Store
 }
 
+// newHarness is a store in the layout a cluster of this build runs
+// (LayoutValueOnce).
 func newHarness(t testing.TB) *harness {
+	h := newHarnessLayout2(t)
+	h.upgrade()
+	return h
+}
+
+// upgrade moves the store to LayoutValueOnce, as the replicated command
+// does.
+func (h *harness) upgrade() {
+	h.t.Helper()
+	b := h.db.NewIndexedBatch()
+	defer b.Close()
+	if _, err := h.s.UpgradeLayout(b); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// newHarnessLayout2 is a store in LayoutLatestAndHistory, where every
+// store starts.
+func newHarnessLayout2(t testing.TB) *harness {
 	db := openDB(t)
 	s, err := Open(db, Limits{})
 	if err != nil {

@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -72,6 +73,9 @@ func decodeHistKey(dst, k []byte) (key []byte, rev int64, err error) {
 	}
 	rev = int64(^binary.BigEndian.Uint64(k[len(k)-8:]))
 	esc := k[len(prefixHistory) : len(k)-10]
+	if bytes.IndexByte(esc, 0) < 0 {
+		return append(dst[:0], esc...), rev, nil // nothing escaped
+	}
 	key = dst[:0]
 	for i := 0; i < len(esc); i++ {
 		c := esc[i]

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"sort"
 
@@ -15,50 +16,64 @@ import (
 // only valid during the call. Returning false stops the scan.
 type visitFn func(key []byte, rec *record) bool
 
-// scanLatest visits the live keys in sp through the s/mk records.
+// scanLatest visits the live keys in sp: per key, the newest version in
+// its history group, unless that is a tombstone. Every layout writes the
+// history (layout.go), so this reads any of them.
 func scanLatest(r pebble.Reader, sp span, fn visitFn) error {
+	return scanLatestBuf(r, sp, nil, fn)
+}
+
+// latestSkipNexts is how many older versions of a key scanLatestBuf steps
+// over with Next before it seeks past the key's group instead: a key
+// read after a compaction has one version, a hot key many.
+const latestSkipNexts = 4
+
+// scanLatestBuf is scanLatest with a buffer for the iterator's bounds
+// (the caller's scratch, unused after the call).
+func scanLatestBuf(r pebble.Reader, sp span, buf []byte, fn visitFn) error {
 	if sp.single {
-		v, c, err := r.Get(latestKey(nil, sp.start))
-		if err == pebble.ErrNotFound {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		var rec record
-		if err := decodeLatest(v, &rec); err != nil {
-			return err
-		}
-		fn(sp.start, &rec)
-		return nil
+		return getLatestVersion(r, sp.start, buf, fn)
 	}
 	if isEmpty(sp) {
 		return nil
 	}
-	opts := &pebble.IterOptions{LowerBound: latestKey(nil, sp.start)}
-	if sp.end == nil {
-		opts.UpperBound = keyrange.PrefixEnd(prefixLatest)
-	} else {
-		opts.UpperBound = latestKey(nil, sp.end)
-	}
-	it, err := r.NewIter(opts)
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: histGroup(buf, sp.start), UpperBound: histBound(sp.end)})
 	if err != nil {
 		return err
 	}
 	var rec record
-	for valid := it.First(); valid; valid = it.Next() {
+	var group, seek, kbuf []byte
+	for valid := it.First(); valid; {
+		k := it.Key()
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
 			return err
 		}
-		if err := decodeLatest(v, &rec); err != nil {
+		key, mod, err := decodeHistKey(kbuf, k)
+		if err != nil {
 			it.Close()
 			return err
 		}
-		if !fn(it.Key()[len(prefixLatest):], &rec) {
+		kbuf = key
+		live, err := decodeHist(v, mod, &rec)
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if live && !fn(key, &rec) {
 			break
+		}
+		group = append(group[:0], k[:len(k)-8]...)
+		valid = it.Next()
+		for n := 0; valid && inGroup(it.Key(), group); n++ {
+			if n == latestSkipNexts {
+				seek = append(seek[:0], group...)
+				seek[len(seek)-1] = 0x02
+				valid = it.SeekGE(seek)
+				break
+			}
+			valid = it.Next()
 		}
 	}
 	if err := it.Error(); err != nil {
@@ -66,6 +81,57 @@ func scanLatest(r pebble.Reader, sp span, fn visitFn) error {
 		return err
 	}
 	return it.Close()
+}
+
+// getLatestVersion visits key's newest version unless it is a
+// tombstone: the first record of its history group.
+func getLatestVersion(r pebble.Reader, key, buf []byte, fn visitFn) error {
+	// Both bounds in buf: the group (ending 0x00 0x01), then the group
+	// ending 0x00 0x02, past its versions. Room for both escaped, at most.
+	if need := 2 * (len(prefixHistory) + 2*len(key) + 2); cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
+	b := histGroup(buf, key)
+	n := len(b)
+	b = append(b, b...)
+	lower, upper := b[:n:n], b[n:]
+	upper[len(upper)-1] = 0x02
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	if it.First() {
+		k := it.Key()
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if len(k) != n+8 {
+			it.Close()
+			return fmt.Errorf("mvcc: history key %q of key %q has %d bytes, want %d", k, key, len(k), n+8)
+		}
+		var rec record
+		live, err := decodeHist(v, int64(^binary.BigEndian.Uint64(k[n:])), &rec)
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if live {
+			fn(key, &rec)
+		}
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return err
+	}
+	return it.Close()
+}
+
+// inGroup reports whether history key k is a version of the key whose
+// group (histGroup) is group.
+func inGroup(k, group []byte) bool {
+	return len(k) == len(group)+8 && bytes.HasPrefix(k, group)
 }
 
 // scanHistory visits the keys in sp that were live at revision rev, as

@@ -63,6 +63,9 @@ type Store struct {
 	limits  Limits
 	rev     atomic.Int64 // as of the last Apply, which may not be committed yet
 	compact atomic.Int64
+	// layout is the keyspace layout (layout.go) of the state being
+	// applied: written by the apply goroutine (UpgradeLayout, Reload).
+	layout atomic.Int32
 
 	// What the database holds, for reads of the live database without
 	// reading the counters from Pebble each time: the revision and compact
@@ -137,7 +140,12 @@ func (s *Store) Reload(r pebble.Reader) error {
 	if err != nil {
 		return err
 	}
+	layout, err := readLayout(r)
+	if err != nil {
+		return err
+	}
 	s.held, s.leaseRecs, s.indexes = held, recs, idx
+	s.layout.Store(int32(layout))
 	if s.obs != nil {
 		s.obs.Reloaded()
 	}
@@ -211,19 +219,15 @@ func readInt(r pebble.Reader, k []byte) (int64, error) {
 	return int64(binary.BigEndian.Uint64(v)), nil
 }
 
-// getLatest reads the current record of key through r. The value is
-// copied.
+// getLatest reads the current record of key through r: its newest
+// version, unless that is a tombstone. The value is copied.
 func getLatest(r pebble.Reader, kbuf, key []byte) (rec record, ok bool, err error) {
-	v, c, err := r.Get(latestKey(kbuf, key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return rec, false, nil
-	}
-	if err != nil {
-		return rec, false, err
-	}
-	defer c.Close()
-	if err := decodeLatest(v, &rec); err != nil {
-		return rec, false, err
+	err = scanLatestBuf(r, span{start: key, single: true}, kbuf, func(_ []byte, v *record) bool {
+		rec, ok = *v, true
+		return false
+	})
+	if !ok || err != nil {
+		return record{}, false, err
 	}
 	rec.value = append([]byte(nil), rec.value...)
 	rec.labels = append([]byte(nil), rec.labels...)
@@ -321,9 +325,11 @@ func (w *Writer) Revision() int64 { return w.cur }
 
 func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	s := w.s
-	s.kbuf = latestKey(s.kbuf, key)
-	s.vbuf = appendLatest(s.vbuf[:0], rec)
-	must(w.b.Set(s.kbuf, s.vbuf, nil))
+	if s.layout.Load() < LayoutValueOnce {
+		s.kbuf = latestKey(s.kbuf, key)
+		s.vbuf = appendLatest(s.vbuf[:0], rec)
+		must(w.b.Set(s.kbuf, s.vbuf, nil))
+	}
 	if s.obs != nil {
 		s.obs.Put(w, key)
 	}
@@ -360,8 +366,10 @@ var tombstoneValue = []byte{kindTombstone}
 
 func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	s := w.s
-	s.kbuf = latestKey(s.kbuf, key)
-	must(w.b.Delete(s.kbuf, nil))
+	if s.layout.Load() < LayoutValueOnce {
+		s.kbuf = latestKey(s.kbuf, key)
+		must(w.b.Delete(s.kbuf, nil))
+	}
 	if s.obs != nil {
 		s.obs.Deleted(w, key)
 	}

@@ -116,6 +116,8 @@ func Lookup(req *dkvpb.InternalRequest) (*Command, proto.Message) {
 		return &sessionOpenCommand, r.SessionOpen
 	case *dkvpb.InternalRequest_SessionExpire:
 		return &sessionExpireCommand, r.SessionExpire
+	case *dkvpb.InternalRequest_StorageLayout:
+		return &storageLayoutCommand, r.StorageLayout
 	}
 	return nil, nil
 }

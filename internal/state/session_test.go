@@ -3,7 +3,6 @@ package state
 import (
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2"
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
 	"google.golang.org/protobuf/proto"
@@ -20,19 +19,7 @@ func TestSessionOpenWaitsForEveryMember(t *testing.T) {
 		return h.one(&dkvpb.InternalRequest{TimeUnixNano: 1e9, Request: &dkvpb.InternalRequest_SessionOpen{
 			SessionOpen: &dkvpb.SessionOpenRequest{Id: id, TtlMs: 10_000}}})
 	}
-	setMember := func(id uint64, version string) {
-		b := h.store.DB().NewBatch()
-		data, err := proto.Marshal(&dkvpb.Member{Id: id, Name: "m", Version: version})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := setMember(b, id, data); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Commit(pebble.NoSync); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setMember := h.setMemberVersion
 	setMember(1, "0.2.0")
 	if res := open(1); res.Err != nil {
 		t.Fatalf("every member at 0.2.0: %v", res.Err)

@@ -1,12 +1,14 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/dkv-io/dkv/internal/keys"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -21,7 +23,25 @@ import (
 //	   (r/e/<index>, r/hs).
 //	2: the raft log in segment files under raftlog/ (raftlog.go); Pebble
 //	   holds the state and the compaction snapshot marker only.
-const Format = 2
+//	3: as 2, with the state in mvcc.LayoutValueOnce (no latest records;
+//	   each value written once). The state moves there by a replicated
+//	   command, which records format 3 in the batch that applies it
+//	   (RecordFormat); an installed snapshot records the format of the
+//	   layout it holds.
+const Format = FormatValueOnce
+
+// The formats this build writes. A new or migrated data dir starts in
+// FormatRaftLog: its state is in layout 2 until the cluster moves it.
+const (
+	FormatRaftLog   = 2
+	FormatValueOnce = 3
+)
+
+// RecordFormat records format n in b, a batch on the member's database:
+// for the state machine, in the batch that changes the state's layout.
+func RecordFormat(b *pebble.Batch, n int) error {
+	return b.Set(metaKey(formatMeta), []byte(strconv.Itoa(n)), nil)
+}
 
 // formatMeta names the node-local record holding the data dir's format.
 const formatMeta = "format"
@@ -63,7 +83,14 @@ func (s *Storage) checkFormat() error {
 			// MANIFEST cut short, which logDamage names).
 			return s.logDamage(0, "the database has lost its records (its storage format, raft snapshot marker and identity) while the raft log in "+raftLogDir+"/ holds raft state")
 		}
-		v = Format
+		// A new data dir, or one a restore built: its format follows
+		// the layout of the state it holds.
+		v = FormatRaftLog
+		if l, ok, err := get(s.db, keys.MVCCLayout); err != nil {
+			return err
+		} else if ok && len(l) == 8 && binary.BigEndian.Uint64(l) >= layoutValueOnce {
+			v = FormatValueOnce
+		}
 	}
 	switch {
 	case v > Format:
@@ -71,7 +98,7 @@ func (s *Storage) checkFormat() error {
 	case v == 1:
 		return s.migrate1to2()
 	case !ok:
-		return s.SetMeta(formatMeta, []byte(strconv.Itoa(Format)))
+		return s.SetMeta(formatMeta, []byte(strconv.Itoa(v)))
 	}
 	return nil
 }
@@ -215,7 +242,7 @@ func (s *Storage) migrate1to2() error {
 	err = errors.Join(
 		b.DeleteRange(entryKey(0), entryKey(^uint64(0)), nil),
 		b.Delete(keyHardState, nil),
-		b.Set(metaKey(formatMeta), []byte(strconv.Itoa(Format)), nil),
+		RecordFormat(b, FormatRaftLog),
 	)
 	if err == nil {
 		err = b.Commit(pebble.NoSync)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -136,6 +137,10 @@ func (s *Storage) stagedPath(index uint64) string {
 
 var keyInstalling = keys.SnapshotInstalling
 
+// layoutValueOnce is mvcc.LayoutValueOnce, the keyspace layout whose data
+// dirs are in FormatValueOnce.
+const layoutValueOnce = 3
+
 // InstallSnapshot replaces the replicated state with the staged snapshot
 // for snap's index and resets the raft log to start after it. A crash
 // midway is finished at the next Open: the "installing" marker is set
@@ -188,6 +193,7 @@ func (s *Storage) loadStaged(path string, snapMeta []byte) error {
 	if err := b.DeleteRange(StateStart, StateEnd, nil); err != nil {
 		return err
 	}
+	format := FormatRaftLog // unless the state is in layout 3
 	for {
 		k, err := readChunk(r)
 		if err == io.EOF {
@@ -205,6 +211,9 @@ func (s *Storage) loadStaged(path string, snapMeta []byte) error {
 		if err := b.Set(k, val, nil); err != nil {
 			return err
 		}
+		if bytes.Equal(k, keys.MVCCLayout) && len(val) == 8 && binary.BigEndian.Uint64(val) >= layoutValueOnce {
+			format = FormatValueOnce
+		}
 		if b.Len() > 8<<20 {
 			if err := b.Commit(pebble.NoSync); err != nil {
 				return err
@@ -214,6 +223,11 @@ func (s *Storage) loadStaged(path string, snapMeta []byte) error {
 		}
 	}
 	if err := b.Set(keySnapMeta, snapMeta, nil); err != nil {
+		return err
+	}
+	// The data dir's format follows the layout of the state it now holds
+	// (format.go).
+	if err := RecordFormat(b, format); err != nil {
 		return err
 	}
 	if err := b.Delete(keyInstalling, nil); err != nil {

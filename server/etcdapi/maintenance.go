@@ -20,7 +20,7 @@ import (
 // API level it serves, 3.7 (every RPC of etcd 3.7's etcdserverpb,
 // RangeStream included; Downgrade answers as a cluster that cannot
 // downgrade; Status carries 3.6's fields). Status reports it followed by
-// DKV's own version as semver build metadata ("3.7.0+dkv.0.2.0"), which
+// DKV's own version as semver build metadata ("3.7.0+dkv.0.3.0"), which
 // etcd clients accept: clientv3 and kube-apiserver parse it as semver and
 // gate features on it (kube-apiserver turns RequestWatchProgress and
 // consistent lists from its watch cache off for 3.5.0-3.5.12).

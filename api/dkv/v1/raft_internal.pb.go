@@ -78,6 +78,7 @@ type InternalRequest struct {
 	//	*InternalRequest_IndexDrop
 	//	*InternalRequest_SessionOpen
 	//	*InternalRequest_SessionExpire
+	//	*InternalRequest_StorageLayout
 	Request       isInternalRequest_Request `protobuf_oneof:"request"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -389,6 +390,15 @@ func (x *InternalRequest) GetSessionExpire() *SessionExpireRequest {
 	return nil
 }
 
+func (x *InternalRequest) GetStorageLayout() *StorageLayoutRequest {
+	if x != nil {
+		if x, ok := x.Request.(*InternalRequest_StorageLayout); ok {
+			return x.StorageLayout
+		}
+	}
+	return nil
+}
+
 type isInternalRequest_Request interface {
 	isInternalRequest_Request()
 }
@@ -503,6 +513,10 @@ type InternalRequest_SessionExpire struct {
 	SessionExpire *SessionExpireRequest `protobuf:"bytes,121,opt,name=session_expire,json=sessionExpire,proto3,oneof"`
 }
 
+type InternalRequest_StorageLayout struct {
+	StorageLayout *StorageLayoutRequest `protobuf:"bytes,130,opt,name=storage_layout,json=storageLayout,proto3,oneof"`
+}
+
 func (*InternalRequest_Put) isInternalRequest_Request() {}
 
 func (*InternalRequest_DeleteRange) isInternalRequest_Request() {}
@@ -554,6 +568,8 @@ func (*InternalRequest_IndexDrop) isInternalRequest_Request() {}
 func (*InternalRequest_SessionOpen) isInternalRequest_Request() {}
 
 func (*InternalRequest_SessionExpire) isInternalRequest_Request() {}
+
+func (*InternalRequest_StorageLayout) isInternalRequest_Request() {}
 
 // AlarmRequest raises or clears a member's alarm. NOSPACE: its disk's free
 // space fell below the reserve, or its database grew over --quota-bytes.
@@ -694,6 +710,54 @@ func (x *MemberAttrsRequest) GetVersion() string {
 	return ""
 }
 
+// StorageLayoutRequest moves the replicated keyspace to a newer layout
+// (internal/mvcc/layout.go). The leader proposes it once every member's
+// recorded version reads that layout; applying it checks the member table
+// again, so every member refuses it alike while one is older.
+type StorageLayoutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Layout        int32                  `protobuf:"varint,1,opt,name=layout,proto3" json:"layout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageLayoutRequest) Reset() {
+	*x = StorageLayoutRequest{}
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageLayoutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageLayoutRequest) ProtoMessage() {}
+
+func (x *StorageLayoutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageLayoutRequest.ProtoReflect.Descriptor instead.
+func (*StorageLayoutRequest) Descriptor() ([]byte, []int) {
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StorageLayoutRequest) GetLayout() int32 {
+	if x != nil {
+		return x.Layout
+	}
+	return 0
+}
+
 // ConfChangeContext rides in a raft ConfChange's context: who the member is.
 type ConfChangeContext struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -704,7 +768,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[3]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +780,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[3]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +793,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{3}
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConfChangeContext) GetMember() *Member {
@@ -756,7 +820,7 @@ type ClientSession struct {
 
 func (x *ClientSession) Reset() {
 	*x = ClientSession{}
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[4]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +832,7 @@ func (x *ClientSession) String() string {
 func (*ClientSession) ProtoMessage() {}
 
 func (x *ClientSession) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[4]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +845,7 @@ func (x *ClientSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientSession.ProtoReflect.Descriptor instead.
 func (*ClientSession) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{4}
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ClientSession) GetId() uint64 {
@@ -833,7 +897,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[5]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +909,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[5]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +922,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{5}
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SessionRecord) GetTtlMs() int64 {
@@ -922,7 +986,7 @@ type SessionExpireRequest struct {
 
 func (x *SessionExpireRequest) Reset() {
 	*x = SessionExpireRequest{}
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[6]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +998,7 @@ func (x *SessionExpireRequest) String() string {
 func (*SessionExpireRequest) ProtoMessage() {}
 
 func (x *SessionExpireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dkv_v1_raft_internal_proto_msgTypes[6]
+	mi := &file_dkv_v1_raft_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1011,7 @@ func (x *SessionExpireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionExpireRequest.ProtoReflect.Descriptor instead.
 func (*SessionExpireRequest) Descriptor() ([]byte, []int) {
-	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{6}
+	return file_dkv_v1_raft_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionExpireRequest) GetIds() []uint64 {
@@ -961,7 +1025,7 @@ var File_dkv_v1_raft_internal_proto protoreflect.FileDescriptor
 
 const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\x1a\x12dkv/v1/store.proto\x1a\x12dkv/v1/query.proto\"\xd8\r\n" +
+	"\x1adkv/v1/raft_internal.proto\x12\x06dkv.v1\x1a\x0fdkv/v1/kv.proto\x1a\x14dkv/v1/cluster.proto\x1a\x12dkv/v1/lease.proto\x1a\x11dkv/v1/lock.proto\x1a\x16dkv/v1/ratelimit.proto\x1a\x12dkv/v1/queue.proto\x1a\x11dkv/v1/auth.proto\x1a\x18dkv/v1/maintenance.proto\x1a\x12dkv/v1/store.proto\x1a\x12dkv/v1/query.proto\"\xa0\x0e\n" +
 	"\x0fInternalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12#\n" +
@@ -1000,7 +1064,8 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\n" +
 	"index_drop\x18o \x01(\v2\x18.dkv.v1.IndexDropRequestH\x00R\tindexDrop\x12?\n" +
 	"\fsession_open\x18x \x01(\v2\x1a.dkv.v1.SessionOpenRequestH\x00R\vsessionOpen\x12E\n" +
-	"\x0esession_expire\x18y \x01(\v2\x1c.dkv.v1.SessionExpireRequestH\x00R\rsessionExpireB\t\n" +
+	"\x0esession_expire\x18y \x01(\v2\x1c.dkv.v1.SessionExpireRequestH\x00R\rsessionExpire\x12F\n" +
+	"\x0estorage_layout\x18\x82\x01 \x01(\v2\x1c.dkv.v1.StorageLayoutRequestH\x00R\rstorageLayoutB\t\n" +
 	"\arequest\"\x84\x01\n" +
 	"\fAlarmRequest\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\x04R\bmemberId\x12\x16\n" +
@@ -1011,7 +1076,9 @@ const file_dkv_v1_raft_internal_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
 	"\n" +
 	"client_url\x18\x02 \x01(\tR\tclientUrl\x12\x18\n" +
-	"\aversion\x18( \x01(\tR\aversion\";\n" +
+	"\aversion\x18( \x01(\tR\aversion\".\n" +
+	"\x14StorageLayoutRequest\x12\x16\n" +
+	"\x06layout\x18\x01 \x01(\x05R\x06layout\";\n" +
 	"\x11ConfChangeContext\x12&\n" +
 	"\x06member\x18\x01 \x01(\v2\x0e.dkv.v1.MemberR\x06member\"G\n" +
 	"\rClientSession\x12\x0e\n" +
@@ -1042,76 +1109,78 @@ func file_dkv_v1_raft_internal_proto_rawDescGZIP() []byte {
 	return file_dkv_v1_raft_internal_proto_rawDescData
 }
 
-var file_dkv_v1_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_dkv_v1_raft_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_dkv_v1_raft_internal_proto_goTypes = []any{
 	(*InternalRequest)(nil),        // 0: dkv.v1.InternalRequest
 	(*AlarmRequest)(nil),           // 1: dkv.v1.AlarmRequest
 	(*MemberAttrsRequest)(nil),     // 2: dkv.v1.MemberAttrsRequest
-	(*ConfChangeContext)(nil),      // 3: dkv.v1.ConfChangeContext
-	(*ClientSession)(nil),          // 4: dkv.v1.ClientSession
-	(*SessionRecord)(nil),          // 5: dkv.v1.SessionRecord
-	(*SessionExpireRequest)(nil),   // 6: dkv.v1.SessionExpireRequest
-	(*PutRequest)(nil),             // 7: dkv.v1.PutRequest
-	(*DeleteRangeRequest)(nil),     // 8: dkv.v1.DeleteRangeRequest
-	(*TxnRequest)(nil),             // 9: dkv.v1.TxnRequest
-	(*CounterRequest)(nil),         // 10: dkv.v1.CounterRequest
-	(*CompactRequest)(nil),         // 11: dkv.v1.CompactRequest
-	(*LeaseGrantRequest)(nil),      // 12: dkv.v1.LeaseGrantRequest
-	(*LeaseRevokeRequest)(nil),     // 13: dkv.v1.LeaseRevokeRequest
-	(*LeaseRenewRequest)(nil),      // 14: dkv.v1.LeaseRenewRequest
-	(*LeaseCheckpointRequest)(nil), // 15: dkv.v1.LeaseCheckpointRequest
-	(*LeaseExpireRequest)(nil),     // 16: dkv.v1.LeaseExpireRequest
-	(*LockAcquireRequest)(nil),     // 17: dkv.v1.LockAcquireRequest
-	(*LockReleaseRequest)(nil),     // 18: dkv.v1.LockReleaseRequest
-	(*LockCancelRequest)(nil),      // 19: dkv.v1.LockCancelRequest
-	(*RateLimitRequest)(nil),       // 20: dkv.v1.RateLimitRequest
-	(*QueueClaimRequest)(nil),      // 21: dkv.v1.QueueClaimRequest
-	(*QueueAckRequest)(nil),        // 22: dkv.v1.QueueAckRequest
-	(*QueueAckBatchRequest)(nil),   // 23: dkv.v1.QueueAckBatchRequest
-	(*AuthChange)(nil),             // 24: dkv.v1.AuthChange
-	(*StoreCreateRequest)(nil),     // 25: dkv.v1.StoreCreateRequest
-	(*StoreDeleteRequest)(nil),     // 26: dkv.v1.StoreDeleteRequest
-	(*IndexCreateRequest)(nil),     // 27: dkv.v1.IndexCreateRequest
-	(*IndexDropRequest)(nil),       // 28: dkv.v1.IndexDropRequest
-	(*SessionOpenRequest)(nil),     // 29: dkv.v1.SessionOpenRequest
-	(AlarmType)(0),                 // 30: dkv.v1.AlarmType
-	(*Member)(nil),                 // 31: dkv.v1.Member
+	(*StorageLayoutRequest)(nil),   // 3: dkv.v1.StorageLayoutRequest
+	(*ConfChangeContext)(nil),      // 4: dkv.v1.ConfChangeContext
+	(*ClientSession)(nil),          // 5: dkv.v1.ClientSession
+	(*SessionRecord)(nil),          // 6: dkv.v1.SessionRecord
+	(*SessionExpireRequest)(nil),   // 7: dkv.v1.SessionExpireRequest
+	(*PutRequest)(nil),             // 8: dkv.v1.PutRequest
+	(*DeleteRangeRequest)(nil),     // 9: dkv.v1.DeleteRangeRequest
+	(*TxnRequest)(nil),             // 10: dkv.v1.TxnRequest
+	(*CounterRequest)(nil),         // 11: dkv.v1.CounterRequest
+	(*CompactRequest)(nil),         // 12: dkv.v1.CompactRequest
+	(*LeaseGrantRequest)(nil),      // 13: dkv.v1.LeaseGrantRequest
+	(*LeaseRevokeRequest)(nil),     // 14: dkv.v1.LeaseRevokeRequest
+	(*LeaseRenewRequest)(nil),      // 15: dkv.v1.LeaseRenewRequest
+	(*LeaseCheckpointRequest)(nil), // 16: dkv.v1.LeaseCheckpointRequest
+	(*LeaseExpireRequest)(nil),     // 17: dkv.v1.LeaseExpireRequest
+	(*LockAcquireRequest)(nil),     // 18: dkv.v1.LockAcquireRequest
+	(*LockReleaseRequest)(nil),     // 19: dkv.v1.LockReleaseRequest
+	(*LockCancelRequest)(nil),      // 20: dkv.v1.LockCancelRequest
+	(*RateLimitRequest)(nil),       // 21: dkv.v1.RateLimitRequest
+	(*QueueClaimRequest)(nil),      // 22: dkv.v1.QueueClaimRequest
+	(*QueueAckRequest)(nil),        // 23: dkv.v1.QueueAckRequest
+	(*QueueAckBatchRequest)(nil),   // 24: dkv.v1.QueueAckBatchRequest
+	(*AuthChange)(nil),             // 25: dkv.v1.AuthChange
+	(*StoreCreateRequest)(nil),     // 26: dkv.v1.StoreCreateRequest
+	(*StoreDeleteRequest)(nil),     // 27: dkv.v1.StoreDeleteRequest
+	(*IndexCreateRequest)(nil),     // 28: dkv.v1.IndexCreateRequest
+	(*IndexDropRequest)(nil),       // 29: dkv.v1.IndexDropRequest
+	(*SessionOpenRequest)(nil),     // 30: dkv.v1.SessionOpenRequest
+	(AlarmType)(0),                 // 31: dkv.v1.AlarmType
+	(*Member)(nil),                 // 32: dkv.v1.Member
 }
 var file_dkv_v1_raft_internal_proto_depIdxs = []int32{
-	4,  // 0: dkv.v1.InternalRequest.session:type_name -> dkv.v1.ClientSession
-	7,  // 1: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
-	8,  // 2: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
-	9,  // 3: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
-	10, // 4: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
-	11, // 5: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
+	5,  // 0: dkv.v1.InternalRequest.session:type_name -> dkv.v1.ClientSession
+	8,  // 1: dkv.v1.InternalRequest.put:type_name -> dkv.v1.PutRequest
+	9,  // 2: dkv.v1.InternalRequest.delete_range:type_name -> dkv.v1.DeleteRangeRequest
+	10, // 3: dkv.v1.InternalRequest.txn:type_name -> dkv.v1.TxnRequest
+	11, // 4: dkv.v1.InternalRequest.counter:type_name -> dkv.v1.CounterRequest
+	12, // 5: dkv.v1.InternalRequest.compact:type_name -> dkv.v1.CompactRequest
 	2,  // 6: dkv.v1.InternalRequest.member_attrs:type_name -> dkv.v1.MemberAttrsRequest
-	12, // 7: dkv.v1.InternalRequest.lease_grant:type_name -> dkv.v1.LeaseGrantRequest
-	13, // 8: dkv.v1.InternalRequest.lease_revoke:type_name -> dkv.v1.LeaseRevokeRequest
-	14, // 9: dkv.v1.InternalRequest.lease_renew:type_name -> dkv.v1.LeaseRenewRequest
-	15, // 10: dkv.v1.InternalRequest.lease_checkpoint:type_name -> dkv.v1.LeaseCheckpointRequest
-	16, // 11: dkv.v1.InternalRequest.lease_expire:type_name -> dkv.v1.LeaseExpireRequest
-	17, // 12: dkv.v1.InternalRequest.lock_acquire:type_name -> dkv.v1.LockAcquireRequest
-	18, // 13: dkv.v1.InternalRequest.lock_release:type_name -> dkv.v1.LockReleaseRequest
-	19, // 14: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
+	13, // 7: dkv.v1.InternalRequest.lease_grant:type_name -> dkv.v1.LeaseGrantRequest
+	14, // 8: dkv.v1.InternalRequest.lease_revoke:type_name -> dkv.v1.LeaseRevokeRequest
+	15, // 9: dkv.v1.InternalRequest.lease_renew:type_name -> dkv.v1.LeaseRenewRequest
+	16, // 10: dkv.v1.InternalRequest.lease_checkpoint:type_name -> dkv.v1.LeaseCheckpointRequest
+	17, // 11: dkv.v1.InternalRequest.lease_expire:type_name -> dkv.v1.LeaseExpireRequest
+	18, // 12: dkv.v1.InternalRequest.lock_acquire:type_name -> dkv.v1.LockAcquireRequest
+	19, // 13: dkv.v1.InternalRequest.lock_release:type_name -> dkv.v1.LockReleaseRequest
+	20, // 14: dkv.v1.InternalRequest.lock_cancel:type_name -> dkv.v1.LockCancelRequest
 	1,  // 15: dkv.v1.InternalRequest.alarm:type_name -> dkv.v1.AlarmRequest
-	20, // 16: dkv.v1.InternalRequest.rate_limit:type_name -> dkv.v1.RateLimitRequest
-	21, // 17: dkv.v1.InternalRequest.queue_claim:type_name -> dkv.v1.QueueClaimRequest
-	22, // 18: dkv.v1.InternalRequest.queue_ack:type_name -> dkv.v1.QueueAckRequest
-	23, // 19: dkv.v1.InternalRequest.queue_ack_batch:type_name -> dkv.v1.QueueAckBatchRequest
-	24, // 20: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
-	25, // 21: dkv.v1.InternalRequest.store_create:type_name -> dkv.v1.StoreCreateRequest
-	26, // 22: dkv.v1.InternalRequest.store_delete:type_name -> dkv.v1.StoreDeleteRequest
-	27, // 23: dkv.v1.InternalRequest.index_create:type_name -> dkv.v1.IndexCreateRequest
-	28, // 24: dkv.v1.InternalRequest.index_drop:type_name -> dkv.v1.IndexDropRequest
-	29, // 25: dkv.v1.InternalRequest.session_open:type_name -> dkv.v1.SessionOpenRequest
-	6,  // 26: dkv.v1.InternalRequest.session_expire:type_name -> dkv.v1.SessionExpireRequest
-	30, // 27: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
-	31, // 28: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	21, // 16: dkv.v1.InternalRequest.rate_limit:type_name -> dkv.v1.RateLimitRequest
+	22, // 17: dkv.v1.InternalRequest.queue_claim:type_name -> dkv.v1.QueueClaimRequest
+	23, // 18: dkv.v1.InternalRequest.queue_ack:type_name -> dkv.v1.QueueAckRequest
+	24, // 19: dkv.v1.InternalRequest.queue_ack_batch:type_name -> dkv.v1.QueueAckBatchRequest
+	25, // 20: dkv.v1.InternalRequest.auth:type_name -> dkv.v1.AuthChange
+	26, // 21: dkv.v1.InternalRequest.store_create:type_name -> dkv.v1.StoreCreateRequest
+	27, // 22: dkv.v1.InternalRequest.store_delete:type_name -> dkv.v1.StoreDeleteRequest
+	28, // 23: dkv.v1.InternalRequest.index_create:type_name -> dkv.v1.IndexCreateRequest
+	29, // 24: dkv.v1.InternalRequest.index_drop:type_name -> dkv.v1.IndexDropRequest
+	30, // 25: dkv.v1.InternalRequest.session_open:type_name -> dkv.v1.SessionOpenRequest
+	7,  // 26: dkv.v1.InternalRequest.session_expire:type_name -> dkv.v1.SessionExpireRequest
+	3,  // 27: dkv.v1.InternalRequest.storage_layout:type_name -> dkv.v1.StorageLayoutRequest
+	31, // 28: dkv.v1.AlarmRequest.alarm:type_name -> dkv.v1.AlarmType
+	32, // 29: dkv.v1.ConfChangeContext.member:type_name -> dkv.v1.Member
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_dkv_v1_raft_internal_proto_init() }
@@ -1156,6 +1225,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 		(*InternalRequest_IndexDrop)(nil),
 		(*InternalRequest_SessionOpen)(nil),
 		(*InternalRequest_SessionExpire)(nil),
+		(*InternalRequest_StorageLayout)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1163,7 +1233,7 @@ func file_dkv_v1_raft_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dkv_v1_raft_internal_proto_rawDesc), len(file_dkv_v1_raft_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

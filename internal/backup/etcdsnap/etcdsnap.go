@@ -13,7 +13,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/dkv-io/dkv/internal/backup"
-	"github.com/dkv-io/dkv/internal/keys"
 	"github.com/dkv-io/dkv/internal/lease"
 	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/storekeys"
@@ -237,17 +236,7 @@ func Write(path string, r pebble.Reader, o WriteOptions) (Info, error) {
 
 func countLive(r pebble.Reader) (int64, error) {
 	// The default store's live keys: those below the named stores'.
-	upper := append(append([]byte(nil), keys.MVCCLatestPrefix...), reserved...)
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: keys.MVCCLatestPrefix, UpperBound: upper})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	var n int64
-	for it.First(); it.Valid(); it.Next() {
-		n++
-	}
-	return n, it.Error()
+	return mvcc.CountLive(r, nil, reserved)
 }
 
 // ErrNotEtcd is wrapped by Import's refusal of a file that is not an

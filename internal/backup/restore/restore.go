@@ -18,6 +18,7 @@ import (
 	"github.com/dkv-io/dkv/internal/backup"
 	"github.com/dkv-io/dkv/internal/backup/etcdsnap"
 	"github.com/dkv-io/dkv/internal/keys"
+	"github.com/dkv-io/dkv/internal/mvcc"
 )
 
 // Contents is what a checkpoint holds.
@@ -47,15 +48,8 @@ func Inspect(dir string) (Contents, error) {
 		return c, err
 	}
 	c.AppliedIndex = uint64(ai)
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: keys.MVCCLatestPrefix, UpperBound: prefixEnd(keys.MVCCLatestPrefix)})
-	if err != nil {
-		return c, err
-	}
-	defer it.Close()
-	for it.First(); it.Valid(); it.Next() {
-		c.KeyCount++
-	}
-	return c, it.Error()
+	c.KeyCount, err = mvcc.CountLive(db, nil, nil)
+	return c, err
 }
 
 func readU64(r pebble.Reader, k []byte) (int64, error) {
