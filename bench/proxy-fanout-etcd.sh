@@ -13,7 +13,9 @@
 # run 5 s, it reads the upstream watch counts (etcd members:
 # etcd_debugging_mvcc_watch_stream_total and
 # etcd_debugging_mvcc_watcher_total; etcd proxies:
-# etcd_grpc_proxy_watchers_coalescing_total; dkv members: dkv_watchers;
+# etcd_grpc_proxy_watchers_coalescing_total, which counts only watchers
+# that joined a broadcast after its first response, so it stays 0 when all
+# watches are created before the first put; dkv members: dkv_watchers;
 # dkv proxies: dkv_proxy_local_watchers, dkv_proxy_upstream_watches) and
 # the VmRSS of the processes holding the watches against their RSS before
 # the run. It samples the counts before each run too: etcd's grpc-proxy
