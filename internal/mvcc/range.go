@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"errors"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -20,7 +21,13 @@ type visitFn func(key []byte, rec *record) bool
 // its history group, unless that is a tombstone. Every layout writes the
 // history (layout.go), so this reads any of them.
 func scanLatest(r pebble.Reader, sp span, fn visitFn) error {
-	return scanLatestBuf(r, sp, nil, fn)
+	return scanLatestBuf(r, sp, nil, nil, fn)
+}
+
+// scanLatest is the package's scanLatest with the store's revision cache
+// for a single key.
+func (s *Store) scanLatest(r pebble.Reader, sp span, fn visitFn) error {
+	return scanLatestBuf(r, sp, s.revs, nil, fn)
 }
 
 // latestSkipNexts is how many older versions of a key scanLatestBuf steps
@@ -28,11 +35,12 @@ func scanLatest(r pebble.Reader, sp span, fn visitFn) error {
 // read after a compaction has one version, a hot key many.
 const latestSkipNexts = 4
 
-// scanLatestBuf is scanLatest with a buffer for the iterator's bounds
-// (the caller's scratch, unused after the call).
-func scanLatestBuf(r pebble.Reader, sp span, buf []byte, fn visitFn) error {
+// scanLatestBuf is scanLatest with a revision cache (may be nil) and a
+// buffer for the iterator's bounds (the caller's scratch, unused after
+// the call).
+func scanLatestBuf(r pebble.Reader, sp span, revs *revCache, buf []byte, fn visitFn) error {
 	if sp.single {
-		return getLatestVersion(r, sp.start, buf, fn)
+		return getLatestVersion(r, revs, sp.start, buf, fn)
 	}
 	if isEmpty(sp) {
 		return nil
@@ -84,8 +92,29 @@ func scanLatestBuf(r pebble.Reader, sp span, buf []byte, fn visitFn) error {
 }
 
 // getLatestVersion visits key's newest version unless it is a
-// tombstone: the first record of its history group.
-func getLatestVersion(r pebble.Reader, key, buf []byte, fn visitFn) error {
+// tombstone: the first record of its history group. When revs knows
+// the newest revision and r holds that record, it is one point lookup;
+// otherwise a seek into the group.
+func getLatestVersion(r pebble.Reader, revs *revCache, key, buf []byte, fn visitFn) error {
+	if revs != nil {
+		if rev, ok := revs.get(key); ok {
+			hk := histKey(buf, key, rev)
+			v, c, err := r.Get(hk)
+			if err == nil {
+				var rec record
+				live, err := decodeHist(v, rev, &rec)
+				if err == nil && live {
+					fn(key, &rec)
+				}
+				c.Close()
+				return err
+			}
+			if !errors.Is(err, pebble.ErrNotFound) {
+				return err
+			}
+			buf = hk[:0] // not in r's view: seek
+		}
+	}
 	// Both bounds in buf: the group (ending 0x00 0x01), then the group
 	// ending 0x00 0x02, past its versions. Room for both escaped, at most.
 	if need := 2 * (len(prefixHistory) + 2*len(key) + 2); cap(buf) < need {
@@ -285,7 +314,7 @@ func (s *Store) rangeAt(r pebble.Reader, req *dkvpb.RangeRequest, cur, comp int6
 	}
 	var err error
 	if latest {
-		err = scanLatest(r, sp, visit)
+		err = s.scanLatest(r, sp, visit)
 	} else {
 		err = scanHistory(r, sp, rev, visit)
 	}

@@ -66,6 +66,9 @@ type Store struct {
 	// layout is the keyspace layout (layout.go) of the state being
 	// applied: written by the apply goroutine (UpgradeLayout, Reload).
 	layout atomic.Int32
+	// revs are the newest revisions of recently written keys
+	// (revcache.go), for reads at the current revision.
+	revs *revCache
 
 	// What the database holds, for reads of the live database without
 	// reading the counters from Pebble each time: the revision and compact
@@ -113,7 +116,7 @@ type Store struct {
 // Open reads the persisted revision and compact revision.
 func Open(r pebble.Reader, l Limits) (*Store, error) {
 	l.EnsureDefaults()
-	s := &Store{limits: l}
+	s := &Store{limits: l, revs: newRevCache()}
 	if err := s.Reload(r); err != nil {
 		return nil, err
 	}
@@ -146,6 +149,7 @@ func (s *Store) Reload(r pebble.Reader) error {
 	}
 	s.held, s.leaseRecs, s.indexes = held, recs, idx
 	s.layout.Store(int32(layout))
+	s.revs.reset()
 	if s.obs != nil {
 		s.obs.Reloaded()
 	}
@@ -221,8 +225,9 @@ func readInt(r pebble.Reader, k []byte) (int64, error) {
 
 // getLatest reads the current record of key through r: its newest
 // version, unless that is a tombstone. The value is copied.
-func getLatest(r pebble.Reader, kbuf, key []byte) (rec record, ok bool, err error) {
-	err = scanLatestBuf(r, span{start: key, single: true}, kbuf, func(_ []byte, v *record) bool {
+// revs, if not nil, may know the revision of that version.
+func getLatest(r pebble.Reader, revs *revCache, kbuf, key []byte) (rec record, ok bool, err error) {
+	err = getLatestVersion(r, revs, key, kbuf, func(_ []byte, v *record) bool {
 		rec, ok = *v, true
 		return false
 	})
@@ -296,7 +301,7 @@ func (w *Writer) SetCaller(user string, isRoot func(user string) bool) {
 }
 
 func (w *Writer) get(key []byte) (record, bool) {
-	rec, ok, err := getLatest(w.b, w.s.kbuf[:0], key)
+	rec, ok, err := getLatest(w.b, w.s.revs, w.s.kbuf[:0], key)
 	must(err)
 	return rec, ok
 }
@@ -336,6 +341,7 @@ func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	s.vbuf = appendHistPut(s.vbuf[:0], rec)
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
+	s.revs.set(key, w.rev)
 	w.relink(key, prev.GetLease(), rec.lease)
 	w.indexWrite(key, prev, rec.labels)
 	w.changes = append(w.changes, change{kind: kindPut, key: key})
@@ -375,6 +381,7 @@ func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	}
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	must(w.b.Set(s.kbuf, tombstoneValue, nil))
+	s.revs.set(key, w.rev)
 	w.relink(key, prev.GetLease(), 0)
 	w.indexWrite(key, prev, nil)
 	w.changes = append(w.changes, change{kind: kindTombstone, key: key})
