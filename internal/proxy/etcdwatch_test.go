@@ -176,7 +176,8 @@ func prefixEnd(p string) []byte {
 
 // TestEtcdWatchCoalesced: etcd-API watches of one prefix, on several
 // streams over several connections, some with ids the client chose, and
-// a DKV-API watch of the same range, share one upstream watch; every
+// DKV-API watches of the same range (one naming it as etcd does, one of
+// DKV's client naming the prefix), share one upstream watch; every
 // one of them gets every event in order, also across the failure of
 // the member that upstream watch is on; cancels end them one by one and
 // the last takes the upstream watch with it.
@@ -218,11 +219,16 @@ func TestEtcdWatchCoalesced(t *testing.T) {
 	if r, err := dst.Recv(); err != nil || !r.Created {
 		t.Fatalf("DKV watch: %v %v", r, err)
 	}
-	if got := p.LocalWatchers(); got != 41 {
-		t.Fatalf("proxy holds %d local watchers, want 41 (40 etcd-API, 1 DKV-API)", got)
+	// And one of DKV's client, which names the prefix as a prefix.
+	dw, err := dial(t, p, "", "").WatchPrefix(ctx, "cfg/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.LocalWatchers(); got != 42 {
+		t.Fatalf("proxy holds %d local watchers, want 42 (40 etcd-API, 2 DKV-API)", got)
 	}
 	if got := p.UpstreamWatches(); got != 1 {
-		t.Fatalf("proxy holds %d upstream watches for 41 watchers of one range, want 1", got)
+		t.Fatalf("proxy holds %d upstream watches for 42 watchers of one range, want 1", got)
 	}
 	if got := clusterWatchers(c) - base; got != 1 {
 		t.Fatalf("the cluster holds %d watches for the proxy, want 1", got)
@@ -231,6 +237,9 @@ func TestEtcdWatchCoalesced(t *testing.T) {
 	writer := servertest.Client(t, c.Nodes...)
 	putSeq(t, writer, "cfg/seq", 0, 30)
 	expectEtcdAll(t, ws, 0, 30)
+	if err := expect(dw, 0, 30); err != nil {
+		t.Fatalf("DKV client's watch: %v", err)
+	}
 	for next := 0; next < 30; {
 		r, err := dst.Recv()
 		if err != nil {
@@ -270,6 +279,9 @@ func TestEtcdWatchCoalesced(t *testing.T) {
 	}
 	putSeq(t, servertest.Client(t, rest...), "cfg/seq", 30, 60)
 	expectEtcdAll(t, ws, 30, 60)
+	if err := expect(dw, 30, 60); err != nil {
+		t.Fatalf("DKV client's watch: %v", err)
+	}
 	if metric(t, p, "dkv_proxy_upstream_watch_resumes_total") == 0 {
 		t.Error("the upstream watch never resumed: the member stopped was not the one it was on")
 	}
@@ -286,9 +298,10 @@ func TestEtcdWatchCoalesced(t *testing.T) {
 			t.Fatalf("cancel of watch %d: %v %v", w.id, r, err)
 		}
 	}
-	if got := p.LocalWatchers(); got != 1 {
-		t.Errorf("%d local watchers after the etcd cancels, want 1 (the DKV one)", got)
+	if got := p.LocalWatchers(); got != 2 {
+		t.Errorf("%d local watchers after the etcd cancels, want 2 (the DKV ones)", got)
 	}
+	dw.Stop()
 	dst.CloseSend()
 	cancel()
 	testutil.Eventually(t, waitLong, "the last watch gone ends the upstream watch", func() bool {

@@ -11,6 +11,7 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keyrange"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -314,10 +315,19 @@ func refusal(id int64, st, reason string) *dkvpb.WatchResponse {
 }
 
 // groupKey is what watches must share to share a group: the caller's
-// identity and every option but the watch id and the start revision.
+// identity and every option but the watch id and the start revision. A
+// prefix is keyed as the range it is, [prefix, its end) ("\x00": every
+// key from it on), as a member reads it (storekeys.Mapper.Range), so
+// that DKV's prefix watches share with etcd's, which name the range.
 func groupKey(ident string, req *dkvpb.WatchCreateRequest) string {
 	r := proto.Clone(req).(*dkvpb.WatchCreateRequest)
 	r.WatchId, r.StartRevision = 0, 0
+	if r.Prefix && len(r.RangeEnd) == 0 && r.Query == "" {
+		r.Prefix, r.RangeEnd = false, keyrange.PrefixEnd(r.Key)
+		if r.RangeEnd == nil {
+			r.RangeEnd = []byte{0}
+		}
+	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 	if err != nil {
 		panic(err) // a message just decoded always encodes
