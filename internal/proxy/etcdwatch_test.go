@@ -585,10 +585,13 @@ func TestEtcdWatchAuth(t *testing.T) {
 	}
 	alice := openEtcdWatch(t, ctx, conn, aliceTok)
 	denied := rpctypes.ErrorDesc(rpctypes.ErrGRPCPermissionDenied)
+	var refused []int64
 	for _, req := range []*etcdserverpb.WatchCreateRequest{all, {Key: []byte("app/bob/"), RangeEnd: prefixEnd("app/bob/")}} {
-		if r := alice.create(t, req); !r.Canceled || r.CancelReason != denied {
+		r := alice.create(t, req)
+		if !r.Canceled || r.CancelReason != denied {
 			t.Fatalf("alice watches %q..%q through the proxy beside root: %v, want canceled with %q", req.Key, req.RangeEnd, r, denied)
 		}
+		refused = append(refused, r.WatchId)
 	}
 	mine := alice.create(t, &etcdserverpb.WatchCreateRequest{Key: []byte("app/alice/"), RangeEnd: prefixEnd("app/alice/")})
 	if mine.Canceled {
@@ -622,6 +625,13 @@ func TestEtcdWatchAuth(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "app/alice/a app/alice/d" {
 		t.Errorf("alice got %v, want only her two keys", got)
+	}
+	for _, id := range refused {
+		select {
+		case r := <-alice.ch(id):
+			t.Errorf("alice's refused watch %d got %v", id, r)
+		default:
+		}
 	}
 
 	bad := openEtcdWatch(t, ctx, conn, "not-a-token")
