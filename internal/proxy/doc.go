@@ -7,9 +7,12 @@
 // session) goes upstream unchanged, and the member's header, trailer and
 // status come back unchanged, so any DKV or etcd client works through it.
 //
-// DKV's Watch service is the one the proxy answers itself (watch.go):
-// local watches with the same selection, the same options and the same
-// caller metadata share one upstream watch (a group). Invariants:
+// DKV's Watch service is the one the proxy answers itself (watch.go),
+// and etcd's Watch with it (etcdwatch.go: translated at the edge of the
+// local stream as a member's etcd API translates it onto DKV's watch):
+// local watches of either API with the same selection, the same options
+// and the same caller metadata share one upstream DKV watch (a group).
+// Invariants:
 //
 //   - A group is shared only by callers presenting identical metadata, so
 //     a token never sees events through a group that it could not see by

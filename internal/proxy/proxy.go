@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
@@ -227,6 +228,7 @@ func Start(cfg Config) (*Proxy, error) {
 	}
 	p.srv = grpc.NewServer(opts...)
 	dkvpb.RegisterWatchServer(p.srv, p.watches)
+	etcdserverpb.RegisterWatchServer(p.srv, &etcdWatchServer{h: p.watches})
 	if p.lis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
 		conn.Close()
 		return nil, err

@@ -436,7 +436,7 @@ func TestForwarding(t *testing.T) {
 	if len(rr.Kvs) != 3 {
 		t.Errorf("etcd range f/ through the proxy: %d keys, want 3 (f/a, f/b, f/etcd)", len(rr.Kvs))
 	}
-	// etcd's Watch, a bidirectional stream, is relayed as it is.
+	// etcd's Watch, which the proxy answers on its shared watches.
 	ew, err := etcdserverpb.NewWatchClient(conn).Watch(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/keyrange"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -29,16 +31,20 @@ type watchHub struct {
 	local, upstream atomic.Int64 // the metrics
 }
 
-// localStream is one local client's Watch stream. Every watch on it has
-// the stream's metadata, so they all have the same identity.
+// localStream is one local client's Watch stream, DKV's or etcd's
+// (etcdwatch.go). Every watch on it has the stream's metadata, so they
+// all have the same identity.
 type localStream struct {
 	h     *watchHub
 	md    metadata.MD
 	ident string
+	// etcd: the stream is etcd's Watch; what is queued for it is
+	// translated to etcd's responses on the way in (enqueue).
+	etcd bool
 
 	mu      sync.Mutex
-	q       []*dkvpb.WatchResponse // to send, in order
-	err     error                  // after q: why the stream ends
+	q       []proto.Message // to send, in order: *dkvpb or *etcdserverpb.WatchResponse
+	err     error           // after q: why the stream ends
 	closed  bool
 	watches map[int64]*member
 	nextID  int64
@@ -55,12 +61,23 @@ type member struct {
 	start   int64 // its first revision; 0 until the group knows it
 	created bool  // its created response is queued
 	gone    bool  // left the group
+
+	// answered is closed once its created response, or its refusal, is
+	// queued: an etcd stream handles its next request only then
+	// (etcdwatch.go).
+	answered     chan struct{}
+	answeredOnce sync.Once
+}
+
+func (m *member) answer() { m.answeredOnce.Do(func() { close(m.answered) }) }
+
+func (h *watchHub) newStream(ctx context.Context, etcd bool) *localStream {
+	md := passMD(ctx)
+	return &localStream{h: h, md: md, ident: identity(md), etcd: etcd, watches: map[int64]*member{}, signal: make(chan struct{}, 1)}
 }
 
 func (h *watchHub) Watch(stream dkvpb.Watch_WatchServer) error {
-	ctx := stream.Context()
-	md := passMD(ctx)
-	ls := &localStream{h: h, md: md, ident: identity(md), watches: map[int64]*member{}, signal: make(chan struct{}, 1)}
+	ls := h.newStream(stream.Context(), false)
 	defer ls.close()
 	go func() {
 		for {
@@ -81,17 +98,22 @@ func (h *watchHub) Watch(stream dkvpb.Watch_WatchServer) error {
 			}
 		}
 	}()
+	return ls.pump(stream.Context(), func(r proto.Message) error { return stream.Send(r.(*dkvpb.WatchResponse)) })
+}
+
+// pump sends what is queued on ls until the stream ends.
+func (ls *localStream) pump(ctx context.Context, send func(proto.Message) error) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-h.p.ctx.Done():
+		case <-ls.h.p.ctx.Done():
 			return status.Error(codes.Unavailable, "the proxy is stopping")
 		case <-ls.signal:
 		}
 		q, err := ls.take()
 		for _, r := range q {
-			if err := stream.Send(r); err != nil {
+			if err := send(r); err != nil {
 				return err
 			}
 		}
@@ -108,19 +130,28 @@ func (ls *localStream) notify() {
 	}
 }
 
-// enqueue queues r for sending. A stream that falls MaxLocalQueue
+// enqueue queues r for sending, as etcd's response(s) on an etcd stream.
+func (ls *localStream) enqueue(r *dkvpb.WatchResponse) {
+	if ls.etcd {
+		ls.push(toEtcdWatchResponses(r)...)
+		return
+	}
+	ls.push(r)
+}
+
+// push queues rs, ready to send. A stream that falls MaxLocalQueue
 // responses behind ends with Unavailable: its client resumes each watch
 // after the last revision it got, so nothing is lost, and no group waits
 // for it.
-func (ls *localStream) enqueue(r *dkvpb.WatchResponse) {
+func (ls *localStream) push(rs ...proto.Message) {
 	ls.mu.Lock()
 	switch {
 	case ls.err != nil || ls.closed:
-	case len(ls.q) >= ls.h.p.cfg.MaxLocalQueue:
+	case len(ls.q)+len(rs) > ls.h.p.cfg.MaxLocalQueue:
 		ls.q = nil
 		ls.err = status.Error(codes.Unavailable, "the watch stream fell behind the proxy; resume from the last revision received")
 	default:
-		ls.q = append(ls.q, r)
+		ls.q = append(ls.q, rs...)
 	}
 	ls.mu.Unlock()
 	ls.notify()
@@ -136,7 +167,7 @@ func (ls *localStream) fail(err error) {
 	ls.notify()
 }
 
-func (ls *localStream) take() ([]*dkvpb.WatchResponse, error) {
+func (ls *localStream) take() ([]proto.Message, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	q := ls.q
@@ -159,7 +190,7 @@ func (ls *localStream) add(id int64) (*member, bool) {
 	if ls.watches[id] != nil {
 		return nil, false
 	}
-	m := &member{ls: ls, id: id}
+	m := &member{ls: ls, id: id, answered: make(chan struct{})}
 	ls.watches[id] = m
 	ls.h.local.Add(1)
 	return m, true
@@ -232,15 +263,17 @@ func (ls *localStream) requestProgress() {
 // group of its own too (the snapshot is its own read); so does one the
 // upstream will refuse (a negative start), so that the refusal reaches
 // it alone.
-func (h *watchHub) create(ls *localStream, req *dkvpb.WatchCreateRequest) {
+//
+// It returns the new watch, or nil if it was refused at once.
+func (h *watchHub) create(ls *localStream, req *dkvpb.WatchCreateRequest) *member {
 	if req.WatchId < 0 {
 		ls.enqueue(refusal(req.WatchId, "INVALID_INPUT", fmt.Sprintf("watch_id is %d; it must not be negative", req.WatchId)))
-		return
+		return nil
 	}
 	m, ok := ls.add(req.WatchId)
 	if !ok {
 		ls.enqueue(refusal(req.WatchId, "INVALID_INPUT", fmt.Sprintf("watch id %d is already in use on this stream", req.WatchId)))
-		return
+		return nil
 	}
 	m.start = max(req.StartRevision, 0)
 	greq := proto.Clone(req).(*dkvpb.WatchCreateRequest)
@@ -274,6 +307,7 @@ func (h *watchHub) create(ls *localStream, req *dkvpb.WatchCreateRequest) {
 		// The stream ended while m was placed; its close may have missed m.
 		m.leave()
 	}
+	return m
 }
 
 func refusal(id int64, st, reason string) *dkvpb.WatchResponse {
@@ -281,10 +315,19 @@ func refusal(id int64, st, reason string) *dkvpb.WatchResponse {
 }
 
 // groupKey is what watches must share to share a group: the caller's
-// identity and every option but the watch id and the start revision.
+// identity and every option but the watch id and the start revision. A
+// prefix is keyed as the range it is, [prefix, its end) ("\x00": every
+// key from it on), as a member reads it (storekeys.Mapper.Range), so
+// that DKV's prefix watches share with etcd's, which name the range.
 func groupKey(ident string, req *dkvpb.WatchCreateRequest) string {
 	r := proto.Clone(req).(*dkvpb.WatchCreateRequest)
 	r.WatchId, r.StartRevision = 0, 0
+	if r.Prefix && len(r.RangeEnd) == 0 && r.Query == "" {
+		r.Prefix, r.RangeEnd = false, keyrange.PrefixEnd(r.Key)
+		if r.RangeEnd == nil {
+			r.RangeEnd = []byte{0}
+		}
+	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 	if err != nil {
 		panic(err) // a message just decoded always encodes
@@ -407,6 +450,7 @@ func (g *group) sendCreatedLocked(m *member) {
 		rev = min(m.start-1, g.rev)
 	}
 	m.created = true
+	defer m.answer()
 	m.ls.enqueue(&dkvpb.WatchResponse{Header: g.headerAtLocked(rev), WatchId: m.id, Created: true})
 }
 
@@ -470,6 +514,7 @@ func (g *group) end(tell func(m *member)) {
 	for m := range g.members {
 		m.gone = true
 		tell(m)
+		m.answer()
 		ms = append(ms, m)
 	}
 	clear(g.members)
@@ -704,10 +749,25 @@ func (g *group) handle(resp *dkvpb.WatchResponse) bool {
 	case len(resp.Events) > 0:
 		pieces := append(g.frag, resp)
 		g.frag = nil
+		// etcd's form of each piece, made once for all etcd streams.
+		var etcd []*etcdserverpb.WatchResponse
 		for m := range g.members {
-			for _, r := range pieces {
-				if out := m.filter(r); out != nil {
-					m.ls.enqueue(out)
+			for k, r := range pieces {
+				i := m.firstEvent(r)
+				switch {
+				case i == len(r.Events):
+				case m.ls.etcd:
+					if etcd == nil {
+						etcd = make([]*etcdserverpb.WatchResponse, len(pieces))
+					}
+					if etcd[k] == nil {
+						etcd[k] = toEtcdWatchResponse(r)
+					}
+					m.ls.push(etcdEventsFor(etcd[k], m.id, i))
+				default:
+					out := withID(r, m.id)
+					out.Events = r.Events[i:]
+					m.ls.push(out)
 				}
 			}
 		}
@@ -727,20 +787,15 @@ func (g *group) handle(resp *dkvpb.WatchResponse) bool {
 	return true
 }
 
-// filter is r for m: only the events from m's start revision on; nil if
-// none is left.
-func (m *member) filter(r *dkvpb.WatchResponse) *dkvpb.WatchResponse {
+// firstEvent is the index of r's first event from m's start revision on
+// (len(r.Events) if none is).
+func (m *member) firstEvent(r *dkvpb.WatchResponse) int {
 	evs := r.Events
 	i := 0
 	for i < len(evs) && evs[i].GetKv().GetModRevision() < m.start {
 		i++
 	}
-	if i == len(evs) {
-		return nil
-	}
-	out := withID(r, m.id)
-	out.Events = evs[i:]
-	return out
+	return i
 }
 
 // withID is a shallow copy of r for local watch id; the messages it
