@@ -54,7 +54,7 @@ func (s *Server) layoutLoop() {
 			if who := m.GetName() + " " + m.GetVersion(); who != blocker {
 				blocker = who
 				s.log.Info("storage layout 3 (each value written once) waits until every member runs dkv 0.3 or later",
-					"member", m.GetName(), "member_version", m.GetVersion())
+					"waiting_for", m.GetName(), "its_version", m.GetVersion())
 			}
 			continue
 		}

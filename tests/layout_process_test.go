@@ -140,7 +140,7 @@ func TestProcessStorageLayoutGate(t *testing.T) {
 	}
 	testutil.Eventually(t, 30*time.Second, l.Name+" logging that n3 holds storage layout 3 back", func() bool {
 		for _, rec := range jsonLogLines(t, l) {
-			if strings.HasPrefix(fmt.Sprint(rec["msg"]), "storage layout 3") && rec["member"] == "n3" {
+			if strings.HasPrefix(fmt.Sprint(rec["msg"]), "storage layout 3") && rec["waiting_for"] == "n3" {
 				return true
 			}
 		}

@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -57,8 +58,21 @@ func (s *Store) UpgradeLayout(b *pebble.Batch) (bool, error) {
 	if s.layout.Load() >= LayoutValueOnce {
 		return false, nil
 	}
-	if err := b.DeleteRange(prefixLatest, keyrange.PrefixEnd(prefixLatest), nil); err != nil {
+	// A range deletion costs every later read until compactions drop
+	// it, so it is written only when there are latest records to drop
+	// (not in a new cluster, which moves to layout 3 as it starts).
+	it, err := b.NewIter(&pebble.IterOptions{LowerBound: prefixLatest, UpperBound: keyrange.PrefixEnd(prefixLatest)})
+	if err != nil {
 		return false, err
+	}
+	some := it.First()
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return false, err
+	}
+	if some {
+		if err := b.DeleteRange(prefixLatest, keyrange.PrefixEnd(prefixLatest), nil); err != nil {
+			return false, err
+		}
 	}
 	if err := b.Set(keyLayout, binary.BigEndian.AppendUint64(nil, LayoutValueOnce), nil); err != nil {
 		return false, err
