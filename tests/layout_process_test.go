@@ -26,9 +26,15 @@ const lastLayout2Commit = "49a797ee64052b3d8be3d6a5b6149fd459ceb112"
 func buildAtCommit(t *testing.T, commit string) string {
 	t.Helper()
 	src := t.TempDir()
-	arch := exec.Command("sh", "-c", fmt.Sprintf("git -C .. archive --format=tar %s | tar -x -C %s", commit, src))
-	if out, err := arch.CombinedOutput(); err != nil {
-		t.Fatalf("this test builds dkv as of commit %s from the checkout's git history, which must be present: %v\n%s", commit, err, out)
+	archive := func() ([]byte, error) {
+		return exec.Command("sh", "-c", fmt.Sprintf("git -C .. archive --format=tar %s | tar -x -C %s", commit, src)).CombinedOutput()
+	}
+	if _, err := archive(); err != nil {
+		// A shallow clone: fetch the commit from where it was cloned.
+		fetch, ferr := exec.Command("git", "-C", "..", "fetch", "--quiet", "origin", commit).CombinedOutput()
+		if out, err := archive(); err != nil {
+			t.Fatalf("this test builds dkv as of commit %s from the checkout's git history, which must be present: %v\n%s\n(git fetch origin %s: %v %s)", commit, err, out, commit, ferr, fetch)
+		}
 	}
 	bin := filepath.Join(t.TempDir(), "dkv-"+commit[:8])
 	build := exec.Command("go", "build", "-o", bin, "./cmd/dkv")
