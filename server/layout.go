@@ -11,7 +11,7 @@ import (
 
 // layoutInterval is how often the leader checks whether the keyspace can
 // move to mvcc.LayoutValueOnce.
-const layoutInterval = time.Second
+const layoutInterval = 250 * time.Millisecond
 
 // layoutLoop runs on every member and proposes only while leader: once
 // every member in the member table has published a version that reads
@@ -67,3 +67,8 @@ func (s *Server) layoutLoop() {
 		}
 	}
 }
+
+// StorageLayout is the layout of this member's replicated keyspace
+// (mvcc.LayoutLatestAndHistory until the cluster moves to
+// mvcc.LayoutValueOnce).
+func (s *Server) StorageLayout() int { return s.kv.Layout() }

@@ -38,7 +38,11 @@ func busyAddr(t *testing.T) string {
 
 func refusedAddr(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	// Not on 127.0.0.1, where the node under test binds its own ports
+	// to :0: the kernel could hand it this one, just freed, and the
+	// node would then try to join itself (seen in CI: no answer within
+	// 15s instead of a refused connection).
+	lis, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatal(err)
 	}

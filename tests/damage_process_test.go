@@ -410,11 +410,12 @@ func TestProcessSSTDamagedWhileRunningStops(t *testing.T) {
 	if len(ssts) == 0 {
 		t.Fatal("no SST after restart")
 	}
-	// The raft log ("r/...") fills the first half of the table and was
-	// read (cached) at start; the keyspace ("s/...") is the second half
-	// and has not been read yet.
+	// The table holds the state only (the raft log is in raftlog/):
+	// the keys' history records ("s/mh/...") first, then the counters,
+	// the change log and the members. Blocks all through it are damaged,
+	// the keys' among them; the keys were not read since the start.
 	for _, f := range ssts {
-		for _, at := range []int{5, 6, 7} {
+		for _, at := range []int{1, 2, 3, 5, 6, 7} {
 			flip8At(t, f, at, 8)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
+	"github.com/dkv-io/dkv/internal/mvcc"
 	"github.com/dkv-io/dkv/internal/storage"
 	"github.com/dkv-io/dkv/internal/transport/transportpb"
 	"github.com/dkv-io/dkv/server"
@@ -275,6 +276,17 @@ func idleViews(t *testing.T, c *servertest.Cluster) map[string]memberView {
 				if m.GetClientUrl() == "" {
 					return false
 				}
+			}
+		}
+		return true
+	})
+	// Once every member has published its version, the leader moves the
+	// keyspace to storage layout 3: one entry of its own, which must come
+	// before the baseline.
+	c.Eventually(10*time.Second, "every member in storage layout 3", func() bool {
+		for _, nd := range c.Nodes {
+			if nd.Srv.StorageLayout() != mvcc.LayoutValueOnce {
+				return false
 			}
 		}
 		return true
