@@ -1,17 +1,13 @@
 package proxy
 
 import (
-	"context"
-	"errors"
 	"io"
-	"strings"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/dkverr"
+	"github.com/dkv-io/dkv/internal/etcderr"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -69,7 +65,7 @@ func (e *etcdWatchServer) Watch(stream etcdserverpb.Watch_WatchServer) error {
 			// An empty request: etcd ignores it too.
 		}
 	}()
-	return etcdErr(ls.pump(stream.Context(), func(r proto.Message) error { return stream.Send(r.(*etcdserverpb.WatchResponse)) }))
+	return etcderr.FromDKV(ls.pump(stream.Context(), func(r proto.Message) error { return stream.Send(r.(*etcdserverpb.WatchResponse)) }))
 }
 
 // fromEtcdCreate is c as the member's etcd API hands it to DKV's watch
@@ -156,92 +152,15 @@ func toEtcdKV(kv *dkvpb.KeyValue) *mvccpb.KeyValue {
 }
 
 // etcdCancelReason is a canceled watch's reason as the members' etcd API
-// words it: DKV's status and reason through etcdErr.
+// words it: DKV's status and reason through etcderr.FromDKV.
 func etcdCancelReason(r *dkvpb.WatchResponse) string {
 	if r.GetCancelStatus() == "" {
 		return r.GetCancelReason()
 	}
 	for c := dkverr.Code(0); int(c) < dkverr.NumCodes; c++ {
 		if c.Reason() == r.GetCancelStatus() {
-			return status.Convert(etcdErr(&dkverr.Error{Code: c, Msg: r.GetCancelReason()})).Message()
+			return status.Convert(etcderr.FromDKV(&dkverr.Error{Code: c, Msg: r.GetCancelReason()})).Message()
 		}
 	}
 	return r.GetCancelReason()
-}
-
-// etcdPrefix starts every error message etcd's server sends; clientv3
-// turns such statuses back into its rpctypes errors by their text.
-const etcdPrefix = "etcdserver: "
-
-// etcdErr is what a member's etcd API makes of err, an error or a
-// cancel status of DKV's watch: server/etcdapi's toEtcdErr, copied (the
-// proxy links no server package; a watch never has an unknown outcome,
-// toEtcdErr's one case left out). etcd's own rpctypes status where etcd
-// has one (auth, permission, compacted, no leader), otherwise DKV's code
-// and message behind etcd's prefix.
-func etcdErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	if st, ok := status.FromError(err); ok && strings.HasPrefix(st.Message(), etcdPrefix) {
-		return err
-	}
-	var de *dkverr.Error
-	if !errors.As(dkverr.FromGRPC(err), &de) {
-		switch {
-		case errors.Is(err, context.Canceled):
-			return rpctypes.ErrGRPCCanceled
-		case errors.Is(err, context.DeadlineExceeded):
-			return rpctypes.ErrGRPCDeadlineExceeded
-		}
-		st, ok := status.FromError(err)
-		switch {
-		case !ok:
-			return status.Error(codes.Unknown, etcdPrefix+err.Error())
-		case st.Code() == codes.Canceled:
-			return rpctypes.ErrGRPCCanceled
-		case st.Code() == codes.DeadlineExceeded:
-			return rpctypes.ErrGRPCTimeout
-		}
-		return status.Error(st.Code(), etcdPrefix+st.Message())
-	}
-	msg := de.Msg
-	switch de.Code {
-	case dkverr.Compacted:
-		return rpctypes.ErrGRPCCompacted
-	case dkverr.LeaseNotFound:
-		return rpctypes.ErrGRPCLeaseNotFound
-	case dkverr.NoSpace:
-		return rpctypes.ErrGRPCNoSpace
-	case dkverr.PermissionDenied:
-		return rpctypes.ErrGRPCPermissionDenied
-	case dkverr.Unauthenticated:
-		switch {
-		case strings.Contains(msg, "carries no token"):
-			return rpctypes.ErrGRPCUserEmpty
-		case strings.Contains(msg, "password"):
-			return rpctypes.ErrGRPCAuthFailed
-		}
-		return rpctypes.ErrGRPCInvalidAuthToken
-	case dkverr.Unavailable:
-		if strings.Contains(msg, "no leader") {
-			return rpctypes.ErrGRPCNoLeader
-		}
-	case dkverr.Conflict:
-		if strings.HasPrefix(msg, "lease ") && strings.HasSuffix(msg, " already exists") {
-			return rpctypes.ErrGRPCLeaseExist
-		}
-	case dkverr.InvalidInput:
-		switch {
-		case strings.Contains(msg, "is in the future"):
-			return rpctypes.ErrGRPCFutureRev
-		case strings.Contains(msg, "key is empty"):
-			return rpctypes.ErrGRPCEmptyKey
-		case strings.Contains(msg, "twice") || strings.Contains(msg, "both puts and deletes"):
-			return rpctypes.ErrGRPCDuplicateKey
-		case strings.Contains(msg, "needs an existing key"):
-			return rpctypes.ErrGRPCKeyNotFound
-		}
-	}
-	return status.Error(de.Code.GRPCCode(), etcdPrefix+msg)
 }
