@@ -47,6 +47,10 @@ func (s *Server) defragment(ctx context.Context) (grpcapi.Defragmented, error) {
 		return grpcapi.Defragmented{}, dkverr.New(dkverr.Internal, "defragment: %v", err)
 	}
 	took := time.Since(start)
+	// The size after is read once the files the compaction replaced are
+	// deleted (a few milliseconds), not while they still sit beside
+	// their replacements.
+	s.store.AwaitObsoleteDeleted(ctx, 5*time.Second)
 	d := grpcapi.Defragmented{Before: before, After: s.dbSize(), Took: took}
 	s.log.Info("defragmented", "db_size_before", d.Before, "db_size_after", d.After, "took", d.Took)
 	return d, nil

@@ -1,6 +1,10 @@
 package storage
 
-import "strings"
+import (
+	"context"
+	"strings"
+	"time"
+)
 
 // DBSize is the bytes Pebble's files take in the data dir: tables, blob
 // files, write-ahead logs, manifests and options files, live or waiting to
@@ -43,4 +47,31 @@ func isPebbleFile(name string) bool {
 		}
 	}
 	return strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "OPTIONS-")
+}
+
+// AwaitObsoleteDeleted waits, up to limit or ctx's end, until Pebble has
+// deleted the tables and blob files a flush or compaction made obsolete:
+// it does so in the background after the compaction returns, and a size
+// read before then counts them (a defragmentation reported 141 MiB ->
+// 46.5 MiB while the directory held 21 MB moments later). Zombie files,
+// still read by an open iterator, stay until it closes and are not
+// waited for. It reports whether every obsolete file was gone in time.
+func (s *Storage) AwaitObsoleteDeleted(ctx context.Context, limit time.Duration) bool {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m := s.db.Metrics()
+		if m.Table.ObsoleteCount == 0 && m.BlobFiles.ObsoleteCount == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
 }
