@@ -405,6 +405,22 @@ func (l *raftLog) reset(meta *raftpb.SnapshotMetadata, hs *raftpb.HardState) err
 	return l.removeLocked(len(l.segs) - 1)
 }
 
+// rotate starts a new segment at next, synced, unless the newest one
+// already starts there: with every entry below next applied and durable
+// in the state, releaseTo can then delete all the others, the one that
+// was being written included.
+func (l *raftLog) rotate(next uint64, hs *raftpb.HardState) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.segs); n > 0 && l.segs[n-1].first == next {
+		return nil
+	}
+	if err := l.cut(next, hs, nil); err != nil {
+		return err
+	}
+	return l.write(nil, true)
+}
+
 // releaseTo deletes the segments whose entries are all at or below index
 // (applied, and durable in the state): those before a segment whose first
 // entry is at most index+1. The newest segment always stays.

@@ -121,7 +121,34 @@ func (s *Storage) TruncateLogToApplied() error {
 	if err != nil || applied == 0 {
 		return err
 	}
-	return s.CompactLog(applied, applied, cs)
+	if err := s.CompactLog(applied, applied, cs); err != nil {
+		return err
+	}
+	return s.rotateLogAt(applied)
+}
+
+// rotateLogAt starts a new raft log segment when the log holds nothing
+// above applied, and deletes the segment that was being written: it holds
+// only entries the state already has, up to SegmentBytes of them, which
+// would otherwise stay on disk until the next cut. Not on a nearly full
+// disk: a segment that cannot be created stops the node, and the
+// segment kept is at most SegmentBytes.
+func (s *Storage) rotateLogAt(applied uint64) error {
+	s.mu.Lock()
+	if s.lastIndex != applied {
+		s.mu.Unlock()
+		return nil
+	}
+	if du, err := s.fs.GetDiskUsage(s.dir); err != nil || du.AvailBytes < 4*uint64(s.segBytes) {
+		s.mu.Unlock()
+		return nil
+	}
+	if err := s.rlog.rotate(applied+1, s.hardState); err != nil {
+		s.mu.Unlock()
+		s.logFailed(err) // never returns
+	}
+	s.mu.Unlock()
+	return s.rlog.releaseTo(applied)
 }
 
 // Reclaim makes space that deletes and a history purge freed count on

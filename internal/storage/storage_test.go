@@ -270,3 +270,62 @@ func TestFSHoldsEverythingInTheDataDir(t *testing.T) {
 		t.Fatalf("after reopen s/m/b = %q, %v, %v; want the installed snapshot's 2", v, ok, err)
 	}
 }
+
+// Truncating the log to the applied index (defrag, a NOSPACE alarm) gives
+// back the segment being written too once everything in it is applied:
+// it used to stay, up to SegmentBytes of entries the state already held
+// (2-3 MB per member after a defrag). The HardState, and entries appended
+// afterwards, survive a reopen.
+func TestTruncateLogToAppliedDropsTheWrittenSegment(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	big := func(lo, hi uint64) []*raftpb.Entry {
+		es := ents(lo, hi, 3)
+		for _, e := range es {
+			e.Data = make([]byte, 4<<10)
+		}
+		return es
+	}
+	hs := &raftpb.HardState{Term: new(uint64(3)), Vote: new(uint64(2)), Commit: new(uint64(200))}
+	if err := s.Save(hs, big(1, 200), true); err != nil {
+		t.Fatal(err)
+	}
+	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
+	b := s.DB().NewBatch()
+	if err := SetAppliedIndex(b, 200); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetConfState(b, cs); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	before := s.LogBytes()
+	if err := s.TruncateLogToApplied(); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.LogBytes(); after > 64<<10 {
+		t.Fatalf("raft log takes %d bytes after truncating to the applied index (%d before); want the entries gone", after, before)
+	}
+	if err := s.Save(&raftpb.HardState{Term: new(uint64(3)), Vote: new(uint64(2)), Commit: new(uint64(201))}, ents(201, 202, 3), true); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = open(t, dir)
+	defer s.Close()
+	gotHS, _, err := s.InitialState()
+	if err != nil || gotHS.GetTerm() != 3 || gotHS.GetVote() != 2 || gotHS.GetCommit() != 201 {
+		t.Fatalf("hard state after reopen %v, %v", gotHS, err)
+	}
+	first, _ := s.FirstIndex()
+	last, _ := s.LastIndex()
+	if first != 201 || last != 202 {
+		t.Fatalf("log after reopen holds %d..%d, want 201..202", first, last)
+	}
+	if term, err := s.Term(202); err != nil || term != 3 {
+		t.Fatalf("term(202) = %d, %v", term, err)
+	}
+}
