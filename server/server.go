@@ -179,7 +179,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	st, err := storage.Open(s.cfg.DataDir, storage.Options{
 		NoSync: s.cfg.NoSync, FS: s.cfg.FS, Logger: s.log, OnDamage: s.damaged,
-		Fatal: s.onStorageFatal, BallastBytes: s.cfg.BallastBytes, OnDiskFull: s.onDiskFull,
+		Fatal: s.onStorageFatal, BallastBytes: s.cfg.BallastBytes, LargestWrite: int64(s.maxRequestBytes()), OnDiskFull: s.onDiskFull,
 		CacheBytes:   s.cfg.CacheBytes,
 		SegmentBytes: s.cfg.RaftLogSegmentBytes,
 	})

@@ -24,13 +24,15 @@ func TestMemTableSizedToStore(t *testing.T) {
 	for _, c := range []struct {
 		configured, want int64
 		mem              uint64
+		largest          int64
 	}{
-		{0, 16 << 20, 16 << 20},
-		{0, 64 << 20, 64 << 20},
-		{-1, 0, 16 << 20},
-		{1 << 20, 1 << 20, 64 << 20},
+		{0, 16 << 20, 16 << 20, 5 << 20},
+		{0, 64 << 20, 64 << 20, 1 << 20},
+		{0, 32 << 20, 16 << 20, 32 << 20},
+		{-1, 0, 16 << 20, 1 << 20},
+		{1 << 20, 1 << 20, 64 << 20, 64 << 20},
 	} {
-		if got := ballastFor(c.configured, c.mem); got != c.want {
+		if got := ballastFor(c.configured, c.mem, c.largest); got != c.want {
 			t.Errorf("ballastFor(%d, %d MiB) = %d, want %d", c.configured, c.mem>>20, got, c.want)
 		}
 	}

@@ -64,6 +64,10 @@ type Options struct {
 	// and released at ENOSPC (space.go): 0 sizes it to the store (twice
 	// the memtable size, see ballastFor), a negative value keeps none.
 	BallastBytes int64
+	// LargestWrite is the largest single write the node accepts (a
+	// request at the size limit): the default ballast is at least that,
+	// so a write that meets ENOSPC fits once the ballast is released.
+	LargestWrite int64
 	// OnDiskFull is called (inside the write path: keep it quick) when a
 	// write met ENOSPC and the ballast was released.
 	OnDiskFull func()
@@ -199,7 +203,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 		memSize = opts.memTableSize
 	}
 	s.memTable = memSize
-	s.ballastBytes = ballastFor(opts.BallastBytes, memSize)
+	s.ballastBytes = ballastFor(opts.BallastBytes, memSize, opts.LargestWrite)
 	c := pebble.NewCache(cache + int64(memSize)*(memTableStopWrites+1))
 	defer c.Unref()
 	s.cache, s.cacheBytes = c, cache
