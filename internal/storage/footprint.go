@@ -17,9 +17,10 @@ import (
 // next start. The floor is 16 MiB although the raft log has left the LSM
 // (its entries used to die in the memtable): a 4 MiB floor (Pebble's
 // default) brings a member holding 2.8 MB of live data to 8.2 MB after a
-// compaction and defrag, but 400,000 puts at 64 clients ran at 5,426 and
-// 6,156 ops/s against 6,445 and 6,260 with 16 MiB (BENCHMARKS.md,
-// "Footprint"), and puts come first.
+// compaction and defrag, but in five paired runs of 400,000 puts at 64
+// clients it did a median 5,787 ops/s against 6,260 with 16 MiB (0.92x,
+// p90 higher in every run; BENCHMARKS.md, "Footprint"), and puts come
+// first.
 //
 // The write-ahead log's preallocation is capped at walPreallocateStep
 // (walFS), whatever the memtable: it is what an idle store holds, and
