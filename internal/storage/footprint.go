@@ -19,8 +19,8 @@ import (
 // default) brings a member holding 2.8 MB of live data to 8.2 MB after a
 // compaction and defrag, but in five paired runs of 400,000 puts at 64
 // clients it did a median 5,787 ops/s against 6,260 with 16 MiB (0.92x,
-// p90 higher in every run; BENCHMARKS.md, "Footprint"), and puts come
-// first.
+// p90 higher in every run; BENCHMARKS.md, "Stream workers, and the
+// footprint after defrag"), and puts come first.
 //
 // The write-ahead log's preallocation is capped at walPreallocateStep
 // (walFS), whatever the memtable: it is what an idle store holds, and
