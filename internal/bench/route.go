@@ -29,6 +29,16 @@ const (
 // leaderProbeTimeout bounds the setup's questions about who leads.
 const leaderProbeTimeout = 3 * time.Second
 
+// leaderWait is how long the setup asks again while every member that
+// answers knows no leader (an election in progress, as right after a
+// cluster starts) before it spreads writes instead. Without it a run
+// started moments after `dkv dev-cluster` spread writes for its whole
+// length, and measured something else than its pair.
+const leaderWait = 10 * time.Second
+
+// errNoLeader: the members answered, and none knows a leader.
+var errNoLeader = errors.New("no member knows a leader")
+
 // leaderEndpoint finds the client address of the member that leads, with
 // the public Cluster API only: Status on every endpoint tells each
 // member's id and the leader's id (the newest term wins); the endpoint
@@ -88,7 +98,7 @@ func leaderEndpoint(ctx context.Context, endpoints []string, dial func(context.C
 		if len(errs) > 0 {
 			return "", fmt.Errorf("no member answered with a leader: %w", errors.Join(errs...))
 		}
-		return "", errors.New("no member knows a leader")
+		return "", errNoLeader
 	}
 	for _, a := range answers {
 		if a.err == nil && a.st.GetMemberId() == leaderID {
@@ -122,6 +132,14 @@ func dialWrites(ctx context.Context, o *Options, dial func(context.Context, stri
 		timeout = min(timeout, o.OpTimeout)
 	}
 	leader, lerr := leaderEndpoint(ctx, o.Endpoints, dial, timeout)
+	for wait := time.Now().Add(leaderWait); errors.Is(lerr, errNoLeader) && time.Now().Before(wait); {
+		select {
+		case <-ctx.Done():
+			return nil, "", "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		leader, lerr = leaderEndpoint(ctx, o.Endpoints, dial, timeout)
+	}
 	if lerr != nil {
 		if o.Warn != nil {
 			fmt.Fprintf(o.Warn, "route leader: the leader could not be found (%v); spreading writes over the endpoints instead\n", lerr)

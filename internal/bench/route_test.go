@@ -2,9 +2,14 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
 	"github.com/dkv-io/dkv/internal/testutil"
@@ -150,4 +155,51 @@ func deadEndpoint(t *testing.T) string {
 	ep := s.ClientAddr()
 	s.Stop()
 	return ep
+}
+
+// A run whose setup finds no leader because an election is under way
+// (right after a cluster starts, or here, while two of three members are
+// down) asks again until the election ends and routes writes to the
+// leader. It used to spread them for the whole run at the first answer
+// without a leader.
+func TestRouteLeaderWaitsForAnElection(t *testing.T) {
+	c, eps := threeNodes(t)
+	n1 := c.Nodes[0]
+	for _, nd := range c.Nodes[1:] {
+		c.Stop(nd)
+	}
+	c.Eventually(20*time.Second, "n1 knowing no leader", func() bool {
+		st, err := n1.Cluster.Status(t.Context(), &dkvpb.StatusRequest{})
+		return err == nil && st.GetLeaderId() == 0
+	})
+	var dials atomic.Int32
+	plain := func(ctx context.Context, ep string) (*grpc.ClientConn, error) {
+		dials.Add(1)
+		return grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	const conns = 2
+	var warn bytes.Buffer
+	type outcome struct {
+		res *Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	go func() {
+		res, err := Bench(ctx, Options{Workload: "put", Endpoints: eps[:1], Clients: 2, Conns: conns, Total: 20, Keys: 5, Warn: &warn, OpTimeout: 10 * time.Second, Dial: plain})
+		done <- outcome{res, err}
+	}()
+	// The read connections, then one probe of n1 per question: a third
+	// probe means the setup asked, heard of no leader, and asked again.
+	c.Eventually(10*time.Second, "the setup asking again who leads", func() bool { return dials.Load() >= conns+3 })
+	c.Start(c.Nodes[1])
+	c.Start(c.Nodes[2])
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o.res.Route != RouteLeader || o.res.OK != 20 {
+		t.Fatalf("route %q ok=%d errors=%v, notice %q; want every put routed to the leader once elected", o.res.Route, o.res.OK, o.res.Errors, warn.String())
+	}
 }

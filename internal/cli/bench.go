@@ -45,8 +45,9 @@ over --conns connections to it, as DKV's Go client does once it knows the
 leader; reads and watch streams stay spread over the endpoints. --route
 spread spreads every connection over the endpoints round-robin, so writes
 that reach a follower are forwarded by it to the leader: what etcd's
-clientv3 does (each client talks to one member). If the leader cannot be
-found the run spreads and says so on stderr; the output's route line and
+clientv3 does (each client talks to one member). While no member knows a
+leader (an election) the setup asks again for up to 10 s; if the leader
+cannot be found the run spreads and says so on stderr; the output's route line and
 the JSON "route" field say which routing was used. A leader change during
 the run is not followed: writes keep going to the old leader.
 
