@@ -19,6 +19,22 @@ func ents(lo, hi, term uint64) []*raftpb.Entry {
 	return out
 }
 
+// setApplied records index and cs as applied, as the state machine does.
+func setApplied(t *testing.T, s *Storage, index uint64, cs *raftpb.ConfState) {
+	t.Helper()
+	b := s.DB().NewBatch()
+	defer b.Close()
+	if err := SetAppliedIndex(b, index); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetConfState(b, cs); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func open(t *testing.T, dir string) *Storage {
 	t.Helper()
 	s, err := Open(dir, Options{})
@@ -76,17 +92,7 @@ func TestCompactLogAndAppliedConfState(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
-	b := s.DB().NewBatch()
-	if err := SetAppliedIndex(b, 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := SetConfState(b, cs); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
+	setApplied(t, s, 10, cs)
 	if err := s.CompactLog(10, 7, cs); err != nil {
 		t.Fatal(err)
 	}
@@ -122,20 +128,7 @@ func TestSnapshotCarriesConfigurationAppliedSinceCompaction(t *testing.T) {
 	if err := s.Save(&raftpb.HardState{Term: new(uint64(3)), Commit: new(uint64(20))}, append(ents(1, 15, 2), ents(16, 20, 3)...), true); err != nil {
 		t.Fatal(err)
 	}
-	apply := func(index uint64, cs *raftpb.ConfState) {
-		t.Helper()
-		b := s.DB().NewBatch()
-		defer b.Close()
-		if err := SetAppliedIndex(b, index); err != nil {
-			t.Fatal(err)
-		}
-		if err := SetConfState(b, cs); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Commit(pebble.NoSync); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply := func(index uint64, cs *raftpb.ConfState) { setApplied(t, s, index, cs) }
 	three := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
 	apply(10, three)
 	if err := s.CompactLog(10, 7, three); err != nil {
@@ -291,17 +284,7 @@ func TestTruncateLogToAppliedDropsTheWrittenSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
-	b := s.DB().NewBatch()
-	if err := SetAppliedIndex(b, 200); err != nil {
-		t.Fatal(err)
-	}
-	if err := SetConfState(b, cs); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
+	setApplied(t, s, 200, cs)
 	before := s.LogBytes()
 	if err := s.TruncateLogToApplied(); err != nil {
 		t.Fatal(err)
