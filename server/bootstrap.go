@@ -83,6 +83,7 @@ func (s *Server) startNode(ctx context.Context) error {
 	}
 	s.kv = kv
 	s.lessor = lease.NewLessor(s.cfg.LeaseClock, s.cfg.LeaseMaxClockDrift, s.cfg.LeaseCheckpointInterval)
+	s.lessor.SetRenewWindow(s.cfg.LeaseRenewWindow) // negative: off
 	s.renewer = newRenewer(s)
 	if s.sm, err = state.New(kv, s.store, effects{s}, s.log); err != nil {
 		return err

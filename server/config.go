@@ -121,6 +121,12 @@ type Config struct {
 	// (docs/leases.md). A negative value assumes no drift at all, as etcd
 	// does (`dkv serve --lease-max-clock-drift 0`).
 	LeaseMaxClockDrift float64
+	// LeaseRenewWindow lets the leader answer a keep-alive from memory
+	// when its own renewal of that lease, through raft, was proposed at
+	// most this long ago (default DefaultLeaseRenewWindow; negative: off,
+	// every keep-alive waits for a raft round). A leader change may let a
+	// lease live up to this much longer (docs/leases.md).
+	LeaseRenewWindow time.Duration
 	// MaxConnections caps the client connections (gRPC and HTTP together)
 	// open at once; more wait in the kernel's backlog until one closes.
 	// Default DefaultMaxConnections, lowered to what RLIMIT_NOFILE leaves
@@ -236,6 +242,14 @@ const (
 // most 0.05 %) for at most 2 % longer leases.
 const DefaultLeaseMaxClockDrift = 0.01
 
+// DefaultLeaseRenewWindow is the default Config.LeaseRenewWindow: as long
+// as the default election timeout, so a leader change costs a lease that
+// nobody keeps alive at most about twice the wait it already costs.
+const DefaultLeaseRenewWindow = time.Second
+
+// MaxLeaseRenewWindow bounds Config.LeaseRenewWindow.
+const MaxLeaseRenewWindow = time.Minute
+
 // EnsureDefaults fills unset fields with their defaults.
 func (c *Config) EnsureDefaults() {
 	if c.Name == "" {
@@ -264,6 +278,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.LeaseMaxClockDrift == 0 {
 		c.LeaseMaxClockDrift = DefaultLeaseMaxClockDrift
+	}
+	if c.LeaseRenewWindow == 0 {
+		c.LeaseRenewWindow = DefaultLeaseRenewWindow
 	}
 	if c.InitialClusterState == "" {
 		c.InitialClusterState = "new"
@@ -319,6 +336,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseCheckpointInterval < 0 || c.LeaseTick < 0 {
 		return fmt.Errorf("lease checkpoint interval and lease tick must not be negative")
+	}
+	if c.LeaseRenewWindow > MaxLeaseRenewWindow {
+		return fmt.Errorf("lease renew window %v is over the limit of %v (a leader change may let a lease live that much longer)", c.LeaseRenewWindow, MaxLeaseRenewWindow)
 	}
 	// Written so that NaN fails too. At 0.5 and beyond a lease could live
 	// three times its TTL or more, which is no longer a lease.

@@ -35,12 +35,17 @@ func (s *Server) leaseLoop() {
 	cpBusy := false
 	cpDone := make(chan struct{}, 1)
 	defer cpInFlight.Wait()
+	var promoted uint64 // the lessor generation last sent to catch up
 	for {
 		// The channel before the status: a change after this read closes it.
 		changed := s.node.LeaderChanged()
 		leader := s.node.Status().IsLeader
 		if leader {
-			s.lessor.Promote()
+			if gen := s.lessor.Promote(); gen != promoted {
+				promoted = gen
+				s.wg.Add(1)
+				go s.leaseCatchUp(gen)
+			}
 		} else {
 			s.lessor.Demote()
 		}
@@ -63,6 +68,32 @@ func (s *Server) leaseLoop() {
 		case <-cpDone:
 			cpBusy = false
 		case <-t.C:
+		}
+	}
+}
+
+// leaseCatchUp tells the lessor, promoted as generation gen, once this
+// member has applied everything committed before its term: a ReadIndex on
+// a leader is answered only after it committed an entry of its own term.
+// Until then the lessor covers every record it applies with the renew
+// window (lease.Lessor.CaughtUp). It gives up when leadership moves on.
+func (s *Server) leaseCatchUp(gen uint64) {
+	defer s.wg.Done()
+	for {
+		changed := s.node.LeaderChanged()
+		ctx, cancel := s.leaseCtx()
+		err := s.node.WaitLinearizable(ctx)
+		cancel()
+		if err == nil {
+			s.lessor.CaughtUp(gen)
+			return
+		}
+		select {
+		case <-s.stopc:
+			return
+		case <-changed:
+			return // a new promotion, if any, starts its own
+		case <-time.After(s.cfg.LeaseTick):
 		}
 	}
 }

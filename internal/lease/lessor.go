@@ -53,7 +53,17 @@ type entry struct {
 	// durableAt + remaining.
 	durableAt time.Time
 	// deadline is when the lease expires; kept only while primary.
-	deadline      time.Time
+	deadline time.Time
+	// cover is how long the lease may have been promised beyond its
+	// records: keep-alives this member acknowledged from memory, and, on
+	// a new leader, those a previous leader may have (RenewWindow). The
+	// primary expires the lease at the later of deadline and cover;
+	// checkpoints record deadline only, so cover never compounds.
+	cover time.Time
+	// renewedAt is when this member proposed the latest renewal of the
+	// lease that it has since applied (zero: none): the anchor of
+	// acknowledging keep-alives from memory (RenewLocal).
+	renewedAt     time.Time
 	expiring      bool // an expiry proposal is in flight
 	checkpointing bool // a checkpoint proposal is in flight
 }
@@ -65,9 +75,17 @@ type entry struct {
 type Lessor struct {
 	mu              sync.Mutex
 	clock           Clock
+	maxDrift        float64
 	checkpointEvery time.Duration
 	leases          map[int64]*entry
 	primary         bool
+	// window and localWithin: see SetRenewWindow. caughtUp says the
+	// primary has applied everything committed before its term began, so
+	// no record a previous leader's memory acknowledgments rest on is
+	// still to come; gen counts promotions, for CaughtUp.
+	window, localWithin time.Duration
+	caughtUp            bool
+	gen                 uint64
 	// added gets a value (without blocking) whenever a lease is added, so
 	// a loop that sleeps while the table is empty knows to look again.
 	added chan struct{}
@@ -87,7 +105,90 @@ func NewLessor(clock Clock, maxDrift float64, checkpointEvery time.Duration) *Le
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &Lessor{clock: boundDrift(clock, maxDrift), checkpointEvery: checkpointEvery, leases: map[int64]*entry{}, added: make(chan struct{}, 1)}
+	return &Lessor{clock: boundDrift(clock, maxDrift), maxDrift: max(maxDrift, 0), checkpointEvery: checkpointEvery, leases: map[int64]*entry{}, added: make(chan struct{}, 1)}
+}
+
+// SetRenewWindow lets the primary acknowledge a keep-alive from memory,
+// without a raft round, when this member's own renewal of that lease was
+// proposed at most w ago and has been applied (RenewLocal); 0 turns it
+// off. Call it before the Lessor is used.
+//
+// Why no acknowledgment is lost: a keep-alive acknowledged from memory at
+// time a promises the lease until a + TTL, and a <= p + w, where p is when
+// a renewal that committed was proposed. Every later leader applied that
+// renewal (or a later record of the lease) after p, and counts from what
+// it applied plus w (Promote, and Apply until CaughtUp): t + TTL + w >=
+// p + w + TTL >= a + TTL. The cost is that a leader change may let a lease
+// live up to w longer. The window is checked on the clock shortened by
+// (1-d)/(1+d), so that it spans at most w of real time on a clock within
+// the drift bound, while w is added on the slowed clock, so it lasts at
+// least w of real time.
+func (l *Lessor) SetRenewWindow(w time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.window = max(w, 0)
+	l.localWithin = time.Duration(float64(l.window) * (1 - l.maxDrift) / (1 + l.maxDrift))
+}
+
+// Now reads the Lessor's clock: the time to pass to RenewApplied for a
+// renewal about to be proposed.
+func (l *Lessor) Now() time.Time { return l.clock.Now() }
+
+// RenewApplied records that this member proposed, at p (from Now, read
+// before proposing), a renewal of ids that has now been applied; ttls[i]
+// is what apply answered for ids[i] (0: not found). A lease renewed
+// there may then be renewed from memory until p + the window.
+func (l *Lessor) RenewApplied(ids []int64, ttls []int64, p time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, id := range ids {
+		if e := l.leases[id]; e != nil && i < len(ttls) && ttls[i] > 0 && p.After(e.renewedAt) {
+			e.renewedAt = p
+		}
+	}
+}
+
+// RenewLocal acknowledges a keep-alive of every lease in ids from memory,
+// if it may (see SetRenewWindow): this member is the primary, and each
+// lease has a renewal this member proposed within the window, applied,
+// and no expiry in flight. It then returns each lease's TTL in ms, and
+// the leases whose renewal should be recorded again through raft (their
+// anchor is past half the window), and true. Otherwise it changes
+// nothing and returns false: the caller renews through raft.
+func (l *Lessor) RenewLocal(ids []int64) (ttls []int64, refresh []int64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.primary || l.localWithin <= 0 {
+		return nil, nil, false
+	}
+	now := l.clock.Now()
+	for _, id := range ids {
+		e := l.leases[id]
+		if e == nil || e.expiring || e.renewedAt.IsZero() || now.Sub(e.renewedAt) > l.localWithin {
+			return nil, nil, false
+		}
+	}
+	ttls = make([]int64, len(ids))
+	for i, id := range ids {
+		e := l.leases[id]
+		if d := now.Add(e.ttl); d.After(e.cover) {
+			e.cover = d
+		}
+		ttls[i] = e.ttl.Milliseconds()
+		if now.Sub(e.renewedAt) > l.localWithin/2 {
+			refresh = append(refresh, id)
+		}
+	}
+	return ttls, refresh, true
+}
+
+// expiresAt is when the primary expires e: the later of its recorded
+// deadline and what was promised from memory.
+func (e *entry) expiresAt() time.Time {
+	if e.cover.After(e.deadline) {
+		return e.cover
+	}
+	return e.deadline
 }
 
 // Added returns a channel that receives a value after a lease is added to
@@ -115,6 +216,9 @@ func (l *Lessor) Reset(recs []Record) {
 	for _, r := range recs {
 		e := &entry{ttl: ms(r.TTLMs), remaining: ms(r.RemainingMs), epoch: r.Epoch, durableAt: now}
 		e.deadline = now.Add(e.remaining)
+		if l.primary {
+			e.cover = e.deadline.Add(l.window)
+		}
 		l.leases[r.ID] = e
 	}
 	if len(recs) > 0 {
@@ -147,6 +251,7 @@ func (l *Lessor) Apply(chs []Change) {
 			if d := now.Add(e.ttl); d.After(e.deadline) {
 				e.deadline = d
 			}
+			l.coverPrevious(e, now)
 		case Checkpointed:
 			e := l.leases[c.ID]
 			if e == nil {
@@ -155,9 +260,22 @@ func (l *Lessor) Apply(chs []Change) {
 			// The leader's own deadline stays: it is at least as late as
 			// what the checkpoint recorded.
 			e.remaining, e.durableAt, e.checkpointing = ms(c.RemainingMs), now, false
+			l.coverPrevious(e, now)
 		case Revoked:
 			delete(l.leases, c.ID)
 		}
+	}
+}
+
+// coverPrevious extends e's cover by the window past a record applied on
+// a primary that has not caught up: the record may come from a previous
+// leader, which may have acknowledged keep-alives from memory on it.
+func (l *Lessor) coverPrevious(e *entry, now time.Time) {
+	if !l.primary || l.caughtUp || l.window <= 0 {
+		return
+	}
+	if d := now.Add(e.remaining + l.window); d.After(e.cover) {
+		e.cover = d
 	}
 }
 
@@ -165,24 +283,46 @@ func (l *Lessor) Apply(chs []Change) {
 // what this member knows durably, durableAt + remaining. That is never
 // earlier than the deadline the previous leader had when it recorded it
 // (this member applied the record after it was proposed), and never later
-// than that deadline by more than this member's apply lag.
-func (l *Lessor) Promote() {
+// than that deadline by more than this member's apply lag. With a renew
+// window, each lease is also covered until durableAt + remaining + window
+// (see SetRenewWindow), and so is every record applied until CaughtUp.
+// Promote returns the promotion's generation, for CaughtUp.
+func (l *Lessor) Promote() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.primary {
-		return
+		return l.gen
 	}
-	l.primary = true
+	l.primary, l.caughtUp = true, false
+	l.gen++
 	for _, e := range l.leases {
 		e.deadline = e.durableAt.Add(e.remaining)
+		if l.window > 0 {
+			if d := e.deadline.Add(l.window); d.After(e.cover) {
+				e.cover = d
+			}
+		}
 		e.expiring, e.checkpointing = false, false
 	}
+	return l.gen
+}
+
+// CaughtUp tells the primary of generation gen that it has applied every
+// entry committed before its term began: records applied from now on
+// were proposed in its term, by members that acknowledge nothing from
+// memory on them except itself.
+func (l *Lessor) CaughtUp(gen uint64) {
+	l.mu.Lock()
+	if l.primary && l.gen == gen {
+		l.caughtUp = true
+	}
+	l.mu.Unlock()
 }
 
 // Demote stops deadline tracking (leadership was lost).
 func (l *Lessor) Demote() {
 	l.mu.Lock()
-	l.primary = false
+	l.primary, l.caughtUp = false, false
 	l.mu.Unlock()
 }
 
@@ -200,11 +340,13 @@ func (l *Lessor) Remaining(id int64) (ttl, remaining time.Duration, ok bool) {
 	}
 	now := l.clock.Now()
 	if l.primary {
-		remaining = e.deadline.Sub(now)
+		remaining = e.expiresAt().Sub(now)
 	} else {
 		remaining = e.durableAt.Add(e.remaining).Sub(now)
 	}
-	return e.ttl, max(remaining, 0), true
+	// The window's cover may reach past a full TTL; report no more than
+	// the TTL, the short side.
+	return e.ttl, min(max(remaining, 0), e.ttl), true
 }
 
 // Len is the number of leases in the table.
@@ -231,8 +373,8 @@ func (l *Lessor) Expired(limit int) []Expiry {
 	}
 	var cs []cand
 	for id, e := range l.leases {
-		if !e.expiring && !e.deadline.After(now) {
-			cs = append(cs, cand{id, e.deadline})
+		if d := e.expiresAt(); !e.expiring && !d.After(now) {
+			cs = append(cs, cand{id, d})
 		}
 	}
 	sort.Slice(cs, func(i, j int) bool {

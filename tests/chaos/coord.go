@@ -687,7 +687,10 @@ type LeaseWorkload struct {
 	OpTimeout time.Duration
 	// RenewEvery is the pause between renewals (default TTL/4). Renewing
 	// late in the TTL, as a holder with delayed keep-alives would, leaves
-	// an early expiry time to show.
+	// an early expiry time to show. Every other renewal is followed, after
+	// a random pause under 500ms, by another: the leader answers that one
+	// from memory (the renew window), which a leader change must not
+	// forget.
 	RenewEvery time.Duration
 
 	cur atomic.Int64 // the lease whose key is attached, 0 if none
@@ -715,11 +718,11 @@ func (w *LeaseWorkload) Run(ctx context.Context, rec *Recorder, stats *Stats) {
 			w.reader(ctx, c, rand.New(rand.NewPCG(uint64(w.Seed), 0x6c65617365+uint64(i))), rec, stats)
 		}()
 	}
-	w.keeper(ctx, rec, stats)
+	w.keeper(ctx, rand.New(rand.NewPCG(uint64(w.Seed), 0x6b656570)), rec, stats)
 	wg.Wait()
 }
 
-func (w *LeaseWorkload) keeper(ctx context.Context, rec *Recorder, stats *Stats) {
+func (w *LeaseWorkload) keeper(ctx context.Context, rng *rand.Rand, rec *Recorder, stats *Stats) {
 	c := w.Keeper
 	for ctx.Err() == nil {
 		w.cur.Store(0)
@@ -741,8 +744,12 @@ func (w *LeaseWorkload) keeper(ctx context.Context, rec *Recorder, stats *Stats)
 			w.cur.Store(g.ID)
 			stats.Op("ok")
 		}
-		for ctx.Err() == nil {
-			sleepCtx(ctx, w.RenewEvery)
+		for n := 0; ctx.Err() == nil; n++ {
+			if n%2 == 1 && rng.IntN(2) == 0 {
+				sleepCtx(ctx, time.Duration(rng.Int64N(int64(500*time.Millisecond))))
+			} else {
+				sleepCtx(ctx, w.RenewEvery)
+			}
 			octx, cancel := context.WithTimeout(ctx, w.OpTimeout)
 			sent := rec.Now()
 			ttl, err := c.KeepAliveOnce(octx, g.ID)

@@ -43,6 +43,7 @@ func configSamples(dir string) (batch map[string]string, alone map[string]string
 		"auto-compact-revisions":   "1000",
 		"auto-compact-period":      "1h0m0s",
 		"lease-max-clock-drift":    "0.25",
+		"lease-renew-window":       "500ms",
 		"max-connections":          "100",
 		"http-allowed-hosts":       "dkv.example.com,dkv2.example.com",
 		"cors-allowed-origins":     "https://app.example",

@@ -20,6 +20,7 @@ import (
 func serveCmd(a *cli.App) *cobra.Command {
 	var cfg server.Config
 	var drift float64
+	var renewWindow time.Duration
 	var logFormat, configFile string
 	var printCfg bool
 	cmd := &cobra.Command{
@@ -62,6 +63,9 @@ be used, saying where each value came from, and exits.`,
 				return err
 			}
 			if cfg.LeaseMaxClockDrift, err = leaseMaxClockDrift(drift); err != nil {
+				return err
+			}
+			if cfg.LeaseRenewWindow, err = leaseRenewWindow(renewWindow); err != nil {
 				return err
 			}
 			switch {
@@ -108,6 +112,8 @@ be used, saying where each value came from, and exits.`,
 	f.DurationVar(&cfg.AutoCompactPeriod, "auto-compact-period", 0, "keep only the revisions of this last period (0: off)")
 	f.Float64Var(&drift, "lease-max-clock-drift", server.DefaultLeaseMaxClockDrift,
 		"how much faster or slower any member's clock may run, as a fraction: leases never expire early within it, and may live up to TTL*(1+d)/(1-d); 0 assumes equal clock rates")
+	f.DurationVar(&renewWindow, "lease-renew-window", server.DefaultLeaseRenewWindow,
+		"the leader answers a keep-alive from memory when it renewed that lease through raft at most this long ago; a leader change may then let a lease live this much longer (0: every keep-alive waits for a raft round)")
 	f.IntVar(&cfg.MaxConnections, "max-connections", 0, fmt.Sprintf("most client connections (gRPC and HTTP) open at once (0: %d, or fewer if the open file limit is lower)", server.DefaultMaxConnections))
 	f.StringSliceVar(&cfg.HTTPAllowedHosts, "http-allowed-hosts", nil, "host names the HTTP port answers to besides this member's own addresses (--http-addr, --client-addr, --advertise-client-addr), localhost and loopback IPs; other Host headers get 421, against DNS rebinding (comma separated; * for any)")
 	f.StringSliceVar(&cfg.CORSAllowedOrigins, "cors-allowed-origins", nil, "web origins (scheme://host[:port]) besides the HTTP port's own whose pages may call the HTTP API from a browser; requests and CORS preflights from other origins are refused (comma separated)")
@@ -153,6 +159,18 @@ func leaseMaxClockDrift(flag float64) (float64, error) {
 	switch {
 	case !(flag >= 0 && flag < 0.5):
 		return 0, cli.Usagef("--lease-max-clock-drift %v out of range [0, 0.5)", flag)
+	case flag == 0:
+		return -1, nil
+	}
+	return flag, nil
+}
+
+// leaseRenewWindow maps --lease-renew-window to the config, where 0 means
+// the default and off is a negative value.
+func leaseRenewWindow(flag time.Duration) (time.Duration, error) {
+	switch {
+	case flag < 0 || flag > server.MaxLeaseRenewWindow:
+		return 0, cli.Usagef("--lease-renew-window %v out of range [0, %v] (0 turns it off)", flag, server.MaxLeaseRenewWindow)
 	case flag == 0:
 		return -1, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // exitUsage is the usage-error exit code docs/cli.md promises.
@@ -20,6 +21,21 @@ func TestServeLeaseMaxClockDrift(t *testing.T) {
 		code := Server.Run([]string{"serve", "--data-dir", t.TempDir(), "--lease-max-clock-drift", arg}, nil, &stdout, &stderr)
 		if code != exitUsage || !strings.Contains(stderr.String(), "out of range [0, 0.5)") {
 			t.Errorf("--lease-max-clock-drift %s: exit %d, stderr %q; want a usage error naming the range", arg, code, stderr.String())
+		}
+	}
+}
+
+func TestServeLeaseRenewWindow(t *testing.T) {
+	for flag, want := range map[time.Duration]time.Duration{0: -1, time.Second: time.Second, time.Minute: time.Minute} {
+		if got, err := leaseRenewWindow(flag); err != nil || got != want {
+			t.Errorf("--lease-renew-window %v: config %v (%v), want %v", flag, got, err, want)
+		}
+	}
+	for _, arg := range []string{"-1s", "61s"} {
+		var stdout, stderr bytes.Buffer
+		code := Server.Run([]string{"serve", "--data-dir", t.TempDir(), "--lease-renew-window", arg}, nil, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), "out of range [0, 1m0s]") {
+			t.Errorf("--lease-renew-window %s: exit %d, stderr %q; want a usage error naming the range", arg, code, stderr.String())
 		}
 	}
 }
