@@ -69,6 +69,9 @@ type Store struct {
 	// revs are the newest revisions of recently written keys
 	// (revcache.go), for reads at the current revision.
 	revs *revCache
+	// latest is the apply goroutine's own memory of recently written
+	// keys' newest versions (latest.go), for the writes that replace them.
+	latest latestCache
 
 	// What the database holds, for reads of the live database without
 	// reading the counters from Pebble each time: the revision and compact
@@ -150,6 +153,7 @@ func (s *Store) Reload(r pebble.Reader) error {
 	s.held, s.leaseRecs, s.indexes = held, recs, idx
 	s.layout.Store(int32(layout))
 	s.revs.reset()
+	s.latest.reset()
 	if s.obs != nil {
 		s.obs.Reloaded()
 	}
@@ -301,6 +305,9 @@ func (w *Writer) SetCaller(user string, isRoot func(user string) bool) {
 }
 
 func (w *Writer) get(key []byte) (record, bool) {
+	if rec, live, ok := w.s.latest.get(key); ok {
+		return rec, live
+	}
 	rec, ok, err := getLatest(w.b, w.s.revs, w.s.kbuf[:0], key)
 	must(err)
 	return rec, ok
@@ -342,6 +349,7 @@ func (w *Writer) writePut(key []byte, rec *record, prev *dkvpb.KeyValue) {
 	s.vbuf = appendHistPut(s.vbuf[:0], rec)
 	must(w.b.Set(s.kbuf, s.vbuf, nil))
 	s.revs.set(key, w.rev)
+	s.latest.put(key, rec)
 	w.relink(key, prev.GetLease(), rec.lease)
 	w.indexWrite(key, prev, rec.labels)
 	w.changes = append(w.changes, change{kind: kindPut, key: key})
@@ -382,6 +390,7 @@ func (w *Writer) writeDelete(key []byte, prev *dkvpb.KeyValue) {
 	s.kbuf = histKey(s.kbuf, key, w.rev)
 	must(w.b.Set(s.kbuf, tombstoneValue, nil))
 	s.revs.set(key, w.rev)
+	s.latest.put(key, nil)
 	w.relink(key, prev.GetLease(), 0)
 	w.indexWrite(key, prev, nil)
 	w.changes = append(w.changes, change{kind: kindTombstone, key: key})
