@@ -241,9 +241,11 @@ func Open(dir string, opts Options) (*Storage, error) {
 	}
 	// Value separation: values of at least separateMinBytes go to blob
 	// files at flush, and compactions then move references, not the values.
-	// A put's value is stored three times (raft log entry, latest record,
-	// history record), so with large values compactions rewriting them
-	// were the largest CPU cost of a put. Data written without separation
+	// With large values, compactions rewriting them were the largest CPU
+	// cost of a put (measured when a value was stored three times; the
+	// history record still is rewritten by every compaction it meets).
+	// From 128 bytes, paired runs showed no gain at 256-byte values
+	// (BENCHMARKS.md, 2026-12-07 evening). Data written without separation
 	// stays readable, and blob files stay readable with it off: the format
 	// major version (FormatNewest, FormatValueSeparation) is unchanged.
 	sep := separateValues
