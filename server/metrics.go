@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -99,6 +100,15 @@ func newMetrics(s *Server) *metrics {
 	gauge("raft_log_bytes", "Disk space the raft log's segment files take (raftlog/ in the data dir; part of db_size_bytes and db_size_in_use_bytes, which --quota-bytes is compared with).", func() float64 { return float64(s.store.LogBytes()) })
 	gauge("db_size_in_use_bytes", "What the database's live files take (the write-ahead log, the current tables and blob files; not a flush's or compaction's output under way nor files waiting for deletion); --quota-bytes is compared with it.",
 		func() float64 { return float64(s.dbInUse()) })
+	for _, a := range []struct {
+		answered string
+		n        *atomic.Uint64
+	}{{"memory", &s.renewer.fromMemory}, {"raft", &s.renewer.throughRaft}} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "dkv", Name: "lease_keepalives_total", ConstLabels: prometheus.Labels{"answered": a.answered},
+			Help: "Leases kept alive through this member, by how the keep-alive was answered: memory (by the leader, within the renew window of its own renewal) or raft (after a LeaseRenew entry applied).",
+		}, func() float64 { return float64(a.n.Load()) }))
+	}
 	counter("disk_full_total", "Writes that met ENOSPC; each released the ballast file (if any) and was retried.", func() float64 { return float64(s.diskFulls.Load()) })
 	gauge("nospace_alarms", "Members whose NOSPACE alarm is raised; while above 0 the cluster refuses writes that add data.", func() float64 { return float64(s.sm.Alarms().Count()) })
 	gauge("corrupt_alarms", "Members whose CORRUPT alarm is raised: their state diverged from the others'; each refuses client requests (alert on > 0).", func() float64 { return float64(s.sm.Alarms().CorruptCount()) })

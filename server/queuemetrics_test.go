@@ -163,3 +163,41 @@ func metricValue(body []byte, series string) (float64, bool) {
 	v, err := strconv.ParseFloat(string(m[1]), 64)
 	return v, err == nil
 }
+
+// /metrics tells keep-alives answered from the leader's memory from those
+// that waited for a raft round: the first keep-alive of a lease goes
+// through raft, the next ones within the renew window are answered from
+// memory; with the window off, every one goes through raft. (A window
+// of a minute, so that a slow machine cannot make the second one late.)
+func TestMetricsCountKeepAlivesByAnswer(t *testing.T) {
+	for _, c := range []struct {
+		window              time.Duration
+		memory, throughRaft float64
+	}{{time.Minute, 2, 1}, {-1, 0, 3}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cl, err := embed.Open(ctx, t.TempDir(), embed.WithServerConfig(func(cfg *server.Config) {
+			cfg.HTTPAddr = "127.0.0.1:0"
+			cfg.LeaseRenewWindow = c.window
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		g, err := cl.Grant(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := cl.KeepAliveOnce(ctx, g.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		body := scrape(t, "http://"+embed.Server(cl).HTTPAddr())
+		mem, ok1 := metricValue(body, `dkv_lease_keepalives_total{answered="memory"}`)
+		raft, ok2 := metricValue(body, `dkv_lease_keepalives_total{answered="raft"}`)
+		if !ok1 || !ok2 || mem != c.memory || raft != c.throughRaft {
+			t.Errorf("window %v: keep-alives answered from memory %v (%v), through raft %v (%v); want %v and %v", c.window, mem, ok1, raft, ok2, c.memory, c.throughRaft)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dkvpb "github.com/dkv-io/dkv/api/dkv/v1"
@@ -20,6 +21,9 @@ type renewer struct {
 	mu   sync.Mutex
 	cur  *renewBatch
 	kick chan struct{}
+	// fromMemory and throughRaft count the leases whose keep-alive was
+	// answered from memory and after a raft round (/metrics).
+	fromMemory, throughRaft atomic.Uint64
 }
 
 type renewBatch struct {
@@ -59,9 +63,11 @@ func (r *renewer) renew(ctx context.Context, ids []int64) ([]int64, error) {
 			if len(refresh) > 0 {
 				r.add(refresh, user)
 			}
+			r.fromMemory.Add(uint64(len(ids)))
 			return ttls, nil
 		}
 	}
+	r.throughRaft.Add(uint64(len(ids)))
 	b := r.add(ids, user)
 	select {
 	case <-b.done:
