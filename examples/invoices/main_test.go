@@ -42,3 +42,26 @@ func TestPausedWorkerRefused(t *testing.T) {
 		t.Errorf("the paused worker's late write: %v, want ErrLocked", rep.LateWrite)
 	}
 }
+
+// TestSeedSkipsLockedInvoices: an instance that starts after another has
+// seeded and locked an invoice seeds the rest and does not fail on the
+// locked one (the CI run of 2026-12-07 15:13 lost a worker that way).
+func TestSeedSkipsLockedInvoices(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	env, err := exenv.OpenEmbedded(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if n, err := seed(ctx, env.Client, "inv/", 3); err != nil || n != 3 {
+		t.Fatalf("first seed: %d created, %v; want 3", n, err)
+	}
+	res, err := env.Client.TryAcquire(ctx, invoiceKey("inv/", 2), 10*time.Second)
+	if err != nil || !res.Acquired {
+		t.Fatalf("locking invoice 2: %+v, %v", res, err)
+	}
+	if n, err := seed(ctx, env.Client, "inv/", 4); err != nil || n != 1 {
+		t.Fatalf("second seed with invoice 2 locked: %d created, %v; want 1 (invoice 4) and no error", n, err)
+	}
+}

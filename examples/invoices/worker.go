@@ -43,13 +43,15 @@ func offsetOf(name string) int {
 
 // seed writes invoices 1 to n as open, those that do not exist yet: every
 // instance seeds, and the first one's invoices are the ones processed.
+// An invoice another instance already locked exists too: the store
+// refuses the write with Locked before it looks at IfAbsent.
 func seed(ctx context.Context, c *client.Client, prefix string, n int) (created int, err error) {
 	for i := 1; i <= n; i++ {
 		_, err := c.Put(ctx, invoiceKey(prefix, i), []byte("open"), client.IfAbsent())
 		switch {
 		case err == nil:
 			created++
-		case !errors.Is(err, client.ErrConflict):
+		case !errors.Is(err, client.ErrConflict) && !errors.Is(err, client.ErrLocked):
 			return created, err
 		}
 	}
