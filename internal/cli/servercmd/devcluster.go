@@ -33,6 +33,7 @@ func devClusterCmd(a *cli.App) *cobra.Command {
 		host     string
 		fresh    bool
 		secure   bool
+		pprof    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev-cluster",
@@ -67,7 +68,7 @@ with (docs/security.md). ` + devClusterHelp,
 			if basePort < 1024 || basePort+10*nodes > 65535 {
 				return cli.Usagef("--base-port %d leaves no room for %d members", basePort, nodes)
 			}
-			return devCluster(a, nodes, basePort, host, dataDir, fresh, secure)
+			return devCluster(a, nodes, basePort, host, dataDir, fresh, secure, pprof)
 		},
 	}
 	f := cmd.Flags()
@@ -77,6 +78,7 @@ with (docs/security.md). ` + devClusterHelp,
 	f.StringVar(&host, "host", "127.0.0.1", "loopback address to listen on")
 	f.BoolVar(&secure, "secure", false, "TLS on every port with a throwaway CA and certificates made in DATA-DIR/tls, and a root password in DATA-DIR/root-password")
 	f.BoolVar(&fresh, "fresh", false, "delete the members' data dirs (DATA-DIR/n1 ...) first: start an empty cluster")
+	f.BoolVar(&pprof, "pprof", false, "serve /debug/pprof on every member's HTTP address, for profiling the cluster under load (dkv serve --pprof)")
 	return cmd
 }
 
@@ -126,7 +128,7 @@ type devExit struct {
 	err error
 }
 
-func devCluster(a *cli.App, nodes, basePort int, host, dataDir string, fresh, secure bool) error {
+func devCluster(a *cli.App, nodes, basePort int, host, dataDir string, fresh, secure, pprof bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -174,6 +176,9 @@ func devCluster(a *cli.App, nodes, basePort int, host, dataDir string, fresh, se
 			"--http-addr", m.http, "--data-dir", m.dir, "--initial-cluster", strings.Join(initial, ","), "--peer-secret-file", secretFile}
 		if pki != nil {
 			m.args = append(m.args, pki.serveArgs(m.name, names)...)
+		}
+		if pprof {
+			m.args = append(m.args, "--pprof")
 		}
 		if fresh {
 			if err := os.RemoveAll(m.dir); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,6 +272,7 @@ func TestDevClusterPeerSecret(t *testing.T) {
 }
 
 // --fresh starts from empty data dirs; without it the data is kept.
+// --pprof serves /debug/pprof on the members' HTTP ports.
 func TestDevClusterFresh(t *testing.T) {
 	dir := t.TempDir()
 	host, base := freeHost(t, 3)
@@ -284,13 +286,28 @@ func TestDevClusterFresh(t *testing.T) {
 
 	d = startDevCluster(t, dir, host, base)
 	d.eventually("the key kept", func(r clitest.Result) bool { return r.Stdout == "yes\n" }, "get", "kept")
+	pprofStatus := func() int {
+		resp, err := http.Get(fmt.Sprintf("http://%s:%d/debug/pprof/", host, base+2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := pprofStatus(); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without --pprof: %d, want 404", code)
+	}
 	d.cmd.Process.Signal(syscall.SIGINT)
 	<-d.done
 
-	d = startDevCluster(t, dir, host, base, "--fresh")
+	// --pprof: every member profiles (checked on the first).
+	d = startDevCluster(t, dir, host, base, "--fresh", "--pprof")
 	d.eventually("a leader", func(r clitest.Result) bool { return r.Code == 0 }, "endpoint", "health", "--cluster")
 	if r := d.dkv("get", "kept"); r.Code != 3 {
 		t.Fatalf("after --fresh, get kept: exit %d %q, want 3 (NotFound)", r.Code, r.Stdout)
+	}
+	if code := pprofStatus(); code != http.StatusOK {
+		t.Fatalf("/debug/pprof/ with --pprof: %d, want 200", code)
 	}
 }
 
