@@ -264,11 +264,8 @@ func (w *Watch) Revision() int64 {
 // error (ErrCompacted with Metadata["compact_revision"], ErrInvalidInput).
 // It is nil while the watch runs.
 func (w *Watch) Err() error {
-	select {
-	case <-w.done:
-	default:
-		return nil
-	}
+	// Not gated on done: finish sets err before it closes Events, so a
+	// caller that saw Events closed must see err, and done closes after.
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
