@@ -43,7 +43,7 @@ func TestLogHoleRefusedNotPanic(t *testing.T) {
 			return last.first - 1, "the commit index went back from 49"
 		}},
 		{"state gone back past the log's start", func(t *testing.T, s *Storage, segs []segment) (uint64, string) {
-			if err := s.CompactLog(segs[2].first, segs[2].first, &raftpb.ConfState{Voters: []uint64{1}}); err != nil {
+			if err := s.compactLog(segs[2].first, segs[2].first, &raftpb.ConfState{Voters: []uint64{1}}, true); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.db.Delete(keySnapMeta, pebble.NoSync); err != nil {

@@ -137,8 +137,18 @@ func TestMigrateFormat1(t *testing.T) {
 	if !hasFile(backup, "MANIFEST-") {
 		t.Fatal("the backup went before any log compaction")
 	}
-	s.migrated = true // as if this open had migrated: the next compaction drops the backup
-	if err := s.CompactLog(405, 400, &raftpb.ConfState{Voters: []uint64{1}}); err != nil {
+	s.migrated = true // as if this open had migrated: the first compaction on durable state drops the backup
+	cs := &raftpb.ConfState{Voters: []uint64{1}}
+	if err := s.CompactLog(405, 400, cs); err != nil {
+		t.Fatal(err)
+	}
+	if !hasFile(backup, "MANIFEST-") {
+		t.Fatal("the backup went at a log compaction whose state was not yet in tables")
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompactLog(410, 400, cs); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(backup); !os.IsNotExist(err) {

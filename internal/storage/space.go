@@ -121,7 +121,7 @@ func (s *Storage) TruncateLogToApplied() error {
 	if err != nil || applied == 0 {
 		return err
 	}
-	if err := s.CompactLog(applied, applied, cs); err != nil {
+	if err := s.compactLog(applied, applied, cs, true); err != nil {
 		return err
 	}
 	return s.rotateLogAt(applied)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -679,14 +680,32 @@ func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
 // CompactLog records a compaction snapshot marker at snapIndex (which must
 // be applied; cs is the ConfState as of it) and discards log entries up to
 // and including compactTo (<= snapIndex); the entries in between stay for
-// followers that are only slightly behind. The commit is synced: that also
-// makes every earlier unsynced state write durable (Pebble has one WAL), so
-// the log never loses entries that durable state does not cover.
+// followers that are only slightly behind.
+//
+// The truncation is loosely coupled to the state's durability (as
+// CockroachDB's raft log truncation is): the state is written to the
+// memtables only (DisableWAL), so a raft log segment may go only once the
+// state that covers it is in tables. CompactLog does not flush for that:
+// it deletes the segments up to the newest compaction marker that is
+// already durable (every earlier state write is then durable too: Pebble
+// flushes memtables in order), and the rest goes at a later call, after
+// Pebble has flushed a full memtable on its own. Forcing a flush at every
+// compaction (every 10,000 entries, about a second under load) stalled
+// the apply goroutine for the flush and filled L0 with small tables that
+// each span the whole keyspace, which compactions then rewrote into the
+// base level over and over. Only when the segments kept that way exceed
+// lazyLogBytes does it flush, so the log stays bounded however slowly the
+// memtable fills.
 func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) error {
-	// s.mu is held only around the in-memory steps: the flush below
-	// takes as long as writing a memtable, and must not hold up Save
-	// (the raft loop, its heartbeats) meanwhile. MemoryStorage has a lock
-	// of its own.
+	return s.compactLog(snapIndex, compactTo, cs, false)
+}
+
+// compactLog is CompactLog; force flushes the state so that the log can be
+// truncated at compactTo now (to give space back under a NOSPACE alarm).
+func (s *Storage) compactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState, force bool) error {
+	// s.mu is held only around the in-memory steps: a flush takes as long
+	// as writing a memtable, and must not hold up Save (the raft loop,
+	// its heartbeats) meanwhile. MemoryStorage has a lock of its own.
 	s.mu.Lock()
 	snap, err := s.MemoryStorage.CreateSnapshot(snapIndex, cs, nil)
 	s.mu.Unlock()
@@ -702,28 +721,72 @@ func (s *Storage) CompactLog(snapIndex, compactTo uint64, cs *raftpb.ConfState) 
 	}
 	// The raft log first: its HardState with a commit index at or above
 	// snapIndex may have been appended without a sync. Then the marker,
-	// and a flush: the state up to the applied index (at least snapIndex,
-	// held only in the memtables until now) is in tables before the log
-	// entries that could rebuild it go.
+	// which reaches the tables with the state up to snapIndex.
 	if err := s.rlog.sync(); err != nil {
 		s.logFailed(err) // never returns
 	}
 	if err := s.db.Set(keySnapMeta, data, pebble.NoSync); err != nil {
 		return err
 	}
-	if err := s.db.Flush(); err != nil {
-		return fmt.Errorf("flush the state before compacting the raft log: %w", err)
+	releaseTo := compactTo
+	if !force {
+		durable, err := s.durableSnapIndex()
+		if err != nil {
+			return err
+		}
+		if durable < compactTo && s.rlog.bytes() > lazyLogBytes(s.memTable) {
+			force = true
+		}
+		releaseTo = min(compactTo, durable)
 	}
-	if err := s.rlog.releaseTo(compactTo); err != nil {
+	if force {
+		if err := s.db.Flush(); err != nil {
+			return fmt.Errorf("flush the state before compacting the raft log: %w", err)
+		}
+		releaseTo = compactTo
+	}
+	if err := s.rlog.releaseTo(releaseTo); err != nil {
 		return err
 	}
-	s.dropMigrationBackup()
+	if releaseTo == compactTo {
+		s.dropMigrationBackup()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
 		return err
 	}
 	return nil
+}
+
+// lazyLogBytes is how large the raft log may grow, waiting for the state
+// it holds to be flushed by Pebble on its own, before CompactLog forces a
+// flush: two memtables' worth (the log holds about what the memtables
+// do), so that under a steady load a flush is almost never forced.
+func lazyLogBytes(memTable uint64) uint64 { return 2 * memTable }
+
+// durableSnapIndex is the index of the compaction marker in the tables,
+// not counting what is only in the memtables: the marker a restart after
+// a crash would load (0: none yet).
+func (s *Storage) durableSnapIndex() (uint64, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		OnlyReadGuaranteedDurable: true,
+		LowerBound:                keySnapMeta,
+		UpperBound:                append(slices.Clip(keySnapMeta), 0),
+	})
+	if err != nil {
+		return 0, err
+	}
+	var index uint64
+	if it.First() {
+		snap := &raftpb.Snapshot{}
+		if err := proto.Unmarshal(it.Value(), snap); err != nil {
+			_ = it.Close()
+			return 0, fmt.Errorf("decode the durable snapshot metadata: %w", err)
+		}
+		index = snap.GetMetadata().GetIndex()
+	}
+	return index, errors.Join(it.Error(), it.Close())
 }
 
 // AppliedIndex reads the applied index as of r's view.
