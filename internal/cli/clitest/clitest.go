@@ -59,6 +59,12 @@ type LockedBuffer = testutil.LockedBuffer
 // the test ends; its output is logged if the test failed.
 func StartServe(t *testing.T, dir string, extra ...string) *Node {
 	t.Helper()
+	return StartServeEnv(t, dir, nil, extra...)
+}
+
+// StartServeEnv is StartServe with env added to the process's environment.
+func StartServeEnv(t *testing.T, dir string, env []string, extra ...string) *Node {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -67,6 +73,9 @@ func StartServe(t *testing.T, dir string, extra ...string) *Node {
 	defer logf.Close() // the child has its own descriptor
 	args := append([]string{"serve", "--data-dir", dir, "--client-addr", "127.0.0.1:0", "--http-addr", "", "--peer-addr", ""}, extra...)
 	cmd := exec.Command(Bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stderr = logf
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {

@@ -2,6 +2,8 @@ package servercmd_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,4 +113,40 @@ func TestKill9KeepsAcknowledgedPuts(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged puts survived kill -9", len(acked))
+}
+
+// dkv serve runs its garbage collector at GOGC=200 unless the operator
+// set GOGC, as /metrics shows.
+func TestServeGCPercent(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "go_gc_gogc_percent 200\n"},
+		{[]string{"GOGC=50"}, "go_gc_gogc_percent 50\n"},
+	} {
+		n := clitest.StartServeEnv(t, t.TempDir(), c.env, "--http-addr", "127.0.0.1:0")
+		var httpAddr string
+		for _, line := range strings.Split(n.Stdout.String(), "\n") {
+			if a, ok := strings.CutPrefix(strings.TrimSpace(line), "HTTP:"); ok {
+				httpAddr = strings.Fields(a)[0]
+			}
+		}
+		if httpAddr == "" {
+			t.Fatalf("no HTTP address in the output:\n%s", n.Stdout)
+		}
+		resp, err := http.Get("http://" + httpAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(body), c.want) {
+			t.Errorf("with %v in the environment /metrics lacks %q", c.env, c.want)
+		}
+		n.Kill()
+	}
 }
