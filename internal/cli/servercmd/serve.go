@@ -182,10 +182,11 @@ func leaseRenewWindow(flag time.Duration) (time.Duration, error) {
 // when the GOGC environment variable does not set one. A member's heap is
 // small beside what it allocates per request (Pebble's block cache and
 // memtables are sized on their own), so at Go's default of 100 the
-// collector ran often: in paired runs 200 did 1.07x the puts and
-// serializable gets at 0.93x the CPU per op, for about 15% more peak RSS,
-// while 400 gained nothing more and took another 25% (BENCHMARKS.md,
-// "The garbage collector's target").
+// collector ran often: in paired runs 200 did 1.07-1.15x the puts and
+// serializable gets at 0.9x the CPU per op, for about 15% more peak RSS,
+// while 400 gained nothing more and took another 30-60% (BENCHMARKS.md,
+// "Log truncation that waits for Pebble's flushes, and the garbage
+// collector's target").
 const serveGCPercent = 200
 
 // setGCPercent applies serveGCPercent unless the operator set GOGC.
