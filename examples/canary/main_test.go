@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/examples/internal/exenv"
+	"github.com/dkv-io/dkv/examples/internal/proctest"
 )
 
 func play(t *testing.T, env *exenv.Env, run Run) *Result {
@@ -40,13 +41,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // TestCanaryRuns is the scenario's claim, one subtest per run.
 func TestCanaryRuns(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	env, err := exenv.OpenEmbedded(ctx, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	_, env := proctest.Embedded(t, 60*time.Second)
 	cases := []struct {
 		run   Run
 		want  []string

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,19 +8,14 @@ import (
 	"time"
 
 	"github.com/dkv-io/dkv/examples/internal/exenv"
+	"github.com/dkv-io/dkv/examples/internal/proctest"
 )
 
 // TestCartSameOnEveryInstance is the scenario's claim: the Buch/Stift/Heft
 // sequence shows the same cart on both instances and on a fresh one that
 // replaced B, and 100 concurrent adds across both instances lose none.
 func TestCartSameOnEveryInstance(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	env, err := exenv.OpenEmbedded(ctx, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	ctx, env := proctest.Embedded(t, 60*time.Second)
 	const adds = 100
 	rep, err := Run(ctx, env, Config{Prefix: "shop/", ConcurrentAdds: adds, Log: exenv.NewLog(exenv.TestWriter(t.Logf))})
 	if err != nil {

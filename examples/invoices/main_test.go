@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/examples/internal/exenv"
+	"github.com/dkv-io/dkv/examples/internal/proctest"
 )
 
 // TestPausedWorkerRefused is the scenario's claim: a worker pauses on an
@@ -15,13 +15,7 @@ import (
 // paused worker's late write is refused with Locked, and every invoice
 // has exactly one accepted result.
 func TestPausedWorkerRefused(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	env, err := exenv.OpenEmbedded(ctx, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	ctx, env := proctest.Embedded(t, 60*time.Second)
 	const n = 12
 	rep, err := Run(ctx, env, Config{
 		Prefix: "inv/", Invoices: n, Workers: 3, LockTTL: time.Second, Work: 10 * time.Millisecond,
@@ -47,13 +41,7 @@ func TestPausedWorkerRefused(t *testing.T) {
 // seeded and locked an invoice seeds the rest and does not fail on the
 // locked one (the CI run of 2026-12-07 15:13 lost a worker that way).
 func TestSeedSkipsLockedInvoices(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	env, err := exenv.OpenEmbedded(ctx, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	ctx, env := proctest.Embedded(t, 60*time.Second)
 	if n, err := seed(ctx, env.Client, "inv/", 3); err != nil || n != 3 {
 		t.Fatalf("first seed: %d created, %v; want 3", n, err)
 	}

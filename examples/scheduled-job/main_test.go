@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/dkv-io/dkv/client"
 	"github.com/dkv-io/dkv/examples/internal/exenv"
+	"github.com/dkv-io/dkv/examples/internal/proctest"
 )
 
 // TestLeaderFrozenPastTTL is the scenario's claim: the leader freezes
@@ -15,13 +15,7 @@ import (
 // over, every period's job runs exactly once, and the frozen leader's late
 // write is refused by the fence of its term.
 func TestLeaderFrozenPastTTL(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	env, err := exenv.OpenEmbedded(ctx, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	ctx, env := proctest.Embedded(t, 60*time.Second)
 	const periods = 8
 	rep, err := Run(ctx, env, Config{
 		Prefix: "job/", Workers: 3, Period: 300 * time.Millisecond, TTL: time.Second,

@@ -171,9 +171,9 @@ func (s *Storage) migrate1to2() error {
 	if b, ok, err := get(s.db, keySnapMeta); err != nil {
 		return err
 	} else if ok {
-		snap := &raftpb.Snapshot{}
-		if err := proto.Unmarshal(b, snap); err != nil {
-			return fmt.Errorf("migrate: decode snapshot metadata: %w", err)
+		snap, err := decodeSnapMeta(b)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
 		}
 		first = snap.GetMetadata().GetIndex() + 1
 	}

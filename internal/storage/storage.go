@@ -481,9 +481,9 @@ func (s *Storage) load(c *logContents) error {
 	if b, ok, err := get(s.db, keySnapMeta); err != nil {
 		return err
 	} else if ok {
-		snap := &raftpb.Snapshot{}
-		if err := proto.Unmarshal(b, snap); err != nil {
-			return fmt.Errorf("decode snapshot metadata: %w", err)
+		snap, err := decodeSnapMeta(b)
+		if err != nil {
+			return err
 		}
 		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
 			return err
@@ -779,14 +779,23 @@ func (s *Storage) durableSnapIndex() (uint64, error) {
 	}
 	var index uint64
 	if it.First() {
-		snap := &raftpb.Snapshot{}
-		if err := proto.Unmarshal(it.Value(), snap); err != nil {
+		snap, err := decodeSnapMeta(it.Value())
+		if err != nil {
 			_ = it.Close()
-			return 0, fmt.Errorf("decode the durable snapshot metadata: %w", err)
+			return 0, err
 		}
 		index = snap.GetMetadata().GetIndex()
 	}
 	return index, errors.Join(it.Error(), it.Close())
+}
+
+// decodeSnapMeta decodes the compaction marker's record (keySnapMeta).
+func decodeSnapMeta(b []byte) (*raftpb.Snapshot, error) {
+	snap := &raftpb.Snapshot{}
+	if err := proto.Unmarshal(b, snap); err != nil {
+		return nil, fmt.Errorf("decode snapshot metadata: %w", err)
+	}
+	return snap, nil
 }
 
 // AppliedIndex reads the applied index as of r's view.

@@ -2,7 +2,8 @@
 // of `dkv serve` processes, the example's binary built once per test
 // binary, its instances started as processes (examples/internal/proc)
 // that are killed when the test ends and whose logs a failing test
-// prints, and bounded waits for their events.
+// prints, bounded waits for their events, and the embedded store of the
+// in-process tests.
 package proctest
 
 import (
@@ -136,4 +137,19 @@ func Describe(g *proc.Group, match func(exenv.Event) bool) string {
 		}
 	}
 	return b.String()
+}
+
+// Embedded opens an embedded single-node store for an example's
+// in-process test, closed when the test ends, with a context that ends
+// after timeout (or with the test).
+func Embedded(t *testing.T, timeout time.Duration) (context.Context, *exenv.Env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	env, err := exenv.OpenEmbedded(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Close() })
+	return ctx, env
 }
