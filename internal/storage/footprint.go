@@ -16,25 +16,30 @@ import (
 // maxMemTable. A store that grows past it gets the larger size at its
 // next start. The floor is 16 MiB although the raft log has left the LSM
 // (its entries used to die in the memtable): a 4 MiB floor (Pebble's
-// default) brings a member holding 2.8 MB of live data to 8.2 MB after a
-// compaction and defrag, but in five paired runs of 400,000 puts at 64
-// clients it did a median 5,787 ops/s against 6,260 with 16 MiB (0.92x,
-// p90 higher in every run; BENCHMARKS.md, "Stream workers, and the
-// footprint after defrag"), and puts come first.
+// default) did a median 5,787 puts/s against 6,260 with 16 MiB in five
+// paired runs of 400,000 puts at 64 clients (0.92x, p90 higher in every
+// run; BENCHMARKS.md, "Stream workers, and the footprint after defrag").
+// The memtable is memory, not disk, once the ballast is not its size.
 //
 // The write-ahead log's preallocation is capped at walPreallocateStep
 // (walFS), whatever the memtable: it is what an idle store holds, and
 // the speed of a log write comes from Pebble recycling log files, which
 // keep their blocks, not from preallocating them.
 //
-// The ballast is the memtable's size (a flush writes at most one
-// memtable's worth of table), or the largest write the node accepts when
-// that is larger (Options.LargestWrite: --max-value-bytes can be up to
-// 64 MiB).
+// The ballast is the largest write the node accepts
+// (Options.LargestWrite: --max-value-bytes plus the request envelope,
+// 5 MiB by default), and at least minBallast, one raft log segment. It
+// is not the memtable's size: the NOSPACE alarm already counts what the
+// memtables hold as taken (a flush needs about that much), so the
+// ballast only has to absorb the writes in flight between a disk that
+// filled behind the alarm's back and the alarm's commit. Sized to the
+// memtable (16 MiB at least) it was six times the live data of a member
+// holding 10,000 values of 256 bytes.
 const (
 	minMemTable        = 16 << 20
 	maxMemTable        = 64 << 20
 	walPreallocateStep = 1 << 20
+	minBallast         = DefaultSegmentBytes
 )
 
 // memTableSizeFor is the memtable size for a store whose tables and blob
@@ -48,15 +53,15 @@ func memTableSizeFor(data uint64) uint64 {
 }
 
 // ballastFor is the ballast's size: configured > 0 is kept, < 0 is none,
-// 0 is the memtable's size or the largest write, whichever is larger.
-func ballastFor(configured int64, memTable uint64, largestWrite int64) int64 {
+// 0 is the largest write, but at least minBallast.
+func ballastFor(configured int64, largestWrite int64) int64 {
 	switch {
 	case configured > 0:
 		return configured
 	case configured < 0:
 		return 0
 	}
-	return max(int64(memTable), largestWrite)
+	return max(largestWrite, minBallast)
 }
 
 // MemTableSize is the memtable size Open picked (memTableSizeFor).

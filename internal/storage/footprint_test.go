@@ -23,17 +23,17 @@ func TestMemTableSizedToStore(t *testing.T) {
 	}
 	for _, c := range []struct {
 		configured, want int64
-		mem              uint64
 		largest          int64
 	}{
-		{0, 16 << 20, 16 << 20, 5 << 20},
-		{0, 64 << 20, 64 << 20, 1 << 20},
-		{0, 32 << 20, 16 << 20, 32 << 20},
-		{-1, 0, 16 << 20, 1 << 20},
-		{1 << 20, 1 << 20, 64 << 20, 64 << 20},
+		{0, 5 << 20, 5 << 20},
+		{0, minBallast, 1 << 20},
+		{0, minBallast, 0},
+		{0, 65 << 20, 65 << 20},
+		{-1, 0, 5 << 20},
+		{1 << 20, 1 << 20, 64 << 20},
 	} {
-		if got := ballastFor(c.configured, c.mem, c.largest); got != c.want {
-			t.Errorf("ballastFor(%d, %d MiB) = %d, want %d", c.configured, c.mem>>20, got, c.want)
+		if got := ballastFor(c.configured, c.largest); got != c.want {
+			t.Errorf("ballastFor(%d, largest write %d) = %d, want %d", c.configured, c.largest, got, c.want)
 		}
 	}
 }
@@ -54,8 +54,8 @@ func TestBallastSizedToStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.MemTableSize() != minMemTable || s.BallastBytes() != minMemTable {
-		t.Fatalf("new store: memtable %d, ballast %d; want %d and %d", s.MemTableSize(), s.BallastBytes(), minMemTable, minMemTable)
+	if s.MemTableSize() != minMemTable || s.BallastBytes() != minBallast {
+		t.Fatalf("new store: memtable %d, ballast %d; want %d and %d", s.MemTableSize(), s.BallastBytes(), minMemTable, minBallast)
 	}
 	if err := s.EnsureBallast(); err != nil {
 		t.Fatal(err)

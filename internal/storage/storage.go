@@ -62,8 +62,8 @@ type Options struct {
 	// database must then not be used again. See space.go.
 	Fatal func(error)
 	// BallastBytes is the size of the ballast file kept in the data dir
-	// and released at ENOSPC (space.go): 0 sizes it to the store (twice
-	// the memtable size, see ballastFor), a negative value keeps none.
+	// and released at ENOSPC (space.go): 0 makes it the largest write
+	// (see ballastFor), a negative value keeps none.
 	BallastBytes int64
 	// LargestWrite is the largest single write the node accepts (a
 	// request at the size limit): the default ballast is at least that,
@@ -204,7 +204,7 @@ func Open(dir string, opts Options) (*Storage, error) {
 		memSize = opts.memTableSize
 	}
 	s.memTable = memSize
-	s.ballastBytes = ballastFor(opts.BallastBytes, memSize, opts.LargestWrite)
+	s.ballastBytes = ballastFor(opts.BallastBytes, opts.LargestWrite)
 	c := pebble.NewCache(cache + int64(memSize)*(memTableStopWrites+1))
 	defer c.Unref()
 	s.cache, s.cacheBytes = c, cache

@@ -56,7 +56,7 @@ func stopServe(t *testing.T, p interface{ Signal(os.Signal) error }, exited chan
 
 // A single node holding a dozen keys takes a few MB, not the 135 MB of a
 // fixed 64 MiB memtable's preallocated write-ahead log plus a 64 MiB
-// ballast: both are sized to the store.
+// ballast, nor the 17 MB of a ballast the memtable's size.
 func TestFootprintOfASmallStore(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	cmd, addr, exited, stderr := serveProc(t, data)
@@ -84,8 +84,25 @@ func TestFootprintOfASmallStore(t *testing.T) {
 		t.Fatalf("get after restart: exit %d %q", c, out)
 	}
 	const limit = 20 << 20
-	if n := diskUsage(t, data); n > limit {
+	n := diskUsage(t, data)
+	if n > limit {
 		t.Fatalf("a node with 12 keys takes %.1f MiB on disk after a restart, want at most %d MiB", float64(n)/(1<<20), limit>>20)
+	}
+	// The ballast is the largest request the node accepts
+	// (--max-value-bytes, 1 MiB, plus 4 MiB of envelope), not a memtable
+	// (16 MiB at least, six times the live data of a member holding
+	// 10,000 values of 256 bytes); the rest, with 12 keys, is Pebble's
+	// files and the raft log's segments (512 KiB preallocated each: one
+	// from before the restart, one cut by it).
+	fi, err := os.Stat(ballast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(5 << 20); fi.Size() != want {
+		t.Errorf("the ballast is %.1f MiB, want %.1f MiB: the largest request", float64(fi.Size())/(1<<20), float64(want)/(1<<20))
+	}
+	if rest := n - fi.Size(); rest > 2<<20 {
+		t.Errorf("besides the ballast a node with 12 keys takes %.1f MiB, want at most 2 MiB", float64(rest)/(1<<20))
 	}
 }
 

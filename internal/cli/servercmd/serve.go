@@ -141,7 +141,7 @@ be used, saying where each value came from, and exits.`,
 	f.Uint64Var(&cfg.SnapshotCount, "snapshot-count", 0, "compact the raft log once it holds this many applied entries beyond --snapshot-catchup-entries (0: 10000)")
 	f.Uint64Var(&cfg.CatchUpEntries, "snapshot-catchup-entries", 0, "applied entries a raft log compaction keeps for followers slightly behind; one further behind is sent a snapshot (0: 5000)")
 	f.Var(newByteSize(&cfg.RaftLogSegmentBytes, 0), "raft-log-segment-bytes", "size at which the raft log (raftlog/ in the data dir) moves to a new segment file; whole segments are deleted at log compaction (default: 4MiB; 64KiB to 1GiB)")
-	f.Var(newByteSize(&cfg.BallastBytes, 0), "ballast-bytes", "size of the ballast file kept in the data dir and released if the disk fills up anyway (default: the memtable's size, which is sized to the store: 16MiB to 64MiB; negative: none)")
+	f.Var(newByteSize(&cfg.BallastBytes, 0), "ballast-bytes", "size of the ballast file kept in the data dir and released if the disk fills up anyway (default: the largest request, --max-value-bytes plus 4MiB, at least 4MiB; negative: none)")
 	serverOnly(cmd)
 	return cmd
 }
